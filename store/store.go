@@ -1,0 +1,253 @@
+// Package store defines the contract between herd's member runtime and the
+// database it coordinates through. A backend (memstore, redisstore, ...)
+// implements Store; the conformance suite in store/storetest checks that it
+// keeps every rule written here.
+//
+// The contract is deliberately small. It knows sessions (a member's
+// liveness, with a TTL counted by the store's own clock), ownership records
+// (one per partition: owning session, epoch, checkpoint), the group's
+// partition set, a snapshot read and a change feed. It knows nothing about
+// balancing: that is decided by every member from the same snapshot.
+//
+// # Rules every backend keeps
+//
+//   - Every operation that changes a record is atomic and conditional, as
+//     written on each method: two members racing for one partition cannot
+//     both succeed.
+//   - Session expiry is decided by the store's clock alone. A session is
+//     alive from OpenSession until CloseSession, or until TTL has passed on
+//     the store's clock since the last successful OpenSession/KeepAlive.
+//   - An ownership record is valid only while the session named in it is
+//     alive. A record whose session is dead or empty is free to Claim.
+//   - Epochs strictly increase on every successful Claim of a partition
+//     and never repeat, even if the store loses its data: a backend derives
+//     a new epoch as max(previous+1, store time in microseconds).
+//   - Checkpoint and Release are fenced: they succeed only if the record's
+//     epoch equals the caller's and the record's session is alive. Otherwise
+//     nothing is written and ErrNotOwner is returned.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors. Backends wrap driver errors onto these so callers can use
+// errors.Is whatever the database.
+var (
+	// ErrSessionExpired: the session is unknown to the store (expired,
+	// closed, or lost with the store's data). The member must open a new one.
+	ErrSessionExpired = errors.New("herd: session expired")
+	// ErrNotOwner: a fenced write (Checkpoint, Release) named an epoch that
+	// is no longer current, or the owning session is no longer alive.
+	ErrNotOwner = errors.New("herd: not the owner of the partition (epoch is stale or session expired)")
+	// ErrClaimed: Claim found the partition held by another live session.
+	ErrClaimed = errors.New("herd: partition is owned by another live session")
+	// ErrInvalid: an id or argument is malformed (empty, too long, invalid UTF-8).
+	ErrInvalid = errors.New("herd: invalid argument")
+	// ErrUnavailable: the store could not be reached or did not answer in time.
+	ErrUnavailable = errors.New("herd: store unavailable")
+	// ErrCorrupt: a record in the store could not be decoded (written by
+	// something other than herd, or by an incompatible version).
+	ErrCorrupt = errors.New("herd: malformed record in store")
+)
+
+// Partition is one unit of work in a group.
+type Partition struct {
+	ID string
+	// Weight is the relative amount of work; 0 is read as 1.
+	Weight int
+}
+
+// SessionInfo describes a live session as seen in a snapshot.
+type SessionInfo struct {
+	ID     string // store-assigned, unique for the life of the store
+	Member string // the member id the session was opened for
+	// Remaining is the TTL left on the store's clock when the snapshot was
+	// taken. Members use it as a duration from the moment they received the
+	// snapshot, never as an absolute time, so no clocks are compared.
+	Remaining time.Duration
+	// Weight is the member's capacity (0 is read as 1).
+	Weight int
+}
+
+// Ownership is one partition's record. It survives its owner so that the
+// checkpoint and epoch carry over to the next owner.
+type Ownership struct {
+	Partition string
+	Session   string // owning session id; "" when released
+	Member    string // owning session's member id ("" when released)
+	Epoch     uint64
+	// Checkpoint is the last value written by an owner (nil if none).
+	Checkpoint []byte
+}
+
+// Snapshot is one consistent read of a group.
+type Snapshot struct {
+	Sessions   []SessionInfo // live sessions, sorted by ID
+	Partitions []Partition   // the group's partition set, sorted by ID
+	Owners     []Ownership   // every ownership record, sorted by Partition
+}
+
+// Alive reports whether the session with this id is in the snapshot.
+func (s *Snapshot) Alive(session string) bool {
+	for i := range s.Sessions {
+		if s.Sessions[i].ID == session {
+			return true
+		}
+	}
+	return false
+}
+
+// EventKind says what changed. Events are hints: a member re-reads the
+// snapshot after any of them.
+type EventKind int
+
+const (
+	// EventResync: the feed may have missed events (it was re-established).
+	EventResync EventKind = iota
+	EventJoined
+	EventLeft
+	EventClaimed
+	EventReleased
+	EventPartitions
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventResync:
+		return "resync"
+	case EventJoined:
+		return "joined"
+	case EventLeft:
+		return "left"
+	case EventClaimed:
+		return "claimed"
+	case EventReleased:
+		return "released"
+	case EventPartitions:
+		return "partitions"
+	}
+	return fmt.Sprintf("event(%d)", int(k))
+}
+
+// Event is one change notification.
+type Event struct {
+	Kind      EventKind
+	Session   string // the session concerned, if any
+	Partition string // the partition concerned, if any
+}
+
+// Store is what a backend implements. Every method that blocks takes a
+// context and returns promptly when it is cancelled. All methods are safe
+// for concurrent use.
+type Store interface {
+	// OpenSession creates a live session for member in group with the given
+	// TTL and the member's capacity weight, and returns its id, which is
+	// unique for the life of the store (it is never reused, not even for
+	// the same member). Publishes EventJoined.
+	OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error)
+	// KeepAlive extends a live session to ttl from now on the store's clock.
+	// ErrSessionExpired if the session is not alive. It publishes nothing.
+	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error
+	// CloseSession ends a session at once; the records it owned become free.
+	// Closing an unknown session is not an error. Publishes EventLeft.
+	CloseSession(ctx context.Context, group, session string) error
+
+	// SetPartitions replaces the group's partition set. Ownership records
+	// of removed partitions are kept (with their checkpoints) until the
+	// partition returns. Publishes EventPartitions.
+	SetPartitions(ctx context.Context, group string, partitions []Partition) error
+
+	// Snapshot reads the group: live sessions, partition set, ownerships.
+	Snapshot(ctx context.Context, group string) (*Snapshot, error)
+
+	// Claim makes session the owner of partition if the partition has no
+	// record, or its record is released, or its owning session is dead; a
+	// new epoch is assigned and the checkpoint is kept. If session already
+	// owns the partition the current record is returned unchanged (so a
+	// retried Claim is harmless). ErrClaimed if another live session owns
+	// it; ErrSessionExpired if session is not alive. Publishes EventClaimed.
+	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
+	// Release gives the partition up: if the record's epoch equals epoch and
+	// its session is session and alive, the record's session is cleared
+	// (checkpoint and epoch kept). ErrNotOwner otherwise. Publishes
+	// EventReleased.
+	Release(ctx context.Context, group, partition, session string, epoch uint64) error
+	// Checkpoint stores value in the partition's record if the record's
+	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
+	// and nothing is written. Publishes nothing.
+	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
+
+	// Watch returns a feed of change events for group until ctx is
+	// cancelled, when the channel is closed. The feed may coalesce or drop
+	// events when the reader is slow, but then it must deliver at least one
+	// later event (EventResync if nothing else), so a reader that re-reads
+	// the snapshot after every event never misses a change for long. After
+	// the feed is re-established following a disconnection it delivers
+	// EventResync.
+	Watch(ctx context.Context, group string) (<-chan Event, error)
+
+	// Close releases the backend's resources (not the sessions).
+	Close() error
+}
+
+// Limits on ids, checked by ValidateID.
+const (
+	MaxIDLength         = 512
+	MaxCheckpointLength = 1 << 20
+)
+
+// ValidateID checks a group, member or partition id: non-empty, at most
+// MaxIDLength bytes, valid UTF-8, and no control characters. Spaces, colons,
+// slashes and any other printable Unicode are allowed; backends must
+// encode them safely.
+func ValidateID(kind, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%s id is empty: %w", kind, ErrInvalid)
+	case len(id) > MaxIDLength:
+		return fmt.Errorf("%s id is %d bytes, more than the limit of %d: %w", kind, len(id), MaxIDLength, ErrInvalid)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%s id %q is not valid UTF-8: %w", kind, id, ErrInvalid)
+	case strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s id %q contains a control character: %w", kind, id, ErrInvalid)
+	}
+	return nil
+}
+
+// ValidatePartitions checks a partition set: valid, unique ids and
+// non-negative weights.
+func ValidatePartitions(ps []Partition) error {
+	seen := make(map[string]struct{}, len(ps))
+	for _, p := range ps {
+		if err := ValidateID("partition", p.ID); err != nil {
+			return err
+		}
+		if p.Weight < 0 {
+			return fmt.Errorf("partition %q has negative weight %d: %w", p.ID, p.Weight, ErrInvalid)
+		}
+		if _, dup := seen[p.ID]; dup {
+			return fmt.Errorf("partition %q is listed twice: %w", p.ID, ErrInvalid)
+		}
+		seen[p.ID] = struct{}{}
+	}
+	return nil
+}
+
+// NextEpoch is the epoch rule every backend uses: strictly above the previous
+// epoch and at least the store's current time in microseconds, so that an
+// epoch is never repeated even after the store lost the previous value (as
+// long as the store's clock does not go backwards by more than the time
+// between the loss and the last claim).
+func NextEpoch(prev uint64, storeNow time.Time) uint64 {
+	now := uint64(storeNow.UnixMicro())
+	if prev+1 > now {
+		return prev + 1
+	}
+	return now
+}
