@@ -1,0 +1,298 @@
+package faultstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"herd/store"
+	"herd/store/faultstore"
+	"herd/store/memstore"
+	"herd/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestConformance: with no fault set, the wrapper keeps the whole contract.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		inner := memstore.New()
+		t.Cleanup(func() { inner.Close() })
+		return faultstore.Wrap(inner)
+	})
+}
+
+// pending returns the events already waiting in ch (after synctest.Wait).
+func pending(ch <-chan store.Event) []store.Event {
+	var evs []store.Event
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+		default:
+			return evs
+		}
+	}
+}
+
+// everyCall calls every method but Watch once and returns their errors.
+func everyCall(ctx context.Context, s store.Store, session string) map[string]error {
+	errs := map[string]error{}
+	_, errs["OpenSession"] = s.OpenSession(ctx, "g", "m", 1, time.Minute)
+	errs["KeepAlive"] = s.KeepAlive(ctx, "g", session, time.Minute)
+	errs["SetPartitions"] = s.SetPartitions(ctx, "g", []store.Partition{{ID: "x"}})
+	_, errs["Snapshot"] = s.Snapshot(ctx, "g")
+	_, errs["Claim"] = s.Claim(ctx, "g", "p", session)
+	errs["Checkpoint"] = s.Checkpoint(ctx, "g", "p", 1, []byte("x"))
+	errs["Release"] = s.Release(ctx, "g", "p", session, 1)
+	errs["CloseSession"] = s.CloseSession(ctx, "g", session)
+	return errs
+}
+
+// TestCut: while cut, calls fail with ErrUnavailable without reaching the
+// inner store and the feed is silent; afterwards the feed delivers one
+// EventResync, then the inner events again.
+func TestCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		inner := memstore.New()
+		fs := faultstore.Wrap(inner)
+		feed, err := fs.Watch(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := fs.OpenSession(ctx, "g", "a", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if evs := pending(feed); len(evs) != 1 || evs[0].Kind != store.EventJoined {
+			t.Fatalf("events %v; want one joined", evs)
+		}
+
+		fs.SetCut(true)
+		before := fs.Ops()
+		for name, err := range everyCall(ctx, fs, a) {
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("%s while cut: %v; want ErrUnavailable", name, err)
+			}
+		}
+		if _, err := fs.Watch(ctx, "g"); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Watch while cut: %v; want ErrUnavailable", err)
+		}
+		after := fs.Ops()
+		if after.Reads-before.Reads != 1 || after.Writes-before.Writes != 7 || after.Failed-before.Failed != 9 {
+			t.Errorf("counts went from %+v to %+v; want +1 read, +7 writes, +9 failed", before, after)
+		}
+		// Nothing reached the inner store: a is alive, alone, owns nothing.
+		snap, err := inner.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Sessions) != 1 || !snap.Alive(a) || len(snap.Owners) != 0 || len(snap.Partitions) != 0 {
+			t.Fatalf("inner store changed during the cut: %+v", snap)
+		}
+		// Changes by others reach the inner store but not the cut feed.
+		b, err := inner.OpenSession(ctx, "g", "b", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if evs := pending(feed); len(evs) != 0 {
+			t.Fatalf("feed delivered %v while cut; want nothing", evs)
+		}
+
+		fs.SetCut(false)
+		synctest.Wait()
+		if evs := pending(feed); len(evs) != 1 || evs[0].Kind != store.EventResync {
+			t.Fatalf("events after the cut ended: %v; want exactly one resync", evs)
+		}
+		if err := inner.CloseSession(ctx, "g", b); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if evs := pending(feed); len(evs) != 1 || evs[0].Kind != store.EventLeft || evs[0].Session != b {
+			t.Fatalf("events after reconnection: %v; want left %s", evs, b)
+		}
+		if _, err := fs.Snapshot(ctx, "g"); err != nil {
+			t.Fatalf("Snapshot after the cut: %v", err)
+		}
+		// A cut that starts and ends before the forwarder looks still
+		// yields a resync.
+		fs.SetCut(true)
+		fs.SetCut(false)
+		synctest.Wait()
+		if evs := pending(feed); len(evs) != 1 || evs[0].Kind != store.EventResync {
+			t.Fatalf("events after a brief cut: %v; want exactly one resync", evs)
+		}
+	})
+}
+
+// TestCutRespectsContext: a cancelled call reports its ctx error.
+func TestCutRespectsContext(t *testing.T) {
+	fs := faultstore.Wrap(memstore.New())
+	fs.SetCut(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := fs.Snapshot(ctx, "g"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Snapshot with a cancelled ctx while cut: %v; want context.Canceled", err)
+	}
+}
+
+// TestLatency: every call takes the latency in virtual time, and a ctx
+// that ends first stops the call before it reaches the inner store.
+func TestLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		inner := memstore.New()
+		fs := faultstore.Wrap(inner)
+		fs.SetLatency(2 * time.Second)
+		start := time.Now()
+		if _, err := fs.OpenSession(ctx, "g", "a", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("OpenSession took %v; want the latency of 2s", took)
+		}
+		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		_, err := fs.OpenSession(short, "g", "b", 1, time.Hour)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("OpenSession with a 500ms deadline and 2s latency: %v; want DeadlineExceeded", err)
+		}
+		if took := time.Since(start); took != 500*time.Millisecond {
+			t.Fatalf("the call returned after %v; want 500ms, when its ctx ended", took)
+		}
+		snap, err := inner.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Sessions) != 1 {
+			t.Fatalf("inner store has %d sessions; want 1 (the timed-out call must not reach it)", len(snap.Sessions))
+		}
+		fs.SetLatency(0)
+		start = time.Now()
+		if _, err := fs.Snapshot(ctx, "g"); err != nil || time.Since(start) != 0 {
+			t.Fatalf("Snapshot without latency: %v after %v; want nil at once", err, time.Since(start))
+		}
+	})
+}
+
+// TestFailureRate: failures happen at the set rate, half of them after the
+// inner store applied the call; the same seed gives the same failures.
+func TestFailureRate(t *testing.T) {
+	ctx := t.Context()
+	inner := memstore.New()
+	fs := faultstore.Wrap(inner, faultstore.WithSeed(42))
+	fs.SetFailureRate(1)
+	const n = 400
+	for range n {
+		if _, err := fs.OpenSession(ctx, "g", "m", 1, time.Hour); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("OpenSession with failure rate 1: %v; want ErrUnavailable", err)
+		}
+	}
+	snap, err := inner.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About half the failures are lost replies: the session was opened.
+	if got := len(snap.Sessions); got < n/4 || got > 3*n/4 {
+		t.Fatalf("%d of %d failed OpenSession calls reached the inner store; want about half", got, n)
+	}
+	if c := fs.Ops(); c.Writes != n || c.Failed != n {
+		t.Fatalf("counts %+v; want %d writes, all failed", c, n)
+	}
+
+	outcomes := func(seed uint64) []bool {
+		fs := faultstore.Wrap(inner, faultstore.WithSeed(seed))
+		fs.SetFailureRate(0.3)
+		var failed []bool
+		for range 2000 {
+			_, err := fs.Snapshot(ctx, "g")
+			if err != nil && !errors.Is(err, store.ErrUnavailable) {
+				t.Fatal(err)
+			}
+			failed = append(failed, err != nil)
+		}
+		return failed
+	}
+	a, b := outcomes(7), outcomes(7)
+	nFailed := 0
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("call %d failed in one run and not in the other with the same seed", i)
+		}
+		if a[i] {
+			nFailed++
+		}
+	}
+	if nFailed < 500 || nFailed > 700 {
+		t.Fatalf("%d of 2000 calls failed at rate 0.3; want about 600", nFailed)
+	}
+	fs.SetFailureRate(0)
+	if _, err := fs.Snapshot(ctx, "g"); err != nil {
+		t.Fatalf("Snapshot at failure rate 0: %v", err)
+	}
+}
+
+// TestCounts: reads and writes are counted apart; Watch is not counted.
+func TestCounts(t *testing.T) {
+	ctx := t.Context()
+	fs := faultstore.Wrap(memstore.New())
+	errs := everyCall(ctx, fs, "no-such-session")
+	_ = errs
+	for range 3 {
+		if _, err := fs.Snapshot(ctx, "g"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	feed, err := fs.Watch(wctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for range feed {
+	}
+	if c := fs.Ops(); c != (faultstore.Counts{Reads: 4, Writes: 7}) {
+		t.Fatalf("counts %+v; want 4 reads and 7 writes, none failed", c)
+	}
+}
+
+// TestWatchExits: the forwarder goroutine exits and closes the feed when
+// the Watch ctx is cancelled (synctest.Test fails if it is left running).
+func TestWatchExits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := faultstore.Wrap(memstore.New())
+		ctx, cancel := context.WithCancel(t.Context())
+		feed, err := fs.Watch(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.OpenSession(t.Context(), "g", "m", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		fs.SetCut(true) // also while cut
+		cancel()
+		synctest.Wait()
+		evs := pending(feed)
+		select {
+		case _, ok := <-feed:
+			if ok {
+				t.Fatal("feed still open after its ctx was cancelled")
+			}
+		default:
+			t.Fatalf("feed still open after its ctx was cancelled (got %v)", evs)
+		}
+	})
+}

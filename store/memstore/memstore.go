@@ -1,0 +1,552 @@
+// Package memstore is the in-process backend of the store contract, for
+// tests, demos, simulations and single-process use. It is not durable.
+//
+// Everything lives behind one mutex. There are no background goroutines:
+// session expiry is checked lazily against the store's clock at the start of
+// every call (expired sessions are then removed and EventLeft is published
+// for them), and Watch delivers by a non-blocking send into a buffered
+// channel while the lock is held. That makes the store usable inside
+// testing/synctest bubbles, where simulations run thousands of members in
+// virtual time: the only goroutine it ever starts is the one
+// context.AfterFunc runs to close a Watch channel when its ctx is cancelled.
+//
+// # Shared snapshots
+//
+// Snapshot is cheap on large groups: the partition set and the ownership
+// list of a snapshot are shared, immutable slices that are rebuilt only when
+// something changed since the previous snapshot (and then by patching a copy
+// of the previous list when only a few records changed). Callers must treat
+// a returned Snapshot as read-only, Checkpoint bytes included; the store
+// itself never mutates a slice it has handed out (Checkpoint stores a copy of
+// the value, and the byte slice of a record is replaced, never written to).
+// Ownership values returned by Claim are the caller's own copies.
+package memstore
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"herd/store"
+)
+
+// watchBuffer is the capacity of a Watch channel. When a reader is so slow
+// that its buffer is full, further events are dropped until it catches up.
+// That keeps the contract ("deliver at least one later event") without ever
+// blocking the store: the change behind a dropped event happened before the
+// events still in the buffer are read, so the snapshot the reader takes after
+// reading them already shows it.
+const watchBuffer = 64
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the store's clock (default time.Now). The store's clock
+// alone decides session expiry, Remaining and epochs.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// Store is the in-process backend. Create it with New.
+type Store struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	closed bool
+	lastID uint64            // session ids are a counter, never reused
+	groups map[string]*group // created on first use, never removed
+	expiry expiryHeap        // every live session of every group, soonest expiry first
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{now: time.Now, groups: map[string]*group{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+type session struct {
+	id        string
+	member    string
+	weight    int
+	group     *group
+	expires   time.Time // dead once the clock reaches it
+	heapIndex int
+}
+
+type record struct {
+	own   store.Ownership // Checkpoint is replaced on write, never mutated
+	pos   int             // index in group.sorted; -1 while in group.pending
+	dirty bool            // changed since group.view was built
+}
+
+type group struct {
+	sessions   []*session          // live sessions sorted by id
+	byID       map[string]*session // live sessions
+	partitions []store.Partition   // sorted by id; immutable, shared with snapshots
+	records    map[string]*record  // every ownership record by partition
+
+	// The sorted ownership list is maintained incrementally: sorted holds
+	// the records in partition order, new records wait in pending until the
+	// next Snapshot merges them in, and view is the immutable list the last
+	// snapshots shared. dirty lists the records changed since view was built.
+	sorted    []*record
+	pending   []*record
+	view      []store.Ownership
+	viewValid bool
+	dirty     []*record
+
+	watchers map[*watcher]struct{}
+}
+
+type watcher struct {
+	ch      chan store.Event
+	stop    func() bool // stops the context.AfterFunc
+	closed  bool
+	dropped uint64 // events dropped because the buffer was full
+}
+
+// begin starts every call: it checks the context and the store, takes the
+// lock and expires the sessions whose TTL has passed. The caller unlocks.
+func (s *Store) begin(ctx context.Context, op string) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return time.Time{}, fmt.Errorf("memstore: %s: store is closed: %w", op, store.ErrUnavailable)
+	}
+	now := s.now()
+	s.expireLocked(now)
+	return now, nil
+}
+
+// expireLocked removes the sessions that are dead at now and publishes
+// EventLeft for each. The records they own are left as they are: a record
+// naming a dead session is free to Claim.
+func (s *Store) expireLocked(now time.Time) {
+	for len(s.expiry) > 0 && !now.Before(s.expiry[0].expires) {
+		ss := heap.Pop(&s.expiry).(*session)
+		ss.group.removeSession(ss)
+		ss.group.publish(store.Event{Kind: store.EventLeft, Session: ss.id})
+	}
+}
+
+// group returns the group named name, creating it if create is set (nil otherwise).
+func (s *Store) group(name string, create bool) *group {
+	g := s.groups[name]
+	if g == nil && create {
+		g = &group{
+			byID:     map[string]*session{},
+			records:  map[string]*record{},
+			watchers: map[*watcher]struct{}{},
+		}
+		s.groups[name] = g
+	}
+	return g
+}
+
+func (g *group) removeSession(ss *session) {
+	delete(g.byID, ss.id)
+	if i, ok := slices.BinarySearchFunc(g.sessions, ss.id, func(x *session, id string) int { return strings.Compare(x.id, id) }); ok {
+		g.sessions = slices.Delete(g.sessions, i, i+1)
+	}
+}
+
+// alive reports whether the session named id is alive (expired sessions
+// have been removed by begin).
+func (g *group) alive(id string) bool {
+	return id != "" && g.byID[id] != nil
+}
+
+func (g *group) publish(ev store.Event) {
+	for w := range g.watchers {
+		select {
+		case w.ch <- ev:
+		default:
+			w.dropped++
+		}
+	}
+}
+
+// touch marks r as changed since the shared view was built.
+func (g *group) touch(r *record) {
+	if r.pos < 0 || r.dirty || !g.viewValid {
+		return // pending records and a stale view are rebuilt anyway
+	}
+	r.dirty = true
+	g.dirty = append(g.dirty, r)
+	if len(g.dirty) > len(g.sorted)/4 {
+		// Patching would copy about as much as a rebuild: rebuild instead.
+		g.invalidateView()
+	}
+}
+
+func (g *group) invalidateView() {
+	for _, r := range g.dirty {
+		r.dirty = false
+	}
+	g.dirty = nil
+	g.viewValid = false
+}
+
+// ownersView returns the shared, immutable ownership list, merging pending
+// records and rebuilding or patching the view only if something changed.
+func (g *group) ownersView() []store.Ownership {
+	if len(g.pending) > 0 {
+		slices.SortFunc(g.pending, func(a, b *record) int { return strings.Compare(a.own.Partition, b.own.Partition) })
+		merged := make([]*record, 0, len(g.sorted)+len(g.pending))
+		i, j := 0, 0
+		for i < len(g.sorted) || j < len(g.pending) {
+			if j == len(g.pending) || i < len(g.sorted) && g.sorted[i].own.Partition < g.pending[j].own.Partition {
+				merged = append(merged, g.sorted[i])
+				i++
+			} else {
+				merged = append(merged, g.pending[j])
+				j++
+			}
+		}
+		for k, r := range merged {
+			r.pos = k
+		}
+		g.sorted, g.pending = merged, nil
+		g.invalidateView()
+	}
+	switch {
+	case !g.viewValid:
+		view := make([]store.Ownership, len(g.sorted))
+		for i, r := range g.sorted {
+			view[i] = r.own
+		}
+		g.view, g.viewValid = view, true
+	case len(g.dirty) > 0:
+		view := slices.Clone(g.view)
+		for _, r := range g.dirty {
+			view[r.pos] = r.own
+			r.dirty = false
+		}
+		g.view, g.dirty = view, nil
+	}
+	return g.view
+}
+
+// OpenSession implements store.Store.
+func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
+	if err := validate(group, "member", member); err != nil {
+		return "", fmt.Errorf("memstore: open session: %w", err)
+	}
+	if err := validSession(weight, ttl); err != nil {
+		return "", fmt.Errorf("memstore: open session: %w", err)
+	}
+	now, err := s.begin(ctx, "open session")
+	if err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, true)
+	s.lastID++
+	ss := &session{
+		// Fixed-width hex: ids sort in creation order, so appending keeps
+		// g.sessions sorted.
+		id:      fmt.Sprintf("s%016x", s.lastID),
+		member:  member,
+		weight:  weight,
+		group:   g,
+		expires: now.Add(ttl),
+	}
+	g.byID[ss.id] = ss
+	g.sessions = append(g.sessions, ss)
+	heap.Push(&s.expiry, ss)
+	g.publish(store.Event{Kind: store.EventJoined, Session: ss.id})
+	return ss.id, nil
+}
+
+// KeepAlive implements store.Store.
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
+	if err := validate(group); err != nil {
+		return fmt.Errorf("memstore: keep alive: %w", err)
+	}
+	if err := validSession(0, ttl); err != nil {
+		return fmt.Errorf("memstore: keep alive: %w", err)
+	}
+	now, err := s.begin(ctx, "keep alive")
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	if g == nil || !g.alive(session) {
+		return fmt.Errorf("memstore: keep alive %q: %w", session, store.ErrSessionExpired)
+	}
+	ss := g.byID[session]
+	ss.expires = now.Add(ttl)
+	heap.Fix(&s.expiry, ss.heapIndex)
+	return nil
+}
+
+// CloseSession implements store.Store.
+func (s *Store) CloseSession(ctx context.Context, group, session string) error {
+	if err := validate(group); err != nil {
+		return fmt.Errorf("memstore: close session: %w", err)
+	}
+	if _, err := s.begin(ctx, "close session"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	if g == nil || !g.alive(session) {
+		return nil
+	}
+	ss := g.byID[session]
+	heap.Remove(&s.expiry, ss.heapIndex)
+	g.removeSession(ss)
+	g.publish(store.Event{Kind: store.EventLeft, Session: session})
+	return nil
+}
+
+// SetPartitions implements store.Store.
+func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+	if err := validate(group); err != nil {
+		return fmt.Errorf("memstore: set partitions: %w", err)
+	}
+	if err := store.ValidatePartitions(partitions); err != nil {
+		return fmt.Errorf("memstore: set partitions: %w", err)
+	}
+	set := slices.Clone(partitions)
+	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	if _, err := s.begin(ctx, "set partitions"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, true)
+	g.partitions = set
+	g.publish(store.Event{Kind: store.EventPartitions})
+	return nil
+}
+
+// Snapshot implements store.Store. The returned snapshot shares its
+// Partitions and Owners (and their Checkpoint bytes) with other snapshots:
+// treat it as read-only.
+func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
+	if err := validate(group); err != nil {
+		return nil, fmt.Errorf("memstore: snapshot: %w", err)
+	}
+	now, err := s.begin(ctx, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	if g == nil {
+		return &store.Snapshot{}, nil
+	}
+	sessions := make([]store.SessionInfo, len(g.sessions))
+	for i, ss := range g.sessions {
+		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
+	}
+	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView()}, nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
+	if err := validate(group, "partition", partition); err != nil {
+		return store.Ownership{}, fmt.Errorf("memstore: claim: %w", err)
+	}
+	now, err := s.begin(ctx, "claim")
+	if err != nil {
+		return store.Ownership{}, err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	if g == nil || !g.alive(session) {
+		return store.Ownership{}, fmt.Errorf("memstore: claim %q by session %q: %w", partition, session, store.ErrSessionExpired)
+	}
+	r := g.records[partition]
+	switch {
+	case r == nil:
+		r = &record{own: store.Ownership{Partition: partition}, pos: -1}
+		g.records[partition] = r
+		g.pending = append(g.pending, r)
+	case r.own.Session == session:
+		return cloneOwnership(r.own), nil // a retried Claim: unchanged
+	case g.alive(r.own.Session):
+		return store.Ownership{}, fmt.Errorf("memstore: claim %q: owned by session %q: %w", partition, r.own.Session, store.ErrClaimed)
+	}
+	r.own.Session = session
+	r.own.Member = g.byID[session].member
+	r.own.Epoch = store.NextEpoch(r.own.Epoch, now)
+	g.touch(r)
+	g.publish(store.Event{Kind: store.EventClaimed, Session: session, Partition: partition})
+	return cloneOwnership(r.own), nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
+	if err := validate(group, "partition", partition); err != nil {
+		return fmt.Errorf("memstore: release: %w", err)
+	}
+	if _, err := s.begin(ctx, "release"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	var r *record
+	if g != nil {
+		r = g.records[partition]
+	}
+	if r == nil || r.own.Epoch != epoch || r.own.Session != session || !g.alive(session) {
+		return fmt.Errorf("memstore: release %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
+	}
+	r.own.Session, r.own.Member = "", ""
+	g.touch(r)
+	g.publish(store.Event{Kind: store.EventReleased, Session: session, Partition: partition})
+	return nil
+}
+
+// Checkpoint implements store.Store. The value is copied.
+func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := validate(group, "partition", partition); err != nil {
+		return fmt.Errorf("memstore: checkpoint: %w", err)
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("memstore: checkpoint %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	value = bytes.Clone(value) // outside the lock: it may be a megabyte
+	if _, err := s.begin(ctx, "checkpoint"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	var r *record
+	if g != nil {
+		r = g.records[partition]
+	}
+	if r == nil || r.own.Epoch != epoch || !g.alive(r.own.Session) {
+		return fmt.Errorf("memstore: checkpoint %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
+	}
+	r.own.Checkpoint = value // replaced, never mutated: snapshots may share the old one
+	g.touch(r)
+	return nil
+}
+
+// Watch implements store.Store. Events are sent without blocking into a
+// channel buffered for 64 events; when the reader lets the buffer fill up,
+// further events are dropped until it catches up, which is safe because the
+// reader re-reads the snapshot after the events still buffered. The channel
+// is closed when ctx is cancelled or the store is closed.
+func (s *Store) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
+	if err := validate(group); err != nil {
+		return nil, fmt.Errorf("memstore: watch: %w", err)
+	}
+	if _, err := s.begin(ctx, "watch"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, true)
+	w := &watcher{ch: make(chan store.Event, watchBuffer)}
+	g.watchers[w] = struct{}{}
+	// Sends happen under s.mu and so does the close, so nothing is ever
+	// sent on a closed channel. If ctx is already done, AfterFunc runs the
+	// function at once on its own goroutine, which waits for this call to
+	// release the lock.
+	w.stop = context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		g.closeWatcher(w)
+	})
+	return w.ch, nil
+}
+
+func (g *group) closeWatcher(w *watcher) {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	delete(g.watchers, w)
+	close(w.ch)
+}
+
+// Close closes every Watch channel; later calls fail with ErrUnavailable.
+// Sessions are not touched (and, the store being in memory, are gone with it).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for _, g := range s.groups {
+		for w := range g.watchers {
+			w.stop()
+			g.closeWatcher(w)
+		}
+	}
+	return nil
+}
+
+// validate checks the group id and then (kind, id) pairs.
+func validate(group string, kindIDs ...string) error {
+	if err := store.ValidateID("group", group); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(kindIDs); i += 2 {
+		if err := store.ValidateID(kindIDs[i], kindIDs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validSession(weight int, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("session TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	if weight < 0 {
+		return fmt.Errorf("session weight %d is negative: %w", weight, store.ErrInvalid)
+	}
+	return nil
+}
+
+func cloneOwnership(o store.Ownership) store.Ownership {
+	o.Checkpoint = bytes.Clone(o.Checkpoint)
+	return o
+}
+
+// expiryHeap orders live sessions by expiry (container/heap).
+type expiryHeap []*session
+
+func (h expiryHeap) Len() int { return len(h) }
+func (h expiryHeap) Less(i, j int) bool {
+	if c := h[i].expires.Compare(h[j].expires); c != 0 {
+		return c < 0
+	}
+	return cmp.Less(h[i].id, h[j].id)
+}
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *expiryHeap) Push(x any) {
+	ss := x.(*session)
+	ss.heapIndex = len(*h)
+	*h = append(*h, ss)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	ss := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	ss.heapIndex = -1
+	return ss
+}

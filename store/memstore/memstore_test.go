@@ -1,0 +1,446 @@
+package memstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"herd/store"
+	"herd/store/memstore"
+	"herd/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s := memstore.New()
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// fakeClock is a manual clock for WithClock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func mustOpen(t *testing.T, s store.Store, group, member string, ttl time.Duration) string {
+	t.Helper()
+	id, err := s.OpenSession(t.Context(), group, member, 1, ttl)
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	return id
+}
+
+func mustSnap(t *testing.T, s store.Store, group string) *store.Snapshot {
+	t.Helper()
+	snap, err := s.Snapshot(t.Context(), group)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	return snap
+}
+
+// nextEvent returns an event already in ch, or fails.
+func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("watch channel closed; want an event")
+		}
+		return ev
+	default:
+		t.Fatal("no event pending; want one")
+	}
+	panic("unreachable")
+}
+
+func noEvent(t *testing.T, ch <-chan store.Event) {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		t.Fatalf("got event %v (open %v); want none pending", ev, ok)
+	default:
+	}
+}
+
+// TestVirtualTime runs the store inside a synctest bubble: sessions expire
+// after exactly their TTL of virtual time, the expiry is published as
+// EventLeft when noticed, epochs follow the virtual clock, and the Watch
+// channel closes when its ctx is cancelled, leaving no goroutine behind
+// (synctest.Test fails if one is left blocked).
+func TestVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		s := memstore.New()
+		wctx, cancel := context.WithCancel(ctx)
+		events, err := s.Watch(wctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ttl = 10 * time.Second
+		a := mustOpen(t, s, "g", "a", ttl)
+		b := mustOpen(t, s, "g", "b", time.Hour)
+		for _, id := range []string{a, b} {
+			if ev := nextEvent(t, events); ev.Kind != store.EventJoined || ev.Session != id {
+				t.Fatalf("event %v; want joined %s", ev, id)
+			}
+		}
+		o, err := s.Claim(ctx, "g", "p", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := store.NextEpoch(0, time.Now()); o.Epoch != want {
+			t.Fatalf("epoch %d; want NextEpoch(0, virtual now) = %d", o.Epoch, want)
+		}
+		nextEvent(t, events) // claimed
+
+		time.Sleep(ttl - time.Nanosecond)
+		snap := mustSnap(t, s, "g")
+		if !snap.Alive(a) {
+			t.Fatalf("session dead 1ns before its TTL of virtual time")
+		}
+		if r := snap.Sessions[0].Remaining; r != time.Nanosecond {
+			t.Fatalf("Remaining = %v; want 1ns", r)
+		}
+		noEvent(t, events)
+		time.Sleep(time.Nanosecond)
+		// Nothing runs in the background: the expiry is noticed by the
+		// next call, whatever it is.
+		noEvent(t, events)
+		if err := s.KeepAlive(ctx, "g", a, ttl); !errors.Is(err, store.ErrSessionExpired) {
+			t.Fatalf("KeepAlive at exactly the TTL: %v; want ErrSessionExpired", err)
+		}
+		if ev := nextEvent(t, events); ev.Kind != store.EventLeft || ev.Session != a {
+			t.Fatalf("event %v; want left %s", ev, a)
+		}
+		if err := s.Checkpoint(ctx, "g", "p", o.Epoch, []byte("x")); !errors.Is(err, store.ErrNotOwner) {
+			t.Fatalf("Checkpoint after expiry: %v; want ErrNotOwner", err)
+		}
+		ob, err := s.Claim(ctx, "g", "p", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := store.NextEpoch(o.Epoch, time.Now()); ob.Epoch != want || ob.Epoch <= o.Epoch {
+			t.Fatalf("takeover epoch %d; want %d (> %d)", ob.Epoch, want, o.Epoch)
+		}
+
+		// KeepAlive in virtual time keeps b alive for a long time.
+		for range 100 {
+			time.Sleep(30 * time.Minute)
+			if err := s.KeepAlive(ctx, "g", b, time.Hour); err != nil {
+				t.Fatalf("KeepAlive: %v", err)
+			}
+		}
+
+		cancel()
+		synctest.Wait() // the AfterFunc goroutine closes the channel
+		for range events {
+		}
+	})
+}
+
+// TestClock: the store's clock decides expiry and epochs; epochs still
+// increase when the clock goes backwards.
+func TestClock(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := memstore.New(memstore.WithClock(clock.Now))
+	a := mustOpen(t, s, "g", "a", time.Minute)
+	o1, err := s.Claim(ctx, "g", "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(clock.Now().UnixMicro()); o1.Epoch != want {
+		t.Fatalf("epoch %d; want the clock in microseconds %d", o1.Epoch, want)
+	}
+	if err := s.Release(ctx, "g", "p", a, o1.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(-time.Hour)
+	o2, err := s.Claim(ctx, "g", "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o2.Epoch != o1.Epoch+1 {
+		t.Fatalf("epoch after the clock went back: %d; want previous+1 = %d", o2.Epoch, o1.Epoch+1)
+	}
+	clock.Add(time.Hour + time.Minute - time.Microsecond) // 1µs before expiry
+	if !mustSnap(t, s, "g").Alive(a) {
+		t.Fatal("session expired before its TTL on the store's clock")
+	}
+	clock.Add(time.Microsecond)
+	if mustSnap(t, s, "g").Alive(a) {
+		t.Fatal("session alive after its TTL on the store's clock")
+	}
+}
+
+// TestCopies: callers cannot change the store through values they passed
+// in or got back.
+func TestCopies(t *testing.T) {
+	ctx := t.Context()
+	s := memstore.New()
+	a := mustOpen(t, s, "g", "a", time.Minute)
+	o, err := s.Claim(ctx, "g", "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := []byte("original")
+	if err := s.Checkpoint(ctx, "g", "p", o.Epoch, value); err != nil {
+		t.Fatal(err)
+	}
+	copy(value, "XXXXXXXX")
+	again, err := s.Claim(ctx, "g", "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.Checkpoint) != "original" {
+		t.Fatalf("checkpoint %q after the caller changed its buffer; want %q", again.Checkpoint, "original")
+	}
+	copy(again.Checkpoint, "YYYYYYYY")
+	if got := mustSnap(t, s, "g").Owners[0].Checkpoint; string(got) != "original" {
+		t.Fatalf("checkpoint %q after the caller changed what Claim returned; want %q", got, "original")
+	}
+	parts := []store.Partition{{ID: "b"}, {ID: "a"}}
+	if err := s.SetPartitions(ctx, "g", parts); err != nil {
+		t.Fatal(err)
+	}
+	parts[0].ID = "zzz"
+	if got := mustSnap(t, s, "g").Partitions; got[0].ID != "a" || got[1].ID != "b" {
+		t.Fatalf("partitions %+v after the caller changed its slice; want [a b]", got)
+	}
+}
+
+// TestSnapshotShared: unchanged snapshots share their lists; a change
+// produces a new list and leaves the old snapshot as it was.
+func TestSnapshotShared(t *testing.T) {
+	ctx := t.Context()
+	s := memstore.New()
+	a := mustOpen(t, s, "g", "a", time.Minute)
+	var epochs []uint64
+	for i := range 100 {
+		o, err := s.Claim(ctx, "g", fmt.Sprintf("p%03d", i), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs = append(epochs, o.Epoch)
+	}
+	s1, s2 := mustSnap(t, s, "g"), mustSnap(t, s, "g")
+	if &s1.Owners[0] != &s2.Owners[0] {
+		t.Fatal("two snapshots without a change in between do not share Owners")
+	}
+	if err := s.Checkpoint(ctx, "g", "p050", epochs[50], []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	s3 := mustSnap(t, s, "g")
+	if s1.Owners[50].Checkpoint != nil {
+		t.Fatalf("an earlier snapshot changed to %q; want it unchanged", s1.Owners[50].Checkpoint)
+	}
+	if string(s3.Owners[50].Checkpoint) != "new" {
+		t.Fatalf("new snapshot has checkpoint %q; want %q", s3.Owners[50].Checkpoint, "new")
+	}
+}
+
+// TestSnapshotModel applies random operations and compares every snapshot
+// with a plain model, to check the incremental sorted list and view.
+func TestSnapshotModel(t *testing.T) {
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := memstore.New()
+	sessions := []string{mustOpen(t, s, "g", "a", time.Hour), mustOpen(t, s, "g", "b", time.Hour)}
+	model := map[string]store.Ownership{}
+	for step := range 3000 {
+		p := fmt.Sprintf("p%d", rng.IntN(400))
+		sess := sessions[rng.IntN(len(sessions))]
+		switch rng.IntN(3) {
+		case 0:
+			o, err := s.Claim(ctx, "g", p, sess)
+			if err == nil {
+				model[p] = o
+			} else if !errors.Is(err, store.ErrClaimed) {
+				t.Fatal(err)
+			}
+		case 1:
+			if o, ok := model[p]; ok && o.Session != "" {
+				v := fmt.Appendf(nil, "v%d", step)
+				if err := s.Checkpoint(ctx, "g", p, o.Epoch, v); err != nil {
+					t.Fatal(err)
+				}
+				o.Checkpoint = v
+				model[p] = o
+			}
+		case 2:
+			if o, ok := model[p]; ok && o.Session != "" {
+				if err := s.Release(ctx, "g", p, o.Session, o.Epoch); err != nil {
+					t.Fatal(err)
+				}
+				o.Session, o.Member = "", ""
+				model[p] = o
+			}
+		}
+		if rng.IntN(10) != 0 {
+			continue
+		}
+		snap := mustSnap(t, s, "g")
+		keys := make([]string, 0, len(model))
+		for k := range model {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if len(snap.Owners) != len(keys) {
+			t.Fatalf("step %d: %d records; want %d", step, len(snap.Owners), len(keys))
+		}
+		for i, k := range keys {
+			got, want := snap.Owners[i], model[k]
+			if got.Partition != want.Partition || got.Session != want.Session || got.Member != want.Member ||
+				got.Epoch != want.Epoch || string(got.Checkpoint) != string(want.Checkpoint) {
+				t.Fatalf("step %d: record %d = %+v; want %+v", step, i, got, want)
+			}
+		}
+	}
+}
+
+// TestWatchFullBuffer: a reader that does not read never blocks the store;
+// once it reads, it gets the buffered events and then new ones.
+func TestWatchFullBuffer(t *testing.T) {
+	ctx := t.Context()
+	s := memstore.New()
+	events, err := s.Watch(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustOpen(t, s, "g", "a", time.Hour)
+	for i := range 500 {
+		if _, err := s.Claim(ctx, "g", fmt.Sprintf("p%d", i), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for len(events) > 0 {
+		<-events
+		n++
+	}
+	if n == 0 || n > 64 {
+		t.Fatalf("%d events buffered; want between 1 and 64", n)
+	}
+	if err := s.CloseSession(ctx, "g", a); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, events); ev.Kind != store.EventLeft {
+		t.Fatalf("event after catching up = %v; want left", ev)
+	}
+}
+
+// TestClose: Close closes the Watch channels and later calls fail with
+// ErrUnavailable.
+func TestClose(t *testing.T) {
+	ctx := t.Context()
+	s := memstore.New()
+	events, err := s.Watch(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-events; ok {
+		t.Fatal("watch channel open after Close")
+	}
+	if _, err := s.Snapshot(ctx, "g"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Snapshot after Close: %v; want ErrUnavailable", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// benchStore returns a store with 100,000 partitions owned by 1,000
+// sessions, as in the simulation.
+func benchStore(b *testing.B) (*memstore.Store, []store.Ownership) {
+	ctx := b.Context()
+	s := memstore.New()
+	const nPartitions, nSessions = 100_000, 1_000
+	ps := make([]store.Partition, nPartitions)
+	for i := range ps {
+		ps[i] = store.Partition{ID: fmt.Sprintf("partition-%06d", i)}
+	}
+	if err := s.SetPartitions(ctx, "g", ps); err != nil {
+		b.Fatal(err)
+	}
+	sessions := make([]string, nSessions)
+	for i := range sessions {
+		id, err := s.OpenSession(ctx, "g", fmt.Sprintf("member-%04d", i), 1, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sessions[i] = id
+	}
+	owners := make([]store.Ownership, nPartitions)
+	for i, j := range rand.Perm(nPartitions) {
+		o, err := s.Claim(ctx, "g", ps[j].ID, sessions[i%nSessions])
+		if err != nil {
+			b.Fatal(err)
+		}
+		owners[j] = o
+	}
+	return s, owners
+}
+
+// BenchmarkSnapshot100k reads a snapshot of 100,000 owned partitions and
+// 1,000 sessions with nothing changed in between (the common case).
+func BenchmarkSnapshot100k(b *testing.B) {
+	s, _ := benchStore(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		snap, err := s.Snapshot(ctx, "g")
+		if err != nil || len(snap.Owners) != 100_000 {
+			b.Fatal(err, len(snap.Owners))
+		}
+	}
+}
+
+// BenchmarkSnapshot100kAfterCheckpoint reads a snapshot after every
+// checkpoint (worst case: the ownership list is patched every time).
+func BenchmarkSnapshot100kAfterCheckpoint(b *testing.B) {
+	s, owners := benchStore(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		o := owners[i%len(owners)]
+		if err := s.Checkpoint(ctx, "g", o.Partition, o.Epoch, []byte("offset")); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Snapshot(ctx, "g"); err != nil {
+			b.Fatal(err)
+		}
+		i += 7919
+	}
+}

@@ -1,0 +1,235 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"herd/store"
+)
+
+// unusualIDs are valid ids (store.ValidateID accepts them) that break
+// backends which build keys, channel names, patterns, scripts or queries by
+// pasting strings: separators, Redis cluster hash tags and glob characters,
+// Lua and SQL quoting and format characters, Unicode, and ids of exactly
+// MaxIDLength bytes.
+func unusualIDs() []string {
+	return []string{
+		"with space", " leading", "trailing ", "a:b:c", "::", "a/b/c", "/", "a\\b",
+		"{tag}", "{", "}", "{}", "[x]", "[", "*", "?", "a*b?c[d]",
+		"100%", "%s%d%%", `"quoted"`, "'single'", "`tick`", "]]", "[[", "[=[",
+		"--comment", "a;b", "$1", "#", "&=+~!@^|<>,.", "\\x00", "null", "nil",
+		"ünïcödé", "日本語", "emoji 🎉", "\u00a0nbsp", "zero\u200bwidth", "ls\u2028ps", "\ufffd",
+		strings.Repeat("x", store.MaxIDLength),
+		strings.Repeat("é", store.MaxIDLength/2),
+	}
+}
+
+// malformedIDs are ids store.ValidateID rejects.
+func malformedIDs() []string {
+	return []string{
+		"", "new\nline", "cr\rx", "tab\tx", "nul\x00x", "del\x7fx", "esc\x1b[0m",
+		"\xff\xfe", "cut utf8 \xc3",
+		strings.Repeat("x", store.MaxIDLength+1),
+		strings.Repeat("é", store.MaxIDLength/2) + "x",
+	}
+}
+
+// groupWith returns base/suffix, cut at a rune boundary and padded with
+// 'x' to exactly MaxIDLength bytes if it is longer than that.
+func groupWith(base, suffix string) string {
+	g := base + "/" + suffix
+	if len(g) <= store.MaxIDLength {
+		return g
+	}
+	cut := g[:store.MaxIDLength]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return cut + strings.Repeat("x", store.MaxIDLength-len(cut))
+}
+
+// testUnusualIDs: unusual ids work as member, partition and group ids, come
+// back unchanged and sorted, and do not leak into other groups' feeds.
+func testUnusualIDs(e *env) {
+	t := e.t
+	ids := unusualIDs()
+	for _, id := range ids {
+		if err := store.ValidateID("test", id); err != nil {
+			t.Fatalf("suite bug: %s should be valid: %v", quote(id), err)
+		}
+	}
+
+	// As member and partition ids in one group.
+	set := make([]store.Partition, len(ids))
+	for i, id := range ids {
+		set[i] = store.Partition{ID: id}
+	}
+	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+		t.Fatalf("SetPartitions with unusual ids: %v; want nil", err)
+	}
+	sessions := make([]string, len(ids))
+	for i, id := range ids {
+		sessions[i] = e.open(id, longTTL)
+		o := e.claim(id, sessions[i])
+		if o.Member != id {
+			t.Fatalf("Claim of partition %s by member %s returned Member %s; want it unchanged", quote(id), quote(id), quote(o.Member))
+		}
+		e.checkpoint(id, o.Epoch, id)
+	}
+	s := e.snap()
+	checkSorted(t, s)
+	if got, want := partitionIDs(s.Partitions), sortedCopy(ids); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Fatalf("Snapshot.Partitions = %q; want %q", got, want)
+	}
+	for i, id := range ids {
+		o, ok := findOwner(s, id)
+		if !ok || o.Session != sessions[i] || o.Member != id || string(o.Checkpoint) != id {
+			t.Fatalf("record of partition %s = %s (found %v); want session %q, member and checkpoint equal to the id", quote(id), fmtOwner(o), ok, sessions[i])
+		}
+		si, ok := findSession(s, sessions[i])
+		if !ok || si.Member != id {
+			t.Fatalf("session %q of member %s = %+v (found %v); want the member id unchanged", sessions[i], quote(id), si, ok)
+		}
+	}
+	for i, id := range ids {
+		e.release(id, sessions[i], e.mustRecord(id).Epoch)
+		e.close(sessions[i])
+	}
+
+	// As group ids, each watched, all sharing one prefix so that a glob or
+	// prefix match between groups would show.
+	base := newGroup(t, "")
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	groups := make([]string, len(ids))
+	feeds := make([]*feed, len(ids))
+	for i, id := range ids {
+		groups[i] = groupWith(base, id)
+		feeds[i] = e.watch(ctx, groups[i], "watcher of group "+quote(groups[i]))
+	}
+	members := make([]string, len(ids))
+	for i, g := range groups {
+		members[i] = e.openIn(g, "member", 1, longTTL)
+		if err := e.s.SetPartitions(e.ctx, g, []store.Partition{{ID: "p"}}); err != nil {
+			t.Fatalf("SetPartitions in group %s: %v", quote(g), err)
+		}
+		o := e.claimIn(g, "p", members[i])
+		if err := e.s.Checkpoint(e.ctx, g, "p", o.Epoch, []byte(g)); err != nil {
+			t.Fatalf("Checkpoint in group %s: %v", quote(g), err)
+		}
+	}
+	for i, g := range groups {
+		s := e.snapOf(g)
+		if len(s.Sessions) != 1 || s.Sessions[0].ID != members[i] {
+			t.Fatalf("group %s lists sessions %+v; want only its own %q", quote(g), s.Sessions, members[i])
+		}
+		if len(s.Owners) != 1 || s.Owners[0].Session != members[i] || string(s.Owners[0].Checkpoint) != g {
+			t.Fatalf("group %s has records %+v; want one, owned by %q with its own checkpoint", quote(g), s.Owners, members[i])
+		}
+		skipped := feeds[i].waitFor("EventJoined for its session", isEvent(store.EventJoined, members[i], ""))
+		for _, ev := range skipped {
+			if ev.Kind != store.EventResync {
+				t.Fatalf("watcher of group %s received %v before its own group's first event; want no events of other groups", quote(g), ev)
+			}
+		}
+		feeds[i].waitFor("EventClaimed for p", isEvent(store.EventClaimed, members[i], "p"))
+	}
+}
+
+// testMalformedIDs: every method rejects a malformed group, member or
+// partition id with ErrInvalid, and changes nothing.
+func testMalformedIDs(e *env) {
+	t := e.t
+	s := e.open("member", longTTL)
+	e.setPartitions("p")
+	o := e.claim("p", s)
+	ctx := e.ctx
+	for _, bad := range malformedIDs() {
+		if store.ValidateID("test", bad) == nil {
+			t.Fatalf("suite bug: %s should be invalid", quote(bad))
+		}
+		calls := map[string]func() error{
+			"OpenSession(group)": func() error { _, err := e.s.OpenSession(ctx, bad, "m", 1, time.Second); return err },
+			"OpenSession(member)": func() error {
+				_, err := e.s.OpenSession(ctx, e.group, bad, 1, time.Second)
+				return err
+			},
+			"KeepAlive(group)":         func() error { return e.s.KeepAlive(ctx, bad, s, time.Second) },
+			"CloseSession(group)":      func() error { return e.s.CloseSession(ctx, bad, s) },
+			"SetPartitions(group)":     func() error { return e.s.SetPartitions(ctx, bad, []store.Partition{{ID: "p"}}) },
+			"SetPartitions(partition)": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: bad}}) },
+			"Snapshot(group)":          func() error { _, err := e.s.Snapshot(ctx, bad); return err },
+			"Claim(group)":             func() error { _, err := e.s.Claim(ctx, bad, "p", s); return err },
+			"Claim(partition)":         func() error { _, err := e.s.Claim(ctx, e.group, bad, s); return err },
+			"Release(group)":           func() error { return e.s.Release(ctx, bad, "p", s, o.Epoch) },
+			"Release(partition)":       func() error { return e.s.Release(ctx, e.group, bad, s, o.Epoch) },
+			"Checkpoint(group)":        func() error { return e.s.Checkpoint(ctx, bad, "p", o.Epoch, []byte("x")) },
+			"Checkpoint(partition)":    func() error { return e.s.Checkpoint(ctx, e.group, bad, o.Epoch, []byte("x")) },
+			"Watch(group)": func() error {
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				_, err := e.s.Watch(wctx, bad)
+				return err
+			},
+		}
+		for name, call := range calls {
+			wantErr(t, call(), store.ErrInvalid, fmt.Sprintf("%s with id %s", name, quote(bad)), "store.ValidateID rejects the id")
+		}
+	}
+	snap := e.snap()
+	if !snap.Alive(s) || len(snap.Sessions) != 1 {
+		t.Fatalf("after rejected calls the sessions are %+v; want only %q, alive", snap.Sessions, s)
+	}
+	if got := partitionIDs(snap.Partitions); len(got) != 1 || got[0] != "p" {
+		t.Fatalf("after rejected calls the partition set is %q; want [p]", got)
+	}
+	if got, _ := findOwner(snap, "p"); !sameOwner(got, o) || len(snap.Owners) != 1 {
+		t.Fatalf("after rejected calls the records are %+v; want only %s", snap.Owners, fmtOwner(o))
+	}
+}
+
+// testCancelledContext: every method returns an error promptly when its
+// context is already cancelled or past its deadline.
+func testCancelledContext(e *env) {
+	t := e.t
+	s := e.open("member", longTTL)
+	o := e.claim("p", s)
+	cancelled, cancel := context.WithCancel(e.ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(e.ctx, time.Now().Add(-time.Second))
+	defer cancel2()
+	for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "past its deadline": expired} {
+		calls := map[string]func() error{
+			"OpenSession":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, time.Second); return err },
+			"KeepAlive":     func() error { return e.s.KeepAlive(ctx, e.group, s, longTTL) },
+			"CloseSession":  func() error { return e.s.CloseSession(ctx, e.group, "no-such-session") },
+			"SetPartitions": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p"}}) },
+			"Snapshot":      func() error { _, err := e.s.Snapshot(ctx, e.group); return err },
+			"Claim":         func() error { _, err := e.s.Claim(ctx, e.group, "q", s); return err },
+			"Release":       func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
+			"Checkpoint":    func() error { return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, []byte("x")) },
+		}
+		for name, call := range calls {
+			start := time.Now()
+			err := call()
+			if took := time.Since(start); took > promptly {
+				t.Fatalf("%s with a %s context took %v; want it to return within %v", name, ctxName, took, promptly)
+			}
+			if err == nil {
+				t.Fatalf("%s with a %s context returned nil; want an error", name, ctxName)
+			}
+		}
+		// Watch either refuses or returns a feed that closes at once.
+		start := time.Now()
+		ch, err := e.s.Watch(ctx, e.group)
+		if took := time.Since(start); took > promptly {
+			t.Fatalf("Watch with a %s context took %v; want it to return within %v", ctxName, took, promptly)
+		}
+		if err == nil {
+			(&feed{e: e, name: "Watch with a " + ctxName + " context", ch: ch}).waitClosed("returning with a dead context")
+		}
+	}
+}

@@ -1,0 +1,551 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"herd/store"
+)
+
+// testClaimFree: a partition without a record is claimed with an epoch > 0
+// and no checkpoint; the snapshot shows the record.
+func testClaimFree(e *env) {
+	t := e.t
+	e.setPartitions("p1")
+	a := e.open("member-a", longTTL)
+	o := e.claim("p1", a)
+	if o.Member != "member-a" || len(o.Checkpoint) != 0 {
+		t.Fatalf("Claim of a new partition returned %s; want Member %q and no checkpoint", fmtOwner(o), "member-a")
+	}
+	got := e.mustRecord("p1")
+	if !sameOwner(got, o) {
+		t.Fatalf("Snapshot record %s differs from what Claim returned %s; want them equal", fmtOwner(got), fmtOwner(o))
+	}
+}
+
+// testClaimHeld: a partition owned by another live session is not claimed.
+func testClaimHeld(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+	o := e.claim("p1", a)
+	_, err := e.s.Claim(e.ctx, e.group, "p1", b)
+	wantErr(t, err, store.ErrClaimed, "Claim by a second session of a partition owned by a live session",
+		"only one live session may own a partition")
+	if got := e.mustRecord("p1"); !sameOwner(got, o) {
+		t.Fatalf("a refused Claim changed the record from %s to %s; want it unchanged", fmtOwner(o), fmtOwner(got))
+	}
+}
+
+// testClaimRetry: a session re-claiming what it owns gets the current record
+// back unchanged (same epoch, same checkpoint), so a retried Claim is harmless.
+func testClaimRetry(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	o := e.claim("p1", a)
+	e.checkpoint("p1", o.Epoch, "progress")
+	again := e.claim("p1", a)
+	want := o
+	want.Checkpoint = []byte("progress")
+	if !sameOwner(again, want) {
+		t.Fatalf("Claim by the session that already owns the partition returned %s; want the current record %s unchanged", fmtOwner(again), fmtOwner(want))
+	}
+	if got := e.mustRecord("p1"); !sameOwner(got, want) {
+		t.Fatalf("record after a repeated Claim is %s; want %s unchanged", fmtOwner(got), fmtOwner(want))
+	}
+	// The epoch is still current: the owner can go on writing.
+	e.checkpoint("p1", o.Epoch, "more")
+}
+
+// testClaimNeedsLiveSession: Claim by a closed or unknown session fails
+// with ErrSessionExpired and creates no record.
+func testClaimNeedsLiveSession(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	e.close(a)
+	_, err := e.s.Claim(e.ctx, e.group, "p1", a)
+	wantErr(t, err, store.ErrSessionExpired, "Claim by a closed session", "only a live session may claim")
+	_, err = e.s.Claim(e.ctx, e.group, "p1", "no-such-session")
+	wantErr(t, err, store.ErrSessionExpired, "Claim by an unknown session", "only a live session may claim")
+	if o, ok := e.record("p1"); ok && o.Session != "" {
+		t.Fatalf("refused Claims left a record naming a session: %s; want none", fmtOwner(o))
+	}
+}
+
+// testClaimAfterClose: when the owner closes its session, the record is free;
+// the next Claim gets a larger epoch and the checkpoint carries over.
+func testClaimAfterClose(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+	oa := e.claim("p1", a)
+	e.checkpoint("p1", oa.Epoch, "cp-from-a")
+	e.close(a)
+	ob := e.claim("p1", b)
+	if ob.Epoch <= oa.Epoch {
+		t.Fatalf("Claim after the owner closed its session got epoch %d; want strictly more than the previous %d", ob.Epoch, oa.Epoch)
+	}
+	if string(ob.Checkpoint) != "cp-from-a" || ob.Member != "member-b" {
+		t.Fatalf("Claim after the owner closed returned %s; want Member %q and the previous checkpoint %q", fmtOwner(ob), "member-b", "cp-from-a")
+	}
+	if got := e.mustRecord("p1"); !sameOwner(got, ob) {
+		t.Fatalf("record after the takeover is %s; want %s", fmtOwner(got), fmtOwner(ob))
+	}
+	// The previous owner's epoch is fenced off.
+	err := e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("stale"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint with the previous owner's epoch", "the epoch is stale")
+	e.wantCheckpoint("p1", "cp-from-a", "after a refused stale Checkpoint")
+}
+
+// testClaimAfterExpiry: when the owner's session expires, its fenced writes
+// fail, it can no longer claim, and another session takes the partition with
+// a larger epoch and the checkpoint.
+func testClaimAfterExpiry(e *env) {
+	t := e.t
+	b := e.open("member-b", longTTL)
+	a := e.open("member-a", shortTTL)
+	oa := e.claim("p1", a)
+	e.checkpoint("p1", oa.Epoch, "cp-from-a")
+	oa2 := e.claim("p2", a)
+
+	// While a is alive, b cannot take it.
+	if _, err := e.s.Claim(e.ctx, e.group, "p1", b); !errors.Is(err, store.ErrClaimed) && e.snap().Alive(a) {
+		t.Fatalf("Claim by b of a partition owned by live session a: %v; want ErrClaimed", err)
+	}
+	e.waitGone(a, shortTTL+expiryGrace)
+
+	err := e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("late"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint by the owner after its session expired",
+		"Checkpoint is fenced on the owning session being alive")
+	e.wantCheckpoint("p1", "cp-from-a", "after a refused Checkpoint by an expired owner")
+	err = e.s.Release(e.ctx, e.group, "p2", a, oa2.Epoch)
+	wantErr(t, err, store.ErrNotOwner, "Release by the owner after its session expired",
+		"Release is fenced on the owning session being alive")
+	wantErr(t, e.s.KeepAlive(e.ctx, e.group, a, time.Second), store.ErrSessionExpired,
+		"KeepAlive of the expired owner", "the session is dead")
+	_, err = e.s.Claim(e.ctx, e.group, "p3", a)
+	wantErr(t, err, store.ErrSessionExpired, "Claim by an expired session", "only a live session may claim")
+
+	ob := e.claim("p1", b)
+	if ob.Epoch <= oa.Epoch {
+		t.Fatalf("Claim after the owner expired got epoch %d; want strictly more than %d", ob.Epoch, oa.Epoch)
+	}
+	if string(ob.Checkpoint) != "cp-from-a" {
+		t.Fatalf("Claim after the owner expired returned checkpoint %q; want the previous %q", ob.Checkpoint, "cp-from-a")
+	}
+	ob2 := e.claim("p2", b)
+	if ob2.Epoch <= oa2.Epoch {
+		t.Fatalf("Claim of p2 after the owner expired got epoch %d; want strictly more than %d", ob2.Epoch, oa2.Epoch)
+	}
+}
+
+// testCheckpointCurrent: the owner writes with its epoch; every write
+// replaces the previous value and is visible in the snapshot.
+func testCheckpointCurrent(e *env) {
+	a := e.open("member-a", longTTL)
+	o := e.claim("p1", a)
+	for i := range 3 {
+		v := fmt.Sprintf("offset-%d", i)
+		e.checkpoint("p1", o.Epoch, v)
+		e.wantCheckpoint("p1", v, "after Checkpoint by the owner")
+	}
+	// Binary values survive unchanged.
+	bin := []byte{0, 1, 2, 0xff, 0xfe, '\n', '"', '%', 0}
+	if err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, bin); err != nil {
+		e.t.Fatalf("Checkpoint of binary bytes: %v; want nil", err)
+	}
+	e.wantCheckpoint("p1", string(bin), "after a binary Checkpoint")
+	if got := e.mustRecord("p1"); got.Epoch != o.Epoch || got.Session != a {
+		e.t.Fatalf("Checkpoint changed the record to %s; want epoch %d and session %q kept", fmtOwner(got), o.Epoch, a)
+	}
+}
+
+// testCheckpointFenced: stale epochs, unknown records, released records.
+func testCheckpointFenced(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+
+	err := e.s.Checkpoint(e.ctx, e.group, "never-claimed", 1, []byte("x"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint of a partition without a record", "nobody owns it")
+	if o, ok := e.record("never-claimed"); ok && len(o.Checkpoint) != 0 {
+		t.Fatalf("a refused Checkpoint wrote %s; want nothing written", fmtOwner(o))
+	}
+
+	oa := e.claim("p1", a)
+	e.checkpoint("p1", oa.Epoch, "a-1")
+	for _, epoch := range []uint64{oa.Epoch - 1, oa.Epoch + 1, 0} {
+		err := e.s.Checkpoint(e.ctx, e.group, "p1", epoch, []byte("wrong"))
+		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("Checkpoint with epoch %d when the record's epoch is %d", epoch, oa.Epoch),
+			"the epoch must equal the record's")
+	}
+	e.wantCheckpoint("p1", "a-1", "after refused Checkpoints with wrong epochs")
+
+	// After a release, the old epoch is not accepted even though nobody else
+	// owns the partition yet.
+	e.release("p1", a, oa.Epoch)
+	err = e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("after-release"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint after Release", "a released record has no live session")
+	e.wantCheckpoint("p1", "a-1", "after a refused Checkpoint on a released record")
+
+	// After b takes over, a's epoch stays refused and b's works.
+	ob := e.claim("p1", b)
+	err = e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("stale"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint with the previous owner's epoch", "the epoch is stale")
+	e.checkpoint("p1", ob.Epoch, "b-1")
+	e.wantCheckpoint("p1", "b-1", "after Checkpoint by the new owner")
+}
+
+// testCheckpointLimit: MaxCheckpointLength bytes are accepted, one more is
+// ErrInvalid and nothing is written.
+func testCheckpointLimit(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	o := e.claim("p1", a)
+	big := bytes.Repeat([]byte{'c'}, store.MaxCheckpointLength)
+	if err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, big); err != nil {
+		t.Fatalf("Checkpoint of exactly MaxCheckpointLength (%d) bytes: %v; want nil", len(big), err)
+	}
+	if got := e.mustRecord("p1"); !bytes.Equal(got.Checkpoint, big) {
+		t.Fatalf("checkpoint of %d bytes read back as %d bytes; want it unchanged", len(big), len(got.Checkpoint))
+	}
+	e.checkpoint("p1", o.Epoch, "small")
+	err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, append(big, 'x'))
+	wantErr(t, err, store.ErrInvalid, fmt.Sprintf("Checkpoint of %d bytes", len(big)+1),
+		fmt.Sprintf("the limit is MaxCheckpointLength = %d", store.MaxCheckpointLength))
+	e.wantCheckpoint("p1", "small", "after a refused oversized Checkpoint")
+}
+
+// testReleaseFenced: Release needs the record's session and epoch, and the
+// session alive.
+func testReleaseFenced(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+	err := e.s.Release(e.ctx, e.group, "never-claimed", a, 1)
+	wantErr(t, err, store.ErrNotOwner, "Release of a partition without a record", "nobody owns it")
+
+	o := e.claim("p1", a)
+	cases := []struct {
+		session string
+		epoch   uint64
+		why     string
+	}{
+		{a, o.Epoch + 1, "the epoch is not the record's"},
+		{a, o.Epoch - 1, "the epoch is not the record's"},
+		{b, o.Epoch, "the session is not the record's"},
+		{"no-such-session", o.Epoch, "the session is not the record's"},
+	}
+	for _, c := range cases {
+		err := e.s.Release(e.ctx, e.group, "p1", c.session, c.epoch)
+		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("Release(session %q, epoch %d) of a record owned by %q at epoch %d", c.session, c.epoch, a, o.Epoch), c.why)
+		if got := e.mustRecord("p1"); !sameOwner(got, o) {
+			t.Fatalf("a refused Release changed the record from %s to %s; want it unchanged", fmtOwner(o), fmtOwner(got))
+		}
+	}
+
+	// A closed owner cannot release either.
+	o2 := e.claim("p2", a)
+	e.close(a)
+	err = e.s.Release(e.ctx, e.group, "p2", a, o2.Epoch)
+	wantErr(t, err, store.ErrNotOwner, "Release by a closed session", "the owning session must be alive")
+}
+
+// testReleaseKeeps: Release clears Session and Member, keeps epoch and
+// checkpoint, and a second Release fails.
+func testReleaseKeeps(e *env) {
+	t := e.t
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+	o := e.claim("p1", a)
+	e.checkpoint("p1", o.Epoch, "kept")
+	e.release("p1", a, o.Epoch)
+	got := e.mustRecord("p1")
+	want := store.Ownership{Partition: "p1", Epoch: o.Epoch, Checkpoint: []byte("kept")}
+	if !sameOwner(got, want) {
+		t.Fatalf("record after Release is %s; want %s (session and member cleared, epoch and checkpoint kept)", fmtOwner(got), fmtOwner(want))
+	}
+	err := e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
+	wantErr(t, err, store.ErrNotOwner, "a second Release", "the record is already released")
+	// A released record names no session; naming none must not match it.
+	err = e.s.Release(e.ctx, e.group, "p1", "", o.Epoch)
+	if !errors.Is(err, store.ErrNotOwner) && !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Release with an empty session of a released record: %v; want ErrNotOwner (or ErrInvalid)", err)
+	}
+	if !e.snap().Alive(a) {
+		t.Fatalf("session %q died by releasing a partition; want it alive", a)
+	}
+	ob := e.claim("p1", b)
+	if ob.Epoch <= o.Epoch || string(ob.Checkpoint) != "kept" {
+		t.Fatalf("Claim after Release returned %s; want an epoch above %d and checkpoint %q", fmtOwner(ob), o.Epoch, "kept")
+	}
+}
+
+// testEpochsIncrease: across many claim/release/close cycles, among several
+// sessions, including the same session re-claiming what it released, every
+// Claim gets a strictly larger epoch.
+func testEpochsIncrease(e *env) {
+	t := e.t
+	sessions := []string{e.open("m0", longTTL), e.open("m1", longTTL), e.open("m2", longTTL)}
+	var last uint64
+	for i := range 60 {
+		k := i % len(sessions)
+		if i%7 == 3 {
+			k = (i - 1) % len(sessions) // the previous owner claims again
+		}
+		o := e.claim("p1", sessions[k])
+		if o.Epoch <= last {
+			t.Fatalf("cycle %d: Claim got epoch %d after an epoch of %d; want strictly increasing epochs", i, o.Epoch, last)
+		}
+		last = o.Epoch
+		if i%5 == 4 {
+			// End the session instead of releasing, and replace it.
+			e.close(sessions[k])
+			sessions[k] = e.open(fmt.Sprintf("m%d-%d", k, i), longTTL)
+		} else {
+			e.release("p1", sessions[k], o.Epoch)
+		}
+	}
+}
+
+// testSetPartitions: the set is replaced, sorted in the snapshot, weights
+// kept; records of removed partitions stay until they return.
+func testSetPartitions(e *env) {
+	t := e.t
+	set := []store.Partition{{ID: "c"}, {ID: "a", Weight: 2}, {ID: "b", Weight: 5}}
+	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+		t.Fatalf("SetPartitions: %v", err)
+	}
+	wantSet := func(want []store.Partition) {
+		t.Helper()
+		got := e.snap().Partitions
+		ok := len(got) == len(want)
+		for i := 0; ok && i < len(got); i++ {
+			ok = got[i].ID == want[i].ID && weight(got[i].Weight) == weight(want[i].Weight)
+		}
+		if !ok {
+			t.Fatalf("Snapshot.Partitions = %+v; want %+v (sorted by id, weights kept)", got, want)
+		}
+	}
+	wantSet([]store.Partition{{ID: "a", Weight: 2}, {ID: "b", Weight: 5}, {ID: "c"}})
+
+	a := e.open("member-a", longTTL)
+	o := e.claim("a", a)
+	e.checkpoint("a", o.Epoch, "cp-a")
+	e.release("a", a, o.Epoch)
+
+	e.setPartitions("d", "b")
+	wantSet([]store.Partition{{ID: "b"}, {ID: "d"}})
+	got := e.mustRecord("a")
+	if got.Epoch != o.Epoch || string(got.Checkpoint) != "cp-a" {
+		t.Fatalf("record of removed partition %q is %s; want it kept with epoch %d and checkpoint %q", "a", fmtOwner(got), o.Epoch, "cp-a")
+	}
+
+	if err := e.s.SetPartitions(e.ctx, e.group, nil); err != nil {
+		t.Fatalf("SetPartitions(empty): %v; want nil", err)
+	}
+	wantSet(nil)
+
+	e.setPartitions("a")
+	wantSet([]store.Partition{{ID: "a"}})
+	o2 := e.claim("a", a)
+	if o2.Epoch <= o.Epoch || string(o2.Checkpoint) != "cp-a" {
+		t.Fatalf("Claim of a partition that returned to the set gave %s; want an epoch above %d and checkpoint %q", fmtOwner(o2), o.Epoch, "cp-a")
+	}
+}
+
+func weight(w int) int {
+	if w == 0 {
+		return 1
+	}
+	return w
+}
+
+// testSetPartitionsInvalid: a malformed set is rejected whole.
+func testSetPartitionsInvalid(e *env) {
+	t := e.t
+	e.setPartitions("x", "y")
+	bad := map[string][]store.Partition{
+		"duplicate id":    {{ID: "a"}, {ID: "b"}, {ID: "a"}},
+		"negative weight": {{ID: "a", Weight: -1}},
+		"empty id":        {{ID: "a"}, {ID: ""}},
+		"control char":    {{ID: "a\nb"}},
+		"too long":        {{ID: strings.Repeat("p", store.MaxIDLength+1)}},
+	}
+	for what, set := range bad {
+		err := e.s.SetPartitions(e.ctx, e.group, set)
+		wantErr(t, err, store.ErrInvalid, "SetPartitions with a "+what, "ValidatePartitions rejects it")
+		if got := partitionIDs(e.snap().Partitions); len(got) != 2 || got[0] != "x" || got[1] != "y" {
+			t.Fatalf("a rejected SetPartitions (%s) changed the set to %q; want [x y] unchanged", what, got)
+		}
+	}
+}
+
+// testSnapshotEmpty: a group nobody used reads as empty, without error.
+func testSnapshotEmpty(e *env) {
+	s := e.snap()
+	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) != 0 {
+		e.t.Fatalf("Snapshot of an unused group = %+v; want it empty", s)
+	}
+}
+
+// testSnapshotSorted: lists are sorted in byte order whatever the insertion
+// order and the database's collation; sessions carry Remaining and Weight.
+func testSnapshotSorted(e *env) {
+	t := e.t
+	// Ids whose byte order differs from most collations (case, accents,
+	// digits, punctuation, spaces).
+	ids := []string{"b", "B", "a", "A", "é", "e", "10", "9", " x", "_y", "Z", "ä", "a b", "a-b", "a.b", "日本"}
+	var set []store.Partition
+	for i, id := range ids {
+		set = append(set, store.Partition{ID: id, Weight: i % 3})
+	}
+	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+		t.Fatalf("SetPartitions: %v", err)
+	}
+	var sessions []string
+	for i := range 6 {
+		sessions = append(sessions, e.openIn(e.group, fmt.Sprintf("member-%d", i), i+1, longTTL))
+	}
+	// Claim in an order unrelated to the ids'.
+	for i := len(ids) - 1; i >= 0; i -= 2 {
+		e.claim(ids[i], sessions[i%len(sessions)])
+	}
+	for i := len(ids) - 2; i >= 0; i -= 2 {
+		e.claim(ids[i], sessions[i%len(sessions)])
+	}
+	s := e.snap()
+	checkSorted(t, s)
+	if got, want := partitionIDs(s.Partitions), sortedCopy(ids); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Snapshot.Partitions ids = %q; want %q", got, want)
+	}
+	if len(s.Owners) != len(ids) {
+		t.Fatalf("Snapshot has %d ownership records; want %d", len(s.Owners), len(ids))
+	}
+	for i, id := range ids {
+		o, _ := findOwner(s, id)
+		if o.Session != sessions[i%len(sessions)] {
+			t.Fatalf("record of %q names session %q; want %q", id, o.Session, sessions[i%len(sessions)])
+		}
+		var p store.Partition
+		for _, q := range s.Partitions {
+			if q.ID == id {
+				p = q
+			}
+		}
+		if weight(p.Weight) != weight(i%3) {
+			t.Fatalf("partition %q has weight %d; want %d", id, p.Weight, i%3)
+		}
+	}
+	if len(s.Sessions) != len(sessions) {
+		t.Fatalf("Snapshot lists %d sessions; want %d", len(s.Sessions), len(sessions))
+	}
+	for i, id := range sessions {
+		si, ok := findSession(s, id)
+		if !ok {
+			t.Fatalf("Snapshot is missing session %q", id)
+		}
+		if si.Weight != i+1 || si.Member != fmt.Sprintf("member-%d", i) {
+			t.Fatalf("session %q has Member %q Weight %d; want %q and %d", id, si.Member, si.Weight, fmt.Sprintf("member-%d", i), i+1)
+		}
+		if si.Remaining <= 0 || si.Remaining > longTTL {
+			t.Fatalf("session %q has Remaining %v; want it in (0, %v]", id, si.Remaining, longTTL)
+		}
+	}
+}
+
+// testSnapshotSeesChanges: in a group of many records, every snapshot
+// shows the changes made before it, one record at a time (catches backends
+// that cache or patch snapshots and miss a change).
+func testSnapshotSeesChanges(e *env) {
+	t := e.t
+	const n = 64
+	a := e.open("member-a", longTTL)
+	b := e.open("member-b", longTTL)
+	owners := map[string]store.Ownership{}
+	for i := range n {
+		p := fmt.Sprintf("p%02d", (i*37)%n) // not in id order
+		owners[p] = e.claim(p, a)
+	}
+	check := func(step string) {
+		t.Helper()
+		s := e.snap()
+		checkSorted(t, s)
+		if len(s.Owners) != len(owners) {
+			t.Fatalf("%s: snapshot has %d records; want %d", step, len(s.Owners), len(owners))
+		}
+		for _, got := range s.Owners {
+			if want := owners[got.Partition]; !sameOwner(got, want) {
+				t.Fatalf("%s: record %s in the snapshot; want %s", step, fmtOwner(got), fmtOwner(want))
+			}
+		}
+	}
+	check("after claiming")
+	check("reading again without a change")
+	for i, p := range []string{"p00", "p31", "p63", "p07"} {
+		o := owners[p]
+		v := fmt.Sprintf("cp-%d", i)
+		e.checkpoint(p, o.Epoch, v)
+		o.Checkpoint = []byte(v)
+		owners[p] = o
+		check("after Checkpoint of " + p)
+	}
+	o := owners["p31"]
+	e.release("p31", a, o.Epoch)
+	o.Session, o.Member = "", ""
+	owners["p31"] = o
+	check("after Release of p31")
+	owners["p31"] = e.claim("p31", b)
+	check("after Claim of p31 by another session")
+	owners["p64"] = e.claim("p64", b)
+	owners["a-first"] = e.claim("a-first", b)
+	check("after Claims of new partitions")
+}
+
+// testGroupsIndependent: groups share nothing: sessions, partition sets and
+// records of one are invisible to and untouchable from another.
+func testGroupsIndependent(e *env) {
+	t := e.t
+	g1, g2 := e.group, newGroup(t, "-second")
+	s1 := e.openIn(g1, "m", 1, longTTL)
+	s2 := e.openIn(g2, "m", 1, longTTL)
+	if err := e.s.SetPartitions(e.ctx, g1, []store.Partition{{ID: "p"}, {ID: "only-in-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.SetPartitions(e.ctx, g2, []store.Partition{{ID: "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	o1 := e.claimIn(g1, "p", s1)
+	o2 := e.claimIn(g2, "p", s2) // the same partition id in another group is another record
+	_ = o2
+
+	_, err := e.s.Claim(e.ctx, g2, "q", s1)
+	wantErr(t, err, store.ErrSessionExpired, "Claim in group 2 by a session of group 1", "a session lives in one group")
+	err = e.s.Checkpoint(e.ctx, g2, "p", o1.Epoch, []byte("cross"))
+	if o2.Epoch != o1.Epoch {
+		wantErr(t, err, store.ErrNotOwner, "Checkpoint in group 2 with group 1's epoch", "records of groups are separate")
+	}
+	if err := e.s.CloseSession(e.ctx, g2, s1); err != nil {
+		t.Fatalf("CloseSession in group 2 of a session of group 1: %v; want nil (unknown there)", err)
+	}
+
+	a, b := e.snapOf(g1), e.snapOf(g2)
+	if !a.Alive(s1) || a.Alive(s2) || len(a.Sessions) != 1 {
+		t.Fatalf("group 1 sessions = %+v; want only %q (CloseSession in another group must not end it)", a.Sessions, s1)
+	}
+	if !b.Alive(s2) || b.Alive(s1) || len(b.Sessions) != 1 {
+		t.Fatalf("group 2 sessions = %+v; want only %q", b.Sessions, s2)
+	}
+	if got := partitionIDs(b.Partitions); len(got) != 1 || got[0] != "p" {
+		t.Fatalf("group 2 partitions = %q; want [p]", got)
+	}
+	if ob, _ := findOwner(b, "p"); ob.Session != s2 || len(b.Owners) != 1 {
+		t.Fatalf("group 2 records = %+v; want one record of p owned by %q", b.Owners, s2)
+	}
+	if oa, _ := findOwner(a, "p"); oa.Session != s1 {
+		t.Fatalf("group 1 record of p = %s; want it owned by %q", fmtOwner(oa), s1)
+	}
+}

@@ -1,0 +1,355 @@
+// Package storetest is the conformance suite of the store contract. Every
+// backend runs it against its real server:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store {
+//			s := redisstore.New(...)
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// Every subtest works in its own group with a random name, so backends that
+// share one server (or one suite run against a server used by someone else)
+// do not collide, and the subtests run in parallel. The suite runs in real
+// time: the few subtests that need a session to expire use TTLs of half a
+// second and poll the snapshot with a deadline; the whole suite takes a few
+// seconds.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"testing"
+	"time"
+
+	"herd/store"
+)
+
+const (
+	// shortTTL is the TTL of sessions the suite lets expire.
+	shortTTL = 500 * time.Millisecond
+	// longTTL is the TTL of sessions that must stay alive for a whole subtest.
+	longTTL = time.Minute
+	// expiryGrace is how long after its TTL a session may still be seen
+	// alive (store clock rate, polling, a loaded CI machine).
+	expiryGrace = 2 * time.Second
+	// eventWait is how long an event may take to arrive on a Watch feed.
+	eventWait = 3 * time.Second
+	// promptly is how long a call with a cancelled context may take.
+	promptly = 2 * time.Second
+	// subtestTimeout bounds every store call of one subtest.
+	subtestTimeout = 30 * time.Second
+	// pollEvery is the interval of condition polling.
+	pollEvery = 20 * time.Millisecond
+)
+
+// Run runs the conformance suite. newStore is called once per subtest (with
+// the subtest's t, so it can register cleanup with t.Cleanup) and must return
+// a working store; stores may share a server, since every subtest uses its
+// own randomly named group. Subtests run in parallel; Run returns when all of
+// them have finished. Run never calls Close: newStore registers that with
+// t.Cleanup if it wants to. The groups the suite creates are left in the
+// store (the contract has no way to delete one); their sessions expire.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(e *env)
+	}{
+		// sessions.go
+		{"session/open_keepalive_close", testSessionLifecycle},
+		{"session/ids_unique", testSessionIDsUnique},
+		{"session/keepalive_unknown", testKeepAliveUnknown},
+		{"session/expires_after_ttl", testSessionExpires},
+		{"session/keepalive_extends", testKeepAliveExtends},
+		{"session/invalid_arguments", testSessionInvalidArguments},
+		// ownership.go
+		{"claim/free_partition", testClaimFree},
+		{"claim/held_by_live_session", testClaimHeld},
+		{"claim/retry_returns_same_record", testClaimRetry},
+		{"claim/needs_live_session", testClaimNeedsLiveSession},
+		{"claim/after_owner_closed", testClaimAfterClose},
+		{"claim/after_owner_expired", testClaimAfterExpiry},
+		{"checkpoint/current_epoch", testCheckpointCurrent},
+		{"checkpoint/fenced", testCheckpointFenced},
+		{"checkpoint/size_limit", testCheckpointLimit},
+		{"release/fenced", testReleaseFenced},
+		{"release/keeps_checkpoint_and_epoch", testReleaseKeeps},
+		{"epoch/strictly_increases", testEpochsIncrease},
+		{"partitions/set_replaces", testSetPartitions},
+		{"partitions/invalid_set_rejected", testSetPartitionsInvalid},
+		{"snapshot/empty_group", testSnapshotEmpty},
+		{"snapshot/sorted_with_fields", testSnapshotSorted},
+		{"snapshot/sees_every_change", testSnapshotSeesChanges},
+		{"group/independent", testGroupsIndependent},
+		// watch.go
+		{"watch/events", testWatchEvents},
+		{"watch/every_watcher_gets_events", testWatchFanOut},
+		{"watch/other_group_silent", testWatchOtherGroup},
+		{"watch/closes_on_cancel", testWatchCloses},
+		// ids.go
+		{"ids/unusual_accepted", testUnusualIDs},
+		{"ids/malformed_rejected", testMalformedIDs},
+		{"context/cancelled", testCancelledContext},
+		// concurrency.go
+		{"concurrency/claim_race_new_records", testClaimRaceNew},
+		{"concurrency/claim_race_freed_record", testClaimRaceFreed},
+		{"concurrency/stale_checkpoints", testStaleCheckpoints},
+	}
+	t.Run("storetest", func(t *testing.T) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				tc.fn(newEnv(t, newStore))
+			})
+		}
+	})
+}
+
+// env is one subtest's store, context and group.
+type env struct {
+	t     *testing.T
+	s     store.Store
+	ctx   context.Context
+	group string
+}
+
+func newEnv(t *testing.T, newStore func(*testing.T) store.Store) *env {
+	t.Helper()
+	s := newStore(t)
+	if s == nil {
+		t.Fatal("newStore returned nil")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), subtestTimeout)
+	t.Cleanup(cancel)
+	return &env{t: t, s: s, ctx: ctx, group: newGroup(t, "")}
+}
+
+// newGroup returns a group id that no other subtest or run uses.
+func newGroup(t *testing.T, suffix string) string {
+	return fmt.Sprintf("herd-storetest/%s/%016x%s", path.Base(t.Name()), rand.Uint64(), suffix)
+}
+
+// open opens a session in the env's group and fails the test on error.
+func (e *env) open(member string, ttl time.Duration) string {
+	e.t.Helper()
+	return e.openIn(e.group, member, 1, ttl)
+}
+
+func (e *env) openIn(group, member string, weight int, ttl time.Duration) string {
+	e.t.Helper()
+	id, err := e.s.OpenSession(e.ctx, group, member, weight, ttl)
+	if err != nil {
+		e.t.Fatalf("OpenSession(group %q, member %q, weight %d, ttl %v): %v; want a new session", group, member, weight, ttl, err)
+	}
+	if id == "" {
+		e.t.Fatalf("OpenSession(group %q, member %q) returned an empty session id and no error", group, member)
+	}
+	return id
+}
+
+func (e *env) close(session string) {
+	e.t.Helper()
+	if err := e.s.CloseSession(e.ctx, e.group, session); err != nil {
+		e.t.Fatalf("CloseSession(%q): %v; want nil", session, err)
+	}
+}
+
+func (e *env) snap() *store.Snapshot {
+	e.t.Helper()
+	return e.snapOf(e.group)
+}
+
+func (e *env) snapOf(group string) *store.Snapshot {
+	e.t.Helper()
+	s, err := e.s.Snapshot(e.ctx, group)
+	if err != nil {
+		e.t.Fatalf("Snapshot(%q): %v; want a snapshot", group, err)
+	}
+	if s == nil {
+		e.t.Fatalf("Snapshot(%q) returned nil and no error", group)
+	}
+	return s
+}
+
+func (e *env) setPartitions(ids ...string) {
+	e.t.Helper()
+	ps := make([]store.Partition, len(ids))
+	for i, id := range ids {
+		ps[i] = store.Partition{ID: id}
+	}
+	if err := e.s.SetPartitions(e.ctx, e.group, ps); err != nil {
+		e.t.Fatalf("SetPartitions(%q): %v; want nil", ids, err)
+	}
+}
+
+// claim claims partition for session and fails the test unless it succeeds
+// with a well-formed record.
+func (e *env) claim(partition, session string) store.Ownership {
+	e.t.Helper()
+	return e.claimIn(e.group, partition, session)
+}
+
+func (e *env) claimIn(group, partition, session string) store.Ownership {
+	e.t.Helper()
+	o, err := e.s.Claim(e.ctx, group, partition, session)
+	if err != nil {
+		e.t.Fatalf("Claim(group %q, partition %q, session %q): %v; want success", group, partition, session, err)
+	}
+	if o.Partition != partition || o.Session != session || o.Epoch == 0 {
+		e.t.Fatalf("Claim(%q, %q) returned %s; want Partition %q, Session %q and an epoch > 0", partition, session, fmtOwner(o), partition, session)
+	}
+	return o
+}
+
+func (e *env) checkpoint(partition string, epoch uint64, value string) {
+	e.t.Helper()
+	if err := e.s.Checkpoint(e.ctx, e.group, partition, epoch, []byte(value)); err != nil {
+		e.t.Fatalf("Checkpoint(%q, epoch %d, %q) by the current owner: %v; want nil", partition, epoch, value, err)
+	}
+}
+
+func (e *env) release(partition, session string, epoch uint64) {
+	e.t.Helper()
+	if err := e.s.Release(e.ctx, e.group, partition, session, epoch); err != nil {
+		e.t.Fatalf("Release(%q, session %q, epoch %d) by the current owner: %v; want nil", partition, session, epoch, err)
+	}
+}
+
+// record returns partition's ownership record from a fresh snapshot.
+func (e *env) record(partition string) (store.Ownership, bool) {
+	e.t.Helper()
+	return findOwner(e.snap(), partition)
+}
+
+// mustRecord is record, failing the test if there is none.
+func (e *env) mustRecord(partition string) store.Ownership {
+	e.t.Helper()
+	o, ok := e.record(partition)
+	if !ok {
+		e.t.Fatalf("Snapshot has no ownership record for partition %q; want one", partition)
+	}
+	return o
+}
+
+// wantCheckpoint checks the checkpoint of partition's record in a fresh snapshot.
+func (e *env) wantCheckpoint(partition, want, why string) {
+	e.t.Helper()
+	o := e.mustRecord(partition)
+	if !bytes.Equal(o.Checkpoint, []byte(want)) {
+		e.t.Fatalf("%s: checkpoint of %q is %q; want %q", why, partition, o.Checkpoint, want)
+	}
+}
+
+// waitGone polls the snapshot until session is no longer alive, failing the
+// test if it still is after the deadline.
+func (e *env) waitGone(session string, within time.Duration) time.Time {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if !e.snap().Alive(session) {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("session %q is still alive in the snapshot %v after its TTL should have expired; want it gone", session, within)
+		}
+		select {
+		case <-time.After(pollEvery):
+		case <-e.ctx.Done():
+			e.t.Fatalf("waiting for session %q to expire: %v", session, e.ctx.Err())
+		}
+	}
+}
+
+// wantErr fails the test unless errors.Is(err, target).
+func wantErr(t *testing.T, err, target error, call, why string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v; want %v (%s)", call, err, target, why)
+	}
+}
+
+func findOwner(s *store.Snapshot, partition string) (store.Ownership, bool) {
+	for _, o := range s.Owners {
+		if o.Partition == partition {
+			return o, true
+		}
+	}
+	return store.Ownership{}, false
+}
+
+func findSession(s *store.Snapshot, id string) (store.SessionInfo, bool) {
+	for _, si := range s.Sessions {
+		if si.ID == id {
+			return si, true
+		}
+	}
+	return store.SessionInfo{}, false
+}
+
+func fmtOwner(o store.Ownership) string {
+	return fmt.Sprintf("{Partition %q, Session %q, Member %q, Epoch %d, Checkpoint %q}", o.Partition, o.Session, o.Member, o.Epoch, o.Checkpoint)
+}
+
+func sameOwner(a, b store.Ownership) bool {
+	return a.Partition == b.Partition && a.Session == b.Session && a.Member == b.Member &&
+		a.Epoch == b.Epoch && bytes.Equal(a.Checkpoint, b.Checkpoint)
+}
+
+// checkSorted fails the test unless the snapshot's three lists are sorted
+// by id in byte order (Go string order, not a database collation) and hold
+// no duplicates.
+func checkSorted(t *testing.T, s *store.Snapshot) {
+	t.Helper()
+	check := func(what string, ids []string) {
+		t.Helper()
+		for i := 1; i < len(ids); i++ {
+			if ids[i-1] >= ids[i] {
+				t.Fatalf("Snapshot.%s is not strictly sorted by id in byte order: %q comes before %q (full order %q)", what, ids[i-1], ids[i], ids)
+			}
+		}
+	}
+	ids := make([]string, 0, len(s.Sessions))
+	for _, si := range s.Sessions {
+		ids = append(ids, si.ID)
+	}
+	check("Sessions", ids)
+	ids = ids[:0]
+	for _, p := range s.Partitions {
+		ids = append(ids, p.ID)
+	}
+	check("Partitions", ids)
+	ids = ids[:0]
+	for _, o := range s.Owners {
+		ids = append(ids, o.Partition)
+	}
+	check("Owners", ids)
+}
+
+func partitionIDs(ps []store.Partition) []string {
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func sortedCopy(ids []string) []string {
+	c := slices.Clone(ids)
+	slices.Sort(c)
+	return c
+}
+
+// quote formats an id for a message, abbreviating long ones.
+func quote(id string) string {
+	if len(id) > 40 {
+		return fmt.Sprintf("%q...(%d bytes)", id[:20], len(id))
+	}
+	return fmt.Sprintf("%q", id)
+}
