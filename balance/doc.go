@@ -1,0 +1,71 @@
+// Package balance computes the target owner of every partition for a fleet of
+// members. It is a pure, deterministic function of its [Input]: every member
+// of the fleet runs [Assign] on the same snapshot and gets the same answer.
+// There is no randomness, no clock, and no dependence on map iteration order
+// or on the order of the input slices.
+//
+// # Normalisation
+//
+// Members and partitions are de-duplicated by ID; the first occurrence in the
+// slice wins (only a member's Weight can differ between duplicates, so only
+// conflicting duplicate members make the result depend on slice order).
+// Weights <= 0 are treated as 1. An entry of Input.Owners counts only if both
+// the partition and the member are known; anything else is treated as
+// unowned. A partition's current owner is "valid" exactly when it counts.
+// Partition weights are carried but not used: balancing is by count.
+//
+// # Quotas
+//
+// With P partitions and total member weight W, member i with weight w_i has
+// the exact share s_i = P*w_i/W. Its base quota is floor(s_i); the
+// R = P - sum(floor(s_i)) remaining "+1" slots go to members with a non-zero
+// fractional part, so every quota is floor(s_i) or ceil(s_i) and the quotas
+// sum to P (with unit weights: every member gets floor(P/N) or ceil(P/N)).
+// The +1 slots are handed out in this order:
+//
+//  1. members that currently hold more than their base quota (a +1 there
+//     keeps a partition where it is, a +1 elsewhere keeps nothing);
+//  2. larger fractional part first (the largest-remainder method);
+//  3. higher hash of the member ID, then smaller member ID.
+//
+// Without current owners this is exactly the largest-remainder (Hamilton)
+// method. Rule 1 makes the quota vector maximise sum_i min(held_i, quota_i)
+// over all vectors in which every member gets floor or ceil of its share,
+// which is what makes the number of moves minimal (see [MinMoves]).
+//
+// # Assignment
+//
+//  1. Sticky: a member that holds no more than its quota keeps everything it
+//     holds. A member that holds more keeps the quota partitions with the
+//     highest rendezvous score hash(partition, member) (ties by partition ID)
+//     and frees the rest.
+//  2. Freed and unowned partitions (the "pool") go to members below quota.
+//     Each missing unit k of member m becomes a slot at ring position
+//     hash(m, k); each pool partition p sits at hash(p). Pool partitions are
+//     taken in ring order and each takes the first free slot clockwise from
+//     its position (consistent hashing with bounded loads, capacity one per
+//     slot, using a union-find "next free slot" array). The pool has exactly
+//     as many partitions as there are slots, so every partition is placed and
+//     every member ends at exactly its quota. The spread is pseudo-random,
+//     and a small change to the pool only perturbs the placement locally.
+//
+// # Guarantees
+//
+//   - Every partition is assigned to exactly one known member, and every
+//     member gets exactly its quota from [Quotas].
+//   - Moves(in, Assign(in)) == MinMoves(in): no assignment in which every
+//     member gets floor or ceil of its share moves fewer live-owned
+//     partitions. In particular nothing moves when the current spread is
+//     already fair, and feeding the output back in as Owners moves nothing.
+//   - The result does not depend on the order of Members or Partitions.
+//   - It never panics on odd input (no members, no partitions, unknown
+//     owners, non-positive or huge weights).
+//
+// # Complexity
+//
+// For N members and P partitions: O(N log N) for the quotas, O(P) for
+// de-duplication and the sticky pass, O(K log K) to rank the partitions of
+// over-quota members (K of them in total), O(F log F) to sort the pool of F
+// freed/unowned partitions and the F slots, and O(F α(F)) for the matching.
+// Overall O(N log N + P log P) time and O(N + P) memory, with no O(N*P) term.
+package balance
