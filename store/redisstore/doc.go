@@ -1,0 +1,91 @@
+// Package redisstore is the Redis backend of herd's store.Store, built on
+// go-redis v9.
+//
+//	s, err := redisstore.Open(ctx, "redis://user:secret@redis.internal:6379/0?prefix=myapp")
+//	// or, with a client you already have (standalone, cluster, failover):
+//	s := redisstore.New(client, redisstore.WithPrefix("myapp"))
+//
+// # Keys
+//
+// Every key of a group carries the same Redis Cluster hash tag, the group
+// id in unpadded base64url (so braces, colons or spaces in the id cannot
+// break the tag or collide with another group):
+//
+//	<prefix>:{<b64 group>}:sessions     ZSET  session id -> expiry (µs, server clock)
+//	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
+//	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
+//	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
+//	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
+//	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
+//
+// Partition, member and session ids are hash fields and values, which are
+// binary safe. Values that do not decode (written by hand, by another
+// program or another version) give errors wrapping store.ErrCorrupt that
+// name the key and field; the scripts never fail on them.
+//
+// # Atomicity and time
+//
+// Every operation that reads and writes is one Lua script (EVALSHA, with
+// EVAL when the server does not have it cached), so it is atomic: two
+// members racing for a partition are serialised by the server, and the
+// fenced writes check epoch and session liveness in the same step as they
+// write. All time comes from redis.call('TIME') inside the scripts, the
+// store's clock; no member's clock is ever compared with it. Redis 7
+// replicates scripts by their effects, so reading the clock in a script
+// that writes is allowed and replicas replay the writes, not the reading.
+//
+// A session is alive while its expiry score is later than the server's
+// current time. The scripts of OpenSession, KeepAlive, CloseSession,
+// Claim, Release and Snapshot first remove (at most 256) sessions whose
+// expiry has passed and publish EventLeft for each, so a crashed member's
+// departure is announced as soon as any member renews its own session,
+// without a timer anywhere. Liveness checks compare the expiry with the
+// clock, so they do not depend on that removal having happened.
+//
+// The keys have no TTL. Run Redis with maxmemory-policy noeviction (or a
+// volatile-* policy, which never picks these keys): an allkeys-* policy
+// could evict ownership records, which is a data loss (see below).
+//
+// # Epochs never repeat, even when Redis loses its data
+//
+// A Claim assigns epoch = max(previous+1, server time in µs), the rule of
+// store.NextEpoch, computed inside the claim script. If Redis loses the
+// group's records (a restart without persistence, FLUSHALL, a failover to
+// a replica that had not received the latest writes), "previous" is gone
+// and the next epoch is simply the server's time in µs. That time is later
+// than every epoch handed out before the loss: an epoch is never more than
+// its claim's server time, except when one partition is claimed more than
+// once per microsecond, which pushes previous+1 at most a few µs ahead of
+// the clock; and a restart or failover takes far longer than that. So
+// epochs keep increasing across the loss, and a stale owner's fenced
+// writes (and any writes the user fences with the epoch in other systems)
+// keep being rejected. The assumption is only that the server clock does
+// not jump backwards by more than the time between the last claim and the
+// loss (after a failover, the new primary's clock must agree with the old
+// one's to within that time, which NTP-synchronised hosts do).
+//
+// Lua numbers are doubles; µs since 1970 (about 1.8e15) are exact up to
+// 2^53 (the year 2255), which covers session expiry scores. Epochs are
+// never converted to numbers at all: the scripts keep them as canonical
+// decimal strings, compare them by length then bytes, and add one digit
+// by digit, so every uint64 epoch round-trips exactly.
+//
+// Session ids are 130 random bits from crypto/rand (in base32), not a
+// counter in Redis, so they too stay unique when Redis loses its data.
+// After such a loss every session is unknown: KeepAlive returns
+// store.ErrSessionExpired and the member opens a new session. Checkpoints
+// stored only in Redis are lost with it.
+//
+// # Change feed
+//
+// Scripts publish "<kind>\n<session>\n<partition>" on the group's channel
+// for joins, leaves, claims, releases and partition-set changes; KeepAlive
+// and Checkpoint, the steady-state operations, publish nothing (KeepAlive
+// only announces sessions it found expired). Each Watch has its own pub/sub
+// connection; go-redis reconnects and resubscribes after a disconnection,
+// and the feed emits store.EventResync at the start and after every
+// resubscription, so readers re-read what they may have missed. Delivery
+// never blocks: when the reader's buffer is full, new events are dropped,
+// which is safe because the reader has a buffered event left to read and
+// re-reads the snapshot after it.
+package redisstore

@@ -1,0 +1,629 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"herd/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// DefaultPrefix is the key prefix used unless WithPrefix or the URL's
+// prefix parameter says otherwise.
+const DefaultPrefix = "herd"
+
+// Store is a store.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	owned  bool          // Close closes client (Open made it)
+	prefix string        // validated key prefix
+	err    error         // a bad option given to New: every call returns it
+	health time.Duration // Watch's health-check interval (tests shorten it)
+
+	mu       sync.Mutex
+	closed   bool
+	watchers map[*watcher]struct{}
+	wg       sync.WaitGroup
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	prefix string
+}
+
+// WithPrefix sets the prefix of every key and channel name the store uses
+// (default "herd"). Stores with different prefixes share a server without
+// seeing each other. The prefix may not be empty, longer than 256 bytes,
+// or contain braces (they would change the Redis Cluster hash tag) or
+// control characters. Given to Open, it overrides the URL's prefix
+// parameter.
+func WithPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+func checkPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("redisstore: key prefix is empty: %w", store.ErrInvalid)
+	case len(p) > 256:
+		return fmt.Errorf("redisstore: key prefix is %d bytes, more than 256: %w", len(p), store.ErrInvalid)
+	case strings.ContainsAny(p, "{}"):
+		return fmt.Errorf("redisstore: key prefix %q contains a brace, which would break the Redis Cluster hash tag: %w", p, store.ErrInvalid)
+	case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("redisstore: key prefix %q contains a control character: %w", p, store.ErrInvalid)
+	}
+	return nil
+}
+
+// New returns a Store using client, which may be a *redis.Client, a
+// *redis.ClusterClient (every group's keys share one hash slot) or a
+// failover client. Close does not close client: it belongs to the caller.
+// An invalid option is reported by every method of the returned Store.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	cfg := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &Store{client: client, prefix: cfg.prefix, health: defaultHealthInterval, watchers: map[*watcher]struct{}{}}
+	if client == nil {
+		s.err = fmt.Errorf("redisstore: New was given a nil client: %w", store.ErrInvalid)
+	} else {
+		s.err = checkPrefix(cfg.prefix)
+	}
+	return s
+}
+
+// Open connects to the Redis server at rawURL and checks that it answers.
+//
+//	redis://[[user]:password@]host[:port][/db][?option=value&...]
+//	rediss://...   (TLS)
+//	unix://[[user]:password@]/path/to/socket[?db=N]
+//
+// Besides go-redis's own URL options (dial_timeout, pool_size, ...; see
+// redis.ParseURL), the query parameter prefix sets the key prefix; a
+// WithPrefix option overrides it. A malformed URL gives an error wrapping
+// store.ErrInvalid, a server that cannot be reached (or refuses the
+// credentials) one wrapping store.ErrUnavailable. Error messages never
+// contain the password.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, fmt.Errorf("redisstore: malformed Redis URL: %v: %w", err, store.ErrInvalid)
+	}
+	switch u.Scheme {
+	case "redis", "rediss", "unix":
+	default:
+		return nil, fmt.Errorf("redisstore: Redis URL %q: scheme must be redis, rediss or unix: %w", u.Redacted(), store.ErrInvalid)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: Redis URL %q: malformed query: %v: %w", u.Redacted(), err, store.ErrInvalid)
+	}
+	if q.Has("prefix") {
+		p := q.Get("prefix")
+		if len(q["prefix"]) > 1 {
+			return nil, fmt.Errorf("redisstore: Redis URL %q: prefix is given %d times: %w", u.Redacted(), len(q["prefix"]), store.ErrInvalid)
+		}
+		opts = append([]Option{WithPrefix(p)}, opts...)
+		q.Del("prefix")
+		u.RawQuery = q.Encode()
+	}
+	ropt, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: Redis URL %q: %v: %w", u.Redacted(), err, store.ErrInvalid)
+	}
+	client := redis.NewClient(ropt)
+	s := New(client, opts...)
+	s.owned = true
+	if s.err != nil {
+		_ = client.Close()
+		return nil, s.err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redisstore: connecting to %s: %w: %w", u.Redacted(), store.ErrUnavailable, err)
+	}
+	return s, nil
+}
+
+// Close stops the store's Watch feeds and, if the store was made by Open,
+// closes its connections. Sessions are not closed. Calls after Close fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ws := make([]*watcher, 0, len(s.watchers))
+	for w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.cancel()
+	}
+	s.wg.Wait()
+	if s.owned && s.client != nil {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// keys are the names of one group's keys. The group id is base64url-encoded
+// inside one hash tag, so any id (braces, colons, spaces, ...) yields valid,
+// distinct names that Redis Cluster maps to one slot.
+type keys struct {
+	sessions, members, partitions, owners, checkpoints, events string
+}
+
+func (s *Store) keys(group string) keys {
+	base := s.prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(group)) + "}:"
+	return keys{
+		sessions:    base + "sessions",
+		members:     base + "members",
+		partitions:  base + "partitions",
+		owners:      base + "owners",
+		checkpoints: base + "checkpoints",
+		events:      base + "events",
+	}
+}
+
+// begin checks what every call checks: the store's own state and the ids.
+func (s *Store) begin(ctx context.Context, ids ...string) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("redisstore: store is closed: %w", store.ErrUnavailable)
+	}
+	for i := 0; i+1 < len(ids); i += 2 {
+		if err := store.ValidateID(ids[i], ids[i+1]); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %w: %w", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// fail maps a go-redis error onto the store's sentinels, keeping the
+// original in the chain.
+func fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		switch {
+		case strings.HasPrefix(msg, "WRONGTYPE"):
+			return fmt.Errorf("redisstore: %s: a key holds the wrong kind of value: %w: %w", op, store.ErrCorrupt, err)
+		case hasAnyPrefix(msg, "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+			"BUSY", "NOREPLICAS", "MOVED", "ASK", "NOAUTH", "WRONGPASS", "OOM"):
+			return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+		}
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	// Network errors, timeouts, cancelled contexts, a closed client.
+	return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+func hasAnyPrefix(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// run runs a script and returns its status and the rest of its reply.
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, ks []string, args ...any) (string, []any, error) {
+	res, err := sc.Run(ctx, s.client, ks, args...).Slice()
+	if err != nil {
+		return "", nil, fail(op, err)
+	}
+	if len(res) == 0 {
+		return "", nil, fmt.Errorf("redisstore: %s: empty script reply", op)
+	}
+	status, _ := res[0].(string)
+	if status == "corrupt" {
+		key, field := str(res, 1), str(res, 2)
+		return "", nil, fmt.Errorf("redisstore: %s: key %q field %q cannot be decoded: %w", op, key, field, store.ErrCorrupt)
+	}
+	return status, res[1:], nil
+}
+
+// str returns res[i] as a string, "" if it is missing or nil.
+func str(res []any, i int) string {
+	if i < len(res) {
+		if v, ok := res[i].(string); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// bytesAt returns res[i] as bytes, nil if it is missing, nil or false (a
+// Lua false arrives as nil over RESP2 and as false over RESP3).
+func bytesAt(res []any, i int) []byte {
+	if i < len(res) {
+		if v, ok := res[i].(string); ok {
+			return []byte(v)
+		}
+	}
+	return nil
+}
+
+func ttlMicros(ttl time.Duration) string {
+	us := ttl / time.Microsecond
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return strconv.FormatInt(int64(us), 10)
+}
+
+// newSessionID returns a fresh session id: 130 random bits in base32
+// (A-Z, 2-7). It is unique for the life of the store without any state in
+// the store, so losing Redis's data cannot make an id repeat, and it never
+// contains ':', which the owners encoding relies on.
+func newSessionID() string {
+	return rand.Text()
+}
+
+func unexpected(op, status string) error {
+	return fmt.Errorf("redisstore: %s: unexpected script status %q (mismatched script version?)", op, status)
+}
+
+// OpenSession implements store.Store.
+func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
+	if err := s.begin(ctx, "group", group, "member", member); err != nil {
+		return "", err
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("redisstore: OpenSession: TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	if weight < 0 {
+		return "", fmt.Errorf("redisstore: OpenSession: weight %d is negative: %w", weight, store.ErrInvalid)
+	}
+	k := s.keys(group)
+	meta := strconv.Itoa(weight) + ":" + member
+	for range 3 {
+		id := newSessionID()
+		status, _, err := s.run(ctx, "OpenSession", openScript, []string{k.sessions, k.members},
+			k.events, id, ttlMicros(ttl), meta)
+		if err != nil {
+			return "", err
+		}
+		switch status {
+		case "ok":
+			return id, nil
+		case "dup":
+			continue
+		default:
+			return "", unexpected("OpenSession", status)
+		}
+	}
+	return "", fmt.Errorf("redisstore: OpenSession: random session ids collided three times")
+}
+
+// KeepAlive implements store.Store. Besides renewing the session it removes
+// sessions it finds expired and publishes EventLeft for them, so a
+// crashed member's departure is pushed to the group within one renewal
+// interval of any member; in the steady state it publishes nothing.
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
+	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("redisstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	k := s.keys(group)
+	status, _, err := s.run(ctx, "KeepAlive", keepAliveScript, []string{k.sessions, k.members},
+		k.events, session, ttlMicros(ttl))
+	if err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "expired":
+		return fmt.Errorf("redisstore: KeepAlive of session %q: %w", session, store.ErrSessionExpired)
+	}
+	return unexpected("KeepAlive", status)
+}
+
+// CloseSession implements store.Store.
+func (s *Store) CloseSession(ctx context.Context, group, session string) error {
+	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+		return err
+	}
+	k := s.keys(group)
+	status, _, err := s.run(ctx, "CloseSession", closeScript, []string{k.sessions, k.members}, k.events, session)
+	if err != nil {
+		return err
+	}
+	if status != "ok" {
+		return unexpected("CloseSession", status)
+	}
+	return nil
+}
+
+// SetPartitions implements store.Store.
+func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+	if err := s.begin(ctx, "group", group); err != nil {
+		return err
+	}
+	if err := store.ValidatePartitions(partitions); err != nil {
+		return fmt.Errorf("redisstore: SetPartitions: %w", err)
+	}
+	k := s.keys(group)
+	args := make([]any, 0, 1+2*len(partitions))
+	args = append(args, k.events)
+	for _, p := range partitions {
+		args = append(args, p.ID, strconv.Itoa(p.Weight))
+	}
+	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions}, args...)
+	if err != nil {
+		return err
+	}
+	if status != "ok" {
+		return unexpected("SetPartitions", status)
+	}
+	return nil
+}
+
+// Snapshot implements store.Store. It is one script, so the three lists
+// are one consistent read; it also removes expired sessions (publishing
+// EventLeft for them).
+func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
+	if err := s.begin(ctx, "group", group); err != nil {
+		return nil, err
+	}
+	k := s.keys(group)
+	res, err := snapshotScript.Run(ctx, s.client,
+		[]string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints}, k.events).Slice()
+	if err != nil {
+		return nil, fail("Snapshot", err)
+	}
+	return decodeSnapshot(k, res)
+}
+
+func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
+	if len(res) != 6 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 6", len(res))
+	}
+	now, err := strconv.ParseInt(str(res, 0), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
+	}
+	lists := make([][]string, 5)
+	for i := range lists {
+		arr, _ := res[i+1].([]any)
+		l := make([]string, len(arr))
+		for j, v := range arr {
+			l[j], _ = v.(string)
+		}
+		lists[i] = l
+	}
+	live, metas, parts, owners, ckpts := lists[0], lists[1], lists[2], lists[3], lists[4]
+
+	meta := make(map[string]string, len(metas)/2)
+	for i := 0; i+1 < len(metas); i += 2 {
+		meta[metas[i]] = metas[i+1]
+	}
+	snap := &store.Snapshot{
+		Sessions:   make([]store.SessionInfo, 0, len(live)/2),
+		Partitions: make([]store.Partition, 0, len(parts)/2),
+		Owners:     make([]store.Ownership, 0, len(owners)/2),
+	}
+	for i := 0; i+1 < len(live); i += 2 {
+		id := live[i]
+		exp, err := strconv.ParseFloat(live[i+1], 64)
+		if err != nil {
+			return nil, corrupt(k.sessions, id, "score %q is not a number", live[i+1])
+		}
+		m, ok := meta[id]
+		if !ok {
+			return nil, corrupt(k.members, id, "live session has no member record")
+		}
+		weight, member, ok := parseMeta(m)
+		if !ok {
+			return nil, corrupt(k.members, id, "value %q is not <weight>:<member>", abbrev(m))
+		}
+		left := time.Duration(math.MaxInt64)
+		if us := exp - float64(now); us < float64(math.MaxInt64/int64(time.Microsecond)) {
+			left = time.Duration(us) * time.Microsecond
+		}
+		snap.Sessions = append(snap.Sessions, store.SessionInfo{
+			ID:        id,
+			Member:    member,
+			Remaining: left,
+			Weight:    weight,
+		})
+	}
+	for i := 0; i+1 < len(parts); i += 2 {
+		w, err := strconv.Atoi(parts[i+1])
+		if err != nil || w < 0 {
+			return nil, corrupt(k.partitions, parts[i], "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+		}
+		snap.Partitions = append(snap.Partitions, store.Partition{ID: parts[i], Weight: w})
+	}
+	cps := make(map[string]string, len(ckpts)/2)
+	for i := 0; i+1 < len(ckpts); i += 2 {
+		cps[ckpts[i]] = ckpts[i+1]
+	}
+	for i := 0; i+1 < len(owners); i += 2 {
+		p := owners[i]
+		epoch, session, member, ok := parseRecord(owners[i+1])
+		if !ok {
+			return nil, corrupt(k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+		}
+		o := store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch}
+		if cp, ok := cps[p]; ok {
+			o.Checkpoint = []byte(cp)
+		}
+		snap.Owners = append(snap.Owners, o)
+	}
+	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	return snap, nil
+}
+
+func corrupt(key, field, format string, args ...any) error {
+	return fmt.Errorf("redisstore: key %q field %q: %s: %w", key, field, fmt.Sprintf(format, args...), store.ErrCorrupt)
+}
+
+func abbrev(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// parseMeta decodes a members value "<weight>:<member>".
+func parseMeta(v string) (weight int, member string, ok bool) {
+	w, member, found := strings.Cut(v, ":")
+	if !found || !allDigits(w) {
+		return 0, "", false
+	}
+	weight, err := strconv.Atoi(w)
+	if err != nil {
+		return 0, "", false
+	}
+	return weight, member, true
+}
+
+// parseRecord decodes an owners value "<epoch>:<session>:<member>" with the
+// same rules as the scripts' parse: a canonical decimal epoch in 1..2^64-1.
+func parseRecord(v string) (epoch uint64, session, member string, ok bool) {
+	e, rest, found := strings.Cut(v, ":")
+	if !found || e == "" || e[0] == '0' || !allDigits(e) {
+		return 0, "", "", false
+	}
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	if err != nil {
+		return 0, "", "", false
+	}
+	session, member, found = strings.Cut(rest, ":")
+	if !found {
+		return 0, "", "", false
+	}
+	return epoch, session, member, true
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
+	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
+		return store.Ownership{}, err
+	}
+	k := s.keys(group)
+	status, res, err := s.run(ctx, "Claim", claimScript,
+		[]string{k.sessions, k.members, k.owners, k.checkpoints}, k.events, partition, session)
+	if err != nil {
+		return store.Ownership{}, err
+	}
+	switch status {
+	case "ok", "same":
+		epoch, err := strconv.ParseUint(str(res, 0), 10, 64)
+		if err != nil {
+			return store.Ownership{}, corrupt(k.owners, partition, "epoch %q", str(res, 0))
+		}
+		return store.Ownership{
+			Partition:  partition,
+			Session:    session,
+			Member:     str(res, 1),
+			Epoch:      epoch,
+			Checkpoint: bytesAt(res, 2),
+		}, nil
+	case "expired":
+		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q by session %q: %w", partition, session, store.ErrSessionExpired)
+	case "claimed":
+		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q: owned by live session %q: %w", partition, str(res, 0), store.ErrClaimed)
+	}
+	return store.Ownership{}, unexpected("Claim", status)
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
+	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
+		return err
+	}
+	k := s.keys(group)
+	status, _, err := s.run(ctx, "Release", releaseScript, []string{k.sessions, k.members, k.owners},
+		k.events, partition, session, strconv.FormatUint(epoch, 10))
+	if err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "notowner":
+		return fmt.Errorf("redisstore: Release of %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
+	}
+	return unexpected("Release", status)
+}
+
+// Checkpoint implements store.Store.
+func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("redisstore: Checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
+			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	k := s.keys(group)
+	status, _, err := s.run(ctx, "Checkpoint", checkpointScript, []string{k.sessions, k.owners, k.checkpoints},
+		partition, strconv.FormatUint(epoch, 10), value)
+	if err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "notowner":
+		return fmt.Errorf("redisstore: Checkpoint of %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
+	}
+	return unexpected("Checkpoint", status)
+}
