@@ -1,0 +1,68 @@
+package herd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"herd/store"
+)
+
+// Claim is what a handler gets for one partition it owns.
+type Claim struct {
+	// Partition is the partition's id.
+	Partition string
+	// Epoch is the fencing token of this ownership. It strictly increases on
+	// every change of owner and never repeats, so a user can fence writes to
+	// other systems with it ("write only if my epoch >= the stored one").
+	Epoch uint64
+
+	ctx   context.Context
+	m     *Member
+	mu    sync.Mutex
+	last  []byte
+	write func(ctx context.Context, value []byte) error
+}
+
+// Context is cancelled as soon as the partition is lost or is being handed
+// off (or the member leaves, crashes or fences itself). The handler must
+// return soon after.
+func (c *Claim) Context() context.Context { return c.ctx }
+
+// LastCheckpoint is the partition's checkpoint when this claim was made, or
+// the last one this claim wrote since. Nil if the partition has none.
+func (c *Claim) LastCheckpoint() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// Checkpoint records value as the partition's progress. The write is fenced:
+// it goes through only if this claim's epoch is still the partition's current
+// one and the member's session is alive; otherwise nothing is written and the
+// error wraps ErrNotOwner. A handler may call Checkpoint after its context was
+// cancelled for a handoff (to save its final progress): the partition is
+// released only after the handler returns.
+func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
+	if err := c.m.cfg.Gate.wait(ctx); err != nil {
+		return err
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("herd: checkpoint of partition %q is %d bytes, over the limit of %d: %w",
+			c.Partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	if err := c.write(ctx, value); err != nil {
+		if errors.Is(err, store.ErrNotOwner) {
+			return fmt.Errorf("herd: checkpoint of partition %q at epoch %d rejected: "+
+				"this member no longer owns it (another member took it over, or this member's session expired): %w",
+				c.Partition, c.Epoch, err)
+		}
+		return fmt.Errorf("herd: checkpoint of partition %q: %w", c.Partition, err)
+	}
+	cp := append([]byte(nil), value...)
+	c.mu.Lock()
+	c.last = cp
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,189 @@
+package herd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"herd/store"
+)
+
+// Default timings. They are chosen so that a crashed member's partitions are
+// taken over within SessionTTL, a graceful handoff takes milliseconds, and a
+// member in steady state costs its store about 0.45 operations a second.
+const (
+	DefaultSessionTTL   = 10 * time.Second
+	DefaultMaxShutdown  = 30 * time.Second
+	DefaultPollInterval = 30 * time.Second
+	DefaultRestartDelay = time.Second
+)
+
+// Handler processes one partition for as long as the member owns it. It must
+// return soon after c.Context() is cancelled; that is the signal that the
+// partition is being handed off or was lost. Before returning it may write a
+// final checkpoint with c.Checkpoint: the partition is released only after
+// the handler has returned.
+//
+// A handler that returns while the partition is still owned (with or without
+// an error) is started again after Config.RestartDelay.
+type Handler func(c *Claim) error
+
+// Config describes how a member joins a group. The zero value of every timing
+// field means its default; Validate reports unsafe combinations.
+type Config struct {
+	// Group names the set of partitions shared by the members. Required.
+	Group string
+	// Member is this process's id, shown in status; default host-pid.
+	// Two processes may share an id: each join opens its own session.
+	Member string
+	// Weight is this member's capacity relative to others (0 means 1).
+	Weight int
+	// Partitions, if not nil, replaces the group's partition set in the store
+	// when the member joins. If nil the member follows the set already stored
+	// (set by another member, by Member.SetPartitions or by the CLI).
+	Partitions []store.Partition
+	// Handler runs once per owned partition. Required.
+	Handler Handler
+
+	// SessionTTL is how long the store keeps the member's session after the
+	// last renewal; a crashed member's partitions are taken over after it.
+	// Default 10s.
+	SessionTTL time.Duration
+	// RenewInterval is the time between session renewals. Default TTL/3.
+	RenewInterval time.Duration
+	// RenewTimeout bounds one renewal attempt. Default RenewInterval.
+	RenewTimeout time.Duration
+	// FenceMargin: if no renewal has succeeded for SessionTTL-FenceMargin
+	// (measured from when the last successful renewal was sent, on the local
+	// monotonic clock), the member cancels all its handlers before the store
+	// can expire the session. It must cover the relative clock-rate error
+	// between this host and the store over one TTL plus the time handlers
+	// need to notice cancellation. Default TTL/10.
+	FenceMargin time.Duration
+	// MaxShutdown is how long a handler being handed off may take to return
+	// before a warning is logged. The partition stays owned (and is not
+	// started elsewhere) until the handler returns, unless ForceHandoff is
+	// set. Default 30s.
+	MaxShutdown time.Duration
+	// ForceHandoff releases a partition after MaxShutdown even if its
+	// handler has not returned. The new owner may then run while the old
+	// handler is still running; the epoch still rejects the old handler's
+	// checkpoints. Off by default.
+	ForceHandoff bool
+	// PollInterval is the backstop re-read of the group in case change
+	// notifications are lost. Default 30s.
+	PollInterval time.Duration
+	// RestartDelay is the pause before a handler that returned while still
+	// owning its partition is started again. Default 1s.
+	RestartDelay time.Duration
+
+	// Logger receives the member's logs; default slog.Default().
+	Logger *slog.Logger
+	// Gate, if set, pauses all of the member's goroutines while closed, as if
+	// the process were stopped (SIGSTOP). For tests and simulations.
+	Gate *Gate
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.Member == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "member"
+		}
+		c.Member = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.Weight == 0 {
+		c.Weight = 1
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = c.SessionTTL / 3
+	}
+	if c.RenewTimeout == 0 {
+		c.RenewTimeout = c.RenewInterval
+	}
+	if c.FenceMargin == 0 {
+		c.FenceMargin = c.SessionTTL / 10
+	}
+	if c.MaxShutdown == 0 {
+		c.MaxShutdown = DefaultMaxShutdown
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = DefaultRestartDelay
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first problem with c (after defaults are applied):
+// missing fields, bad ids, or timings that would let a session expire in the
+// store before the member notices.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := store.ValidateID("group", c.Group); err != nil {
+		bad("config: Group: %w", err)
+	}
+	if err := store.ValidateID("member", c.Member); err != nil {
+		bad("config: Member: %w", err)
+	}
+	if c.Handler == nil {
+		bad("config: Handler is required")
+	}
+	if c.Weight < 0 {
+		bad("config: Weight %d is negative", c.Weight)
+	}
+	if c.Partitions != nil {
+		if err := store.ValidatePartitions(c.Partitions); err != nil {
+			bad("config: Partitions: %w", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
+		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
+		{"RestartDelay", c.RestartDelay},
+	} {
+		if d.v < 0 {
+			bad("config: %s %v is negative", d.name, d.v)
+		}
+	}
+	if c.SessionTTL > 0 && c.SessionTTL < 10*time.Millisecond {
+		bad("config: SessionTTL %v is below 10ms; store round trips would expire it", c.SessionTTL)
+	}
+	if c.SessionTTL%time.Millisecond != 0 {
+		bad("config: SessionTTL %v must be a whole number of milliseconds", c.SessionTTL)
+	}
+	// The member fences itself at TTL-FenceMargin after the last successful
+	// renewal was sent. At least two renewal attempts must fit before that,
+	// so that one lost reply does not cancel every handler.
+	fenceAt := c.SessionTTL - c.FenceMargin
+	if c.FenceMargin >= c.SessionTTL {
+		bad("config: FenceMargin %v must be less than SessionTTL %v", c.FenceMargin, c.SessionTTL)
+	} else if c.RenewInterval+c.RenewTimeout > fenceAt {
+		bad("config: RenewInterval %v + RenewTimeout %v must not exceed SessionTTL-FenceMargin %v, "+
+			"or a single failed renewal fences the member (lower RenewInterval, e.g. to SessionTTL/3)",
+			c.RenewInterval, c.RenewTimeout, fenceAt)
+	}
+	if c.RenewTimeout > c.RenewInterval {
+		bad("config: RenewTimeout %v must not exceed RenewInterval %v", c.RenewTimeout, c.RenewInterval)
+	}
+	if c.FenceMargin > 0 && c.FenceMargin < c.SessionTTL/100 {
+		bad("config: FenceMargin %v is under 1%% of SessionTTL %v: it must cover clock-rate error between host and store", c.FenceMargin, c.SessionTTL)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,79 @@
+// Package herd spreads the partitions of a group over a changing fleet of
+// member processes, through a store the fleet already runs (the in-process
+// memstore, Redis, ...), with no central orchestrator.
+//
+//	m, err := herd.Join(ctx, st, herd.Config{
+//		Group:      "orders",
+//		Partitions: herd.Numbered(32),
+//		Handler: func(c *herd.Claim) error {
+//			// process c.Partition from c.LastCheckpoint() until
+//			// c.Context() is cancelled; c.Checkpoint(ctx, pos) on the way.
+//			<-c.Context().Done()
+//			return nil
+//		},
+//	})
+//	...
+//	m.Leave(ctx) // graceful: hand everything over in milliseconds
+//
+// # How it works
+//
+// Each member holds one session in the store, renewed by one goroutine
+// every SessionTTL/3 whatever the number of partitions. Each partition has
+// one ownership record: owning session, epoch, checkpoint. Every member
+// reads the same snapshot (live sessions, partition set, owners) and runs
+// the same pure function, balance.Assign, to compute the target owner of
+// every partition; no leader is needed and members do not race for
+// partitions. A member claims the free partitions the target gives it and
+// hands off those it gives to others: it cancels the handler, waits for it
+// to return, then releases the record. Joins, leaves and releases are
+// pushed to every member through the store's change feed; a member also
+// re-reads the group when another session is due to expire and, as a
+// backstop, every PollInterval.
+//
+// # What is guaranteed
+//
+// Under these assumptions: the store is linearizable for each group (every
+// conditional operation is atomic), the store's clock decides expiry and
+// does not jump, and clock rates of the member's host and the store differ
+// by less than FenceMargin/SessionTTL (1% ... 10% by default):
+//
+//   - At most one member runs a handler for a partition at a time, as long
+//     as handlers return when their context is cancelled. A new owner can
+//     claim a partition only after its old owner released it (after the
+//     handler returned) or after the old owner's session expired in the
+//     store. A member that cannot renew its session cancels its own
+//     handlers at SessionTTL-FenceMargin after its last successful renewal
+//     was sent, which is before the store can expire the session.
+//   - Checkpoints are fenced: Claim.Checkpoint writes only if the claim's
+//     epoch is still current and the session alive, in one atomic store
+//     operation. A member that lost a partition, however it lost it, can
+//     never overwrite its successor's progress; it gets ErrNotOwner.
+//   - Epochs strictly increase with every change of owner and are never
+//     reused, even if the store loses its data: a new epoch is
+//     max(previous+1, store time in microseconds).
+//   - The spread is fair (each member floor or ceil of its share, by
+//     weight), sticky (nothing moves when it is already fair) and every
+//     rebalance moves the minimum number of partitions, once members agree
+//     on the snapshot.
+//   - A crashed member's partitions are claimed again shortly after its
+//     session expires (SessionTTL after its last renewal); a graceful Leave
+//     hands them over as soon as its handlers return.
+//
+// # What is not guaranteed
+//
+//   - A process that is stopped (SIGSTOP, a long GC pause, a VM freeze)
+//     cannot cancel its own handlers while stopped. If it stays stopped
+//     past its TTL, others take its partitions; when it resumes, its
+//     handler may run for a moment before the member notices, but every
+//     checkpoint it tries is rejected by the epoch. Writes to other
+//     systems are safe only if they are fenced with Claim.Epoch too.
+//   - A handler that ignores cancellation keeps running; its partition is
+//     not handed off until it returns (unless ForceHandoff), and after a
+//     crash or fence its writes are rejected but its side effects are not.
+//   - A store that loses its data (Redis restarted without persistence)
+//     loses the checkpoints written since its last persisted state; the
+//     members notice that their sessions are gone, stop their handlers and
+//     start over with new sessions and fresh, larger epochs.
+//   - Processing is at least once: a partition resumes from its last
+//     checkpoint, so work done after it is repeated by the next owner.
+package herd

@@ -1,0 +1,19 @@
+package herd
+
+import (
+	"strconv"
+
+	"herd/store"
+)
+
+// Partition is one unit of work in a group: an id and a relative weight.
+type Partition = store.Partition
+
+// Numbered returns partitions "0" .. "n-1", each of weight 1.
+func Numbered(n int) []Partition {
+	ps := make([]Partition, n)
+	for i := range ps {
+		ps[i] = Partition{ID: strconv.Itoa(i), Weight: 1}
+	}
+	return ps
+}
