@@ -1,0 +1,375 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"herd"
+	"herd/store"
+	"herd/store/faultstore"
+	"herd/store/memstore"
+)
+
+// Herd runs herd's real member code: every member is a herd.Member joined
+// to one in-process memstore through its own faultstore wrapper (so that
+// latency, failures and outages apply per connection), with a handler that
+// processes its partition and checkpoints every env.CheckpointEvery, and a
+// final checkpoint on handoff.
+//
+// It runs only in virtual time: the fleet's goroutines use time.Now and
+// timers, so the run must happen inside a testing/synctest bubble, with
+// Idle = synctest.Wait. The fleet installs a Driver that sleeps the runner
+// goroutine until each scheduler time (the bubble's clock advances while
+// everything is blocked) and then waits for the members to go idle.
+//
+// Faults map onto the member as follows:
+//   - Crash cancels the member's Join context (no release, no final
+//     checkpoint: the handler is told its process died);
+//   - Pause closes the member's herd.Gate (SIGSTOP);
+//   - SetSlow adds env.SlowLag to every store call of the member: inside a
+//     bubble a goroutine cannot hog a CPU (a busy loop would stop virtual
+//     time), so starvation is approximated by late requests and replies;
+//   - JumpClock does nothing: herd never compares a wall clock with the
+//     store's, and in a bubble one member's clock cannot jump alone;
+//   - SetStore sets latency, failure rate and cut on every connection.
+type Herd struct {
+	// Config is the template of every member's configuration; Group,
+	// Member, Handler, Gate and Logger are set by the fleet.
+	Config herd.Config
+	// Idle waits until every goroutine of the fleet is blocked:
+	// synctest.Wait. Required.
+	Idle func()
+	// Bubble, if set, runs a whole run inside a new bubble (for RunAll):
+	// func(run func()) { synctest.Test(t, func(*testing.T) { run() }) }.
+	Bubble func(run func())
+}
+
+// InBubble implements Bubbler.
+func (h Herd) InBubble(run func()) {
+	if h.Bubble == nil {
+		run()
+		return
+	}
+	h.Bubble(run)
+}
+
+func (h Herd) Name() string { return "herd" }
+
+func (h Herd) Describe() string {
+	ttl := h.Config.SessionTTL
+	if ttl == 0 {
+		ttl = herd.DefaultSessionTTL
+	}
+	return "herd member code on memstore + faultstore: session TTL " + fmtDur(ttl) + ", fenced checkpoints, handoff on leave"
+}
+
+// FailoverBound: a crashed member's session expires after SessionTTL and
+// its partitions are claimed at once; 5 s covers the reconcile and claims.
+func (h Herd) FailoverBound() time.Duration {
+	ttl := h.Config.SessionTTL
+	if ttl == 0 {
+		ttl = herd.DefaultSessionTTL
+	}
+	return ttl + 5*time.Second
+}
+
+func (h Herd) NewFleet(env *Env) (Fleet, error) {
+	if h.Idle == nil {
+		return nil, errors.New("herd fleet: Idle is required (run inside a synctest bubble with Idle = synctest.Wait)")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &herdFleet{
+		h: h, env: env, start: start, ctx: ctx, cancel: cancel,
+		st: memstore.New(), members: map[string]*herdMember{}, faults: env.Store,
+	}
+	env.Rec.SetClock(func() time.Duration { return time.Since(start) })
+	env.Sched.SetDriver(f)
+	return f, nil
+}
+
+type herdFleet struct {
+	h      Herd
+	env    *Env
+	start  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	st     *memstore.Store
+
+	mu      sync.Mutex
+	members map[string]*herdMember // current incarnation per id
+	all     []*herdMember
+	faults  StoreFaults
+	errs    []error
+	wg      sync.WaitGroup
+
+	rows, ckpts atomic.Int64
+}
+
+type herdMember struct {
+	id      string
+	fs      *faultstore.Store
+	gate    *herd.Gate
+	cancel  context.CancelFunc
+	crashed atomic.Bool
+	slow    bool
+	joined  chan struct{} // closed when Join returned
+	m       *herd.Member  // set before joined is closed; nil if Join failed
+}
+
+// AdvanceTo implements Driver.
+func (f *herdFleet) AdvanceTo(t time.Duration) {
+	if d := t - time.Since(f.start); d > 0 {
+		time.Sleep(d)
+	}
+	f.h.Idle()
+}
+
+func (f *herdFleet) fail(err error) {
+	f.mu.Lock()
+	f.errs = append(f.errs, err)
+	f.mu.Unlock()
+}
+
+func (f *herdFleet) SetPartitions(ps []store.Partition) error {
+	return f.st.SetPartitions(f.ctx, f.env.Group, ps)
+}
+
+func (f *herdFleet) applyFaults(hm *herdMember) {
+	lat := f.faults.Latency
+	if hm.slow {
+		lat += f.env.SlowLag
+	}
+	hm.fs.SetLatency(lat)
+	hm.fs.SetFailureRate(f.faults.FailureRate)
+	hm.fs.SetCut(f.faults.Down)
+}
+
+func (f *herdFleet) AddMember(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if old := f.members[id]; old != nil {
+		return fmt.Errorf("member %s is already running", id)
+	}
+	hm := &herdMember{
+		id:     id,
+		fs:     faultstore.Wrap(f.st, faultstore.WithSeed(f.env.Rand.Uint64())),
+		gate:   &herd.Gate{},
+		joined: make(chan struct{}),
+	}
+	f.applyFaults(hm)
+	ctx, cancel := context.WithCancel(f.ctx)
+	hm.cancel = cancel
+	f.members[id] = hm
+	f.all = append(f.all, hm)
+	cfg := f.h.Config
+	cfg.Group, cfg.Member, cfg.Gate = f.env.Group, id, hm.gate
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Handler = f.handler(hm)
+	st := rowCounter{Store: hm.fs, rows: &f.rows}
+	// Join waits for the store: it runs on its own goroutine so that the
+	// runner's time does not move inside a step.
+	f.wg.Go(func() {
+		defer close(hm.joined)
+		m, err := herd.Join(ctx, st, cfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.fail(fmt.Errorf("join %s: %w", id, err))
+			}
+			return
+		}
+		hm.m = m
+	})
+	return nil
+}
+
+func (f *herdFleet) take(id string) (*herdMember, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hm := f.members[id]
+	if hm == nil {
+		return nil, fmt.Errorf("no running member %s", id)
+	}
+	delete(f.members, id)
+	return hm, nil
+}
+
+func (f *herdFleet) Leave(id string) error {
+	hm, err := f.take(id)
+	if err != nil {
+		return err
+	}
+	f.wg.Go(func() {
+		<-hm.joined
+		if hm.m == nil {
+			return
+		}
+		if err := hm.m.Leave(f.ctx); err != nil && f.ctx.Err() == nil {
+			f.fail(fmt.Errorf("leave %s: %w", id, err))
+		}
+		hm.cancel()
+	})
+	return nil
+}
+
+func (f *herdFleet) Crash(id string) error {
+	hm, err := f.take(id)
+	if err != nil {
+		return err
+	}
+	hm.crashed.Store(true)
+	hm.cancel()
+	return nil
+}
+
+func (f *herdFleet) running(id string) (*herdMember, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hm := f.members[id]
+	if hm == nil {
+		return nil, fmt.Errorf("no running member %s", id)
+	}
+	return hm, nil
+}
+
+func (f *herdFleet) Pause(id string) error {
+	hm, err := f.running(id)
+	if err != nil {
+		return err
+	}
+	hm.gate.Pause()
+	return nil
+}
+
+func (f *herdFleet) Resume(id string) error {
+	hm, err := f.running(id)
+	if err != nil {
+		return err
+	}
+	hm.gate.Resume()
+	return nil
+}
+
+func (f *herdFleet) SetSlow(id string, slow bool) error {
+	hm, err := f.running(id)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hm.slow = slow
+	f.applyFaults(hm)
+	return nil
+}
+
+func (f *herdFleet) JumpClock(id string, d time.Duration) error {
+	_, err := f.running(id)
+	return err
+}
+
+func (f *herdFleet) SetStore(sf StoreFaults) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = sf
+	for _, hm := range f.members {
+		f.applyFaults(hm)
+	}
+	return nil
+}
+
+func (f *herdFleet) Ops() Ops {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var o Ops
+	for _, hm := range f.all {
+		c := hm.fs.Ops()
+		o.Reads += c.Reads
+		o.Writes += c.Writes
+		o.Failed += c.Failed
+	}
+	o.Checkpoints = f.ckpts.Load()
+	o.Writes -= o.Checkpoints
+	o.Rows = f.rows.Load()
+	return o
+}
+
+func (f *herdFleet) Close() error {
+	f.cancel()
+	f.mu.Lock()
+	all := append([]*herdMember(nil), f.all...)
+	f.mu.Unlock()
+	for _, hm := range all {
+		<-hm.joined
+		if hm.m != nil {
+			<-hm.m.Done()
+		}
+	}
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.errs...)
+}
+
+// handler processes a partition: its position advances while the member
+// runs (not while paused), a checkpoint every env.CheckpointEvery, a final
+// one when the partition is handed off.
+func (f *herdFleet) handler(hm *herdMember) herd.Handler {
+	rec := f.env.Rec
+	step := uint64(f.env.CheckpointEvery / time.Millisecond)
+	return func(c *herd.Claim) error {
+		rec.Start(hm.id, c.Partition, c.Epoch)
+		defer rec.Stop(hm.id, c.Partition)
+		var pos uint64
+		if b := c.LastCheckpoint(); len(b) == 8 {
+			pos = binary.BigEndian.Uint64(b)
+		}
+		write := func(ctx context.Context) {
+			err := c.Checkpoint(ctx, binary.BigEndian.AppendUint64(nil, pos))
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return // never reached the store
+			}
+			f.ckpts.Add(1)
+			rec.Checkpoint(hm.id, c.Partition, c.Epoch, pos, err == nil)
+		}
+		t := time.NewTicker(f.env.CheckpointEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.Context().Done():
+				if hm.crashed.Load() {
+					return nil // the process is dead: nothing more is written
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				write(ctx)
+				cancel()
+				return nil
+			case <-t.C:
+				if hm.gate.Paused() {
+					continue
+				}
+				pos += step
+				write(c.Context())
+			}
+		}
+	}
+}
+
+// rowCounter counts the records every Snapshot returns.
+type rowCounter struct {
+	store.Store
+	rows *atomic.Int64
+}
+
+func (r rowCounter) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
+	s, err := r.Store.Snapshot(ctx, group)
+	if err == nil {
+		r.rows.Add(int64(len(s.Sessions) + len(s.Owners)))
+	}
+	return s, err
+}
