@@ -42,6 +42,12 @@ type Member struct {
 	errMu    sync.Mutex
 	err      error // why the member stopped, for Leave/Err
 
+	// Owned by the reconcile loop: checkpoints to put back after a session
+	// loss, and until when record-less partitions are left alone.
+	restores  []store.Ownership
+	holdFresh time.Time
+	lastParts []store.Partition // the last non-empty partition set seen
+
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
 	sess  string            // current session id, "" if none
@@ -356,7 +362,16 @@ func (m *Member) run(sess *session) {
 		for _, sl := range slots {
 			if sl.sess == sess {
 				sl.mode.Store(modeLost)
+				if cp := sl.claim.LastCheckpoint(); cp != nil {
+					m.restores = append(m.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				}
 			}
+		}
+		if errors.Is(cause, ErrSessionExpired) {
+			// The store no longer knows the session: it may have lost its
+			// data. Give the members that held partitions time to restore
+			// their checkpoints before anyone claims a record-less one.
+			m.holdFresh = time.Now().Add(m.cfg.SessionTTL / 2)
 		}
 		m.mu.Lock()
 		clear(m.owned)
@@ -423,6 +438,7 @@ func (m *Member) run(sess *session) {
 			return
 		}
 		if sess == nil && !leaving {
+			m.restore()
 			s, err := m.openSession()
 			if err != nil {
 				if m.runCtx.Err() != nil {
@@ -503,6 +519,12 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	if err != nil {
 		return 0, fmt.Errorf("read group: %w", err)
 	}
+	if len(snap.Partitions) > 0 {
+		m.lastParts = snap.Partitions
+	}
+	if len(m.restores) > 0 {
+		m.restore() // some failed before this session opened
+	}
 	if !snap.Alive(sess.id) {
 		// The store no longer knows us (expired, or it lost its data):
 		// everything we run is no longer ours.
@@ -564,8 +586,18 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 		if owner != sess.id || slots[p] != nil {
 			continue
 		}
-		if rec := records[p]; rec != nil && rec.Session != "" && alive[rec.Session] && rec.Session != sess.id {
+		rec := records[p]
+		if rec != nil && rec.Session != "" && alive[rec.Session] && rec.Session != sess.id {
 			continue // still held: its owner hands it off, we are woken by the release
+		}
+		if rec == nil && time.Now().Before(m.holdFresh) {
+			// Just after a session loss: the store may have lost its data
+			// and the previous owner may be about to restore this record.
+			wait := time.Until(m.holdFresh)
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
 		}
 		want = append(want, p)
 	}
@@ -596,6 +628,40 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 		}
 	}
 	return next, nil
+}
+
+// restore puts back, where the store has no record any more, the last
+// checkpoint this member wrote for each partition of a lost session. Restore
+// writes nothing where a record exists, so this is harmless when the store
+// kept its data, and keeps checkpoints from going backwards when it did not.
+func (m *Member) restore() {
+	if len(m.restores) > 0 && len(m.lastParts) > 0 {
+		// A store that lost its data lost the partition set too.
+		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
+		if err == nil && len(snap.Partitions) == 0 {
+			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
+				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
+			}
+		}
+		cancel()
+	}
+	keep := m.restores[:0]
+	for _, r := range m.restores {
+		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+		err := m.st.Restore(ctx, m.cfg.Group, r.Partition, r.Epoch, r.Checkpoint)
+		cancel()
+		switch {
+		case err == nil:
+			m.log.Info("restored a checkpoint the store had lost", "partition", r.Partition, "epoch", r.Epoch)
+		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid):
+		default:
+			if m.runCtx.Err() == nil {
+				keep = append(keep, r) // store unreachable: try again before the next session
+			}
+		}
+	}
+	m.restores = keep
 }
 
 func (m *Member) unown(p string) {

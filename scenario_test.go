@@ -352,3 +352,69 @@ func TestScenarioLargeFleet(t *testing.T) {
 		}
 	})
 }
+
+// TestScenarioStoreLosesData: the store loses everything (a restart without
+// persistence) under a running fleet. The members notice, put back the
+// partition set and their checkpoints, and go on: balanced again, no epoch
+// reused, no checkpoint going backwards.
+func TestScenarioStoreLosesData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		f := newFleet(t, ctx, 64)
+		f.join(4)
+		f.settle(5 * time.Second)
+		time.Sleep(5 * time.Second) // virtual: let every handler checkpoint a few times
+		f.check("before the loss", false)
+		snap, err := f.st.Snapshot(ctx, f.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var maxEpoch uint64
+		for _, o := range snap.Owners {
+			maxEpoch = max(maxEpoch, o.Epoch)
+		}
+		old := map[string]string{}
+		for id, fm := range f.members {
+			old[id] = fm.m.Session()
+		}
+		f.tr.Reset()
+		start := time.Now()
+		f.st.Wipe()
+		// Every member notices at its next renewal or read: wait (in
+		// virtual time) until each has a new session.
+		for renewed := false; !renewed; {
+			if time.Since(start) > herd.DefaultSessionTTL {
+				t.Fatalf("members did not notice the store lost its data within the TTL")
+			}
+			time.Sleep(100 * time.Millisecond)
+			renewed = true
+			for id, fm := range f.members {
+				if s := fm.m.Session(); s == "" || s == old[id] {
+					renewed = false
+				}
+			}
+		}
+		f.settle(herd.DefaultSessionTTL + 5*time.Second)
+		took := time.Since(start)
+		f.check("after the loss", false) // includes: no checkpoint went backwards
+		snap, err = f.st.Snapshot(ctx, f.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Partitions) != 64 {
+			t.Fatalf("partition set after recovery has %d partitions, want 64", len(snap.Partitions))
+		}
+		for _, o := range snap.Owners {
+			if o.Session != "" && o.Epoch <= maxEpoch {
+				t.Fatalf("partition %s got epoch %d after the loss, not above %d from before", o.Partition, o.Epoch, maxEpoch)
+			}
+		}
+		t.Logf("recovered from the loss in %v", took)
+		for _, id := range f.live() {
+			if err := f.drop(id).m.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

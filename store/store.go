@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -86,21 +87,21 @@ type Ownership struct {
 	Checkpoint []byte
 }
 
-// Snapshot is one consistent read of a group.
+// Snapshot is one consistent read of a group. It is read-only: backends
+// may share one snapshot between callers. "Sorted" means Go string order.
 type Snapshot struct {
 	Sessions   []SessionInfo // live sessions, sorted by ID
 	Partitions []Partition   // the group's partition set, sorted by ID
 	Owners     []Ownership   // every ownership record, sorted by Partition
 }
 
-// Alive reports whether the session with this id is in the snapshot.
+// Alive reports whether the session with this id is in the snapshot
+// (Sessions is sorted by ID in byte order).
 func (s *Snapshot) Alive(session string) bool {
-	for i := range s.Sessions {
-		if s.Sessions[i].ID == session {
-			return true
-		}
-	}
-	return false
+	_, ok := slices.BinarySearchFunc(s.Sessions, session, func(si SessionInfo, id string) int {
+		return strings.Compare(si.ID, id)
+	})
+	return ok
 }
 
 // EventKind says what changed. Events are hints: a member re-reads the
@@ -152,7 +153,9 @@ type Store interface {
 	// the same member). Publishes EventJoined.
 	OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error)
 	// KeepAlive extends a live session to ttl from now on the store's clock.
-	// ErrSessionExpired if the session is not alive. It publishes nothing.
+	// ErrSessionExpired if the session is not alive. It publishes nothing
+	// about its own session; a backend may publish EventLeft for other
+	// sessions it finds expired. ErrInvalid if ttl <= 0.
 	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error
 	// CloseSession ends a session at once; the records it owned become free.
 	// Closing an unknown session is not an error. Publishes EventLeft.
@@ -182,6 +185,15 @@ type Store interface {
 	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
 	// and nothing is written. Publishes nothing.
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
+	// Restore re-creates a lost record: if the partition has no record at
+	// all, it creates a released one with this epoch and checkpoint.
+	// ErrNotOwner if any record exists (nothing is written). Members call
+	// it after losing their session, with the last checkpoint they had
+	// written, so that a store that lost its data (restarted without
+	// persistence) gets their progress back before anyone claims the
+	// partition anew. Records are never deleted otherwise, so Restore
+	// never overwrites progress. Publishes EventReleased.
+	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// Watch returns a feed of change events for group until ctx is
 	// cancelled, when the channel is closed. The feed may coalesce or drop

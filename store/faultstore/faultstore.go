@@ -268,6 +268,19 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	return err
 }
 
+// Restore implements store.Store.
+func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	f, err := s.enter(ctx, "restore", &s.writes)
+	if err != nil {
+		return err
+	}
+	err = s.inner.Restore(ctx, group, partition, epoch, value)
+	if f == failAfter {
+		return lostReply("restore")
+	}
+	return err
+}
+
 // Watch implements store.Store. It is subject to the cut, the latency and
 // the failure rate like every call, but is not counted. The returned feed
 // forwards the inner store's events from a goroutine that exits, closing the

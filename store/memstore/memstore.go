@@ -440,6 +440,31 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	return nil
 }
 
+// Restore implements store.Store.
+func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := validate(group, "partition", partition); err != nil {
+		return fmt.Errorf("memstore: restore: %w", err)
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("memstore: restore %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	value = bytes.Clone(value)
+	if _, err := s.begin(ctx, "restore"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	g := s.group(group, true)
+	if g.records[partition] != nil {
+		return fmt.Errorf("memstore: restore %q: the partition has a record: %w", partition, store.ErrNotOwner)
+	}
+	r := &record{own: store.Ownership{Partition: partition, Epoch: epoch, Checkpoint: value}, pos: -1}
+	g.records[partition] = r
+	g.pending = append(g.pending, r)
+	g.touch(r)
+	g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
+	return nil
+}
+
 // Watch implements store.Store. Events are sent without blocking into a
 // channel buffered for 64 events; when the reader lets the buffer fill up,
 // further events are dropped until it catches up, which is safe because the
@@ -466,6 +491,23 @@ func (s *Store) Watch(ctx context.Context, group string) (<-chan store.Event, er
 		g.closeWatcher(w)
 	})
 	return w.ch, nil
+}
+
+// Wipe drops every session, partition set and record of every group, as a
+// server restarted without persistence would; session ids are still never
+// reused. Watchers stay subscribed and get EventResync. For tests of how a
+// fleet recovers from a store that lost its data.
+func (s *Store) Wipe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expiry = s.expiry[:0]
+	for name, g := range s.groups {
+		fresh := &group{byID: map[string]*session{}, records: map[string]*record{}, watchers: g.watchers}
+		// The watchers map is shared with the old group, which the
+		// watchers' close functions still refer to.
+		s.groups[name] = fresh
+		fresh.publish(store.Event{Kind: store.EventResync})
+	}
 }
 
 func (g *group) closeWatcher(w *watcher) {

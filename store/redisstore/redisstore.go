@@ -627,3 +627,30 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	}
 	return unexpected("Checkpoint", status)
 }
+
+// Restore implements store.Store.
+func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("redisstore: Restore of %q: value is %d bytes, more than the limit of %d: %w",
+			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	k := s.keys(group)
+	status, _, err := s.run(ctx, "Restore", restoreScript, []string{k.owners, k.checkpoints},
+		k.events, partition, strconv.FormatUint(epoch, 10), value)
+	if err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "notowner":
+		return fmt.Errorf("redisstore: Restore of %q: the partition has a record: %w", partition, store.ErrNotOwner)
+	}
+	return unexpected("Restore", status)
+}

@@ -206,3 +206,15 @@ if e ~= epoch or owner == '' or not alive(sess, owner) then return {'notowner'} 
 redis.call('HSET', ckpt, p, ARGV[3])
 return {'ok'}
 `)
+
+// KEYS: owners, checkpoints. ARGV: channel, partition, epoch, value.
+// Restore writes only where the partition has no record at all.
+var restoreScript = redis.NewScript(`
+local owners, ckpt = KEYS[1], KEYS[2]
+local ch, p = ARGV[1], ARGV[2]
+if redis.call('HEXISTS', owners, p) == 1 then return {'notowner'} end
+redis.call('HSET', owners, p, ARGV[3] .. '::')
+redis.call('HSET', ckpt, p, ARGV[4])
+redis.call('PUBLISH', ch, 'R\n\n' .. p)
+return {'ok'}
+`)

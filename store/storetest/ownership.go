@@ -549,3 +549,31 @@ func testGroupsIndependent(e *env) {
 		t.Fatalf("group 1 record of p = %s; want it owned by %q", fmtOwner(oa), s1)
 	}
 }
+
+// testRestore: Restore re-creates a missing record, released, with the given
+// epoch and checkpoint; it never touches a partition that has a record; the
+// next Claim gets a larger epoch and the restored checkpoint.
+func testRestore(e *env) {
+	t := e.t
+	const old = uint64(1_000_000)
+	if err := e.s.Restore(e.ctx, e.group, "lost", old, []byte("cp-kept-by-member")); err != nil {
+		t.Fatalf("Restore of a partition with no record: %v; want success", err)
+	}
+	got := e.mustRecord("lost")
+	if got.Session != "" || got.Epoch != old || string(got.Checkpoint) != "cp-kept-by-member" {
+		t.Fatalf("restored record is %s; want released, epoch %d, checkpoint %q", fmtOwner(got), old, "cp-kept-by-member")
+	}
+	err := e.s.Restore(e.ctx, e.group, "lost", old+5, []byte("older"))
+	wantErr(t, err, store.ErrNotOwner, "a second Restore of a partition that has a record", "Restore must never overwrite a record")
+	e.wantCheckpoint("lost", "cp-kept-by-member", "after a refused Restore")
+
+	a := e.open("member-a", longTTL)
+	o := e.claim("lost", a)
+	if o.Epoch <= old || string(o.Checkpoint) != "cp-kept-by-member" {
+		t.Fatalf("Claim after Restore returned %s; want epoch > %d and the restored checkpoint", fmtOwner(o), old)
+	}
+	e.checkpoint("lost", o.Epoch, "newer")
+	err = e.s.Restore(e.ctx, e.group, "lost", o.Epoch+1, []byte("stale"))
+	wantErr(t, err, store.ErrNotOwner, "Restore of an owned partition", "Restore must never overwrite an owner's progress")
+	e.wantCheckpoint("lost", "newer", "after a Restore of an owned partition")
+}

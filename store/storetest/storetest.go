@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"release/fenced", testReleaseFenced},
 		{"release/keeps_checkpoint_and_epoch", testReleaseKeeps},
 		{"epoch/strictly_increases", testEpochsIncrease},
+		{"restore/only_where_no_record", testRestore},
 		{"partitions/set_replaces", testSetPartitions},
 		{"partitions/invalid_set_rejected", testSetPartitionsInvalid},
 		{"snapshot/empty_group", testSnapshotEmpty},
