@@ -19,6 +19,7 @@ const (
 	DefaultMaxShutdown  = 30 * time.Second
 	DefaultPollInterval = 30 * time.Second
 	DefaultRestartDelay = time.Second
+	DefaultJoinSettle   = 100 * time.Millisecond
 )
 
 // Handler processes one partition for as long as the member owns it. It must
@@ -76,6 +77,12 @@ type Config struct {
 	// PollInterval is the backstop re-read of the group in case change
 	// notifications are lost. Default 30s.
 	PollInterval time.Duration
+	// JoinSettle: after a member joins the group, every member waits this
+	// long before claiming or handing off, so that members joining at
+	// nearly the same time (a deployment scaling out) are balanced in one
+	// step and no partition moves twice. Leaves and crashes are acted on at
+	// once. Default 100ms; negative means no wait.
+	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
 	RestartDelay time.Duration
@@ -119,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RestartDelay == 0 {
 		c.RestartDelay = DefaultRestartDelay
+	}
+	if c.JoinSettle == 0 {
+		c.JoinSettle = DefaultJoinSettle
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -47,6 +47,8 @@ type Member struct {
 	restores  []store.Ownership
 	holdFresh time.Time
 	lastParts []store.Partition // the last non-empty partition set seen
+	sessions  map[string]bool   // live sessions at the last reconcile
+	joinedAt  time.Time         // when a new session was last seen
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
@@ -536,6 +538,9 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	var next time.Duration
 	for _, s := range snap.Sessions {
 		alive[s.ID] = true
+		if !m.sessions[s.ID] {
+			m.joinedAt = time.Now()
+		}
 		members = append(members, balance.Member{ID: s.ID, Weight: s.Weight})
 		if s.ID != sess.id && (next == 0 || s.Remaining < next) {
 			next = s.Remaining
@@ -553,6 +558,12 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 		if o.Session != "" && alive[o.Session] {
 			owners[o.Partition] = o.Session
 		}
+	}
+	m.sessions = alive
+	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
+		// A member just joined: others may be joining with it. Wait for
+		// the membership to settle so the fleet moves once.
+		return wait, nil
 	}
 	parts := make([]balance.Partition, len(snap.Partitions))
 	for i, p := range snap.Partitions {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +35,7 @@ type benchResult struct {
 }
 
 type benchOpts struct {
+	steadyFor  time.Duration
 	storeURL   string
 	scenarios  []string
 	jsonOut    bool
@@ -47,6 +50,8 @@ type benchScenario struct {
 	before  int
 	run     func(ctx context.Context, c *cluster, o benchOpts) (step, error)
 	members func(before int) int
+	// steady: no change; measure what a balanced fleet costs over a window.
+	steady bool
 }
 
 var benchScenarios = []benchScenario{
@@ -64,6 +69,7 @@ var benchScenarios = []benchScenario{
 			last := c.live()[len(c.live())-1]
 			return c.measure(ctx, o.ttl+30*time.Second, func() error { return c.crash(last) })
 		}},
+	{name: "steady", parts: 10000, before: 16, members: func(b int) int { return b }, steady: true},
 }
 
 func benchCmd() *cobra.Command {
@@ -87,6 +93,7 @@ Scenarios: ` + scenarioNames(),
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL")
 	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions (default: each scenario's own)")
+	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet")
 	return cmd
 }
 
@@ -150,8 +157,12 @@ func runScenario(ctx context.Context, conn *connector, sc benchScenario, o bench
 		defer cancel()
 		c.stopAll(sctx)
 	}()
-	if _, err := c.measure(ctx, o.ttl+30*time.Second, func() error { _, err := c.join(sc.before); return err }); err != nil {
+	initial, err := c.measure(ctx, o.ttl+60*time.Second, func() error { _, err := c.join(sc.before); return err })
+	if err != nil {
 		return benchResult{}, fmt.Errorf("initial balance: %w", err)
+	}
+	if sc.steady {
+		return measureSteady(ctx, c, conn, sc, parts, initial, o)
 	}
 	s, err := sc.run(ctx, c, o)
 	if err != nil {
@@ -174,9 +185,71 @@ func runScenario(ctx context.Context, conn *connector, sc benchScenario, o bench
 func printBenchTable(out io.Writer, rs []benchResult) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tmoves\tmin moves\tmax owners at once\tsession TTL\t")
+	var steady []benchResult
 	for _, r := range rs {
+		if r.StoreOpsPerMemberPerSecond != nil {
+			steady = append(steady, r)
+		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d→%d\t%.3fs\t%d\t%d\t%d\t%gs\t\n", r.Scenario, r.Store, r.Partitions,
 			r.MembersBefore, r.MembersAfter, r.SecondsToBalance, r.Moves, r.MinMoves, r.MaxConcurrentOwners, r.SessionTTLSeconds)
 	}
 	w.Flush()
+	for _, r := range steady {
+		fmt.Fprintf(out, "\nsteady (%d members, %d partitions, balanced): %.3f store ops per member per second, "+
+			"%.2f%% of a core and %.1f MiB of heap per member\n", r.MembersAfter, r.Partitions,
+			*r.StoreOpsPerMemberPerSecond, *r.CPUSecondsPerMemberPerSec*100, float64(*r.HeapBytesPerMember)/(1<<20))
+	}
+}
+
+// measureSteady lets a balanced fleet run for o.steadyFor (after one session
+// TTL to settle) and reports its store operations, CPU and heap per member.
+// The handlers do no work and write no checkpoints: the figures are the cost
+// of coordination alone. CPU and heap are the whole process's, divided by
+// the number of members (all members run in this process).
+func measureSteady(ctx context.Context, c *cluster, conn *connector, sc benchScenario, parts int, initial step, o benchOpts) (benchResult, error) {
+	select {
+	case <-time.After(o.ttl):
+	case <-ctx.Done():
+		return benchResult{}, ctx.Err()
+	}
+	n := len(c.live())
+	ops0, cpu0, t0 := c.storeOps(), processCPU(), time.Now()
+	c.tr.Reset()
+	select {
+	case <-time.After(o.steadyFor):
+	case <-ctx.Done():
+		return benchResult{}, ctx.Err()
+	}
+	secs := time.Since(t0).Seconds()
+	ops := float64(c.storeOps()-ops0) / float64(n) / secs
+	cpu := (processCPU() - cpu0).Seconds() / float64(n) / secs
+	if ok, why := c.tr.Balanced(c.parts, c.live()); !ok || c.tr.Moves() != 0 {
+		return benchResult{}, fmt.Errorf("fleet did not stay balanced and still (%d moves): %s", c.tr.Moves(), why)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap := ms.HeapInuse / uint64(n)
+	return benchResult{
+		Scenario:                   sc.name,
+		Store:                      conn.name(),
+		Partitions:                 parts,
+		MembersBefore:              n,
+		MembersAfter:               n,
+		SecondsToBalance:           initial.Elapsed.Seconds(),
+		SessionTTLSeconds:          o.ttl.Seconds(),
+		MaxConcurrentOwners:        max(initial.MaxConcurrent, c.tr.MaxConcurrent()),
+		StoreOpsPerMemberPerSecond: &ops,
+		CPUSecondsPerMemberPerSec:  &cpu,
+		HeapBytesPerMember:         &heap,
+	}, nil
+}
+
+// processCPU is the user+system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,6 +11,7 @@ import (
 	"herd"
 	"herd/internal/tracker"
 	"herd/store"
+	"herd/store/faultstore"
 )
 
 // cluster runs members of one group inside this process and measures them
@@ -23,10 +24,10 @@ type cluster struct {
 	connect  func(ctx context.Context) (store.Store, error)
 	tr       *tracker.Tracker
 	handler  herd.Handler // inner handler (nil: wait for cancellation)
-	mu       sync.Mutex
-	members  map[string]*running
-	nextID   int
-	storeOps func() (reads, writes uint64)
+	mu      sync.Mutex
+	members map[string]*running
+	nextID  int
+	counted []*faultstore.Store // every member's store handle, for operation counts
 }
 
 type running struct {
@@ -104,10 +105,14 @@ func (c *cluster) join(n int) ([]string, error) {
 }
 
 func (c *cluster) start(id string) error {
-	st, err := c.connect(c.ctx)
+	raw, err := c.connect(c.ctx)
 	if err != nil {
 		return err
 	}
+	st := faultstore.Wrap(raw) // no faults: it counts the member's store operations
+	c.mu.Lock()
+	c.counted = append(c.counted, st)
+	c.mu.Unlock()
 	cfg := c.cfg
 	cfg.Group = c.group
 	cfg.Member = id
@@ -119,11 +124,11 @@ func (c *cluster) start(id string) error {
 	m, err := herd.Join(ctx, st, cfg)
 	if err != nil {
 		cancel()
-		st.Close()
+		raw.Close()
 		return fmt.Errorf("member %s: %w", id, err)
 	}
 	c.mu.Lock()
-	c.members[id] = &running{m: m, st: st, cancel: cancel}
+	c.members[id] = &running{m: m, st: raw, cancel: cancel}
 	c.mu.Unlock()
 	return nil
 }
@@ -192,4 +197,16 @@ func (c *cluster) measure(ctx context.Context, timeout time.Duration, change fun
 	s := step{Elapsed: time.Since(start), Moves: c.tr.Moves(), MaxConcurrent: c.tr.MaxConcurrent()}
 	s.MinMoves = tracker.MinMoves(c.parts, before, after)
 	return s, nil
+}
+
+// storeOps is the number of store operations all members made so far.
+func (c *cluster) storeOps() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, st := range c.counted {
+		o := st.Ops()
+		n += o.Reads + o.Writes
+	}
+	return n
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"herd/store"
 	"herd/store/memstore"
+	"herd/store/redisstore"
 )
 
 // connector opens store handles for a store URL. For mem:// every handle
@@ -36,13 +38,21 @@ func newConnector(raw string) (*connector, error) {
 }
 
 // openers maps URL schemes of networked stores to their Open functions.
-var openers = map[string]func(ctx context.Context, url string) (store.Store, error){}
+var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
+	"redis":  openRedis,
+	"rediss": openRedis,
+}
+
+func openRedis(ctx context.Context, url string) (store.Store, error) {
+	return redisstore.Open(ctx, url)
+}
 
 func supportedSchemes() string {
 	s := []string{"mem"}
 	for k := range openers {
 		s = append(s, k)
 	}
+	slices.Sort(s[1:])
 	return strings.Join(s, ", ")
 }
 
