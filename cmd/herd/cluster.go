@@ -17,13 +17,13 @@ import (
 // cluster runs members of one group inside this process and measures them
 // through their handlers.
 type cluster struct {
-	ctx      context.Context
-	group    string
-	parts    []string
-	cfg      herd.Config // template: timings
-	connect  func(ctx context.Context) (store.Store, error)
-	tr       *tracker.Tracker
-	handler  herd.Handler // inner handler (nil: wait for cancellation)
+	ctx     context.Context
+	group   string
+	parts   []string
+	cfg     herd.Config // template: timings
+	connect func(ctx context.Context) (store.Store, error)
+	tr      *tracker.Tracker
+	handler herd.Handler // inner handler (nil: wait for cancellation)
 	mu      sync.Mutex
 	members map[string]*running
 	nextID  int
