@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -115,6 +116,9 @@ func runBench(ctx context.Context, out io.Writer, o benchOpts) error {
 	}
 	want := map[string]bool{}
 	for _, s := range o.scenarios {
+		if !slices.ContainsFunc(benchScenarios, func(b benchScenario) bool { return b.name == s }) {
+			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenarioNames())
+		}
 		want[s] = true
 	}
 	var results []benchResult
@@ -122,7 +126,6 @@ func runBench(ctx context.Context, out io.Writer, o benchOpts) error {
 		if len(want) > 0 && !want[sc.name] {
 			continue
 		}
-		delete(want, sc.name)
 		r, err := runScenario(ctx, conn, sc, o)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", sc.name, err)
@@ -132,9 +135,6 @@ func runBench(ctx context.Context, out io.Writer, o benchOpts) error {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(out, string(b))
 		}
-	}
-	for s := range want {
-		return fmt.Errorf("unknown scenario %q (known: %s)", s, scenarioNames())
 	}
 	if !o.jsonOut {
 		printBenchTable(out, results)
