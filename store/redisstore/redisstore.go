@@ -74,6 +74,9 @@ func checkPrefix(p string) error {
 // *redis.ClusterClient (every group's keys share one hash slot) or a
 // failover client. Close does not close client: it belongs to the caller.
 // An invalid option is reported by every method of the returned Store.
+// Create the client with ContextTimeoutEnabled set: otherwise go-redis
+// ignores context deadlines, and a member cut off from Redis may cancel its
+// handlers only after its session has expired.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg := config{prefix: DefaultPrefix}
 	for _, o := range opts {
@@ -131,6 +134,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Redis URL %q: %v: %w", u.Redacted(), err, store.ErrInvalid)
 	}
+	// Without this, go-redis ignores context deadlines on reads and writes
+	// and a call to a server that stopped answering blocks for ReadTimeout
+	// (3 s): a member's renewal could not fence it in time. go-redis still
+	// ignores cancellation, which eval makes up for.
+	ropt.ContextTimeoutEnabled = true
 	client := redis.NewClient(ropt)
 	s := New(client, opts...)
 	s.owned = true
@@ -241,9 +249,38 @@ func hasAnyPrefix(s string, prefixes ...string) bool {
 	return false
 }
 
+// eval runs a script and returns its reply. go-redis ends a call at its
+// context's deadline (with ContextTimeoutEnabled) but not when the context is
+// cancelled, so where ctx can be cancelled the call runs on a goroutine and
+// eval returns as soon as ctx is done: a member's handler whose claim is
+// cancelled must not wait for a server that stopped answering. The command
+// then finishes on its connection in the background (when the server answers,
+// or at ctx's deadline or the client's read timeout); like any call that
+// fails on a timeout, it may or may not have been applied.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, ks []string, args ...any) ([]any, error) {
+	if ctx.Done() == nil {
+		return sc.Run(ctx, s.client, ks, args...).Slice()
+	}
+	type reply struct {
+		res []any
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		res, err := sc.Run(ctx, s.client, ks, args...).Slice()
+		ch <- reply{res, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // run runs a script and returns its status and the rest of its reply.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, ks []string, args ...any) (string, []any, error) {
-	res, err := sc.Run(ctx, s.client, ks, args...).Slice()
+	res, err := s.eval(ctx, sc, ks, args...)
 	if err != nil {
 		return "", nil, fail(op, err)
 	}
@@ -405,8 +442,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	k := s.keys(group)
-	res, err := snapshotScript.Run(ctx, s.client,
-		[]string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints}, k.events).Slice()
+	res, err := s.eval(ctx, snapshotScript,
+		[]string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints}, k.events)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
