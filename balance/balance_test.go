@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -658,5 +659,156 @@ func BenchmarkAssign(b *testing.B) {
 				Assign(in)
 			}
 		})
+	}
+}
+
+// TestAssignSortedMatchesAssign checks that Assigner.AssignSorted returns
+// what Assign returns, on random inputs and with one Assigner reused.
+func TestAssignSortedMatchesAssign(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var a Assigner
+	var target []int32
+	for iter := range 520 {
+		o := genOpts{maxMembers: 12, maxParts: 200, weighted: iter%2 == 0}
+		if iter >= 500 { // large enough for the radix sorts
+			o.maxMembers, o.maxParts = 200, 5000
+		}
+		in := genInput(rng, o)
+		// Sorted, de-duplicated copies (first occurrence wins, as in Assign).
+		var members []Member
+		seen := map[string]bool{}
+		for _, m := range in.Members {
+			if !seen[m.ID] {
+				seen[m.ID] = true
+				members = append(members, m)
+			}
+		}
+		slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+		var ps []Partition
+		for _, p := range in.Partitions {
+			if !seen["p:"+p.ID] {
+				seen["p:"+p.ID] = true
+				ps = append(ps, p)
+			}
+		}
+		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
+		owner := make([]int32, len(ps))
+		for i, p := range ps {
+			owner[i] = -1
+			if o, ok := in.Owners[p.ID]; ok {
+				if j, ok := slices.BinarySearchFunc(members, o, func(m Member, id string) int { return strings.Compare(m.ID, id) }); ok {
+					owner[i] = int32(j)
+				}
+			}
+		}
+		var err error
+		target, err = a.AssignSorted(members, ps, owner, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Assign(in)
+		got := map[string]string{}
+		for i, m := range target {
+			got[ps[i].ID] = members[m].ID
+		}
+		if len(members) == 0 {
+			if len(target) != 0 {
+				t.Fatalf("iteration %d: %d targets without members", iter, len(target))
+			}
+			continue
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("iteration %d: AssignSorted differs from Assign\n got %v\nwant %v", iter, got, want)
+		}
+	}
+	if _, err := a.AssignSorted([]Member{{ID: "b"}, {ID: "a"}}, nil, nil, nil); err == nil {
+		t.Error("unsorted members accepted")
+	}
+	if _, err := a.AssignSorted([]Member{{ID: "a"}}, []Partition{{ID: "x"}, {ID: "x"}}, []int32{0, 0}, nil); err == nil {
+		t.Error("duplicate partitions accepted")
+	}
+	if _, err := a.AssignSorted([]Member{{ID: "a"}}, []Partition{{ID: "x"}}, nil, nil); err == nil {
+		t.Error("owner of the wrong length accepted")
+	}
+}
+
+func BenchmarkAssignSorted(b *testing.B) {
+	const nm, np = 1000, 100_000
+	in := benchInput(nm, np, nil)
+	slices.SortFunc(in.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(in.Partitions, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
+	for _, c := range []struct {
+		name  string
+		owner func(i int) int32
+	}{
+		{"fresh", func(int) int32 { return -1 }},
+		{"balanced", func(i int) int32 { return int32(i % nm) }},
+		{"join", func(i int) int32 { return int32(i % (nm - 1)) }},
+		{"leave", func(i int) int32 {
+			if i%nm == 0 {
+				return -1
+			}
+			return int32(i % nm)
+		}},
+	} {
+		owner := make([]int32, np)
+		for i := range owner {
+			owner[i] = c.owner(i)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var a Assigner
+			var target []int32
+			for b.Loop() {
+				var err error
+				if target, err = a.AssignSorted(in.Members, in.Partitions, owner, target); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestAssignSortedChecksOrder feeds one Assigner a sequence of partition
+// lists, each a small change of the previous one (which AssignSorted only
+// partly re-checks), and requires an error exactly when a list is not
+// strictly sorted.
+func TestAssignSortedChecksOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a Assigner
+	members := []Member{{ID: "a"}, {ID: "b"}}
+	ids := []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"}
+	for iter := range 3000 {
+		next := slices.Clone(ids)
+		switch rng.IntN(4) {
+		case 0: // swap two
+			i, j := rng.IntN(len(next)), rng.IntN(len(next))
+			next[i], next[j] = next[j], next[i]
+		case 1: // replace one
+			next[rng.IntN(len(next))] = fmt.Sprintf("p%d", rng.IntN(12))
+		case 2: // drop one
+			i := rng.IntN(len(next))
+			next = slices.Delete(next, i, i+1)
+		case 3: // start again sorted
+			next = []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"}[:4+rng.IntN(5)]
+		}
+		if len(next) == 0 {
+			next = []string{"p0"}
+		}
+		ps := make([]Partition, len(next))
+		for i, id := range next {
+			ps[i] = Partition{ID: id}
+		}
+		sorted := true
+		for i := 1; i < len(next); i++ {
+			sorted = sorted && next[i-1] < next[i]
+		}
+		_, err := a.AssignSorted(members, ps, make([]int32, len(ps)), nil)
+		if (err == nil) != sorted {
+			t.Fatalf("iteration %d: %v: error %v, sorted %t", iter, next, err, sorted)
+		}
+		if sorted || rng.IntN(3) == 0 {
+			ids = next
+		}
 	}
 }

@@ -68,4 +68,13 @@
 // over-quota members (K of them in total), O(F log F) to sort the pool of F
 // freed/unowned partitions and the F slots, and O(F α(F)) for the matching.
 // Overall O(N log N + P log P) time and O(N + P) memory, with no O(N*P) term.
+// (Rankings and ring orders of 256 or more entries are sorted by a radix
+// sort on their 64-bit hashes, ties by ID: the same order as a comparison
+// sort, in linear time.)
+//
+// [Assign] builds maps of every partition. A caller that recomputes the
+// assignment of a large group after every change (each herd member does)
+// uses an [Assigner]: the same result from sorted slices and owner indices,
+// with its memory and the partitions' hashes reused from one call to the
+// next.
 package balance
