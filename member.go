@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ type Member struct {
 	lastParts []store.Partition // the last non-empty partition set seen
 	sessions  map[string]bool   // live sessions at the last reconcile
 	joinedAt  time.Time         // when a new session was last seen
+	readAt    time.Time         // when reconcile last started reading the group
+	readGap   time.Duration     // the least time between two reads (rereadGap)
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
@@ -513,107 +516,33 @@ func (m *Member) run(sess *session) {
 // reconcile reads the group, computes the target assignment and moves this
 // member toward it: drops partitions it lost, hands off those the target
 // gives to others, claims free ones the target gives it. It returns when to
-// look again for an expiring session (0: no other session).
+// look again (for an expiring session, or after a read it put off; 0: no
+// need).
+//
+// Reading and computing (plan) costs O(P) time for P partitions, whatever
+// the share of this member; claiming and releasing, which wait on the
+// store, hold only the list of partitions to change, not the snapshot.
+// Every claim and release wakes every member, so a rebalance that moves
+// many partitions would make each member read the whole group once per
+// store round trip while it lasts; reads are therefore spaced by at least
+// rereadGap(P) (1 µs per partition): the events that arrive in between are
+// acted on by one read at the end of the gap. A lone event (a crash, a
+// graceful handoff) is read at once.
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
-	defer cancel()
-	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-	if err != nil {
-		return 0, fmt.Errorf("read group: %w", err)
-	}
-	if len(snap.Partitions) > 0 {
-		m.lastParts = snap.Partitions
-	}
-	if len(m.restores) > 0 {
-		m.restore() // some failed before this session opened
-	}
-	if !snap.Alive(sess.id) {
-		// The store no longer knows us (expired, or it lost its data):
-		// everything we run is no longer ours.
-		sess.cancel(ErrSessionExpired)
-		return 0, nil
-	}
-	alive := make(map[string]bool, len(snap.Sessions))
-	members := make([]balance.Member, 0, len(snap.Sessions))
-	var next time.Duration
-	for _, s := range snap.Sessions {
-		alive[s.ID] = true
-		if !m.sessions[s.ID] {
-			m.joinedAt = time.Now()
-		}
-		members = append(members, balance.Member{ID: s.ID, Weight: s.Weight})
-		if s.ID != sess.id && (next == 0 || s.Remaining < next) {
-			next = s.Remaining
-		}
-	}
-	if next > 0 {
-		// Look just after the store would expire it; never spin.
-		next += max(m.cfg.SessionTTL/100, 5*time.Millisecond)
-	}
-	records := make(map[string]*store.Ownership, len(snap.Owners))
-	owners := make(map[string]string, len(snap.Owners))
-	for i := range snap.Owners {
-		o := &snap.Owners[i]
-		records[o.Partition] = o
-		if o.Session != "" && alive[o.Session] {
-			owners[o.Partition] = o.Session
-		}
-	}
-	m.sessions = alive
-	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
-		// A member just joined: others may be joining with it. Wait for
-		// the membership to settle so the fleet moves once.
+	if wait := m.readGap - time.Since(m.readAt); wait > 0 {
+		// Read again at the end of the gap: the wake-ups until then,
+		// whatever their number, cost one read.
 		return wait, nil
 	}
-	parts := make([]balance.Partition, len(snap.Partitions))
-	for i, p := range snap.Partitions {
-		parts[i] = balance.Partition{ID: p.ID, Weight: p.Weight}
-	}
-	target := balance.Assign(balance.Input{Members: members, Partitions: parts, Owners: owners})
-
-	// Partitions we run: keep, drop (lost) or hand off.
-	for p, sl := range slots {
-		if sl.sess != sess || sl.mode.Load() != modeRun {
-			continue
-		}
-		rec := records[p]
-		switch {
-		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
-			m.log.Warn("partition lost to another member", "partition", p, "epoch", sl.claim.Epoch)
-			sl.mode.Store(modeLost)
-			sl.cancel()
-			m.unown(p)
-		case target[p] != sess.id:
-			m.log.Debug("handing off", "partition", p, "to", target[p])
-			sl.mode.Store(modeHandoff)
-			sl.cancel()
-			m.unown(p)
-		}
+	ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
+	defer cancel()
+	pl, err := m.plan(ctx, sess, slots)
+	if err != nil || pl.expired {
+		return 0, err
 	}
 
-	// Partitions the target gives us: claim the free ones, in a stable order.
-	var want []string
-	for p, owner := range target {
-		if owner != sess.id || slots[p] != nil {
-			continue
-		}
-		rec := records[p]
-		if rec != nil && rec.Session != "" && alive[rec.Session] && rec.Session != sess.id {
-			continue // still held: its owner hands it off, we are woken by the release
-		}
-		if rec == nil && time.Now().Before(m.holdFresh) {
-			// Just after a session loss: the store may have lost its data
-			// and the previous owner may be about to restore this record.
-			wait := time.Until(m.holdFresh)
-			if next == 0 || wait < next {
-				next = wait
-			}
-			continue
-		}
-		want = append(want, p)
-	}
-	slices.Sort(want)
-	for _, p := range want {
+	// Partitions the target gives us and that are free, in ID order.
+	for _, p := range pl.claim {
 		o, err := m.st.Claim(ctx, m.cfg.Group, p, sess.id)
 		switch {
 		case err == nil:
@@ -625,20 +554,324 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 			sess.cancel(ErrSessionExpired)
 			return 0, nil
 		default:
-			return next, fmt.Errorf("claim %q: %w", p, err)
+			return pl.next, fmt.Errorf("claim %q: %w", p, err)
 		}
 	}
 
 	// Records the store says are ours but we do not run (a Claim whose reply
 	// was lost) and the target gives to others: release them.
-	for p, rec := range records {
-		if rec.Session == sess.id && slots[p] == nil && target[p] != sess.id {
-			if err := m.st.Release(ctx, m.cfg.Group, p, sess.id, rec.Epoch); err != nil && !errors.Is(err, store.ErrNotOwner) {
-				return next, fmt.Errorf("release %q: %w", p, err)
-			}
+	for _, r := range pl.release {
+		if slots[r.Partition] != nil {
+			continue
+		}
+		if err := m.st.Release(ctx, m.cfg.Group, r.Partition, sess.id, r.Epoch); err != nil && !errors.Is(err, store.ErrNotOwner) {
+			return pl.next, fmt.Errorf("release %q: %w", r.Partition, err)
 		}
 	}
-	return next, nil
+	return pl.next, nil
+}
+
+// rereadGap is the least time between two reads of a group of p partitions
+// (or records): 1 µs each, so that a member reads at most about a million
+// records a second during a burst of changes. Under a thousand partitions
+// it is under a millisecond, less than a store round trip.
+func rereadGap(p int) time.Duration { return time.Duration(p) * time.Microsecond }
+
+// reconcilePlan is what plan decided: the store calls left to make.
+type reconcilePlan struct {
+	next    time.Duration // when to look again for an expiring session
+	expired bool          // the store no longer knows the session
+	claim   []string      // partitions to claim, in ID order
+	release []store.Ownership
+}
+
+// reconcileBuf is plan's working memory, O(P) for P partitions. It is
+// reused from one reconcile to the next (and between the members of one
+// process) so that a reconcile of a large group allocates next to nothing.
+type reconcileBuf struct {
+	sessIdx  map[string]int32 // live session id -> index in members
+	members  []balance.Member // live sessions, sorted by id
+	parts    []balance.Partition
+	owner    []int32           // per partition: index in members of its live owner, or -1
+	rec      []int32           // per partition: index of its record in the snapshot, or -1
+	target   []int32           // per partition: index in members of its target owner
+	strays   []int32           // records of ours for partitions outside the set
+	checked  []store.Partition // the last partition set found sorted
+	from     []store.Partition // the partition set parts was made from
+	assigner balance.Assigner
+}
+
+var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: map[string]int32{}} }}
+
+// plan reads the group, computes the target assignment, drops the partitions
+// this member lost and starts handing off those the target gives to others
+// (neither waits on the store), and returns what is left to claim and to
+// release. The snapshot is not kept.
+func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
+	var pl reconcilePlan
+	m.readAt = time.Now()
+	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
+	if err != nil {
+		return pl, fmt.Errorf("read group: %w", err)
+	}
+	m.readGap = min(rereadGap(max(len(snap.Partitions), len(snap.Owners))), m.cfg.SessionTTL/10)
+	if len(snap.Partitions) > 0 {
+		m.lastParts = snap.Partitions
+	}
+	if len(m.restores) > 0 {
+		m.restore() // some failed before this session opened
+	}
+	// A linear scan, not snap.Alive: that trusts the store's sort order,
+	// which sorted (below) checks only later.
+	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
+		// The store no longer knows us (expired, or it lost its data):
+		// everything we run is no longer ours.
+		sess.cancel(ErrSessionExpired)
+		pl.expired = true
+		return pl, nil
+	}
+	if m.sessions == nil {
+		m.sessions = map[string]bool{}
+	}
+	for _, s := range snap.Sessions {
+		if !m.sessions[s.ID] {
+			m.joinedAt = time.Now()
+		}
+		if s.ID != sess.id && (pl.next == 0 || s.Remaining < pl.next) {
+			pl.next = s.Remaining
+		}
+	}
+	clear(m.sessions)
+	for _, s := range snap.Sessions {
+		m.sessions[s.ID] = true
+	}
+	if pl.next > 0 {
+		// Look just after the store would expire it; never spin.
+		pl.next += max(m.cfg.SessionTTL/100, 5*time.Millisecond)
+	}
+	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
+		// A member just joined: others may be joining with it. Wait for
+		// the membership to settle so the fleet moves once.
+		pl.next = wait
+		return pl, nil
+	}
+
+	b := reconcileBufs.Get().(*reconcileBuf)
+	defer reconcileBufs.Put(b)
+	sessions, parts, owners := b.sorted(snap)
+	clear(b.sessIdx)
+	b.members = b.members[:0]
+	for i, s := range sessions {
+		b.sessIdx[s.ID] = int32(i)
+		b.members = append(b.members, balance.Member{ID: s.ID, Weight: s.Weight})
+	}
+	me := b.sessIdx[sess.id]
+
+	if !b.join(sessions, parts, owners, sess.id) {
+		// The store broke its promise of records sorted by partition.
+		owners = sortedOwners(owners)
+		b.join(sessions, parts, owners, sess.id)
+	}
+	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
+	if err != nil {
+		return pl, fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
+	}
+	b.target = target
+
+	// Partitions we run: keep, drop (lost) or hand off.
+	for p, sl := range slots {
+		if sl.sess != sess || sl.mode.Load() != modeRun {
+			continue
+		}
+		i, inSet := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+		var rec *store.Ownership
+		if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok {
+			rec = &owners[r]
+		}
+		switch {
+		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
+			m.log.Warn("partition lost to another member", "partition", p, "epoch", sl.claim.Epoch)
+			sl.mode.Store(modeLost)
+			sl.cancel()
+			m.unown(p)
+		case !inSet || target[i] != me:
+			to := ""
+			if inSet {
+				to = b.members[target[i]].ID
+			}
+			m.log.Debug("handing off", "partition", p, "to", to)
+			sl.mode.Store(modeHandoff)
+			sl.cancel()
+			m.unown(p)
+		}
+	}
+
+	// Partitions the target gives us: claim the free ones, in ID order.
+	for i, t := range target {
+		if t != me {
+			continue
+		}
+		p := parts[i].ID
+		if slots[p] != nil {
+			continue
+		}
+		if o := b.owner[i]; o >= 0 && o != me {
+			continue // still held: its owner hands it off, we are woken by the release
+		}
+		if b.rec[i] < 0 && time.Now().Before(m.holdFresh) {
+			// Just after a session loss: the store may have lost its data
+			// and the previous owner may be about to restore this record.
+			wait := time.Until(m.holdFresh)
+			if pl.next == 0 || wait < pl.next {
+				pl.next = wait
+			}
+			continue
+		}
+		pl.claim = append(pl.claim, p)
+	}
+
+	// Records the store says are ours but we do not run and the target
+	// gives to others: release them (after the claims).
+	for i, o := range b.owner {
+		if o == me && target[i] != me && slots[parts[i].ID] == nil {
+			r := &owners[b.rec[i]]
+			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
+	for _, j := range b.strays {
+		if r := &owners[j]; slots[r.Partition] == nil {
+			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
+	return pl, nil
+}
+
+// sorted returns the snapshot's sessions and partitions, each sorted by id
+// without duplicates, as the store contract promises (join checks the
+// records). A backend that breaks the promise costs a sorted copy, in which
+// the first of duplicates is kept, as balance.Assign does. A partition set
+// already checked (the same read-only slice, shared between snapshots) is
+// not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
+	ss, ps := snap.Sessions, snap.Partitions
+	for i := 1; i < len(ss); i++ {
+		if ss[i-1].ID >= ss[i].ID {
+			ss = slices.Clone(ss)
+			slices.SortStableFunc(ss, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+			ss = slices.CompactFunc(ss, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
+			break
+		}
+	}
+	if !sameSlice(ps, b.checked) {
+		b.checked = nil
+		for i := 1; i < len(ps); i++ {
+			if ps[i-1].ID >= ps[i].ID {
+				ps = slices.Clone(ps)
+				slices.SortStableFunc(ps, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+				ps = slices.CompactFunc(ps, func(a, b store.Partition) bool { return a.ID == b.ID })
+				break
+			}
+		}
+		if sameSlice(ps, snap.Partitions) {
+			b.checked = ps
+		}
+	}
+	return ss, ps, snap.Owners
+}
+
+// sortedOwners returns a copy of rs sorted by partition, keeping the last
+// of duplicate records (as a map would).
+func sortedOwners(rs []store.Ownership) []store.Ownership {
+	rs = slices.Clone(rs)
+	slices.Reverse(rs)
+	slices.SortStableFunc(rs, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	return slices.CompactFunc(rs, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
+}
+
+// sameSlice reports whether a and b are the same non-empty slice (same
+// array, same length).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// join joins the partition set with the records, both sorted by partition:
+// it sets b.parts, and for each partition its record (b.rec) and live owner
+// (b.owner), and lists our records for partitions outside the set
+// (b.strays). It reports false, and the result is to be discarded, if the
+// records turn out not to be sorted: the records it consumes are checked to
+// increase strictly, at no cost where a record matches its partition.
+//
+// The owner found at the same index last time (by this member or, in a
+// process running many, another) is tried before the map: it is usually
+// right.
+func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partition, owners []store.Ownership, mine string) bool {
+	P := len(parts)
+	if !sameSlice(parts, b.from) {
+		b.from = nil
+		b.parts = resize(b.parts, P)
+		for i, pt := range parts {
+			b.parts[i] = balance.Partition{ID: pt.ID, Weight: pt.Weight}
+		}
+		b.from = parts
+	}
+	prev := b.owner
+	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
+	b.strays = b.strays[:0]
+	// stray consumes owners[j], which matches no partition.
+	stray := func(j int) bool {
+		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
+			return false
+		}
+		if owners[j].Session == mine {
+			b.strays = append(b.strays, int32(j))
+		}
+		return true
+	}
+	j := 0
+	for i, pt := range parts {
+		guess := int32(-1)
+		if i < len(prev) {
+			guess = prev[i] // read before b.owner[i] (the same array) is written
+		}
+		b.owner[i], b.rec[i] = -1, -1
+		if j < len(owners) && owners[j].Partition != pt.ID {
+			for j < len(owners) && owners[j].Partition < pt.ID {
+				if !stray(j) {
+					return false
+				}
+				j++
+			}
+			if j == len(owners) || owners[j].Partition != pt.ID {
+				continue // no record
+			}
+		}
+		if j == len(owners) {
+			continue
+		}
+		b.rec[i] = int32(j)
+		if s := owners[j].Session; s != "" {
+			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
+				b.owner[i] = guess
+			} else if k, ok := b.sessIdx[s]; ok {
+				b.owner[i] = k
+			}
+		}
+		j++
+	}
+	for ; j < len(owners); j++ {
+		if !stray(j) {
+			return false
+		}
+	}
+	return true
+}
+
+// resize returns s with length n, reallocated only if its capacity is short.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/8)
+	}
+	return s[:n]
 }
 
 // restore puts back, where the store has no record any more, the last

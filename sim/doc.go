@@ -42,22 +42,22 @@
 // followed by synctest.Wait. Herd (herdfleet.go) is that adapter for herd's
 // real member code: herd.Join on one memstore, one faultstore per member,
 // a handler that processes, checkpoints every CheckpointEvery and writes a
-// final checkpoint on handoff. Because synctest bubbles exist only inside
-// tests, herd runs in TestHerdScenarios (invariants required) and in
-// TestReport, which writes the full report with herd in it:
+// final checkpoint on handoff. synctest bubbles exist only inside tests:
+// herd runs in TestHerdScenarios (invariants required), and the command
+// runs its whole work as the one test of testing.Main, so that it can make
+// a bubble for each of herd's runs (it registers Herd with a Bubble). One
+// command runs every scenario with every policy, herd included, prints the
+// table and writes report.json and the charts (sim/RESULTS.md has its
+// output):
 //
-//	HERDSIM_OUT=simout go test ./sim -run TestReport -timeout 60m -v
-//	HERDSIM_OUT=simout HERDSIM_LARGE=1 HERDSIM_RUN=large go test ./sim -run TestReport -timeout 60m -v
-//
-// The command runs the models only:
-//
+//	go run ./cmd/herdsim -large            # about 2 minutes on 2 cores
 //	go run ./cmd/herdsim [-large] [-run regexp] [-out dir] [-policies a,b]
 //
-// ==== HERD PLUGS IN HERE (command) ====
-// To put herd into the command, either give the member a clock it reads
-// instead of package time (then a Driver can advance it outside a test), or
-// register a Policy that implements Bubbler with a bubble the command can
-// make; Register(p) adds it to DefaultPolicies and nothing else changes.
+// With -large it also measures what one read of the group costs one herd
+// member of the large group alone in its process (ProbeReconcile). The
+// same report, from go test (HERDSIM_LARGE=1 adds the large scenario):
+//
+//	HERDSIM_OUT=simout go test ./sim -run TestReport -timeout 60m -v
 //
 // Models start from a balanced assignment (they implement Preassigner; their
 // cold start takes tens of minutes at scale and is not what is measured);
@@ -88,6 +88,14 @@
 //	peak-imb   largest (most - least) partitions among running members.
 //	violations breaches of the invariants below (warm-up breaches are kept
 //	           apart in Result.WarmupViolations).
+//
+// Large runs run alone and also report their cost to the process (Cost):
+// CPU time in all and per member per minute; from the measured step until
+// balanced again, CPU, bytes allocated and store reads per member; live
+// heap per member at the end and the peak heap per member. For herd this is
+// the cost of 1,000 real members, their store and their handlers in one
+// process; ProbeReconcile measures one member alone (the command's -large
+// prints both).
 //
 // A handler is live while its member runs and is not paused. Samples are
 // taken every 100 ms of virtual time; handler transitions and checkpoints

@@ -65,16 +65,37 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if len(costly) > 0 {
 		fmt.Fprintf(w, "\n== cost of the measured runs (process CPU and heap; for models this is the simulator's cost)\n")
+		fmt.Fprintf(w, "   rebalance: from the measured step until balanced again; per member: divided by the members at the end\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tpolicy\twall\tcpu\tcpu/member/min\tcpu/rebalance\theap/member\tevents\t")
+		fmt.Fprintln(tw, "scenario\tpolicy\twall\tcpu\tcpu/member/min\tcpu/rebalance\tcpu/member/rebalance\talloc/member/rebalance\treads/member/rebalance\theap/member\tpeak-heap/member\tevents\t")
 		for _, res := range costly {
 			c := res.Cost
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", res.Scenario, res.Policy, c.Wall.Round(time.Millisecond),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%d\t\n", res.Scenario, res.Policy, c.Wall.Round(time.Millisecond),
 				c.CPU.Round(time.Millisecond), c.CPUPerMemberMinute.Round(time.Microsecond), c.CPURebalance.Round(time.Millisecond),
-				fmtBytes(c.HeapPerMember), c.Events)
+				c.CPURebalancePerMember.Round(time.Microsecond), fmtBytes(c.AllocRebalancePerMember), c.ReadsRebalancePerMember,
+				fmtBytes(c.HeapPerMember), fmtBytes(c.PeakHeapPerMember), c.Events)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+	}
+	if p := r.Probe; p != nil {
+		fmt.Fprintf(w, "\n== herd: one read of the group (one reconcile) by one member of %d members x %d partitions,\n", p.Members, p.Partitions)
+		fmt.Fprintf(w, "   alone in its process, reading a fresh copy of the group as from a remote store (sim.ProbeReconcile, %d reads)\n", p.Reads)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "cpu/read\tof which copy\talloc/read\tsnapshot\tworking memory\theld between reads\t")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", p.CPU.Round(time.Microsecond), p.Copy.Round(time.Microsecond),
+			fmtBytes(p.Alloc), fmtBytes(p.SnapshotBytes), fmtBytes(p.Work), fmtBytes(p.Held))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, res := range costly {
+			if res.Policy == "herd" && res.Members == p.Members && res.Partitions == p.Partitions && res.Cost.ReadsRebalancePerMember > 0 {
+				k := res.Cost.ReadsRebalancePerMember
+				fmt.Fprintf(w, "   per member per rebalance of %s: %.1f reads x %s = %s of CPU, %s allocated; peak %s (snapshot + working memory + held)\n",
+					res.Scenario, k, p.CPU.Round(time.Microsecond), time.Duration(k*float64(p.CPU)).Round(time.Microsecond),
+					fmtBytes(int64(k*float64(p.Alloc))), fmtBytes(p.SnapshotBytes+p.Work+p.Held))
+			}
 		}
 	}
 	return nil

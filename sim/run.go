@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"syscall"
@@ -123,6 +124,15 @@ type Cost struct {
 	// HeapPerMember is the live heap of the fleet at the end divided by
 	// the number of members.
 	HeapPerMember int64 `json:"heap_per_member_bytes,omitempty"`
+	// PeakHeapPerMember is the most heap in use (live and not yet
+	// collected) at any sample after the warm-up, divided by the number of
+	// members.
+	PeakHeapPerMember int64 `json:"peak_heap_per_member_bytes,omitempty"`
+	// Per member, from the measured step until the fleet was balanced
+	// again: CPU time, bytes allocated and store reads (snapshots, lists).
+	CPURebalancePerMember   time.Duration `json:"cpu_rebalance_per_member_ns,omitempty"`
+	AllocRebalancePerMember int64         `json:"alloc_rebalance_per_member_bytes,omitempty"`
+	ReadsRebalancePerMember float64       `json:"reads_rebalance_per_member,omitempty"`
 }
 
 // Timeline is the sampled state of a run.
@@ -140,8 +150,13 @@ type Timeline struct {
 	// not running), kept for small fleets.
 	Members []string  `json:"members,omitempty"`
 	Held    [][]int32 `json:"held,omitempty"`
-	// CPU is the process CPU time at each sample (MeasureCost only).
-	CPU []time.Duration `json:"-"`
+	// CPU is the process CPU time at each sample, Alloc the bytes
+	// allocated so far, Heap the heap in use and Reads the fleet's store
+	// reads so far (MeasureCost only).
+	CPU   []time.Duration `json:"-"`
+	Alloc []uint64        `json:"-"`
+	Heap  []uint64        `json:"-"`
+	Reads []int64         `json:"-"`
 }
 
 // Len is the number of samples.
@@ -344,11 +359,19 @@ func Run(ctx context.Context, pol Policy, sc Scenario, o RunOptions) (*Result, e
 				res.Cost.CPUPerMemberMinute = time.Duration(float64(tl.CPU[i1]-tl.CPU[i0]) / float64(len(r.present)) / minutes)
 			}
 		}
+		members := int64(max(1, len(r.present)))
+		for i := sample0; i < len(tl.Heap); i++ {
+			res.Cost.PeakHeapPerMember = max(res.Cost.PeakHeapPerMember, int64(tl.Heap[i])/members)
+		}
 		if m.TimeToBalance >= 0 {
 			ia := int(measureAt/o.Sample) - 1
 			ib := int((measureAt+m.TimeToBalance)/o.Sample) - 1
 			if ia >= 0 && ib < len(tl.CPU) && ib >= ia {
-				res.Cost.CPURebalance = tl.CPU[ib] - tl.CPU[ia]
+				c := &res.Cost
+				c.CPURebalance = tl.CPU[ib] - tl.CPU[ia]
+				c.CPURebalancePerMember = c.CPURebalance / time.Duration(members)
+				c.AllocRebalancePerMember = int64(tl.Alloc[ib]-tl.Alloc[ia]) / members
+				c.ReadsRebalancePerMember = float64(tl.Reads[ib]-tl.Reads[ia]) / float64(members)
 			}
 		}
 	}
@@ -566,6 +589,10 @@ func (r *runner) sample() bool {
 	}
 	if r.o.MeasureCost {
 		tl.CPU = append(tl.CPU, processCPU())
+		alloc, heap := memSample()
+		tl.Alloc = append(tl.Alloc, alloc)
+		tl.Heap = append(tl.Heap, heap)
+		tl.Reads = append(tl.Reads, r.fleet.Ops().Reads)
 	}
 	return balanced
 }
@@ -587,6 +614,14 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// memSample returns the bytes allocated so far and the heap in use (live
+// objects and those not yet collected), without stopping the world.
+func memSample() (alloc, heap uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // liveHeap is the heap in use after a collection.

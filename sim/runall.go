@@ -22,13 +22,10 @@ var (
 
 // Register adds a policy that DefaultPolicies lists before the models.
 //
-// ==== HERD PLUGS IN HERE ====
-// Herd (herdfleet.go) runs herd's real member code, but only inside a
-// testing/synctest bubble (TestReport passes it in Options.Policies with a
-// Bubble). Once the member can run in virtual time outside a test (a clock
-// it reads instead of package time, or a bubble the command can make),
-// register it here - Register(Herd{...}) from an init function or from the
-// command - and the command's table gains its row. Nothing else changes.
+// Herd (herdfleet.go) runs herd's real member code, only inside a
+// testing/synctest bubble: cmd/herdsim registers it with a Bubble made in
+// the test it runs in (testing.Main); TestReport passes it in
+// Options.Policies.
 func Register(p Policy) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -79,6 +76,9 @@ type Report struct {
 	Scenarios []ScenarioInfo `json:"scenarios"`
 	// Results, ordered by scenario then policy.
 	Results []*Result `json:"results"`
+	// Probe, if measured, is the cost of one herd reconcile in the large
+	// group, measured apart (ProbeReconcile).
+	Probe *ReconcileCost `json:"reconcile_probe,omitempty"`
 }
 
 // PolicyInfo describes a policy in the report.
