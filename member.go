@@ -78,6 +78,35 @@ type session struct {
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
 	cancel context.CancelCauseFunc
 	renew  chan struct{} // closed when the renewal goroutine has returned
+	// fence is when the renewal goroutine fences the session unless a
+	// renewal succeeds first: the last successful renewal's send time plus
+	// SessionTTL-FenceMargin. Store calls made for the session's handlers
+	// get it as their deadline, so none of them keeps a handler running
+	// past it (a store client may honour deadlines but not cancellation).
+	fence atomic.Pointer[time.Time]
+}
+
+// setFence records that the session is safe until t.
+func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
+
+// withFence returns ctx bounded by the session's fence time, if that is
+// still ahead. Past it, while the session is not yet cancelled (the renewal
+// goroutine is about to fence it), it returns ok false: the call must not be
+// made, as it could keep a handler running after others start its
+// partitions. Once the session is cancelled, a call (a handler's last
+// checkpoint after the session was lost) keeps ctx: the handler has been
+// told, and the store fences the write by its epoch.
+func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
+	t := s.fence.Load()
+	switch {
+	case t == nil || s.ctx.Err() != nil:
+		return ctx, func() {}, true
+	case time.Now().Before(*t):
+		fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
+		return fctx, cancel, true
+	default:
+		return ctx, func() {}, false
+	}
 }
 
 // slot modes, read by a partition's goroutine after its context is cancelled.
@@ -227,6 +256,7 @@ func (m *Member) openSession() (*session, error) {
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{})}
+	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.mu.Lock()
 	m.sess = id
 	m.mu.Unlock()
@@ -271,6 +301,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		switch {
 		case err == nil:
 			lastSent = sent
+			s.setFence(sent.Add(fenceAfter))
 			fence.Reset(fenceAfter - time.Since(sent))
 			next.Reset(m.cfg.RenewInterval - time.Since(sent))
 		case errors.Is(err, store.ErrSessionExpired):
@@ -534,8 +565,13 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 		// whatever their number, cost one read.
 		return wait, nil
 	}
-	ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
+	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
 	defer cancel()
+	ctx, fcancel, ok := sess.withFence(tctx)
+	defer fcancel()
+	if !ok {
+		return 0, nil // the session is being fenced; the loop opens a new one
+	}
 	pl, err := m.plan(ctx, sess, slots)
 	if err != nil || pl.expired {
 		return 0, err
@@ -926,7 +962,16 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 		m:         m,
 		last:      o.Checkpoint,
 		write: func(ctx context.Context, v []byte) error {
-			return m.st.Checkpoint(ctx, group, part, epoch, v)
+			fctx, cancel, ok := sess.withFence(ctx)
+			defer cancel()
+			if !ok {
+				return fmt.Errorf("%w: nothing written, as the session was not renewed in time: %w", ErrFenced, store.ErrNotOwner)
+			}
+			err := m.st.Checkpoint(fctx, group, part, epoch, v)
+			if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), ErrFenced) {
+				return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
+			}
+			return err
 		},
 	}
 	slots[part] = sl
