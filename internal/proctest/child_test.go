@@ -1,0 +1,220 @@
+package proctest
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"herd"
+	"herd/store/redisstore"
+)
+
+// Environment of a child process (the test binary re-executed with
+// -test.run=^TestChild$).
+const (
+	envChild      = "HERD_PROCTEST_CHILD" // "1" in a child
+	envURL        = "HERD_PROCTEST_URL"
+	envPrefix     = "HERD_PROCTEST_PREFIX"
+	envGroup      = "HERD_PROCTEST_GROUP"
+	envMember     = "HERD_PROCTEST_MEMBER"
+	envPartitions = "HERD_PROCTEST_PARTITIONS"
+	envTTL        = "HERD_PROCTEST_TTL"
+	envInterval   = "HERD_PROCTEST_INTERVAL"
+)
+
+// event is one line a child writes on its stdout. Seq and Recv are set by
+// the parent when it reads the line.
+type event struct {
+	Ev        string `json:"ev"` // start, stop, cp_ok, cp_rejected, cp_fenced, cp_err
+	Member    string `json:"member"`
+	Partition string `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+	// Value: for start and stop the last checkpoint (0 if none), for cp_*
+	// the value the handler tried to write.
+	Value uint64 `json:"value"`
+	T     int64  `json:"t"` // time.Now().UnixNano() in the child
+	// Sent, for cp_* events: when the Checkpoint call began (UnixNano).
+	// A call in flight across a SIGSTOP has Sent before it and T after.
+	Sent int64  `json:"sent,omitempty"`
+	Err  string `json:"err,omitempty"`
+
+	Seq  int       `json:"-"` // receipt order in the parent, over all children
+	Recv time.Time `json:"-"` // receipt time in the parent
+}
+
+// TestChild is the child process. It does nothing in a normal test run.
+func TestChild(t *testing.T) {
+	if os.Getenv(envChild) != "1" {
+		return
+	}
+	if err := runChild(); err != nil {
+		fmt.Fprintln(os.Stderr, "proctest child:", err)
+		os.Exit(3)
+	}
+}
+
+// emitter writes events as JSON lines, one write per line.
+type emitter struct {
+	member string
+	mu     sync.Mutex
+}
+
+func (e *emitter) emit(ev event) {
+	ev.Member = e.member
+	ev.T = time.Now().UnixNano()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	b = append(b, '\n')
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// If the parent is gone the write fails with EPIPE on fd 1 and the Go
+	// runtime kills the process with SIGPIPE: no orphan outlives the test.
+	_, _ = os.Stdout.Write(b)
+}
+
+func runChild() error {
+	n, err := strconv.Atoi(os.Getenv(envPartitions))
+	if err != nil {
+		return fmt.Errorf("%s: %w", envPartitions, err)
+	}
+	ttl, err := time.ParseDuration(os.Getenv(envTTL))
+	if err != nil {
+		return fmt.Errorf("%s: %w", envTTL, err)
+	}
+	interval, err := time.ParseDuration(os.Getenv(envInterval))
+	if err != nil {
+		return fmt.Errorf("%s: %w", envInterval, err)
+	}
+	member, group := os.Getenv(envMember), os.Getenv(envGroup)
+
+	// SIGTERM: leave gracefully. SIGKILL is the crash.
+	term, stopTerm := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stopTerm()
+
+	octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	st, err := redisstore.Open(octx, os.Getenv(envURL), redisstore.WithPrefix(os.Getenv(envPrefix)))
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	out := &emitter{member: member}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := herd.Join(context.Background(), st, herd.Config{
+		Group:      group,
+		Member:     member,
+		Partitions: herd.Numbered(n),
+		SessionTTL: ttl,
+		Handler:    handler(out, ttl, interval),
+		Logger:     logger,
+	})
+	if err != nil {
+		return err
+	}
+	<-term.Done()
+	lctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return m.Leave(lctx)
+}
+
+func encode(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func decode(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// freezeDetector notices that the process was stopped (SIGSTOP) and
+// resumed: a goroutine that wakes every 10ms records when it sees a gap of
+// more than a TTL.
+type freezeDetector struct {
+	resumed atomic.Int64 // UnixNano of the last resume seen, 0 if none
+}
+
+func newFreezeDetector(ttl time.Duration) *freezeDetector {
+	d := &freezeDetector{}
+	go func() {
+		last := time.Now()
+		for {
+			time.Sleep(10 * time.Millisecond)
+			now := time.Now()
+			if now.Sub(last) > ttl {
+				d.resumed.Store(now.UnixNano())
+			}
+			last = now
+		}
+	}()
+	return d
+}
+
+// handler checkpoints an increasing counter, from LastCheckpoint()+1, every
+// interval, through the claim's context, and reports every step.
+//
+// One exception: after the process was frozen (SIGSTOP) and resumed, the
+// handler makes its next write whatever its context says (through a fresh
+// context), like a real handler resuming mid-batch, so the test sees what
+// the store does with a write from an old owner: it must reject it by the
+// epoch. Frozen means more than a TTL since the previous write returned, or
+// a resume seen by the detector since the previous write began (a write in
+// flight across the stop).
+func handler(out *emitter, ttl, interval time.Duration) herd.Handler {
+	freeze := newFreezeDetector(ttl)
+	return func(c *herd.Claim) error {
+		last := decode(c.LastCheckpoint())
+		out.emit(event{Ev: "start", Partition: c.Partition, Epoch: c.Epoch, Value: last})
+		defer func() { out.emit(event{Ev: "stop", Partition: c.Partition, Epoch: c.Epoch, Value: last}) }()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		began, returned := time.Now(), time.Now() // the previous write
+		for {
+			select {
+			case <-c.Context().Done():
+			case <-tick.C:
+			}
+			frozen := time.Since(returned) > ttl || freeze.resumed.Load() > began.UnixNano()
+			base := c.Context()
+			switch {
+			case frozen:
+				base = context.Background()
+			case base.Err() != nil:
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(base, time.Second)
+			v := last + 1
+			began = time.Now()
+			err := c.Checkpoint(ctx, encode(v))
+			cancel()
+			returned = time.Now()
+			sent := began.UnixNano()
+			switch {
+			case err == nil:
+				last = v
+				out.emit(event{Ev: "cp_ok", Partition: c.Partition, Epoch: c.Epoch, Value: v, Sent: sent})
+			case errors.Is(err, herd.ErrFenced):
+				// Refused or cut short by the member itself at its
+				// session's fence time.
+				out.emit(event{Ev: "cp_fenced", Partition: c.Partition, Epoch: c.Epoch, Value: v, Sent: sent, Err: err.Error()})
+			case errors.Is(err, herd.ErrNotOwner):
+				out.emit(event{Ev: "cp_rejected", Partition: c.Partition, Epoch: c.Epoch, Value: v, Sent: sent, Err: err.Error()})
+			default:
+				out.emit(event{Ev: "cp_err", Partition: c.Partition, Epoch: c.Epoch, Value: v, Sent: sent, Err: err.Error()})
+			}
+		}
+	}
+}

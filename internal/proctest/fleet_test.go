@@ -1,0 +1,517 @@
+package proctest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runner is one running handler, per the children's events.
+type runner struct {
+	member string
+	epoch  uint64
+	start  int64 // the start event's T
+}
+
+// child is one member process.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *tail
+	// expectExit is set before the test kills or stops the child; an exit
+	// without it is a failure.
+	expectExit bool
+	exited     chan struct{} // closed once stdout is drained and Wait returned
+	exitAt     time.Time
+	exitErr    error
+}
+
+// fleet runs the children of one subtest and keeps a model of who runs what.
+type fleet struct {
+	t          *testing.T
+	group      string
+	prefix     string
+	partitions int
+	ttl        time.Duration
+
+	wg sync.WaitGroup // stdout readers
+
+	mu         sync.Mutex
+	children   map[string]*child
+	events     []event                      // every event, in receipt order
+	running    map[string]map[string]runner // partition -> member -> runner
+	lastChange time.Time                    // receipt of the last start or stop
+	dead       map[string]int64             // member -> exit time (UnixNano)
+	junk       []string                     // non-event stdout lines
+}
+
+func newFleet(t *testing.T, group, prefix string, partitions int, ttl time.Duration) *fleet {
+	f := &fleet{
+		t: t, group: group, prefix: prefix, partitions: partitions, ttl: ttl,
+		children: map[string]*child{},
+		running:  map[string]map[string]runner{},
+		dead:     map[string]int64{},
+	}
+	t.Cleanup(f.killAll)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dump()
+			f.saveEvents()
+		}
+	})
+	return f
+}
+
+// saveEvents writes every event, in receipt order, to the file named by
+// HERD_PROCTEST_EVENTS (with the subtest's name appended), for diagnosis.
+func (f *fleet) saveEvents() {
+	base := os.Getenv("HERD_PROCTEST_EVENTS")
+	if base == "" {
+		return
+	}
+	name := base + "." + strings.ReplaceAll(f.t.Name(), "/", "_") + ".jsonl"
+	var b strings.Builder
+	for _, ev := range f.snapshotEvents() {
+		fmt.Fprintf(&b, "{\"seq\":%d,\"recv\":%d,\"ev\":%q,\"member\":%q,\"partition\":%q,\"epoch\":%d,\"value\":%d,\"t\":%d,\"err\":%q}\n",
+			ev.Seq, ev.Recv.UnixNano(), ev.Ev, ev.Member, ev.Partition, ev.Epoch, ev.Value, ev.T, ev.Err)
+	}
+	if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
+		f.t.Logf("saving events: %v", err)
+		return
+	}
+	f.t.Logf("events saved to %s", name)
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 16 << 10
+
+func (b *tail) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*tailSize {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tail) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf
+	if len(s) > tailSize {
+		s = s[len(s)-tailSize:]
+	}
+	return string(s)
+}
+
+// start launches a child that joins the group through the Redis at url.
+func (f *fleet) start(name, url string) {
+	f.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(),
+		envChild+"=1",
+		envURL+"="+url,
+		envPrefix+"="+f.prefix,
+		envGroup+"="+f.group,
+		envMember+"="+name,
+		envPartitions+"="+strconv.Itoa(f.partitions),
+		envTTL+"="+f.ttl.String(),
+		envInterval+"="+(50*time.Millisecond).String(),
+	)
+	c := &child{name: name, cmd: cmd, stderr: &tail{}, exited: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatalf("starting child %s: %v", name, err)
+	}
+	f.mu.Lock()
+	f.children[name] = c
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.read(c, stdout)
+		err := cmd.Wait()
+		f.mu.Lock()
+		c.exitAt = time.Now()
+		c.exitErr = err
+		f.dead[name] = c.exitAt.UnixNano()
+		for p, rs := range f.running {
+			if _, ok := rs[name]; ok {
+				delete(rs, name)
+				f.lastChange = c.exitAt
+			}
+			if len(rs) == 0 {
+				delete(f.running, p)
+			}
+		}
+		f.mu.Unlock()
+		close(c.exited)
+	}()
+}
+
+func (f *fleet) read(c *child, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil || ev.Member != c.name {
+			f.mu.Lock()
+			if len(f.junk) < 100 {
+				f.junk = append(f.junk, c.name+": "+string(line))
+			}
+			f.mu.Unlock()
+			continue
+		}
+		f.record(ev)
+	}
+	_, _ = io.Copy(io.Discard, r)
+}
+
+func (f *fleet) record(ev event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev.Seq = len(f.events)
+	ev.Recv = time.Now()
+	f.events = append(f.events, ev)
+	switch ev.Ev {
+	case "start":
+		rs := f.running[ev.Partition]
+		if rs == nil {
+			rs = map[string]runner{}
+			f.running[ev.Partition] = rs
+		}
+		rs[ev.Member] = runner{member: ev.Member, epoch: ev.Epoch, start: ev.T}
+		f.lastChange = ev.Recv
+	case "stop":
+		if r, ok := f.running[ev.Partition][ev.Member]; ok && r.epoch == ev.Epoch {
+			delete(f.running[ev.Partition], ev.Member)
+			if len(f.running[ev.Partition]) == 0 {
+				delete(f.running, ev.Partition)
+			}
+		}
+		f.lastChange = ev.Recv
+	}
+}
+
+// signal sends sig to a child. Kill and stop signals mark the exit as
+// expected.
+func (f *fleet) signal(name string, sig syscall.Signal) {
+	f.t.Helper()
+	f.mu.Lock()
+	c := f.children[name]
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		c.expectExit = true
+	}
+	f.mu.Unlock()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		f.t.Fatalf("signal %v to %s: %v", sig, name, err)
+	}
+}
+
+// waitExit waits for a child to exit.
+func (f *fleet) waitExit(name string, d time.Duration) bool {
+	f.mu.Lock()
+	c := f.children[name]
+	f.mu.Unlock()
+	select {
+	case <-c.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// stopAll sends SIGTERM to every live child (they leave gracefully) and
+// waits for them to exit.
+func (f *fleet) stopAll() {
+	f.t.Helper()
+	f.mu.Lock()
+	var live []*child
+	for _, c := range f.children {
+		select {
+		case <-c.exited:
+		default:
+			c.expectExit = true
+			live = append(live, c)
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range live {
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range live {
+		select {
+		case <-c.exited:
+			if c.exitErr != nil {
+				f.t.Errorf("child %s exited with %v after SIGTERM; stderr:\n%s", c.name, c.exitErr, c.stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			f.t.Errorf("child %s did not exit within 20s of SIGTERM; killing it; stderr:\n%s", c.name, c.stderr.String())
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+	}
+	f.wg.Wait()
+}
+
+// killAll is the cleanup: SIGKILL whatever still runs.
+func (f *fleet) killAll() {
+	f.mu.Lock()
+	cs := make([]*child, 0, len(f.children))
+	for _, c := range f.children {
+		c.expectExit = true
+		cs = append(cs, c)
+	}
+	f.mu.Unlock()
+	for _, c := range cs {
+		_ = c.cmd.Process.Kill()
+	}
+	for _, c := range cs {
+		<-c.exited
+	}
+	f.wg.Wait()
+}
+
+// unexpectedExitLocked describes children that exited while they should run.
+func (f *fleet) unexpectedExitLocked() string {
+	var out []string
+	for _, c := range f.children {
+		select {
+		case <-c.exited:
+			if !c.expectExit {
+				out = append(out, fmt.Sprintf("child %s exited unexpectedly (%v); stderr:\n%s", c.name, c.exitErr, c.stderr.String()))
+			}
+		default:
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// dump logs every child's stderr tail and stray stdout, for failures.
+func (f *fleet) dump() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.children))
+	for n := range f.children {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f.t.Logf("---- stderr of %s (tail):\n%s", n, f.children[n].stderr.String())
+	}
+	if len(f.junk) > 0 {
+		f.t.Logf("---- non-event stdout lines:\n%s", strings.Join(f.junk, "\n"))
+	}
+}
+
+// waitFor polls cond (called with the model locked) until it holds, and
+// returns how long that took. It fails the test at the deadline, or at once
+// if a child exits unexpectedly.
+func (f *fleet) waitFor(what string, timeout time.Duration, cond func() (bool, string)) time.Duration {
+	f.t.Helper()
+	begin := time.Now()
+	deadline := begin.Add(timeout)
+	for {
+		f.mu.Lock()
+		ok, detail := cond()
+		bad := f.unexpectedExitLocked()
+		f.mu.Unlock()
+		if ok {
+			return time.Since(begin)
+		}
+		if bad != "" {
+			f.t.Fatalf("waiting for %s: %s", what, bad)
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("waiting for %s: not reached within %v: %s", what, timeout, detail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// balancedLocked: every partition is run by exactly one child, each of them
+// in members, and each member runs its fair share give or take tol.
+func (f *fleet) balancedLocked(members []string, tol int) (bool, string) {
+	counts := map[string]int{}
+	for i := range f.partitions {
+		p := strconv.Itoa(i)
+		rs := f.running[p]
+		if len(rs) != 1 {
+			return false, fmt.Sprintf("partition %s is run by %d children (%v); counts so far %v", p, len(rs), keys(rs), counts)
+		}
+		for m := range rs {
+			if !slices.Contains(members, m) {
+				return false, fmt.Sprintf("partition %s is run by %s, not one of %v", p, m, members)
+			}
+			counts[m]++
+		}
+	}
+	lo, hi := f.partitions/len(members)-tol, (f.partitions+len(members)-1)/len(members)+tol
+	for _, m := range members {
+		if counts[m] < lo || counts[m] > hi {
+			return false, fmt.Sprintf("counts %v, want each in [%d, %d]", counts, lo, hi)
+		}
+	}
+	return true, fmt.Sprintf("counts %v", counts)
+}
+
+// waitBalanced waits until the fleet is balanced over members (each
+// within tol of its share) and no handler started or stopped for 300ms.
+func (f *fleet) waitBalanced(what string, members []string, tol int, timeout time.Duration) time.Duration {
+	f.t.Helper()
+	return f.waitFor(what, timeout, func() (bool, string) {
+		ok, detail := f.balancedLocked(members, tol)
+		if !ok {
+			return false, detail
+		}
+		if quiet := time.Since(f.lastChange); quiet < 300*time.Millisecond {
+			return false, "not quiet yet; " + detail
+		}
+		return true, detail
+	})
+}
+
+// countsLocked is the number of partitions each member runs.
+func (f *fleet) countsLocked() map[string]int {
+	counts := map[string]int{}
+	for _, rs := range f.running {
+		for m := range rs {
+			counts[m]++
+		}
+	}
+	return counts
+}
+
+// claimsOfLocked is what member runs now: partition -> epoch.
+func (f *fleet) claimsOfLocked(member string) map[string]uint64 {
+	out := map[string]uint64{}
+	for p, rs := range f.running {
+		if r, ok := rs[member]; ok {
+			out[p] = r.epoch
+		}
+	}
+	return out
+}
+
+// snapshotEvents copies the events received so far.
+func (f *fleet) snapshotEvents() []event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// claimKey names one ownership run: a handler of member for partition at
+// epoch.
+type claimKey struct {
+	member, partition string
+	epoch             uint64
+}
+
+// interval is when one claim's handler ran, by the children's clocks.
+type interval struct {
+	claimKey
+	start, end int64 // end: stop event, else the child's exit, else +inf
+}
+
+// intervals builds the handler runs from the events.
+func (f *fleet) intervals() map[string][]interval {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byKey := map[claimKey]*interval{}
+	var order []claimKey
+	for _, ev := range f.events {
+		k := claimKey{ev.Member, ev.Partition, ev.Epoch}
+		switch ev.Ev {
+		case "start":
+			if _, ok := byKey[k]; !ok {
+				byKey[k] = &interval{claimKey: k, start: ev.T, end: math.MaxInt64}
+				order = append(order, k)
+			}
+		case "stop":
+			if iv, ok := byKey[k]; ok {
+				iv.end = ev.T
+			}
+		}
+	}
+	out := map[string][]interval{}
+	for _, k := range order {
+		iv := byKey[k]
+		if iv.end == math.MaxInt64 {
+			if d, ok := f.dead[k.member]; ok {
+				iv.end = d
+			}
+		}
+		out[k.partition] = append(out[k.partition], *iv)
+	}
+	return out
+}
+
+// checkExclusive asserts that at most one child ran each partition at any
+// time, by the children's timestamps (one machine, so one clock), leaving
+// out the runs exempt says to.
+func (f *fleet) checkExclusive(exempt func(interval) bool) {
+	f.t.Helper()
+	bad := 0
+	checked := 0
+	for p, ivs := range f.intervals() {
+		ivs = slices.DeleteFunc(ivs, func(iv interval) bool { return exempt != nil && exempt(iv) })
+		sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+		checked += len(ivs)
+		for i := 1; i < len(ivs); i++ {
+			for j := 0; j < i; j++ {
+				if ivs[i].start < ivs[j].end {
+					bad++
+					if bad <= 10 {
+						f.t.Errorf("partition %s run by two children at once: %s epoch %d [%s, %s] and %s epoch %d from %s",
+							p, ivs[j].member, ivs[j].epoch, ts(ivs[j].start), ts(ivs[j].end), ivs[i].member, ivs[i].epoch, ts(ivs[i].start))
+					}
+				}
+			}
+		}
+	}
+	if bad == 0 {
+		f.t.Logf("exclusivity: %d handler runs checked, never two on one partition at once", checked)
+	} else {
+		f.t.Errorf("exclusivity: %d overlaps", bad)
+	}
+}
+
+func ts(ns int64) string {
+	if ns == math.MaxInt64 {
+		return "still running"
+	}
+	return time.Unix(0, ns).Format("15:04:05.000000")
+}

@@ -1,0 +1,496 @@
+package proctest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"herd/store/redisstore"
+)
+
+// The fleet of every subtest: 4 processes, 256 partitions, a 2s session TTL
+// (short, to keep the test fast; the defaults derive from it: renewal every
+// TTL/3, self-fencing at TTL-TTL/10).
+const (
+	nChildren   = 4
+	nPartitions = 256
+	ttl         = 2 * time.Second
+)
+
+// TestProcesses runs members as separate OS processes (this test binary
+// re-executed, see TestChild) on a real Redis, and checks what they do when
+// one is killed, cut off from Redis, frozen, or when Redis restarts empty.
+// Everything is judged from what the handlers report (start, stop,
+// checkpoint results, with timestamps), not from what the store says.
+func TestProcesses(t *testing.T) {
+	if os.Getenv(envChild) == "1" {
+		t.Skip("in a child process")
+	}
+	if testing.Short() {
+		t.Skip("starts OS processes and a redis-server and takes about 25s; skipped with -short")
+	}
+	raw := needRedis(t)
+	t.Run("kill9", func(t *testing.T) { testKill9(t, raw) })
+	t.Run("cut", func(t *testing.T) { testCut(t, raw) })
+	t.Run("sigstop", func(t *testing.T) { testSigstop(t, raw) })
+	t.Run("redis-restart", func(t *testing.T) { testRedisRestart(t, raw) })
+}
+
+// startFleet starts nChildren children c0, c1, ... in a fresh group (child
+// name -> Redis URL by urlFor) and waits until they share the partitions
+// evenly.
+func startFleet(t *testing.T, raw *redis.Client, name string, urlFor func(member string) string) (*fleet, []string) {
+	t.Helper()
+	f := newFleet(t, "proctest-"+name+"-"+randomHex(3), testPrefix(t, raw), nPartitions, ttl)
+	var members []string
+	for i := range nChildren {
+		members = append(members, fmt.Sprintf("c%d", i))
+	}
+	for _, m := range members {
+		f.start(m, urlFor(m))
+	}
+	d := f.waitBalanced("the fleet to spread the partitions", members, 0, 30*time.Second)
+	t.Logf("%d processes share %d partitions evenly %v after starting", nChildren, nPartitions, d.Round(time.Millisecond))
+	return f, members
+}
+
+func without(members []string, m string) []string {
+	return slices.DeleteFunc(slices.Clone(members), func(x string) bool { return x == m })
+}
+
+// stats formats min / median / max of durations.
+func stats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("min %v, median %v, max %v (n=%d)", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]), len(ds))
+}
+
+// firstStarts returns, for each partition in ps, the first start event by a
+// member other than not, received at or after seq and stamped after t0.
+func firstStarts(evs []event, seq int, ps map[string]uint64, not string, t0 time.Time) map[string]event {
+	out := map[string]event{}
+	for _, ev := range evs[seq:] {
+		if ev.Ev != "start" || ev.Member == not || ev.T <= t0.UnixNano() {
+			continue
+		}
+		if _, ok := ps[ev.Partition]; !ok {
+			continue
+		}
+		if _, seen := out[ev.Partition]; !seen {
+			out[ev.Partition] = ev
+		}
+	}
+	return out
+}
+
+// 1. kill -9 one child: the others run its partitions again within TTL+1s.
+func testKill9(t *testing.T, raw *redis.Client) {
+	f, members := startFleet(t, raw, "kill9", func(string) string { return redisURL() })
+	victim := "c1"
+	f.mu.Lock()
+	lost := f.claimsOfLocked(victim)
+	seq := len(f.events)
+	f.mu.Unlock()
+
+	killAt := time.Now()
+	f.signal(victim, syscall.SIGKILL)
+	if !f.waitExit(victim, 5*time.Second) {
+		t.Fatalf("%s did not die within 5s of SIGKILL", victim)
+	}
+	f.waitFor("the killed child's partitions to run elsewhere", ttl+5*time.Second, func() (bool, string) {
+		for p := range lost {
+			if len(f.running[p]) != 1 {
+				return false, fmt.Sprintf("partition %s is run by %v", p, keys(f.running[p]))
+			}
+		}
+		return true, ""
+	})
+	first := firstStarts(f.snapshotEvents(), seq, lost, victim, killAt)
+	var ds []time.Duration
+	var worst time.Duration
+	for p := range lost {
+		ev, ok := first[p]
+		if !ok {
+			t.Fatalf("partition %s runs elsewhere but no start event after the kill", p)
+		}
+		d := time.Unix(0, ev.T).Sub(killAt)
+		ds = append(ds, d)
+		worst = max(worst, d)
+	}
+	t.Logf("kill -9 of %s (%d partitions, TTL %v): taken over after %s", victim, len(lost), ttl, stats(ds))
+	if worst > ttl+time.Second {
+		t.Errorf("the last of the killed child's partitions started elsewhere %v after the kill; want within TTL+1s = %v", worst, ttl+time.Second)
+	}
+	d := f.waitBalanced("the 3 survivors to rebalance", without(members, victim), 1, 10*time.Second)
+	f.mu.Lock()
+	t.Logf("survivors balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
+	f.mu.Unlock()
+	f.stopAll()
+	f.checkExclusive(nil)
+}
+
+// 2. Cut one child off from Redis for longer than its TTL: it stops its
+// handlers before anyone else starts them; restored, it rejoins.
+func testCut(t *testing.T, raw *redis.Client) {
+	target := redisAddr(t, redisURL())
+	proxies := map[string]*proxy{}
+	f, members := startFleet(t, raw, "cut", func(m string) string {
+		p := newProxy(t, target)
+		proxies[m] = p
+		return withHost(t, redisURL(), p.Addr())
+	})
+	victim := "c2"
+	f.mu.Lock()
+	lost := f.claimsOfLocked(victim)
+	seq := len(f.events)
+	f.mu.Unlock()
+
+	cutAt := time.Now()
+	proxies[victim].Cut()
+	f.waitFor("the cut child to stop its handlers and the others to take over", ttl+10*time.Second, func() (bool, string) {
+		for p := range lost {
+			rs := f.running[p]
+			if _, still := rs[victim]; still {
+				return false, fmt.Sprintf("%s still runs partition %s", victim, p)
+			}
+			if len(rs) != 1 {
+				return false, fmt.Sprintf("partition %s is run by %v", p, keys(rs))
+			}
+		}
+		return true, ""
+	})
+	// The cut lasts longer than the TTL, whatever the takeover took.
+	if d := ttl*3/2 - time.Since(cutAt); d > 0 {
+		time.Sleep(d)
+	}
+	restoreAt := time.Now()
+	proxies[victim].Restore()
+	t.Logf("%s was cut off from Redis for %v", victim, restoreAt.Sub(cutAt).Round(time.Millisecond))
+
+	evs := f.snapshotEvents()
+	stops := map[string]event{}
+	for _, ev := range evs[seq:] {
+		if ev.Ev == "stop" && ev.Member == victim && lost[ev.Partition] == ev.Epoch && ev.Epoch != 0 {
+			stops[ev.Partition] = ev
+		}
+	}
+	first := firstStarts(evs, seq, lost, victim, cutAt)
+	var fence, takeover, margin []time.Duration
+	bad := 0
+	for p := range lost {
+		stop, ok := stops[p]
+		if !ok {
+			t.Errorf("partition %s: no stop event from the cut child %s", p, victim)
+			continue
+		}
+		fence = append(fence, time.Unix(0, stop.T).Sub(cutAt))
+		if ev, ok := first[p]; ok {
+			takeover = append(takeover, time.Unix(0, ev.T).Sub(cutAt))
+			margin = append(margin, time.Duration(ev.T-stop.T))
+		}
+		// Every start of p by another child after the cut, not only the first.
+		for _, ev := range evs[seq:] {
+			if ev.Ev != "start" || ev.Partition != p || ev.Member == victim {
+				continue
+			}
+			if !(stop.T < ev.T) || !(stop.Seq < ev.Seq) {
+				bad++
+				if bad <= 10 {
+					t.Errorf("partition %s: %s started it (epoch %d) at %s, received #%d, but the cut child's stop is at %s, received #%d",
+						p, ev.Member, ev.Epoch, ts(ev.T), ev.Seq, ts(stop.T), stop.Seq)
+				}
+				if bad <= 3 {
+					for _, v := range evs[seq:] {
+						if v.Partition == p && v.Member == victim {
+							t.Logf("  %s %s epoch %d sent %s at %s %s", victim, v.Ev, v.Epoch, ts(v.Sent), ts(v.T), v.Err)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("after the cut: %s stopped its %d handlers after %s", victim, len(lost), stats(fence))
+	t.Logf("after the cut: others started them after %s", stats(takeover))
+	t.Logf("margin between the cut child's stop and the next start, per partition: %s", stats(margin))
+	if bad > 0 {
+		t.Errorf("%d starts by other children came before the cut child's stop", bad)
+	}
+
+	d := f.waitBalanced("the restored child to rejoin and the fleet to rebalance", members, 1, 15*time.Second)
+	f.mu.Lock()
+	t.Logf("after the restore: balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
+	f.mu.Unlock()
+	f.stopAll()
+	f.checkExclusive(nil)
+}
+
+// 3. SIGSTOP one child for 3 TTLs, then SIGCONT: the others take over after
+// its session expired, its old claims' checkpoints are all rejected, it
+// rejoins.
+func testSigstop(t *testing.T, raw *redis.Client) {
+	f, members := startFleet(t, raw, "sigstop", func(string) string { return redisURL() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := redisstore.Open(ctx, redisURL(), redisstore.WithPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	victim := "c3"
+	f.mu.Lock()
+	old := f.claimsOfLocked(victim)
+	seq := len(f.events)
+	f.mu.Unlock()
+	stopAt := time.Now()
+	f.signal(victim, syscall.SIGSTOP)
+
+	// When does the store expire the frozen child's session? Read the
+	// group until the session is gone: the last read that still has it
+	// gives a lower bound (read sent + remaining TTL), taken after any
+	// renewal that was in flight at the SIGSTOP has landed.
+	var expiresAfter time.Time
+	f.waitFor("the stopped child's session to expire in the store", ttl+5*time.Second, func() (bool, string) {
+		sent := time.Now()
+		snap, err := st.Snapshot(ctx, f.group)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range snap.Sessions {
+			if s.Member == victim {
+				expiresAfter = sent.Add(s.Remaining)
+				return false, "session still alive"
+			}
+		}
+		return true, ""
+	})
+	if expiresAfter.IsZero() {
+		t.Fatalf("the stopped child had no session right after SIGSTOP")
+	}
+	t.Logf("%s stopped; its session expired in the store %v after the SIGSTOP (at the earliest)", victim, expiresAfter.Sub(stopAt).Round(time.Millisecond))
+	f.waitFor("the others to run the stopped child's partitions", ttl+5*time.Second, func() (bool, string) {
+		for p := range old {
+			n := 0
+			for m := range f.running[p] {
+				if m != victim {
+					n++
+				}
+			}
+			if n != 1 {
+				return false, fmt.Sprintf("partition %s is run by %v", p, keys(f.running[p]))
+			}
+		}
+		return true, ""
+	})
+	// The stop lasts 3 TTLs.
+	if d := 3*ttl - time.Since(stopAt); d > 0 {
+		time.Sleep(d)
+	}
+	contAt := time.Now()
+	f.signal(victim, syscall.SIGCONT)
+
+	f.waitFor("the resumed child's old handlers to stop", 10*time.Second, func() (bool, string) {
+		for p, ep := range old {
+			if r, ok := f.running[p][victim]; ok && r.epoch == ep {
+				return false, fmt.Sprintf("%s still runs partition %s at its old epoch %d", victim, p, ep)
+			}
+		}
+		return true, ""
+	})
+	d := f.waitBalanced("the resumed child to rejoin and the fleet to rebalance", members, 1, 15*time.Second)
+	f.mu.Lock()
+	t.Logf("after SIGCONT: balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
+	f.mu.Unlock()
+
+	evs := f.snapshotEvents()
+	var takeover []time.Duration
+	successor := map[string]event{} // partition -> first start by another child after the SIGSTOP
+	lastOK := map[string]uint64{}   // partition -> last checkpoint the stopped child's old claim got accepted
+	rejected, fenced, canceled, inFlight := 0, 0, 0, 0
+	after := contAt.UnixNano()
+	for _, ev := range evs[seq:] {
+		if _, ok := old[ev.Partition]; !ok {
+			continue
+		}
+		isOld := ev.Member == victim && old[ev.Partition] == ev.Epoch
+		switch {
+		case ev.Ev == "start" && ev.Member != victim && ev.T < after:
+			if _, seen := successor[ev.Partition]; !seen {
+				successor[ev.Partition] = ev
+			}
+			takeover = append(takeover, time.Unix(0, ev.T).Sub(stopAt))
+			if ev.T <= expiresAfter.UnixNano() {
+				t.Errorf("partition %s: %s started it at %s, before the stopped child's session expired (%s)",
+					ev.Partition, ev.Member, ts(ev.T), expiresAfter.Format("15:04:05.000000"))
+			}
+		case !isOld || !strings.HasPrefix(ev.Ev, "cp_"):
+		case ev.Ev == "cp_ok":
+			lastOK[ev.Partition] = max(lastOK[ev.Partition], ev.Value)
+			if ev.Sent >= after {
+				t.Errorf("partition %s: the resumed child's checkpoint %d at its old epoch %d, sent after SIGCONT, was accepted", ev.Partition, ev.Value, ev.Epoch)
+			} else if ev.T >= after {
+				inFlight++ // sent before the SIGSTOP, reply read after SIGCONT
+			}
+		case ev.Sent < after:
+			if ev.T >= after {
+				inFlight++
+			}
+		case ev.Ev == "cp_rejected":
+			rejected++
+		case ev.Ev == "cp_fenced":
+			// Refused by the member before sending: on resuming it saw
+			// its session past the fence time before fencing it.
+			fenced++
+		case ev.Ev == "cp_err":
+			// Only an attempt abandoned by the handler's cancellation
+			// (nothing written) is acceptable.
+			if !strings.Contains(ev.Err, "context canceled") {
+				t.Errorf("partition %s: the resumed child's checkpoint at its old epoch %d, sent after SIGCONT, failed, neither rejected nor cancelled: %s", ev.Partition, ev.Epoch, ev.Err)
+			}
+			canceled++
+		}
+	}
+	// Whatever the stopped child got accepted (even by a write in flight
+	// across the SIGSTOP) happened before the takeover: the successor
+	// starts from it or later.
+	for p := range old {
+		s, ok := successor[p]
+		if !ok {
+			t.Errorf("partition %s of the stopped child was not started by another child while it was stopped", p)
+			continue
+		}
+		if s.Value < lastOK[p] {
+			t.Errorf("partition %s: the stopped child's checkpoint %d was accepted, but its successor %s (epoch %d) started from %d",
+				p, lastOK[p], s.Member, s.Epoch, s.Value)
+		}
+	}
+	t.Logf("while %s was stopped the others took its %d partitions after %s from the SIGSTOP", victim, len(old), stats(takeover))
+	t.Logf("checkpoints at old epochs sent after SIGCONT: %d rejected by the store, %d refused by the member (past its fence time), %d abandoned by cancellation, 0 accepted (%d more were in flight across the stop)",
+		rejected, fenced, canceled, inFlight)
+	if rejected == 0 {
+		t.Errorf("the resumed child sent no checkpoint at an old epoch after SIGCONT; the test did not exercise the fencing")
+	}
+	f.stopAll()
+	f.checkExclusive(func(iv interval) bool {
+		return iv.member == victim && old[iv.partition] == iv.epoch // the SIGSTOP window
+	})
+}
+
+// 4. Redis restarts empty: the fleet recovers, epochs keep increasing and
+// no checkpoint goes backwards.
+func testRedisRestart(t *testing.T, raw *redis.Client) {
+	srv := startTempServer(t)
+	f, members := startFleet(t, raw, "restart", func(string) string { return srv.url() })
+	f.mu.Lock()
+	seq := len(f.events)
+	f.mu.Unlock()
+
+	killAt := time.Now()
+	srv.kill()
+	srv.start()
+	upAt := time.Now()
+	t.Logf("redis-server on port %d killed and restarted empty in %v", srv.port, upAt.Sub(killAt).Round(time.Millisecond))
+
+	d := f.waitFor("the fleet to recover after the restart", 30*time.Second, func() (bool, string) {
+		ok, detail := f.balancedLocked(members, 1)
+		if !ok {
+			return false, detail
+		}
+		for p, rs := range f.running {
+			for _, r := range rs {
+				if r.start <= killAt.UnixNano() {
+					return false, fmt.Sprintf("partition %s still run by %s from before the restart (epoch %d)", p, r.member, r.epoch)
+				}
+			}
+		}
+		if time.Since(f.lastChange) < 300*time.Millisecond {
+			return false, "not quiet yet; " + detail
+		}
+		return true, detail
+	})
+	f.mu.Lock()
+	t.Logf("after the restart: all %d partitions run again, balanced, %v after the kill: %v", nPartitions, d.Round(time.Millisecond), f.countsLocked())
+	f.mu.Unlock()
+
+	evs := f.snapshotEvents()
+	oldClaims := map[claimKey]bool{}
+	var maxOld uint64
+	for _, ev := range evs {
+		if ev.Ev == "start" && ev.T < killAt.UnixNano() {
+			oldClaims[claimKey{ev.Member, ev.Partition, ev.Epoch}] = true
+			maxOld = max(maxOld, ev.Epoch)
+		}
+	}
+	lastOld := map[string]uint64{} // partition -> last checkpoint accepted before the restart
+	for _, ev := range evs {
+		k := claimKey{ev.Member, ev.Partition, ev.Epoch}
+		if ev.Ev == "cp_ok" && oldClaims[k] {
+			lastOld[ev.Partition] = max(lastOld[ev.Partition], ev.Value)
+			if ev.Sent > upAt.UnixNano() {
+				t.Errorf("partition %s: checkpoint %d at old epoch %d, sent after the restart, was accepted", ev.Partition, ev.Value, ev.Epoch)
+			}
+		}
+	}
+	var minNew uint64
+	newStart := map[string]event{} // partition -> first start after the restart
+	firstCP := map[claimKey]event{}
+	for _, ev := range evs[seq:] {
+		k := claimKey{ev.Member, ev.Partition, ev.Epoch}
+		if oldClaims[k] {
+			continue
+		}
+		switch ev.Ev {
+		case "start":
+			if minNew == 0 || ev.Epoch < minNew {
+				minNew = ev.Epoch
+			}
+			if _, ok := newStart[ev.Partition]; !ok {
+				newStart[ev.Partition] = ev
+			}
+		case "cp_ok":
+			if _, ok := firstCP[k]; !ok {
+				firstCP[k] = ev
+			}
+		}
+	}
+	t.Logf("epochs: max before the restart %d, min after %d", maxOld, minNew)
+	if minNew <= maxOld {
+		t.Errorf("an epoch after the restart (%d) is not greater than every epoch before it (max %d)", minNew, maxOld)
+	}
+	var back []string
+	for p := range nPartitions {
+		id := fmt.Sprint(p)
+		ev, ok := newStart[id]
+		if !ok {
+			t.Errorf("partition %s: no start after the restart", id)
+			continue
+		}
+		if ev.Value < lastOld[id] {
+			back = append(back, fmt.Sprintf("partition %s: last checkpoint accepted before the restart %d, new owner %s (epoch %d) started from %d",
+				id, lastOld[id], ev.Member, ev.Epoch, ev.Value))
+		}
+		if cp, ok := firstCP[claimKey{ev.Member, id, ev.Epoch}]; ok && cp.Value != ev.Value+1 {
+			t.Errorf("partition %s: new owner %s started from %d but its first accepted checkpoint is %d", id, ev.Member, ev.Value, cp.Value)
+		}
+	}
+	sort.Strings(back)
+	if len(back) > 0 {
+		t.Errorf("checkpoint went backwards after the restart on %d of %d partitions; e.g.\n%s",
+			len(back), nPartitions, strings.Join(back[:min(10, len(back))], "\n"))
+	} else {
+		t.Logf("no checkpoint went backwards: every new owner started from at least the last value accepted before the restart")
+	}
+	f.stopAll()
+	f.checkExclusive(nil)
+}
