@@ -182,7 +182,10 @@ func TestRunAllOutputs(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"== crash-1-of-4", "eh-balanced", "kcl-2.x", "seed001-redis", "double-s"} {
+	if err := rep.WriteSummary(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"== crash-1-of-4", "eh-balanced", "kcl-2.x", "seed001-redis", "double-s", "== summary", "-- partitions moved / the minimum"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -149,6 +149,9 @@ func run(ctx context.Context, o sim.Options, out string, probe bool) error {
 	if err := rep.WriteTable(os.Stdout); err != nil {
 		return err
 	}
+	if err := rep.WriteSummary(os.Stdout); err != nil {
+		return err
+	}
 	if out == "" {
 		return nil
 	}
