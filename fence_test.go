@@ -35,6 +35,7 @@ func (d *deafStore) wait(ctx context.Context) error {
 		return fmt.Errorf("deaf store: %w: %w", store.ErrUnavailable, ctx.Err())
 	}
 	time.Sleep(time.Until(dl))
+	<-ctx.Done() // the deadline has passed: its timer fires at this instant
 	return fmt.Errorf("deaf store: %w: %w", store.ErrUnavailable, context.DeadlineExceeded)
 }
 
