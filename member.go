@@ -51,11 +51,24 @@ type Member struct {
 	sessions  map[string]bool   // live sessions at the last reconcile
 	joinedAt  time.Time         // when a new session was last seen
 	readAt    time.Time         // when reconcile last started reading the group
-	readGap   time.Duration     // the least time between two reads (rereadGap)
+	readGap   time.Duration     // the least time between two reads (readGap)
+	urgentGap time.Duration     // the same after a membership change (1 µs per record)
+
+	dueAt time.Time // when the loop's timer is set to read again
+
+	urgent atomic.Bool // a member joined or left, or a session is due to expire: read soon
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
 	sess  string            // current session id, "" if none
+
+	// Partitions the last target gave this member while another member
+	// still held them (incoming), and those of them whose release the change
+	// feed has since announced (released), for the reconcile loop to claim
+	// without waiting for its next read. Written by plan and watchLoop.
+	inMu     sync.Mutex
+	incoming map[string]bool
+	released []string
 }
 
 // Errors a member reports.
@@ -88,6 +101,13 @@ type session struct {
 
 // setFence records that the session is safe until t.
 func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
+
+// pastFence reports whether the session's fence time has come (a store
+// call may fail at that instant before its context's timer fires).
+func (s *session) pastFence() bool {
+	t := s.fence.Load()
+	return t != nil && !time.Now().Before(*t)
+}
 
 // withFence returns ctx bounded by the session's fence time, if that is
 // still ahead. Past it, while the session is not yet cancelled (the renewal
@@ -327,15 +347,26 @@ func (m *Member) watchLoop(done chan<- struct{}) {
 		ch, err := m.st.Watch(m.runCtx, m.cfg.Group)
 		if err == nil {
 			backoff = 50 * time.Millisecond
+			m.forgetIncoming() // events may have been missed
 			m.poke()
 			for ev := range ch {
 				if m.cfg.Gate.wait(m.runCtx) != nil {
 					break
 				}
-				// Our own claims and releases need no re-read: the loop
-				// already acts on them.
-				if (ev.Kind == store.EventClaimed || ev.Kind == store.EventReleased) && ev.Session != "" && ev.Session == m.Session() {
+				// Our own claims, releases and join need no re-read: the
+				// loop already acts on them.
+				if (ev.Kind == store.EventClaimed || ev.Kind == store.EventReleased || ev.Kind == store.EventJoined) && ev.Session != "" && ev.Session == m.Session() {
 					continue
+				}
+				switch ev.Kind {
+				case store.EventReleased:
+					m.noteReleased(ev.Partition)
+				case store.EventClaimed:
+				case store.EventJoined, store.EventLeft:
+					m.forgetIncoming()
+					m.urgent.Store(true)
+				default:
+					m.forgetIncoming()
 				}
 				m.poke()
 			}
@@ -523,6 +554,7 @@ func (m *Member) run(sess *session) {
 		case <-m.wake:
 		case <-poll.C:
 		case <-expiry.C:
+			m.urgent.Store(true)
 		case <-retry.C:
 		}
 		if leaving || sess == nil {
@@ -533,12 +565,14 @@ func (m *Member) run(sess *session) {
 			if sess.ctx.Err() == nil && m.runCtx.Err() == nil {
 				m.log.Warn("reconcile failed; retrying", "err", err)
 			}
+			m.urgent.Store(true) // finish what the failed call left undone
 			retryLater()
 		} else {
 			backoff = 20 * time.Millisecond
 		}
 		if next > 0 {
 			expiry.Reset(next)
+			m.dueAt = time.Now().Add(next)
 		}
 		poll.Reset(m.cfg.PollInterval)
 	}
@@ -555,16 +589,10 @@ func (m *Member) run(sess *session) {
 // store, hold only the list of partitions to change, not the snapshot.
 // Every claim and release wakes every member, so a rebalance that moves
 // many partitions would make each member read the whole group once per
-// store round trip while it lasts; reads are therefore spaced by at least
-// rereadGap(P) (1 µs per partition): the events that arrive in between are
-// acted on by one read at the end of the gap. A lone event (a crash, a
-// graceful handoff) is read at once.
+// store round trip while it lasts; reads are therefore spaced (readGap):
+// the events that arrive in between are acted on by one read at the end of
+// the gap. A lone event (a crash, a graceful handoff) is read at once.
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration, error) {
-	if wait := m.readGap - time.Since(m.readAt); wait > 0 {
-		// Read again at the end of the gap: the wake-ups until then,
-		// whatever their number, cost one read.
-		return wait, nil
-	}
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
 	defer cancel()
 	ctx, fcancel, ok := sess.withFence(tctx)
@@ -572,26 +600,34 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	if !ok {
 		return 0, nil // the session is being fenced; the loop opens a new one
 	}
+	// Partitions handed to us since the last read need no read: the target
+	// that gave them to us was computed then. (If it has changed since,
+	// the next read hands them on; the store lets only one owner in.)
+	if done, err := m.claimAll(ctx, sess, slots, m.takeReleased()); done || err != nil {
+		return 0, err
+	}
+	gap := m.readGap
+	if m.urgent.Load() {
+		gap = m.urgentGap
+	}
+	if wait := gap - time.Since(m.readAt); wait > 0 {
+		// Read again at the end of the gap: the wake-ups until then,
+		// whatever their number, cost one read. A read already due
+		// earlier (the end of JoinSettle, an expiring session) stays due.
+		if due := time.Until(m.dueAt); due > 0 && due < wait {
+			wait = due
+		}
+		return wait, nil
+	}
+	m.urgent.Store(false)
 	pl, err := m.plan(ctx, sess, slots)
 	if err != nil || pl.expired {
 		return 0, err
 	}
 
 	// Partitions the target gives us and that are free, in ID order.
-	for _, p := range pl.claim {
-		o, err := m.st.Claim(ctx, m.cfg.Group, p, sess.id)
-		switch {
-		case err == nil:
-			m.start(sess, slots, o)
-		case errors.Is(err, store.ErrClaimed):
-			// Someone got there first (their view differed); we will be
-			// woken again when it changes.
-		case errors.Is(err, store.ErrSessionExpired):
-			sess.cancel(ErrSessionExpired)
-			return 0, nil
-		default:
-			return pl.next, fmt.Errorf("claim %q: %w", p, err)
-		}
+	if done, err := m.claimAll(ctx, sess, slots, pl.claim); done || err != nil {
+		return pl.next, err
 	}
 
 	// Records the store says are ours but we do not run (a Claim whose reply
@@ -607,11 +643,106 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	return pl.next, nil
 }
 
-// rereadGap is the least time between two reads of a group of p partitions
-// (or records): 1 µs each, so that a member reads at most about a million
-// records a second during a burst of changes. Under a thousand partitions
-// it is under a millisecond, less than a store round trip.
-func rereadGap(p int) time.Duration { return time.Duration(p) * time.Microsecond }
+// claimAll claims the partitions ps, skipping those already running here
+// or claimed by another member first, and starts their handlers. It reports
+// done if the session turned out to be expired.
+func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string) (done bool, err error) {
+	for _, p := range ps {
+		if slots[p] != nil {
+			continue
+		}
+		o, err := m.st.Claim(ctx, m.cfg.Group, p, sess.id)
+		switch {
+		case err == nil:
+			m.start(sess, slots, o)
+		case errors.Is(err, store.ErrClaimed):
+			// Someone got there first: their view differed from ours,
+			// so ours is out of date. Read again soon.
+			m.urgent.Store(true)
+		case errors.Is(err, store.ErrSessionExpired):
+			sess.cancel(ErrSessionExpired)
+			return true, nil
+		default:
+			return false, fmt.Errorf("claim %q: %w", p, err)
+		}
+	}
+	return false, nil
+}
+
+// noteReleased records that the change feed announced partition p released,
+// if the last target gives it to this member.
+func (m *Member) noteReleased(p string) {
+	m.inMu.Lock()
+	defer m.inMu.Unlock()
+	if m.incoming[p] {
+		delete(m.incoming, p)
+		m.released = append(m.released, p)
+	}
+}
+
+// takeReleased returns the partitions noteReleased recorded, and forgets them.
+func (m *Member) takeReleased() []string {
+	m.inMu.Lock()
+	defer m.inMu.Unlock()
+	ps := m.released
+	m.released = nil
+	return ps
+}
+
+// setIncoming replaces the partitions the target gives this member while
+// others hold them. Releases already noted are kept if the new target also
+// gives them to this member (they may have happened after the read).
+func (m *Member) setIncoming(ps *[]string) {
+	m.inMu.Lock()
+	defer m.inMu.Unlock()
+	if m.incoming == nil {
+		m.incoming = map[string]bool{}
+	}
+	clear(m.incoming)
+	for _, p := range *ps {
+		m.incoming[p] = true
+	}
+	keep := m.released[:0]
+	for _, p := range m.released {
+		if m.incoming[p] {
+			delete(m.incoming, p)
+			keep = append(keep, p)
+		}
+	}
+	m.released = keep
+}
+
+// forgetIncoming forgets the partitions the last target gave this member:
+// the membership or the partition set has changed, so the target is stale
+// until the next read.
+func (m *Member) forgetIncoming() {
+	m.inMu.Lock()
+	defer m.inMu.Unlock()
+	clear(m.incoming)
+	m.released = nil
+}
+
+// readGap is the least time between two reads of a group of p partitions
+// (or records) and n live members, the last read having taken took. It is
+// the larger of
+//   - 1 µs per record, so that a member reads at most about a million
+//     records a second during a burst of changes (under a thousand
+//     partitions it is less than a store round trip), and
+//   - 4n times the last read: the n members, each reading at most once per
+//     gap, then keep a shared store busy with reads at most a quarter of the
+//     time. A read that took long because the store was busy lengthens the
+//     gap, so the fleet backs off when the store is loaded (16 members
+//     placing 10,000 partitions together over one Redis otherwise queue
+//     every claim behind the others' reads);
+//
+// and never more than limit (SessionTTL/40, 250 ms by default), so a burst delays a member's
+// reaction by at most that. When a member has joined or left, or a session
+// is due to expire, only the first applies (urgentGap): partitions wait for
+// an owner, or the spread is no longer fair. Such events come one per
+// member, not one per partition.
+func readGap(p, n int, took, limit time.Duration) time.Duration {
+	return min(max(time.Duration(p)*time.Microsecond, 4*time.Duration(n)*took), limit)
+}
 
 // reconcilePlan is what plan decided: the store calls left to make.
 type reconcilePlan struct {
@@ -650,7 +781,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
-	m.readGap = min(rereadGap(max(len(snap.Partitions), len(snap.Owners))), m.cfg.SessionTTL/10)
+	records := max(len(snap.Partitions), len(snap.Owners))
+	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), m.cfg.SessionTTL/40)
+	m.urgentGap = readGap(records, 0, 0, m.cfg.SessionTTL/40)
 	if len(snap.Partitions) > 0 {
 		m.lastParts = snap.Partitions
 	}
@@ -743,6 +876,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 
 	// Partitions the target gives us: claim the free ones, in ID order.
+	var incoming []string
+	defer m.setIncoming(&incoming)
 	for i, t := range target {
 		if t != me {
 			continue
@@ -752,7 +887,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			continue
 		}
 		if o := b.owner[i]; o >= 0 && o != me {
-			continue // still held: its owner hands it off, we are woken by the release
+			// Still held: its owner hands it off, and we claim it when the
+			// change feed announces the release.
+			incoming = append(incoming, p)
+			continue
 		}
 		if b.rec[i] < 0 && time.Now().Before(m.holdFresh) {
 			// Just after a session loss: the store may have lost its data
@@ -968,7 +1106,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 				return fmt.Errorf("%w: nothing written, as the session was not renewed in time: %w", ErrFenced, store.ErrNotOwner)
 			}
 			err := m.st.Checkpoint(fctx, group, part, epoch, v)
-			if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), ErrFenced) {
+			if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || (fctx != ctx && sess.pastFence())) {
 				return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
 			}
 			return err

@@ -418,3 +418,53 @@ func TestScenarioStoreLosesData(t *testing.T) {
 		}
 	})
 }
+
+// TestScenarioReadsBackOffOnASlowStore: 16 members share 2,000 partitions
+// over a store that takes 1 ms per call, and 4 more join. 400 partitions are
+// handed over one by one, and every release and claim wakes every member.
+// Each member spaces its reads of the whole group by 4 x members x the last
+// read's time, and claims a partition handed to it on the release
+// notification, without a read: the moves are the minimum and the fleet
+// does not bury the handovers under reads.
+func TestScenarioReadsBackOffOnASlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		f := newFleet(t, ctx, 2000)
+		slow := func(ids []string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, id := range ids {
+				f.members[id].fault.SetLatency(time.Millisecond)
+			}
+		}
+		reads := func() (n int64) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, fm := range f.members {
+				n += fm.fault.Ops().Reads
+			}
+			return n
+		}
+
+		slow(f.join(16))
+		f.settle(10 * time.Second)
+		f.check("16 members place 2,000 partitions", false)
+
+		before := reads()
+		f.measure("4 more join", 2*time.Second, func() { slow(f.join(4)) })
+		perMember := float64(reads()-before) / 20
+		t.Logf("4 joined: %.1f reads per member", perMember)
+		// Spaced by 1 µs per partition alone (2 ms), each member read the
+		// group about 60 times here.
+		if perMember > 15 {
+			t.Errorf("%.1f reads per member while 400 partitions moved; want at most 15", perMember)
+		}
+
+		for _, id := range f.live() {
+			if err := f.drop(id).m.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
