@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"herd/internal/redistest"
 	"herd/store/redisstore"
 )
 
@@ -390,17 +391,17 @@ func testSigstop(t *testing.T, raw *redis.Client) {
 // 4. Redis restarts empty: the fleet recovers, epochs keep increasing and
 // no checkpoint goes backwards.
 func testRedisRestart(t *testing.T, raw *redis.Client) {
-	srv := startTempServer(t)
-	f, members := startFleet(t, raw, "restart", func(string) string { return srv.url() })
+	srv := redistest.StartServer(t)
+	f, members := startFleet(t, raw, "restart", func(string) string { return srv.URL() })
 	f.mu.Lock()
 	seq := len(f.events)
 	f.mu.Unlock()
 
 	killAt := time.Now()
-	srv.kill()
-	srv.start()
+	srv.Kill()
+	srv.Start()
 	upAt := time.Now()
-	t.Logf("redis-server on port %d killed and restarted empty in %v", srv.port, upAt.Sub(killAt).Round(time.Millisecond))
+	t.Logf("redis-server on port %d killed and restarted empty in %v", srv.Port, upAt.Sub(killAt).Round(time.Millisecond))
 
 	d := f.waitFor("the fleet to recover after the restart", 30*time.Second, func() (bool, string) {
 		ok, detail := f.balancedLocked(members, 1)

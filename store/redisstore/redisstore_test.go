@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"herd/internal/redistest"
 	"herd/store"
 	"herd/store/storetest"
 )
@@ -723,9 +723,9 @@ func TestGroupKeysLost(t *testing.T) {
 // resyncs, and epochs keep increasing.
 func TestServerRestart(t *testing.T) {
 	needRedis(t) // honours HERD_REQUIRE_SERVERS
-	ts := startTempServer(t)
+	ts := redistest.StartServer(t)
 	ctx := ctxT(t)
-	s, err := Open(ctx, ts.url()+"?dial_timeout=1s")
+	s, err := Open(ctx, ts.URL()+"?dial_timeout=1s")
 	must(t, err, "Open")
 	defer s.Close()
 	const g = "restart"
@@ -753,7 +753,7 @@ func TestServerRestart(t *testing.T) {
 	maxEpoch = o.Epoch
 	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventClaimed && ev.Partition == "kept" })
 
-	ts.restart()
+	ts.Restart()
 
 	// The feed reconnects and says so.
 	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
@@ -784,22 +784,14 @@ func TestServerRestart(t *testing.T) {
 	}
 
 	// Server down: calls fail with ErrUnavailable, promptly.
-	ts.stop()
+	ts.Kill()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err = s.Snapshot(sctx, g)
 	wantIs(t, err, store.ErrUnavailable, "Snapshot with the server down")
 	// And the feed survives the outage.
-	ts.start(mustLookPath(t))
+	ts.Start()
 	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
-}
-
-func mustLookPath(t *testing.T) string {
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestWatchIdleHealthCheck: an idle feed pings the server and stays quiet
@@ -826,9 +818,9 @@ func TestWatchIdleHealthCheck(t *testing.T) {
 // subscribes again, and delivers EventResync once it is back.
 func TestWatchUnresponsiveServer(t *testing.T) {
 	needRedis(t)
-	ts := startTempServer(t)
+	ts := redistest.StartServer(t)
 	ctx := ctxT(t)
-	s, err := Open(ctx, ts.url())
+	s, err := Open(ctx, ts.URL())
 	must(t, err, "Open")
 	defer s.Close()
 	s.health = 100 * time.Millisecond
@@ -837,7 +829,7 @@ func TestWatchUnresponsiveServer(t *testing.T) {
 	if ev := <-ch; ev.Kind != store.EventResync {
 		t.Fatalf("first event %v; want resync", ev)
 	}
-	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(ts.url(), "redis://"), "/0")})
+	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(ts.URL(), "redis://"), "/0")})
 	defer admin.Close()
 	must(t, admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(), "CLIENT PAUSE")
 	start := time.Now()
