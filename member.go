@@ -362,6 +362,7 @@ func (m *Member) watchLoop(done chan<- struct{}) {
 				case store.EventReleased:
 					m.noteReleased(ev.Partition)
 				case store.EventClaimed:
+					// Another member's claim: the target stands.
 				case store.EventJoined, store.EventLeft:
 					m.forgetIncoming()
 					m.urgent.Store(true)
@@ -692,14 +693,14 @@ func (m *Member) takeReleased() []string {
 // setIncoming replaces the partitions the target gives this member while
 // others hold them. Releases already noted are kept if the new target also
 // gives them to this member (they may have happened after the read).
-func (m *Member) setIncoming(ps *[]string) {
+func (m *Member) setIncoming(ps []string) {
 	m.inMu.Lock()
 	defer m.inMu.Unlock()
 	if m.incoming == nil {
 		m.incoming = map[string]bool{}
 	}
 	clear(m.incoming)
-	for _, p := range *ps {
+	for _, p := range ps {
 		m.incoming[p] = true
 	}
 	keep := m.released[:0]
@@ -735,11 +736,11 @@ func (m *Member) forgetIncoming() {
 //     placing 10,000 partitions together over one Redis otherwise queue
 //     every claim behind the others' reads);
 //
-// and never more than limit (SessionTTL/40, 250 ms by default), so a burst delays a member's
-// reaction by at most that. When a member has joined or left, or a session
-// is due to expire, only the first applies (urgentGap): partitions wait for
-// an owner, or the spread is no longer fair. Such events come one per
-// member, not one per partition.
+// and never more than limit (SessionTTL/40, 250 ms by default), so a burst
+// delays a member's reaction by at most that. When a member has joined or
+// left, or a session is due to expire, only the first applies (urgentGap):
+// partitions wait for an owner, or the spread is no longer fair. Such
+// events come one per member, not one per partition.
 func readGap(p, n int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*time.Duration(n)*took), limit)
 }
@@ -781,9 +782,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
-	records := max(len(snap.Partitions), len(snap.Owners))
-	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), m.cfg.SessionTTL/40)
-	m.urgentGap = readGap(records, 0, 0, m.cfg.SessionTTL/40)
+	records, limit := max(len(snap.Partitions), len(snap.Owners)), m.cfg.SessionTTL/40
+	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), limit)
+	m.urgentGap = readGap(records, 0, 0, limit)
 	if len(snap.Partitions) > 0 {
 		m.lastParts = snap.Partitions
 	}
@@ -877,7 +878,6 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 
 	// Partitions the target gives us: claim the free ones, in ID order.
 	var incoming []string
-	defer m.setIncoming(&incoming)
 	for i, t := range target {
 		if t != me {
 			continue
@@ -903,6 +903,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		pl.claim = append(pl.claim, p)
 	}
+	m.setIncoming(incoming)
 
 	// Records the store says are ours but we do not run and the target
 	// gives to others: release them (after the claims).

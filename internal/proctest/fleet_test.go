@@ -395,7 +395,14 @@ func (f *fleet) waitBalanced(what string, members []string, tol int, timeout tim
 	})
 }
 
-// countsLocked is the number of partitions each member runs.
+// counts is the number of partitions each member runs.
+func (f *fleet) counts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.countsLocked()
+}
+
+// countsLocked is counts, with f.mu held.
 func (f *fleet) countsLocked() map[string]int {
 	counts := map[string]int{}
 	for _, rs := range f.running {

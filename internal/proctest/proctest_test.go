@@ -38,7 +38,7 @@ func TestProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts OS processes and a redis-server and takes about 25s; skipped with -short")
 	}
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	t.Run("kill9", func(t *testing.T) { testKill9(t, raw) })
 	t.Run("cut", func(t *testing.T) { testCut(t, raw) })
 	t.Run("sigstop", func(t *testing.T) { testSigstop(t, raw) })
@@ -50,7 +50,7 @@ func TestProcesses(t *testing.T) {
 // evenly.
 func startFleet(t *testing.T, raw *redis.Client, name string, urlFor func(member string) string) (*fleet, []string) {
 	t.Helper()
-	f := newFleet(t, "proctest-"+name+"-"+randomHex(3), testPrefix(t, raw), nPartitions, ttl)
+	f := newFleet(t, "proctest-"+name+"-"+redistest.RandomHex(3), testPrefix(t, raw), nPartitions, ttl)
 	var members []string
 	for i := range nChildren {
 		members = append(members, fmt.Sprintf("c%d", i))
@@ -97,7 +97,7 @@ func firstStarts(evs []event, seq int, ps map[string]uint64, not string, t0 time
 
 // 1. kill -9 one child: the others run its partitions again within TTL+1s.
 func testKill9(t *testing.T, raw *redis.Client) {
-	f, members := startFleet(t, raw, "kill9", func(string) string { return redisURL() })
+	f, members := startFleet(t, raw, "kill9", func(string) string { return redistest.URL() })
 	victim := "c1"
 	f.mu.Lock()
 	lost := f.claimsOfLocked(victim)
@@ -134,9 +134,7 @@ func testKill9(t *testing.T, raw *redis.Client) {
 		t.Errorf("the last of the killed child's partitions started elsewhere %v after the kill; want within TTL+1s = %v", worst, ttl+time.Second)
 	}
 	d := f.waitBalanced("the 3 survivors to rebalance", without(members, victim), 1, 10*time.Second)
-	f.mu.Lock()
-	t.Logf("survivors balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
-	f.mu.Unlock()
+	t.Logf("survivors balanced %v later: %v", d.Round(time.Millisecond), f.counts())
 	f.stopAll()
 	f.checkExclusive(nil)
 }
@@ -144,12 +142,12 @@ func testKill9(t *testing.T, raw *redis.Client) {
 // 2. Cut one child off from Redis for longer than its TTL: it stops its
 // handlers before anyone else starts them; restored, it rejoins.
 func testCut(t *testing.T, raw *redis.Client) {
-	target := redisAddr(t, redisURL())
+	target := redisAddr(t, redistest.URL())
 	proxies := map[string]*proxy{}
 	f, members := startFleet(t, raw, "cut", func(m string) string {
 		p := newProxy(t, target)
 		proxies[m] = p
-		return withHost(t, redisURL(), p.Addr())
+		return withHost(t, redistest.URL(), p.Addr())
 	})
 	victim := "c2"
 	f.mu.Lock()
@@ -229,9 +227,7 @@ func testCut(t *testing.T, raw *redis.Client) {
 	}
 
 	d := f.waitBalanced("the restored child to rejoin and the fleet to rebalance", members, 1, 15*time.Second)
-	f.mu.Lock()
-	t.Logf("after the restore: balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
-	f.mu.Unlock()
+	t.Logf("after the restore: balanced %v later: %v", d.Round(time.Millisecond), f.counts())
 	f.stopAll()
 	f.checkExclusive(nil)
 }
@@ -240,10 +236,10 @@ func testCut(t *testing.T, raw *redis.Client) {
 // its session expired, its old claims' checkpoints are all rejected, it
 // rejoins.
 func testSigstop(t *testing.T, raw *redis.Client) {
-	f, members := startFleet(t, raw, "sigstop", func(string) string { return redisURL() })
+	f, members := startFleet(t, raw, "sigstop", func(string) string { return redistest.URL() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := redisstore.Open(ctx, redisURL(), redisstore.WithPrefix(f.prefix))
+	st, err := redisstore.Open(ctx, redistest.URL(), redisstore.WithPrefix(f.prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,9 +306,7 @@ func testSigstop(t *testing.T, raw *redis.Client) {
 		return true, ""
 	})
 	d := f.waitBalanced("the resumed child to rejoin and the fleet to rebalance", members, 1, 15*time.Second)
-	f.mu.Lock()
-	t.Logf("after SIGCONT: balanced %v later: %v", d.Round(time.Millisecond), f.countsLocked())
-	f.mu.Unlock()
+	t.Logf("after SIGCONT: balanced %v later: %v", d.Round(time.Millisecond), f.counts())
 
 	evs := f.snapshotEvents()
 	var takeover []time.Duration
@@ -420,9 +414,7 @@ func testRedisRestart(t *testing.T, raw *redis.Client) {
 		}
 		return true, detail
 	})
-	f.mu.Lock()
-	t.Logf("after the restart: all %d partitions run again, balanced, %v after the kill: %v", nPartitions, d.Round(time.Millisecond), f.countsLocked())
-	f.mu.Unlock()
+	t.Logf("after the restart: all %d partitions run again, balanced, %v after the kill: %v", nPartitions, d.Round(time.Millisecond), f.counts())
 
 	evs := f.snapshotEvents()
 	oldClaims := map[claimKey]bool{}

@@ -13,15 +13,6 @@ import (
 // redis://127.0.0.1:6379/0); see package redistest. Every subtest uses its
 // own random key prefix and deletes its keys when it ends.
 
-func redisURL() string { return redistest.URL() }
-
-func needRedis(t testing.TB) *redis.Client {
-	t.Helper()
-	return redistest.Need(t)
-}
-
-func randomHex(n int) string { return redistest.RandomHex(n) }
-
 func testPrefix(t testing.TB, raw *redis.Client) string {
 	t.Helper()
 	return redistest.Prefix(t, raw, "herdproctest")

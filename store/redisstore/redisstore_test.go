@@ -18,7 +18,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	prefix := testPrefix(t, raw)
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return openWithPrefix(t, prefix)
@@ -29,9 +29,9 @@ func TestConformance(t *testing.T) {
 // the caller owns (speaking RESP2, where Lua false arrives as nil rather
 // than as a RESP3 boolean).
 func TestConformanceNew(t *testing.T) {
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	prefix := testPrefix(t, raw)
-	opt, err := redis.ParseURL(testURL())
+	opt, err := redis.ParseURL(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +111,12 @@ func TestOpenUnreachable(t *testing.T) {
 }
 
 func TestOpenPrefixAndACL(t *testing.T) {
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	ctx := ctxT(t)
 	prefix := testPrefix(t, raw)
 
 	// prefix from the URL, next to a go-redis option.
-	u := testURL()
+	u := redistest.URL()
 	sep := "?"
 	if strings.Contains(u, "?") {
 		sep = "&"
@@ -143,8 +143,8 @@ func TestOpenPrefixAndACL(t *testing.T) {
 	if !strings.HasPrefix(u, "redis://") || strings.Contains(u, "@") {
 		t.Skip("ACL part needs a plain redis:// test URL without credentials")
 	}
-	user := "herdtest-user-" + randomHex(4)
-	pass := "p@ss:w/rd " + randomHex(4)
+	user := "herdtest-user-" + redistest.RandomHex(4)
+	pass := "p@ss:w/rd " + redistest.RandomHex(4)
 	must(t, raw.Do(ctx, "ACL", "SETUSER", user, "on", ">"+pass, "~"+prefix+":*", "&*", "+@all", "-@dangerous", "+ping").Err(), "ACL SETUSER")
 	t.Cleanup(func() { raw.Do(context.Background(), "ACL", "DELUSER", user) })
 	host := strings.TrimPrefix(u, "redis://")
@@ -187,7 +187,7 @@ func urlEscape(s string) string {
 }
 
 func TestNewBadPrefix(t *testing.T) {
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	ctx := ctxT(t)
 	for _, p := range []string{"", "a{", "}", "new\nline", strings.Repeat("x", 257)} {
 		s := New(raw, WithPrefix(p))
@@ -616,7 +616,7 @@ func TestWatchSlowReader(t *testing.T) {
 
 // TestCloseStopsWatch: Close ends every feed and later calls fail.
 func TestCloseStopsWatch(t *testing.T) {
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	s := openWithPrefix(t, testPrefix(t, raw))
 	ctx := ctxT(t)
 	ch1, err := s.Watch(ctx, "a")
@@ -722,7 +722,7 @@ func TestGroupKeysLost(t *testing.T) {
 // middle, and checks what a member sees: its session is gone, the feed
 // resyncs, and epochs keep increasing.
 func TestServerRestart(t *testing.T) {
-	needRedis(t) // honours HERD_REQUIRE_SERVERS
+	redistest.Need(t) // honours HERD_REQUIRE_SERVERS
 	ts := redistest.StartServer(t)
 	ctx := ctxT(t)
 	s, err := Open(ctx, ts.URL()+"?dial_timeout=1s")
@@ -817,7 +817,7 @@ func TestWatchIdleHealthCheck(t *testing.T) {
 // CLIENT PAUSE on a private server) the feed gives up on the connection,
 // subscribes again, and delivers EventResync once it is back.
 func TestWatchUnresponsiveServer(t *testing.T) {
-	needRedis(t)
+	redistest.Need(t)
 	ts := redistest.StartServer(t)
 	ctx := ctxT(t)
 	s, err := Open(ctx, ts.URL())

@@ -17,17 +17,6 @@ import (
 // random key prefix and deletes its keys when it ends, so runs can share a
 // server.
 
-func testURL() string { return redistest.URL() }
-
-// needRedis returns a raw client to the test server, or skips (fails, with
-// HERD_REQUIRE_SERVERS=1) the test if it cannot be reached.
-func needRedis(t testing.TB) *redis.Client {
-	t.Helper()
-	return redistest.Need(t)
-}
-
-func randomHex(n int) string { return redistest.RandomHex(n) }
-
 // testPrefix returns a key prefix no other test or run uses, and deletes
 // every key under it when t ends.
 func testPrefix(t testing.TB, raw *redis.Client) string {
@@ -38,7 +27,7 @@ func testPrefix(t testing.TB, raw *redis.Client) string {
 // newTestStore opens a Store on the test server with a fresh prefix.
 func newTestStore(t testing.TB) (*Store, *redis.Client) {
 	t.Helper()
-	raw := needRedis(t)
+	raw := redistest.Need(t)
 	s := openWithPrefix(t, testPrefix(t, raw))
 	return s, raw
 }
@@ -47,9 +36,9 @@ func openWithPrefix(t testing.TB, prefix string) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := Open(ctx, testURL(), WithPrefix(prefix))
+	s, err := Open(ctx, redistest.URL(), WithPrefix(prefix))
 	if err != nil {
-		t.Fatalf("Open(%s): %v", testURL(), err)
+		t.Fatalf("Open(%s): %v", redistest.URL(), err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
