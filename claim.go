@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // Claim is what a handler gets for one partition it owns.

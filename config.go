@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // Default timings. They are chosen so that a crashed member's partitions are

@@ -11,9 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"herd"
-	"herd/store"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 // deafStore passes calls to a store until it is cut; from then on every call

@@ -1,4 +1,4 @@
-module herd
+module github.com/herdhq/herd
 
 go 1.26.8
 

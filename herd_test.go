@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"herd"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"herd/balance"
-	"herd/store"
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
 )
 
 // Member is one process taking part in a group. Create it with Join.

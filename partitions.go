@@ -3,7 +3,7 @@ package herd
 import (
 	"strconv"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // Partition is one unit of work in a group: an id and a relative weight.

@@ -13,11 +13,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"herd"
-	"herd/internal/tracker"
-	"herd/store"
-	"herd/store/faultstore"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/tracker"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 // fleet runs many members on one in-process store inside a synctest bubble

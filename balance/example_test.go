@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"herd/balance"
+	"github.com/herdhq/herd/balance"
 )
 
 func members(n int) []balance.Member {

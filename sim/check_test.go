@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // ideal is a test policy that does what herd promises, instantly: after

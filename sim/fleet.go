@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // Policy is one way of spreading partitions over members: herd itself, or a

@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"herd"
-	"herd/store"
-	"herd/store/faultstore"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 // Herd runs herd's real member code: every member is a herd.Member joined

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // This file is the machinery shared by the policy models: members as

@@ -12,10 +12,10 @@ import (
 	"time"
 	"unsafe"
 
-	"herd"
-	"herd/balance"
-	"herd/store"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 // ReconcileCost is what one read of the group (one reconcile) costs one herd

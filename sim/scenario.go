@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // Action is what a scenario step does to the fleet.

@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"herd"
-	"herd/store"
-	"herd/store/memstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
 )
 
 // shufflingStore returns every snapshot with its sessions, partitions and

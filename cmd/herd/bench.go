@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"herd"
+	"github.com/herdhq/herd"
 )
 
 // benchResult is one scenario's figures; --json prints one per line.

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"herd"
-	"herd/internal/tracker"
-	"herd/store"
-	"herd/store/faultstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/tracker"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
 )
 
 // cluster runs members of one group inside this process and measures them

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"herd"
+	"github.com/herdhq/herd"
 )
 
 func demoCmd() *cobra.Command {

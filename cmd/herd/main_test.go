@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"herd/store/redisstore"
+	"github.com/herdhq/herd/store/redisstore"
 )
 
 func TestDemo(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"herd/store"
-	"herd/store/memstore"
-	"herd/store/redisstore"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/redisstore"
 )
 
 // connector opens store handles for a store URL. For mem:// every handle

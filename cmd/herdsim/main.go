@@ -34,7 +34,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"herd/sim"
+	"github.com/herdhq/herd/sim"
 )
 
 func main() {

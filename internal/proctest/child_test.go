@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"herd"
-	"herd/store/redisstore"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store/redisstore"
 )
 
 // Environment of a child process (the test binary re-executed with

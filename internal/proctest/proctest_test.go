@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/internal/redistest"
-	"herd/store/redisstore"
+	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store/redisstore"
 )
 
 // The fleet of every subtest: 4 processes, 256 partitions, a 2s session TTL

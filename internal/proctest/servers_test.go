@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/internal/redistest"
+	"github.com/herdhq/herd/internal/redistest"
 )
 
 // The test finds Redis through HERD_REDIS_URL (default

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync"
 
-	"herd"
-	"herd/balance"
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/balance"
 )
 
 // Tracker records handler starts and stops. Safe for concurrent use.

@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // watchBuffer is the capacity of the feeds Watch returns.

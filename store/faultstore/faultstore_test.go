@@ -9,10 +9,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"herd/store"
-	"herd/store/faultstore"
-	"herd/store/memstore"
-	"herd/store/storetest"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
+	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 func TestMain(m *testing.M) {

@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // watchBuffer is the capacity of a Watch channel. When a reader is so slow

@@ -13,9 +13,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"herd/store"
-	"herd/store/memstore"
-	"herd/store/storetest"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // silentServer accepts connections and reads from them but never answers,

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 var _ store.Store = (*Store)(nil)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/internal/redistest"
-	"herd/store"
-	"herd/store/storetest"
+	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 func TestConformance(t *testing.T) {

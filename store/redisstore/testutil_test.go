@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/internal/redistest"
-	"herd/store"
+	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
 )
 
 // Test helpers. The tests find Redis through HERD_REDIS_URL (default

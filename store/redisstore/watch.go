@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 const (

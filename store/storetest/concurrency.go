@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // waitUntil polls cond until it holds, failing the test after within.

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // unusualIDs are valid ids (store.ValidateID accepts them) that break

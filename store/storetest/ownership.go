@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // testClaimFree: a partition without a record is claimed with an epoch > 0

@@ -3,7 +3,7 @@ package storetest
 import (
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // testSessionLifecycle: open, keep alive, close; the snapshot shows the

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 const (

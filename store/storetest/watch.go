@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"herd/store"
+	"github.com/herdhq/herd/store"
 )
 
 // feed reads one Watch channel.
