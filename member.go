@@ -901,6 +901,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			}
 			continue
 		}
+		// Free, or a record naming our session that we do not run (a
+		// Claim whose reply was lost, a record a failover brought back):
+		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
 	}
 	m.setIncoming(incoming)

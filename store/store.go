@@ -169,12 +169,19 @@ type Store interface {
 	// Snapshot reads the group: live sessions, partition set, ownerships.
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
 
-	// Claim makes session the owner of partition if the partition has no
-	// record, or its record is released, or its owning session is dead; a
-	// new epoch is assigned and the checkpoint is kept. If session already
-	// owns the partition the current record is returned unchanged (so a
-	// retried Claim is harmless). ErrClaimed if another live session owns
-	// it; ErrSessionExpired if session is not alive. Publishes EventClaimed.
+	// Claim makes session the owner of partition, at a new epoch
+	// (NextEpoch of the record's), if the partition has no record, or its
+	// record is released, or its owning session is dead, or its owning
+	// session is session itself. The checkpoint is kept, and returned in
+	// the Ownership (the only call that returns one). A Claim by the
+	// session the record already names also gets a new epoch: the caller
+	// may not be running the partition at the record's epoch (a Claim
+	// whose reply was lost, a record brought back by a failover to a
+	// replica that missed later writes), and a member must never run a
+	// partition at an epoch older than the newest it could know of. A
+	// retried Claim is still harmless: the caller runs the newest epoch and
+	// the old one is fenced. ErrClaimed if another live session owns it;
+	// ErrSessionExpired if session is not alive. Publishes EventClaimed.
 	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
 	// Release gives the partition up: if the record's epoch equals epoch and
 	// its session is session and alive, the record's session is cleared

@@ -378,9 +378,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		r = &record{own: store.Ownership{Partition: partition}, pos: -1}
 		g.records[partition] = r
 		g.pending = append(g.pending, r)
-	case r.own.Session == session:
-		return cloneOwnership(r.own), nil // a retried Claim: unchanged
-	case g.alive(r.own.Session):
+	case r.own.Session != session && g.alive(r.own.Session):
 		return store.Ownership{}, fmt.Errorf("memstore: claim %q: owned by session %q: %w", partition, r.own.Session, store.ErrClaimed)
 	}
 	r.own.Session = session

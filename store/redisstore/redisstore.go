@@ -598,7 +598,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		return store.Ownership{}, err
 	}
 	switch status {
-	case "ok", "same":
+	case "ok":
 		epoch, err := strconv.ParseUint(str(res, 0), 10, 64)
 		if err != nil {
 			return store.Ownership{}, corrupt(k.owners, partition, "epoch %q", str(res, 0))

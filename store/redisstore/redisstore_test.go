@@ -308,17 +308,19 @@ func TestFencing(t *testing.T) {
 	if len(snap.Owners) != 1 || string(snap.Owners[0].Checkpoint) != "b1" || snap.Owners[0].Epoch != ob.Epoch {
 		t.Fatalf("owners %+v; want b's record with checkpoint b1", snap.Owners)
 	}
-	// Retried claim returns the record unchanged.
+	// A retried claim gets a fresh epoch and the checkpoint; the old epoch
+	// is fenced.
 	again, err := s.Claim(ctx, g, "p", b)
 	must(t, err, "retried Claim")
-	if again.Epoch != ob.Epoch || string(again.Checkpoint) != "b1" {
-		t.Fatalf("retried claim %+v; want epoch %d and checkpoint b1", again, ob.Epoch)
+	if again.Epoch <= ob.Epoch || string(again.Checkpoint) != "b1" {
+		t.Fatalf("retried claim %+v; want an epoch above %d and checkpoint b1", again, ob.Epoch)
 	}
-	must(t, s.Release(ctx, g, "p", b, ob.Epoch), "Release by b")
-	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b2")), store.ErrNotOwner, "Checkpoint after release")
+	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b-old")), store.ErrNotOwner, "Checkpoint at the epoch before the retried claim")
+	must(t, s.Release(ctx, g, "p", b, again.Epoch), "Release by b")
+	wantIs(t, s.Checkpoint(ctx, g, "p", again.Epoch, []byte("b2")), store.ErrNotOwner, "Checkpoint after release")
 	snap, _ = s.Snapshot(ctx, g)
-	if o := snap.Owners[0]; o.Session != "" || o.Member != "" || o.Epoch != ob.Epoch || string(o.Checkpoint) != "b1" {
-		t.Fatalf("released record %+v; want no session, epoch %d, checkpoint b1", o, ob.Epoch)
+	if o := snap.Owners[0]; o.Session != "" || o.Member != "" || o.Epoch != again.Epoch || string(o.Checkpoint) != "b1" {
+		t.Fatalf("released record %+v; want no session, epoch %d, checkpoint b1", o, again.Epoch)
 	}
 }
 

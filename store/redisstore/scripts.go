@@ -32,7 +32,7 @@ import "github.com/redis/go-redis/v9"
 // "<kind>\n<session>\n<partition>" (ids never contain control characters).
 //
 // Scripts answer with a table whose first element is a status: "ok",
-// "same" (Claim by the current owner), "expired", "claimed", "notowner",
+// "expired", "claimed", "notowner",
 // "dup" (session id collision) or "corrupt" followed by the key and field
 // that could not be decoded. They never raise errors on bad data.
 
@@ -163,8 +163,8 @@ local cur = redis.call('HGET', owners, p)
 if cur then
   local e, owner, om = parse(cur)
   if not e then return {'corrupt', owners, p} end
-  if owner == s then return {'same', e, om, redis.call('HGET', ckpt, p)} end
-  if owner ~= '' and alive(sess, owner) then return {'claimed', owner} end
+  -- A record naming s itself gets a new epoch too (see store.Store.Claim).
+  if owner ~= '' and owner ~= s and alive(sess, owner) then return {'claimed', owner} end
   prev = e
 end
 local mv = redis.call('HGET', meta, s)

@@ -40,24 +40,35 @@ func testClaimHeld(e *env) {
 	}
 }
 
-// testClaimRetry: a session re-claiming what it owns gets the current record
-// back unchanged (same epoch, same checkpoint), so a retried Claim is harmless.
-func testClaimRetry(e *env) {
+// testClaimByOwner: a session claiming a record that already names it gets
+// a fresh, larger epoch and the current checkpoint; the record's old epoch is
+// fenced from then on. The caller may not be running the partition at the old
+// epoch (a Claim whose reply was lost, or a record brought back by a failover
+// to a replica that missed later writes), so it must never be handed back:
+// a member must run a partition only at the newest epoch it could know of.
+// A retried Claim is still harmless: the caller runs the newest epoch.
+func testClaimByOwner(e *env) {
 	t := e.t
 	a := e.open("member-a", longTTL)
 	o := e.claim("p1", a)
 	e.checkpoint("p1", o.Epoch, "progress")
 	again := e.claim("p1", a)
-	want := o
-	want.Checkpoint = []byte("progress")
-	if !sameOwner(again, want) {
-		t.Fatalf("Claim by the session that already owns the partition returned %s; want the current record %s unchanged", fmtOwner(again), fmtOwner(want))
+	if again.Epoch <= o.Epoch {
+		t.Fatalf("Claim by the session that already owns the partition at epoch %d returned epoch %d; want a fresh, larger epoch", o.Epoch, again.Epoch)
 	}
-	if got := e.mustRecord("p1"); !sameOwner(got, want) {
-		t.Fatalf("record after a repeated Claim is %s; want %s unchanged", fmtOwner(got), fmtOwner(want))
+	if string(again.Checkpoint) != "progress" || again.Member != "member-a" {
+		t.Fatalf("Claim by the owning session returned %s; want Member %q and the current checkpoint %q", fmtOwner(again), "member-a", "progress")
 	}
-	// The epoch is still current: the owner can go on writing.
-	e.checkpoint("p1", o.Epoch, "more")
+	if got := e.mustRecord("p1"); got.Epoch != again.Epoch || got.Session != a {
+		t.Fatalf("record after a repeated Claim is %s; want session %q at the new epoch %d", fmtOwner(got), a, again.Epoch)
+	}
+	err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, []byte("stale"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint at the epoch the owner held before claiming again", "the old epoch is fenced")
+	err = e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
+	wantErr(t, err, store.ErrNotOwner, "Release at the epoch the owner held before claiming again", "the old epoch is fenced")
+	// The new epoch is current: the owner goes on writing and releases.
+	e.checkpoint("p1", again.Epoch, "more")
+	e.release("p1", a, again.Epoch)
 }
 
 // testClaimNeedsLiveSession: Claim by a closed or unknown session fails

@@ -72,7 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		// ownership.go
 		{"claim/free_partition", testClaimFree},
 		{"claim/held_by_live_session", testClaimHeld},
-		{"claim/retry_returns_same_record", testClaimRetry},
+		{"claim/by_owner_gets_fresh_epoch", testClaimByOwner},
 		{"claim/needs_live_session", testClaimNeedsLiveSession},
 		{"claim/after_owner_closed", testClaimAfterClose},
 		{"claim/after_owner_expired", testClaimAfterExpiry},
