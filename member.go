@@ -47,7 +47,7 @@ type Member struct {
 	// loss, and until when record-less partitions are left alone.
 	restores  []store.Ownership
 	holdFresh time.Time
-	lastParts []store.Partition // the last non-empty partition set seen
+	lastParts []store.Partition // the last partition set the store held (possibly emptied)
 	sessions  map[string]bool   // live sessions at the last reconcile
 	joinedAt  time.Time         // when a new session was last seen
 	readAt    time.Time         // when reconcile last started reading the group
@@ -785,8 +785,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	records, limit := max(len(snap.Partitions), len(snap.Owners)), m.cfg.SessionTTL/40
 	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), limit)
 	m.urgentGap = readGap(records, 0, 0, limit)
-	if len(snap.Partitions) > 0 {
-		m.lastParts = snap.Partitions
+	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
+		m.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
 	if len(m.restores) > 0 {
 		m.restore() // some failed before this session opened
@@ -1061,7 +1061,9 @@ func (m *Member) restore() {
 		// A store that lost its data lost the partition set too.
 		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-		if err == nil && len(snap.Partitions) == 0 {
+		// Only a set the store does not hold at all was lost; an empty
+		// one was emptied on purpose and stays so.
+		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
 			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
 			}

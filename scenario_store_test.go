@@ -89,3 +89,55 @@ func TestScenarioClaimOfOwnRecordGetsFreshEpoch(t *testing.T) {
 		}
 	})
 }
+
+// TestScenarioEmptiedSetStaysEmpty: a partition set emptied on purpose is
+// not mistaken for one the store lost. A member stalled past its TTL while
+// running partitions (so it has checkpoints to restore) comes back after the
+// set was emptied: it restores nothing of the old set, and the set stays
+// empty.
+func TestScenarioEmptiedSetStaysEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		mem := memstore.New()
+		gate := &herd.Gate{}
+		m, err := herd.Join(ctx, mem, herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(4), Gate: gate,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				_ = c.Checkpoint(c.Context(), []byte("progress"))
+				<-c.Context().Done()
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // virtual: the member runs and checkpoints all 4
+		synctest.Wait()
+		if got := len(m.Owned()); got != 4 {
+			t.Fatalf("member runs %d partitions; want 4", got)
+		}
+		gate.Pause()
+		if err := mem.SetPartitions(ctx, "g", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(herd.DefaultSessionTTL + 2*time.Second) // the paused member's session expires
+		gate.Resume()
+		time.Sleep(herd.DefaultSessionTTL) // it notices, opens a new session, reads the group
+		synctest.Wait()
+		snap, err := mem.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Partitions) != 0 {
+			t.Fatalf("the emptied partition set came back as %d partitions after the member lost and reopened its session; want it empty", len(snap.Partitions))
+		}
+		if m.Session() == "" {
+			t.Fatalf("the member has no session after resuming")
+		}
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -213,9 +213,10 @@ func copySnapshot(s *store.Snapshot) (*store.Snapshot, int64) {
 		return strings.Clone(x)
 	}
 	out := &store.Snapshot{
-		Sessions:   make([]store.SessionInfo, len(s.Sessions)),
-		Partitions: make([]store.Partition, len(s.Partitions)),
-		Owners:     make([]store.Ownership, len(s.Owners)),
+		Sessions:           make([]store.SessionInfo, len(s.Sessions)),
+		Partitions:         make([]store.Partition, len(s.Partitions)),
+		Owners:             make([]store.Ownership, len(s.Owners)),
+		PartitionSetStored: s.PartitionSetStored,
 	}
 	for i, x := range s.Sessions {
 		x.ID, x.Member = str(x.ID), str(x.Member)

@@ -93,6 +93,14 @@ type Snapshot struct {
 	Sessions   []SessionInfo // live sessions, sorted by ID
 	Partitions []Partition   // the group's partition set, sorted by ID
 	Owners     []Ownership   // every ownership record, sorted by Partition
+	// PartitionSetStored is true when the store holds a partition set for
+	// the group, even an empty one (SetPartitions with no partitions), and
+	// false when it holds none: never set, or lost with the store's data.
+	// A reader tells "emptied on purpose" from "lost" by it, and must put
+	// back a set it remembers only when this is false. (A backend that
+	// predates the field leaves it false: readers then treat an empty set
+	// as lost, the old behaviour.)
+	PartitionSetStored bool
 }
 
 // Alive reports whether the session with this id is in the snapshot
@@ -161,9 +169,10 @@ type Store interface {
 	// Closing an unknown session is not an error. Publishes EventLeft.
 	CloseSession(ctx context.Context, group, session string) error
 
-	// SetPartitions replaces the group's partition set. Ownership records
-	// of removed partitions are kept (with their checkpoints) until the
-	// partition returns. Publishes EventPartitions.
+	// SetPartitions replaces the group's partition set. An empty set is
+	// stored as such (Snapshot.PartitionSetStored stays true). Ownership
+	// records of removed partitions are kept (with their checkpoints) until
+	// the partition returns. Publishes EventPartitions.
 	SetPartitions(ctx context.Context, group string, partitions []Partition) error
 
 	// Snapshot reads the group: live sessions, partition set, ownerships.

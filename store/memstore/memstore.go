@@ -94,6 +94,7 @@ type group struct {
 	sessions   []*session          // live sessions sorted by id
 	byID       map[string]*session // live sessions
 	partitions []store.Partition   // sorted by id; immutable, shared with snapshots
+	partsSet   bool                // SetPartitions was called (the set may be empty)
 	records    map[string]*record  // every ownership record by partition
 
 	// The sorted ownership list is maintained incrementally: sorted holds
@@ -330,7 +331,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	}
 	defer s.mu.Unlock()
 	g := s.group(group, true)
-	g.partitions = set
+	g.partitions, g.partsSet = set, true
 	g.publish(store.Event{Kind: store.EventPartitions})
 	return nil
 }
@@ -355,7 +356,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	for i, ss := range g.sessions {
 		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
 	}
-	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView()}, nil
+	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet}, nil
 }
 
 // Claim implements store.Store.

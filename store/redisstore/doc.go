@@ -13,10 +13,15 @@
 //
 //	<prefix>:{<b64 group>}:sessions     ZSET  session id -> expiry (µs, server clock)
 //	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
-//	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
+//	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>", and "\x00set" -> ""
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
+//
+// The field "\x00set" of the partitions hash (never a partition id, which
+// has no control characters) is written by every SetPartitions: an emptied
+// set is then stored as such, and a hash that is missing altogether means
+// the set was never stored or was lost (Snapshot.PartitionSetStored).
 //
 // Partition, member and session ids are hash fields and values, which are
 // binary safe. Values that do not decode (written by hand, by another

@@ -503,7 +503,11 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			Weight:    weight,
 		})
 	}
+	snap.PartitionSetStored = len(parts) > 0 // the marker alone: an emptied set
 	for i := 0; i+1 < len(parts); i += 2 {
+		if parts[i] == partitionSetMarker {
+			continue
+		}
 		w, err := strconv.Atoi(parts[i+1])
 		if err != nil || w < 0 {
 			return nil, corrupt(k.partitions, parts[i], "weight %q is not a non-negative integer", abbrev(parts[i+1]))
@@ -531,6 +535,10 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
 	return snap, nil
 }
+
+// partitionSetMarker is the field SetPartitions writes into the partitions
+// hash besides the partitions (see scripts.go): it keeps an empty set stored.
+const partitionSetMarker = "\x00set"
 
 func corrupt(key, field, format string, args ...any) error {
 	return fmt.Errorf("redisstore: key %q field %q: %s: %w", key, field, fmt.Sprintf(format, args...), store.ErrCorrupt)

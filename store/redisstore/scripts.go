@@ -20,7 +20,9 @@ import "github.com/redis/go-redis/v9"
 //
 //	sessions    ZSET  session -> expiry, µs of server time
 //	members     HASH  session -> "<weight>:<member>"
-//	partitions  HASH  partition -> "<weight>"
+//	partitions  HASH  partition -> "<weight>", and the marker field "\x00set"
+//	                  (never a partition id: ids have no control characters),
+//	                  written by every SetPartitions so an empty set is stored
 //	owners      HASH  partition -> "<epoch>:<session>:<member>" (session and member empty when released)
 //	checkpoints HASH  partition -> checkpoint bytes (binary safe, never parsed)
 //
@@ -125,7 +127,9 @@ return {'ok'}
 var setPartitionsScript = redis.NewScript(`
 local key = KEYS[1]
 redis.call('DEL', key)
-local batch = {}
+-- The marker keeps the hash (Redis deletes empty ones), so that an emptied
+-- set reads as stored and empty, not as lost.
+local batch = {'\0set', ''}
 for i = 2, #ARGV, 2 do
   batch[#batch + 1] = ARGV[i]
   batch[#batch + 1] = ARGV[i + 1]

@@ -355,10 +355,16 @@ func testSetPartitions(e *env) {
 		t.Fatalf("record of removed partition %q is %s; want it kept with epoch %d and checkpoint %q", "a", fmtOwner(got), o.Epoch, "cp-a")
 	}
 
+	if !e.snap().PartitionSetStored {
+		t.Fatalf("Snapshot.PartitionSetStored is false after SetPartitions; want true")
+	}
 	if err := e.s.SetPartitions(e.ctx, e.group, nil); err != nil {
 		t.Fatalf("SetPartitions(empty): %v; want nil", err)
 	}
 	wantSet(nil)
+	if !e.snap().PartitionSetStored {
+		t.Fatalf("Snapshot.PartitionSetStored is false after SetPartitions(empty); want true: a reader must tell a set emptied on purpose from one never stored or lost")
+	}
 
 	e.setPartitions("a")
 	wantSet([]store.Partition{{ID: "a"}})
@@ -398,8 +404,8 @@ func testSetPartitionsInvalid(e *env) {
 // testSnapshotEmpty: a group nobody used reads as empty, without error.
 func testSnapshotEmpty(e *env) {
 	s := e.snap()
-	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) != 0 {
-		e.t.Fatalf("Snapshot of an unused group = %+v; want it empty", s)
+	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) != 0 || s.PartitionSetStored {
+		e.t.Fatalf("Snapshot of an unused group = %+v; want it empty, with no partition set stored", s)
 	}
 }
 
