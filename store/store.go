@@ -83,7 +83,11 @@ type Ownership struct {
 	Session   string // owning session id; "" when released
 	Member    string // owning session's member id ("" when released)
 	Epoch     uint64
-	// Checkpoint is the last value written by an owner (nil if none).
+	// Checkpoint is the last value written by an owner (nil if none) in
+	// the Ownership Claim returns. It is always nil in a Snapshot's Owners:
+	// a snapshot never carries checkpoint values, which the plan does not
+	// use and which would make every read of the group cost the size of
+	// every checkpoint (256 partitions of 256 KiB: 64 MiB per read).
 	Checkpoint []byte
 }
 
@@ -175,7 +179,11 @@ type Store interface {
 	// the partition returns. Publishes EventPartitions.
 	SetPartitions(ctx context.Context, group string, partitions []Partition) error
 
-	// Snapshot reads the group: live sessions, partition set, ownerships.
+	// Snapshot reads the group: live sessions, partition set, ownership
+	// records, in one consistent read. The records carry no checkpoint
+	// (Ownership.Checkpoint is nil): Claim returns the one a new owner
+	// needs. Snapshot.PartitionSetStored says whether a partition set is
+	// stored at all.
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
 
 	// Claim makes session the owner of partition, at a new epoch

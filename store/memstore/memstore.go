@@ -16,10 +16,10 @@
 // list of a snapshot are shared, immutable slices that are rebuilt only when
 // something changed since the previous snapshot (and then by patching a copy
 // of the previous list when only a few records changed). Callers must treat
-// a returned Snapshot as read-only, Checkpoint bytes included; the store
-// itself never mutates a slice it has handed out (Checkpoint stores a copy of
-// the value, and the byte slice of a record is replaced, never written to).
-// Ownership values returned by Claim are the caller's own copies.
+// a returned Snapshot as read-only; the store itself never mutates a slice it
+// has handed out. Snapshots carry no checkpoints (the store contract), so a
+// Checkpoint call does not touch the shared list at all. Ownership values
+// returned by Claim, checkpoint included, are the caller's own copies.
 package memstore
 
 import (
@@ -85,7 +85,7 @@ type session struct {
 }
 
 type record struct {
-	own   store.Ownership // Checkpoint is replaced on write, never mutated
+	own   store.Ownership // Checkpoint is replaced on write, never mutated; never shown in a snapshot
 	pos   int             // index in group.sorted; -1 while in group.pending
 	dirty bool            // changed since group.view was built
 }
@@ -228,18 +228,25 @@ func (g *group) ownersView() []store.Ownership {
 	case !g.viewValid:
 		view := make([]store.Ownership, len(g.sorted))
 		for i, r := range g.sorted {
-			view[i] = r.own
+			view[i] = r.shown()
 		}
 		g.view, g.viewValid = view, true
 	case len(g.dirty) > 0:
 		view := slices.Clone(g.view)
 		for _, r := range g.dirty {
-			view[r.pos] = r.own
+			view[r.pos] = r.shown()
 			r.dirty = false
 		}
 		g.view, g.dirty = view, nil
 	}
 	return g.view
+}
+
+// shown is the record as a snapshot shows it: without its checkpoint.
+func (r *record) shown() store.Ownership {
+	o := r.own
+	o.Checkpoint = nil
+	return o
 }
 
 // OpenSession implements store.Store.
@@ -337,8 +344,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 }
 
 // Snapshot implements store.Store. The returned snapshot shares its
-// Partitions and Owners (and their Checkpoint bytes) with other snapshots:
-// treat it as read-only.
+// Partitions and Owners with other snapshots: treat it as read-only.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := validate(group); err != nil {
 		return nil, fmt.Errorf("memstore: snapshot: %w", err)
@@ -434,8 +440,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	if r == nil || r.own.Epoch != epoch || !g.alive(r.own.Session) {
 		return fmt.Errorf("memstore: checkpoint %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
 	}
-	r.own.Checkpoint = value // replaced, never mutated: snapshots may share the old one
-	g.touch(r)
+	// Replaced, never mutated: a Claim's copy is made under the lock, but
+	// the value is not shown in snapshots, so the shared view is untouched.
+	r.own.Checkpoint = value
 	return nil
 }
 

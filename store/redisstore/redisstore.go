@@ -436,14 +436,14 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 
 // Snapshot implements store.Store. It is one script, so the three lists
 // are one consistent read; it also removes expired sessions (publishing
-// EventLeft for them).
+// EventLeft for them). It does not read the checkpoints.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := s.begin(ctx, "group", group); err != nil {
 		return nil, err
 	}
 	k := s.keys(group)
 	res, err := s.eval(ctx, snapshotScript,
-		[]string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints}, k.events)
+		[]string{k.sessions, k.members, k.partitions, k.owners}, k.events)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
@@ -451,14 +451,14 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 }
 
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 6 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 6", len(res))
+	if len(res) != 5 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 5", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
 	}
-	lists := make([][]string, 5)
+	lists := make([][]string, 4)
 	for i := range lists {
 		arr, _ := res[i+1].([]any)
 		l := make([]string, len(arr))
@@ -467,7 +467,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 		}
 		lists[i] = l
 	}
-	live, metas, parts, owners, ckpts := lists[0], lists[1], lists[2], lists[3], lists[4]
+	live, metas, parts, owners := lists[0], lists[1], lists[2], lists[3]
 
 	meta := make(map[string]string, len(metas)/2)
 	for i := 0; i+1 < len(metas); i += 2 {
@@ -514,21 +514,13 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 		}
 		snap.Partitions = append(snap.Partitions, store.Partition{ID: parts[i], Weight: w})
 	}
-	cps := make(map[string]string, len(ckpts)/2)
-	for i := 0; i+1 < len(ckpts); i += 2 {
-		cps[ckpts[i]] = ckpts[i+1]
-	}
 	for i := 0; i+1 < len(owners); i += 2 {
 		p := owners[i]
 		epoch, session, member, ok := parseRecord(owners[i+1])
 		if !ok {
 			return nil, corrupt(k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
 		}
-		o := store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch}
-		if cp, ok := cps[p]; ok {
-			o.Checkpoint = []byte(cp)
-		}
-		snap.Owners = append(snap.Owners, o)
+		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
