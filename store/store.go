@@ -53,7 +53,10 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer in time.
 	ErrUnavailable = errors.New("herd: store unavailable")
 	// ErrCorrupt: a record in the store could not be decoded (written by
-	// something other than herd, or by an incompatible version).
+	// something other than herd, or by an incompatible version). Snapshot
+	// does not return it for single records (it lists them in
+	// Snapshot.Malformed); a call on such a record, or a read of a whole
+	// key the store cannot use (of the wrong type), does.
 	ErrCorrupt = errors.New("herd: malformed record in store")
 )
 
@@ -105,6 +108,34 @@ type Snapshot struct {
 	// predates the field leaves it false: readers then treat an empty set
 	// as lost, the old behaviour.)
 	PartitionSetStored bool
+	// Malformed lists the records the store holds but could not decode
+	// (written by hand, by another program or an incompatible version),
+	// sorted by Kind then ID. Each is left out of the lists above, so one
+	// bad record never makes the whole read fail. A malformed partition or
+	// ownership record makes that partition unplaceable (see Malformed);
+	// a malformed session is not counted as live.
+	Malformed []Malformed
+}
+
+// Kinds of Malformed records.
+const (
+	MalformedSession   = "session"   // a live session or its member record
+	MalformedPartition = "partition" // an entry of the partition set
+	MalformedOwnership = "ownership" // a partition's ownership record
+)
+
+// Malformed is one record Snapshot could not decode and left out.
+//
+// Members do not place a partition whose partition or ownership record is
+// malformed: no member claims it until the record is repaired or deleted.
+// Claiming it would overwrite a record that may hold a newer version's
+// data, and the epoch in it is unknown, so a new epoch could not be shown to
+// be larger. So a malformed record costs at most its own partition. Members
+// log each malformed record once.
+type Malformed struct {
+	Kind   string // MalformedSession, MalformedPartition or MalformedOwnership
+	ID     string // the session or partition id as stored, at most MaxIDLength bytes (longer ones are cut)
+	Reason string // what is wrong with it, for a log line; never holds a secret
 }
 
 // Alive reports whether the session with this id is in the snapshot
@@ -157,7 +188,10 @@ type Event struct {
 
 // Store is what a backend implements. Every method that blocks takes a
 // context and returns promptly when it is cancelled. All methods are safe
-// for concurrent use.
+// for concurrent use. Every backend rejects the same bad arguments with
+// ErrInvalid, before touching anything: a malformed group, member,
+// partition or session id (ValidateID), a negative weight, a TTL <= 0,
+// epoch 0, a checkpoint longer than MaxCheckpointLength.
 type Store interface {
 	// OpenSession creates a live session for member in group with the given
 	// TTL and the member's capacity weight, and returns its id, which is
@@ -202,12 +236,13 @@ type Store interface {
 	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
 	// Release gives the partition up: if the record's epoch equals epoch and
 	// its session is session and alive, the record's session is cleared
-	// (checkpoint and epoch kept). ErrNotOwner otherwise. Publishes
-	// EventReleased.
+	// (checkpoint and epoch kept). ErrNotOwner otherwise; ErrInvalid for
+	// epoch 0 or a malformed session id. Publishes EventReleased.
 	Release(ctx context.Context, group, partition, session string, epoch uint64) error
 	// Checkpoint stores value in the partition's record if the record's
 	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
-	// and nothing is written. Publishes nothing.
+	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
+	// MaxCheckpointLength. Publishes nothing.
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 	// Restore re-creates a lost record: if the partition has no record at
 	// all, it creates a released one with this epoch and checkpoint.
@@ -216,7 +251,8 @@ type Store interface {
 	// written, so that a store that lost its data (restarted without
 	// persistence) gets their progress back before anyone claims the
 	// partition anew. Records are never deleted otherwise, so Restore
-	// never overwrites progress. Publishes EventReleased.
+	// never overwrites progress. ErrInvalid for epoch 0 or a value longer
+	// than MaxCheckpointLength. Publishes EventReleased.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// Watch returns a feed of change events for group until ctx is
@@ -271,6 +307,15 @@ func ValidatePartitions(ps []Partition) error {
 			return fmt.Errorf("partition %q is listed twice: %w", p.ID, ErrInvalid)
 		}
 		seen[p.ID] = struct{}{}
+	}
+	return nil
+}
+
+// ValidateEpoch checks an epoch passed to Release, Checkpoint or Restore:
+// epochs start at 1, so 0 is never one.
+func ValidateEpoch(epoch uint64) error {
+	if epoch == 0 {
+		return fmt.Errorf("epoch 0 is not an epoch (epochs start at 1): %w", ErrInvalid)
 	}
 	return nil
 }

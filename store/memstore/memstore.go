@@ -282,7 +282,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 
 // KeepAlive implements store.Store.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
-	if err := validate(group); err != nil {
+	if err := validate(group, "session", session); err != nil {
 		return fmt.Errorf("memstore: keep alive: %w", err)
 	}
 	if err := validSession(0, ttl); err != nil {
@@ -305,7 +305,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := validate(group); err != nil {
+	if err := validate(group, "session", session); err != nil {
 		return fmt.Errorf("memstore: close session: %w", err)
 	}
 	if _, err := s.begin(ctx, "close session"); err != nil {
@@ -367,7 +367,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := validate(group, "partition", partition, "session", session); err != nil {
 		return store.Ownership{}, fmt.Errorf("memstore: claim: %w", err)
 	}
 	now, err := s.begin(ctx, "claim")
@@ -398,8 +398,11 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := validate(group, "partition", partition, "session", session); err != nil {
 		return fmt.Errorf("memstore: release: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: release %q: %w", partition, err)
 	}
 	if _, err := s.begin(ctx, "release"); err != nil {
 		return err
@@ -423,6 +426,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := validate(group, "partition", partition); err != nil {
 		return fmt.Errorf("memstore: checkpoint: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: checkpoint %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("memstore: checkpoint %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
@@ -450,6 +456,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := validate(group, "partition", partition); err != nil {
 		return fmt.Errorf("memstore: restore: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: restore %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("memstore: restore %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)

@@ -623,6 +623,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
 		return err
 	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Release of %q: %w", partition, err)
+	}
 	k := s.keys(group)
 	status, _, err := s.run(ctx, "Release", releaseScript, []string{k.sessions, k.members, k.owners},
 		k.events, partition, session, strconv.FormatUint(epoch, 10))
@@ -642,6 +645,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
 		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Checkpoint of %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("redisstore: Checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
@@ -669,6 +675,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
 		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Restore of %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("redisstore: Restore of %q: value is %d bytes, more than the limit of %d: %w",

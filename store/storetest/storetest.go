@@ -98,6 +98,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ids/unusual_accepted", testUnusualIDs},
 		{"ids/malformed_rejected", testMalformedIDs},
 		{"context/cancelled", testCancelledContext},
+		// invalid.go
+		{"arguments/invalid_rejected_alike", testInvalidArguments},
 		// concurrency.go
 		{"concurrency/claim_race_new_records", testClaimRaceNew},
 		{"concurrency/claim_race_freed_record", testClaimRaceFreed},
