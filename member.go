@@ -45,14 +45,16 @@ type Member struct {
 
 	// Owned by the reconcile loop: checkpoints to put back after a session
 	// loss, and until when record-less partitions are left alone.
-	restores  []store.Ownership
-	holdFresh time.Time
-	lastParts []store.Partition // the last partition set the store held (possibly emptied)
-	sessions  map[string]bool   // live sessions at the last reconcile
-	joinedAt  time.Time         // when a new session was last seen
-	readAt    time.Time         // when reconcile last started reading the group
-	readGap   time.Duration     // the least time between two reads (readGap)
-	urgentGap time.Duration     // the same after a membership change (1 µs per record)
+	restores    []store.Ownership
+	holdFresh   time.Time
+	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
+	malformed   map[string]bool   // malformed records already reported (malformed.go)
+	corruptSeen string            // the corrupt-group error already reported, "" if none
+	sessions    map[string]bool   // live sessions at the last reconcile
+	joinedAt    time.Time         // when a new session was last seen
+	readAt      time.Time         // when reconcile last started reading the group
+	readGap     time.Duration     // the least time between two reads (readGap)
+	urgentGap   time.Duration     // the same after a membership change (1 µs per record)
 
 	dueAt time.Time // when the loop's timer is set to read again
 
@@ -564,7 +566,7 @@ func (m *Member) run(sess *session) {
 		next, err := m.reconcile(sess, slots)
 		if err != nil {
 			if sess.ctx.Err() == nil && m.runCtx.Err() == nil {
-				m.log.Warn("reconcile failed; retrying", "err", err)
+				m.reconcileFailed(err)
 			}
 			m.urgent.Store(true) // finish what the failed call left undone
 			retryLater()
@@ -782,6 +784,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
+	m.corruptRepaired()
+	m.reportMalformed(snap.Malformed)
 	records, limit := max(len(snap.Partitions), len(snap.Owners)), m.cfg.SessionTTL/40
 	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), limit)
 	m.urgentGap = readGap(records, 0, 0, limit)
@@ -829,6 +833,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)
 	sessions, parts, owners := b.sorted(snap)
+	parts = unplaceable(parts, snap.Malformed)
 	clear(b.sessIdx)
 	b.members = b.members[:0]
 	for i, s := range sessions {

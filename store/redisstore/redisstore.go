@@ -450,6 +450,10 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	return decodeSnapshot(k, res)
 }
 
+// decodeSnapshot decodes the snapshot script's reply. A record that does not
+// decode (written by hand, by another program or version) is left out and
+// listed in Snapshot.Malformed: one bad record never fails the whole read.
+// Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	if len(res) != 5 {
 		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 5", len(res))
@@ -478,19 +482,37 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 		Partitions: make([]store.Partition, 0, len(parts)/2),
 		Owners:     make([]store.Ownership, 0, len(owners)/2),
 	}
+	bad := func(kind, key, id, format string, args ...any) {
+		snap.Malformed = append(snap.Malformed, store.Malformed{
+			Kind:   kind,
+			ID:     capID(id),
+			Reason: fmt.Sprintf("key %q: ", key) + fmt.Sprintf(format, args...),
+		})
+	}
 	for i := 0; i+1 < len(live); i += 2 {
 		id := live[i]
 		exp, err := strconv.ParseFloat(live[i+1], 64)
 		if err != nil {
-			return nil, corrupt(k.sessions, id, "score %q is not a number", live[i+1])
+			bad(store.MalformedSession, k.sessions, id, "score %q is not a number", abbrev(live[i+1]))
+			continue
+		}
+		if err := store.ValidateID("session", id); err != nil {
+			bad(store.MalformedSession, k.sessions, id, "%v", err)
+			continue
 		}
 		m, ok := meta[id]
 		if !ok {
-			return nil, corrupt(k.members, id, "live session has no member record")
+			bad(store.MalformedSession, k.members, id, "live session has no member record")
+			continue
 		}
 		weight, member, ok := parseMeta(m)
 		if !ok {
-			return nil, corrupt(k.members, id, "value %q is not <weight>:<member>", abbrev(m))
+			bad(store.MalformedSession, k.members, id, "value %q is not <weight>:<member>", abbrev(m))
+			continue
+		}
+		if err := store.ValidateID("member", member); err != nil {
+			bad(store.MalformedSession, k.members, id, "%v", err)
+			continue
 		}
 		left := time.Duration(math.MaxInt64)
 		if us := exp - float64(now); us < float64(math.MaxInt64/int64(time.Microsecond)) {
@@ -505,33 +527,65 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	}
 	snap.PartitionSetStored = len(parts) > 0 // the marker alone: an emptied set
 	for i := 0; i+1 < len(parts); i += 2 {
-		if parts[i] == partitionSetMarker {
+		p := parts[i]
+		if p == partitionSetMarker {
+			continue
+		}
+		if err := store.ValidateID("partition", p); err != nil {
+			bad(store.MalformedPartition, k.partitions, p, "%v", err)
 			continue
 		}
 		w, err := strconv.Atoi(parts[i+1])
-		if err != nil || w < 0 {
-			return nil, corrupt(k.partitions, parts[i], "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+		if err != nil || w < 0 || !allDigits(parts[i+1]) {
+			bad(store.MalformedPartition, k.partitions, p, "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+			continue
 		}
-		snap.Partitions = append(snap.Partitions, store.Partition{ID: parts[i], Weight: w})
+		snap.Partitions = append(snap.Partitions, store.Partition{ID: p, Weight: w})
 	}
 	for i := 0; i+1 < len(owners); i += 2 {
 		p := owners[i]
+		if err := store.ValidateID("partition", p); err != nil {
+			bad(store.MalformedOwnership, k.owners, p, "%v", err)
+			continue
+		}
 		epoch, session, member, ok := parseRecord(owners[i+1])
 		if !ok {
-			return nil, corrupt(k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+			bad(store.MalformedOwnership, k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+			continue
+		}
+		if session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil) ||
+			session == "" && member != "" {
+			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(owners[i+1]))
+			continue
 		}
 		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return snap, nil
+}
+
+// capID cuts an id read from the store to MaxIDLength bytes, for a
+// Malformed record: a field may be as long as Redis allows.
+func capID(id string) string {
+	if len(id) > store.MaxIDLength {
+		return id[:store.MaxIDLength]
+	}
+	return id
 }
 
 // partitionSetMarker is the field SetPartitions writes into the partitions
 // hash besides the partitions (see scripts.go): it keeps an empty set stored.
 const partitionSetMarker = "\x00set"
 
+// corrupt is the error of a call that meets a record it cannot decode.
 func corrupt(key, field, format string, args ...any) error {
 	return fmt.Errorf("redisstore: key %q field %q: %s: %w", key, field, fmt.Sprintf(format, args...), store.ErrCorrupt)
 }
