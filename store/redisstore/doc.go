@@ -24,9 +24,15 @@
 // the set was never stored or was lost (Snapshot.PartitionSetStored).
 //
 // Partition, member and session ids are hash fields and values, which are
-// binary safe. Values that do not decode (written by hand, by another
-// program or another version) give errors wrapping store.ErrCorrupt that
-// name the key and field; the scripts never fail on them.
+// binary safe. A record that does not decode (written by hand, by another
+// program or another version: a garbage value, an id with control
+// characters, a session id this store does not make, a live session without
+// its member record) is left out of a Snapshot and listed in
+// store.Snapshot.Malformed, naming its key; a call that needs that very
+// record (a Claim of its partition) fails with an error wrapping
+// store.ErrCorrupt and overwrites nothing. The scripts never fail on such
+// values. A whole key of the wrong type (WRONGTYPE) fails every call that
+// reads it, Snapshot included, with store.ErrCorrupt.
 //
 // # Atomicity and time
 //

@@ -72,9 +72,17 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	must(t, raw.HSet(ctx, k.owners, "badsess", "5:a\x01b:m").Err(), "HSET owners badsess")
 	must(t, raw.HSet(ctx, k.partitions, "heavy", "a lot").Err(), "HSET partitions heavy")
 	must(t, raw.HSet(ctx, k.partitions, "ctl\tp", "1").Err(), "HSET partitions ctl")
-	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, "ghost")).Err(), "ZADD ghost") // no member record
-	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, "badmeta")).Err(), "ZADD badmeta")
-	must(t, raw.HSet(ctx, k.members, "badmeta", "heavy:m").Err(), "HSET members badmeta")
+	ghost, badmeta := strings.Repeat("G", 26), strings.Repeat("B", 26)
+	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, ghost)).Err(), "ZADD ghost") // no member record
+	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, badmeta)).Err(), "ZADD badmeta")
+	must(t, raw.HSet(ctx, k.members, badmeta, "heavy:m").Err(), "HSET members badmeta")
+	// A session added by hand, with a well-formed member record: no member
+	// opened it, so none must give it partitions it would never claim.
+	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, "by-hand")).Err(), "ZADD by-hand")
+	must(t, raw.HSet(ctx, k.members, "by-hand", "1:by-hand").Err(), "HSET members by-hand")
+	if len(id) != 26 || !isSessionID(id) || isSessionID(strings.ToLower(id)) {
+		t.Fatalf("isSessionID does not recognise the session id %q the store made, or accepts its lower case", id)
+	}
 
 	snap, err := s.Snapshot(ctx, g)
 	must(t, err, "Snapshot with malformed records")
@@ -85,10 +93,11 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	wantMalformed(t, snap, store.MalformedOwnership, "badsess", k.owners)
 	wantMalformed(t, snap, store.MalformedPartition, "heavy", k.partitions)
 	wantMalformed(t, snap, store.MalformedPartition, "ctl\tp", k.partitions)
-	wantMalformed(t, snap, store.MalformedSession, "ghost", k.members)
-	wantMalformed(t, snap, store.MalformedSession, "badmeta", k.members)
-	if len(snap.Malformed) != 9 {
-		t.Fatalf("snapshot lists %d malformed records %+v; want 9", len(snap.Malformed), snap.Malformed)
+	wantMalformed(t, snap, store.MalformedSession, ghost, k.members)
+	wantMalformed(t, snap, store.MalformedSession, badmeta, k.members)
+	wantMalformed(t, snap, store.MalformedSession, "by-hand", k.sessions)
+	if len(snap.Malformed) != 10 {
+		t.Fatalf("snapshot lists %d malformed records %+v; want 10", len(snap.Malformed), snap.Malformed)
 	}
 	for i := 1; i < len(snap.Malformed); i++ {
 		a, b := snap.Malformed[i-1], snap.Malformed[i]

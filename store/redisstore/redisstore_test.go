@@ -676,7 +676,7 @@ func TestOpenSessionRetried(t *testing.T) {
 	ctx := ctxT(t)
 	k := s.keys("g")
 	for i, meta := range []string{"1:m", "1:m", "2:other"} {
-		status, _, err := s.run(ctx, "open", openScript, []string{k.sessions, k.members}, k.events, "fixed-id", "60000000", meta)
+		status, _, err := s.run(ctx, "open", openScript, []string{k.sessions, k.members}, k.events, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
 		must(t, err, "open script")
 		want := "ok"
 		if i == 2 {
