@@ -63,7 +63,10 @@ var (
 // Partition is one unit of work in a group.
 type Partition struct {
 	ID string
-	// Weight is the relative amount of work; 0 is read as 1.
+	// Weight is stored and returned as given (0 or more), but nothing uses
+	// it yet: balancing is by partition count, each partition counting as
+	// one whatever its weight (see package balance). Member weights
+	// (SessionInfo.Weight) are used.
 	Weight int
 }
 
