@@ -20,6 +20,9 @@
 // has handed out. Snapshots carry no checkpoints (the store contract), so a
 // Checkpoint call does not touch the shared list at all. Ownership values
 // returned by Claim, checkpoint included, are the caller's own copies.
+//
+// Snapshot.Malformed is always empty: the store holds only records it wrote
+// itself, after validating every argument.
 package memstore
 
 import (

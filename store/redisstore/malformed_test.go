@@ -160,3 +160,36 @@ func fmtParts(ps []store.Partition) string {
 	}
 	return strings.Join(ids, " ")
 }
+
+// TestFailoverBringsBackOwnRecord: a failover to a replica that missed the
+// last writes brings back a record naming A's session at A's old epoch e1,
+// after B had claimed the partition at e2 (on the old primary). A, which
+// handed the partition to B and does not run it, claims it again: it must
+// get an epoch above e2, never e1 again, so that B's epoch and A's old one
+// are both fenced. (Before, Claim answered "already yours" with e1, and A
+// ran the partition at e1 a second time.)
+func TestFailoverBringsBackOwnRecord(t *testing.T) {
+	s, raw := newTestStore(t)
+	ctx := ctxT(t)
+	const g = "failover"
+	k := s.keys(g)
+	a, err := s.OpenSession(ctx, g, "a", 1, time.Minute)
+	must(t, err, "OpenSession a")
+	b, err := s.OpenSession(ctx, g, "b", 1, time.Minute)
+	must(t, err, "OpenSession b")
+	o1, err := s.Claim(ctx, g, "p", a)
+	must(t, err, "Claim by a")
+	replica, err := raw.HGet(ctx, k.owners, "p").Result() // what the replica last received
+	must(t, err, "HGET")
+	must(t, s.Release(ctx, g, "p", a, o1.Epoch), "Release by a")
+	o2, err := s.Claim(ctx, g, "p", b)
+	must(t, err, "Claim by b")
+	must(t, raw.HSet(ctx, k.owners, "p", replica).Err(), "HSET: the failover")
+
+	o3, err := s.Claim(ctx, g, "p", a)
+	must(t, err, "Claim by a after the failover")
+	if o3.Epoch <= o2.Epoch {
+		t.Fatalf("a claimed its own record brought back by the failover at epoch %d; want above b's %d (a had %d)", o3.Epoch, o2.Epoch, o1.Epoch)
+	}
+	wantIs(t, s.Checkpoint(ctx, g, "p", o1.Epoch, []byte("x")), store.ErrNotOwner, "Checkpoint at a's old epoch")
+}

@@ -9,6 +9,12 @@
 //		})
 //	}
 //
+// The suite checks that every backend rejects the same bad arguments with
+// ErrInvalid (invalid.go). It cannot write records a backend did not write
+// itself, so tolerating malformed records (Snapshot.Malformed) is tested by
+// each backend that can hold them, with its raw client (redisstore's
+// malformed_test.go).
+//
 // Every subtest works in its own group with a random name, so backends that
 // share one server (or one suite run against a server used by someone else)
 // do not collide, and the subtests run in parallel. The suite runs in real
