@@ -665,6 +665,11 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		case errors.Is(err, store.ErrSessionExpired):
 			sess.cancel(ErrSessionExpired)
 			return true, nil
+		case errors.Is(err, store.ErrCorrupt):
+			// Its record broke since the read: it costs this partition
+			// only. The next read lists it as malformed (reported once,
+			// not placed), or fails as a whole if the group is corrupt.
+			m.urgent.Store(true)
 		default:
 			return false, fmt.Errorf("claim %q: %w", p, err)
 		}

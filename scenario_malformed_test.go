@@ -60,8 +60,9 @@ func (l *logLines) count(level slog.Level, words ...string) (n int, sample strin
 // Snapshot fails with ErrCorrupt, as a key of the wrong type makes it.
 type malformedStore struct {
 	store.Store
-	bad     string
-	corrupt atomic.Bool
+	bad      string
+	corrupt  atomic.Bool
+	unlisted bool // the record of bad is left out of snapshots but not listed as malformed
 }
 
 func (s *malformedStore) Snapshot(ctx context.Context, g string) (*store.Snapshot, error) {
@@ -74,6 +75,9 @@ func (s *malformedStore) Snapshot(ctx context.Context, g string) (*store.Snapsho
 	}
 	out := *snap // the memstore's lists are shared: copy what changes
 	out.Owners = slices.DeleteFunc(slices.Clone(snap.Owners), func(o store.Ownership) bool { return o.Partition == s.bad })
+	if s.unlisted {
+		return &out, nil
+	}
 	out.Malformed = []store.Malformed{
 		{Kind: store.MalformedOwnership, ID: s.bad, Reason: `value "garbage" is not <epoch>:<session>:<member>`},
 		{Kind: store.MalformedSession, ID: strings.Repeat("ghost", 200), Reason: "live session has no member record"},
@@ -170,6 +174,34 @@ func TestScenarioCorruptGroupLogsOnce(t *testing.T) {
 		synctest.Wait()
 		if n := len(m.Owned()); n != 7 {
 			t.Errorf("after the repair the member runs %v; want the 7 good partitions", m.Owned())
+		}
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestScenarioCorruptClaimSkipsOnlyItsPartition: a Claim that fails with
+// ErrCorrupt (the record broke after the read that made the member claim
+// it) costs that partition only: the member goes on claiming the others in
+// the same round, instead of giving up the round at the bad one.
+func TestScenarioCorruptClaimSkipsOnlyItsPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := &malformedStore{Store: memstore.New(), bad: "3", unlisted: true}
+		m, err := herd.Join(ctx, st, herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(8),
+			Logger:  slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error { <-c.Context().Done(); return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got, want := m.Owned(), []string{"0", "1", "2", "4", "5", "6", "7"}; !slices.Equal(got, want) {
+			t.Errorf("the member runs %v; want %v (every partition but the one whose Claim fails)", got, want)
 		}
 		if err := m.Leave(ctx); err != nil {
 			t.Fatal(err)
