@@ -45,16 +45,18 @@ type Member struct {
 
 	// Owned by the reconcile loop: checkpoints to put back after a session
 	// loss, and until when record-less partitions are left alone.
-	restores    []store.Ownership
-	holdFresh   time.Time
-	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
-	malformed   map[string]bool   // malformed records already reported (malformed.go)
-	corruptSeen string            // the corrupt-group error already reported, "" if none
-	sessions    map[string]bool   // live sessions at the last reconcile
-	joinedAt    time.Time         // when a new session was last seen
-	readAt      time.Time         // when reconcile last started reading the group
-	readGap     time.Duration     // the least time between two reads (readGap)
-	urgentGap   time.Duration     // the same after a membership change (1 µs per record)
+	restores  []store.Ownership
+	holdFresh time.Time
+	lastParts []store.Partition // the last partition set the store held (possibly emptied)
+	sessions  map[string]bool   // live sessions at the last reconcile
+	joinedAt  time.Time         // when a new session was last seen
+	readAt    time.Time         // when reconcile last started reading the group
+	readGap   time.Duration     // the least time between two reads (readGap)
+	urgentGap time.Duration     // the same after a membership change (1 µs per record)
+
+	// Owned by the reconcile loop too: what malformed.go has reported.
+	malformed   map[string]bool // malformed records already reported
+	corruptSeen string          // the corrupt-group error already reported, "" if none
 
 	dueAt time.Time // when the loop's timer is set to read again
 
