@@ -217,6 +217,7 @@ func copySnapshot(s *store.Snapshot) (*store.Snapshot, int64) {
 		Partitions:         make([]store.Partition, len(s.Partitions)),
 		Owners:             make([]store.Ownership, len(s.Owners)),
 		PartitionSetStored: s.PartitionSetStored,
+		Malformed:          s.Malformed, // read-only, like the snapshot
 	}
 	for i, x := range s.Sessions {
 		x.ID, x.Member = str(x.ID), str(x.Member)
