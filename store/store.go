@@ -138,7 +138,7 @@ const (
 type Malformed struct {
 	Kind   string // MalformedSession, MalformedPartition or MalformedOwnership
 	ID     string // the session or partition id as stored, at most MaxIDLength bytes (longer ones are cut)
-	Reason string // what is wrong with it, for a log line; never holds a secret
+	Reason string // what is wrong with it, for a log line (quotes at most 64 bytes of a bad value)
 }
 
 // Alive reports whether the session with this id is in the snapshot
@@ -220,7 +220,9 @@ type Store interface {
 	// records, in one consistent read. The records carry no checkpoint
 	// (Ownership.Checkpoint is nil): Claim returns the one a new owner
 	// needs. Snapshot.PartitionSetStored says whether a partition set is
-	// stored at all.
+	// stored at all. A record that cannot be decoded is left out and
+	// listed in Snapshot.Malformed; Snapshot fails with ErrCorrupt only
+	// when the group cannot be read at all (a key of the wrong type).
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
 
 	// Claim makes session the owner of partition, at a new epoch
