@@ -20,6 +20,10 @@ import (
 // included.
 //
 //	go test -run '^$' -bench SnapshotBigCheckpoints -benchtime 20x ./store/redisstore/
+//
+// On a 2-core AMD EPYC with Redis 7.0.15 on loopback: 0.33 ms, 104 KB
+// allocated and a slowest PING of 1.1-1.3 ms per Snapshot; when snapshots
+// still carried the checkpoints, 334-336 ms, 136 MB and 309-312 ms.
 func BenchmarkSnapshotBigCheckpoints(b *testing.B) {
 	s, raw := newTestStore(b)
 	ctx := context.Background()
