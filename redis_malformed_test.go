@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +146,31 @@ func TestRedisMalformedOwnerRecord(t *testing.T) {
 	}
 	if got := f.owned(); !slices.Equal(got, want) {
 		t.Errorf("the fleet runs %v; want %v", got, want)
+	}
+	f.leave()
+}
+
+// TestRedisSessionAddedByHand: a session added to the group by hand, with a
+// well-formed member record, is not given partitions it would never claim:
+// its id is not one the store makes, so it is a malformed record, reported
+// once by each member. (Before, the members gave it its share, which stayed
+// stranded, without a log line.)
+func TestRedisSessionAddedByHand(t *testing.T) {
+	f := newRedisFleet(t)
+	sessions := strings.TrimSuffix(f.owners, "owners") + "sessions"
+	members := strings.TrimSuffix(f.owners, "owners") + "members"
+	if err := f.raw.ZAdd(f.ctx, sessions, redis.Z{Score: 9e15, Member: "by-hand"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.raw.HSet(f.ctx, members, "by-hand", "1:ghost").Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.join("a")
+	f.join("b")
+	took := f.waitFor("16 partitions placed", func() bool { return len(f.owned()) == 16 })
+	t.Logf("all 16 partitions placed %v after the members joined, next to a session added by hand", took.Round(time.Millisecond))
+	if n, line := f.logs.count(slog.LevelWarn, "malformed", `id="by-hand"`); n != 2 {
+		t.Errorf("%d WARN lines report the session added by hand (last: %q); want one per member", n, line)
 	}
 	f.leave()
 }
