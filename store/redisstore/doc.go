@@ -13,15 +13,18 @@
 //
 //	<prefix>:{<b64 group>}:sessions     ZSET  session id -> expiry (µs, server clock)
 //	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
-//	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>", and "\x00set" -> ""
+//	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
+//	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
 //
-// The field "\x00set" of the partitions hash (never a partition id, which
-// has no control characters) is written by every SetPartitions: an emptied
-// set is then stored as such, and a hash that is missing altogether means
-// the set was never stored or was lost (Snapshot.PartitionSetStored).
+// Every SetPartitions also writes partset, since Redis deletes an empty
+// hash: an emptied set then reads as stored and empty, and neither key
+// existing means the set was never stored or was lost
+// (Snapshot.PartitionSetStored). A separate key, not a marker field in the
+// partitions hash, so that members of a version that predates it read the
+// hash as before during a rolling upgrade.
 //
 // Partition, member and session ids are hash fields and values, which are
 // binary safe. A record that does not decode (written by hand, by another

@@ -182,6 +182,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
+	partset                                                    string // see scripts.go
 }
 
 func (s *Store) keys(group string) keys {
@@ -190,6 +191,7 @@ func (s *Store) keys(group string) keys {
 		sessions:    base + "sessions",
 		members:     base + "members",
 		partitions:  base + "partitions",
+		partset:     base + "partset",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
 		events:      base + "events",
@@ -438,7 +440,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	for _, p := range partitions {
 		args = append(args, p.ID, strconv.Itoa(p.Weight))
 	}
-	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions}, args...)
+	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions, k.partset}, args...)
 	if err != nil {
 		return err
 	}
@@ -457,7 +459,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	}
 	k := s.keys(group)
 	res, err := s.eval(ctx, snapshotScript,
-		[]string{k.sessions, k.members, k.partitions, k.owners}, k.events)
+		[]string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
@@ -469,8 +471,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 // listed in Snapshot.Malformed: one bad record never fails the whole read.
 // Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 5 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 5", len(res))
+	if len(res) != 6 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 6", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
@@ -541,12 +543,12 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			Weight:    weight,
 		})
 	}
-	snap.PartitionSetStored = len(parts) > 0 // the marker alone: an emptied set
+	// A non-empty hash is a stored set even without partset (written by a
+	// version before partset existed).
+	partset, _ := res[5].(int64)
+	snap.PartitionSetStored = partset == 1 || len(parts) > 0
 	for i := 0; i+1 < len(parts); i += 2 {
 		p := parts[i]
-		if p == partitionSetMarker {
-			continue
-		}
 		if err := store.ValidateID("partition", p); err != nil {
 			bad(store.MalformedPartition, k.partitions, p, "%v", err)
 			continue
@@ -596,10 +598,6 @@ func capID(id string) string {
 	}
 	return id
 }
-
-// partitionSetMarker is the field SetPartitions writes into the partitions
-// hash besides the partitions (see scripts.go): it keeps an empty set stored.
-const partitionSetMarker = "\x00set"
 
 // corrupt is the error of a call that meets a record it cannot decode.
 func corrupt(key, field, format string, args ...any) error {

@@ -20,9 +20,9 @@ import "github.com/redis/go-redis/v9"
 //
 //	sessions    ZSET  session -> expiry, µs of server time
 //	members     HASH  session -> "<weight>:<member>"
-//	partitions  HASH  partition -> "<weight>", and the marker field "\x00set"
-//	                  (never a partition id: ids have no control characters),
-//	                  written by every SetPartitions so an empty set is stored
+//	partitions  HASH  partition -> "<weight>"
+//	partset     STRING "1", written by every SetPartitions: a set is stored,
+//	                  even an empty one (Redis deletes an empty hash)
 //	owners      HASH  partition -> "<epoch>:<session>:<member>" (session and member empty when released)
 //	checkpoints HASH  partition -> checkpoint bytes (binary safe, never parsed)
 //
@@ -123,13 +123,14 @@ if n == 1 then redis.call('PUBLISH', ch, 'L\n' .. id .. '\n') end
 return {'ok'}
 `)
 
-// KEYS: partitions. ARGV: channel, then partition, weight pairs.
+// KEYS: partitions, partset. ARGV: channel, then partition, weight pairs.
 var setPartitionsScript = redis.NewScript(`
 local key = KEYS[1]
 redis.call('DEL', key)
--- The marker keeps the hash (Redis deletes empty ones), so that an emptied
--- set reads as stored and empty, not as lost.
-local batch = {'\0set', ''}
+-- Redis deletes an empty hash: partset says a set is stored, so that an
+-- emptied set reads as stored and empty, not as lost.
+redis.call('SET', KEYS[2], '1')
+local batch = {}
 for i = 2, #ARGV, 2 do
   batch[#batch + 1] = ARGV[i]
   batch[#batch + 1] = ARGV[i + 1]
@@ -143,7 +144,7 @@ redis.call('PUBLISH', ARGV[1], 'P\n\n')
 return {'ok'}
 `)
 
-// KEYS: sessions, members, partitions, owners. ARGV: channel.
+// KEYS: sessions, members, partitions, owners, partset. ARGV: channel.
 // Checkpoints are not read: a snapshot carries none (Claim returns the one
 // it needs), so a read costs O(records) whatever the checkpoints' size, and
 // does not block the server while it copies them.
@@ -155,6 +156,7 @@ return {
   redis.call('HGETALL', KEYS[2]),
   redis.call('HGETALL', KEYS[3]),
   redis.call('HGETALL', KEYS[4]),
+  redis.call('EXISTS', KEYS[5]),
 }
 `)
 
