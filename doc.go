@@ -52,7 +52,8 @@
 //     reused, even if the store loses its data: a new epoch is
 //     max(previous+1, store time in microseconds).
 //   - The spread is fair (each member floor or ceil of its share, by
-//     weight), sticky (nothing moves when it is already fair) and every
+//     member weight; partitions count one each, their weights are not
+//     used yet), sticky (nothing moves when it is already fair) and every
 //     rebalance moves the minimum number of partitions, once members agree
 //     on the snapshot.
 //   - A crashed member's partitions are claimed again shortly after its

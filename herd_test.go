@@ -136,9 +136,20 @@ func TestFinalCheckpointAndFencing(t *testing.T) {
 		if err := b.Leave(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		snap, _ := st.Snapshot(t.Context(), "g")
-		if string(snap.Owners[0].Checkpoint) != "final" {
-			t.Fatalf("stale write went through: %q", snap.Owners[0].Checkpoint)
+		// Only Claim returns a checkpoint: read it by claiming the record.
+		reader, err := st.OpenSession(t.Context(), "g", "reader", 1, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := st.Claim(t.Context(), "g", "0", reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(o.Checkpoint) != "final" {
+			t.Fatalf("stale write went through: %q", o.Checkpoint)
+		}
+		if err := st.CloseSession(t.Context(), "g", reader); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -47,12 +47,16 @@ type Member struct {
 	// loss, and until when record-less partitions are left alone.
 	restores  []store.Ownership
 	holdFresh time.Time
-	lastParts []store.Partition // the last non-empty partition set seen
+	lastParts []store.Partition // the last partition set the store held (possibly emptied)
 	sessions  map[string]bool   // live sessions at the last reconcile
 	joinedAt  time.Time         // when a new session was last seen
 	readAt    time.Time         // when reconcile last started reading the group
 	readGap   time.Duration     // the least time between two reads (readGap)
 	urgentGap time.Duration     // the same after a membership change (1 µs per record)
+
+	// Owned by the reconcile loop too: what malformed.go has reported.
+	malformed   map[string]bool // malformed records already reported
+	corruptSeen string          // the corrupt-group error already reported, "" if none
 
 	dueAt time.Time // when the loop's timer is set to read again
 
@@ -564,7 +568,7 @@ func (m *Member) run(sess *session) {
 		next, err := m.reconcile(sess, slots)
 		if err != nil {
 			if sess.ctx.Err() == nil && m.runCtx.Err() == nil {
-				m.log.Warn("reconcile failed; retrying", "err", err)
+				m.reconcileFailed(err)
 			}
 			m.urgent.Store(true) // finish what the failed call left undone
 			retryLater()
@@ -663,6 +667,11 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		case errors.Is(err, store.ErrSessionExpired):
 			sess.cancel(ErrSessionExpired)
 			return true, nil
+		case errors.Is(err, store.ErrCorrupt):
+			// Its record broke since the read: it costs this partition
+			// only. The next read lists it as malformed (reported once,
+			// not placed), or fails as a whole if the group is corrupt.
+			m.urgent.Store(true)
 		default:
 			return false, fmt.Errorf("claim %q: %w", p, err)
 		}
@@ -782,11 +791,13 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
+	m.corruptRepaired()
+	m.reportMalformed(snap.Malformed)
 	records, limit := max(len(snap.Partitions), len(snap.Owners)), m.cfg.SessionTTL/40
 	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), limit)
 	m.urgentGap = readGap(records, 0, 0, limit)
-	if len(snap.Partitions) > 0 {
-		m.lastParts = snap.Partitions
+	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
+		m.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
 	if len(m.restores) > 0 {
 		m.restore() // some failed before this session opened
@@ -829,6 +840,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)
 	sessions, parts, owners := b.sorted(snap)
+	parts = unplaceable(parts, snap.Malformed)
 	clear(b.sessIdx)
 	b.members = b.members[:0]
 	for i, s := range sessions {
@@ -901,6 +913,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			}
 			continue
 		}
+		// Free, or a record naming our session that we do not run (a
+		// Claim whose reply was lost, a record a failover brought back):
+		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
 	}
 	m.setIncoming(incoming)
@@ -1058,7 +1073,9 @@ func (m *Member) restore() {
 		// A store that lost its data lost the partition set too.
 		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-		if err == nil && len(snap.Partitions) == 0 {
+		// Only a set the store does not hold at all was lost; an empty
+		// one was emptied on purpose and stays so.
+		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
 			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
 			}

@@ -213,9 +213,11 @@ func copySnapshot(s *store.Snapshot) (*store.Snapshot, int64) {
 		return strings.Clone(x)
 	}
 	out := &store.Snapshot{
-		Sessions:   make([]store.SessionInfo, len(s.Sessions)),
-		Partitions: make([]store.Partition, len(s.Partitions)),
-		Owners:     make([]store.Ownership, len(s.Owners)),
+		Sessions:           make([]store.SessionInfo, len(s.Sessions)),
+		Partitions:         make([]store.Partition, len(s.Partitions)),
+		Owners:             make([]store.Ownership, len(s.Owners)),
+		PartitionSetStored: s.PartitionSetStored,
+		Malformed:          s.Malformed, // read-only, like the snapshot
 	}
 	for i, x := range s.Sessions {
 		x.ID, x.Member = str(x.ID), str(x.Member)

@@ -53,14 +53,20 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer in time.
 	ErrUnavailable = errors.New("herd: store unavailable")
 	// ErrCorrupt: a record in the store could not be decoded (written by
-	// something other than herd, or by an incompatible version).
+	// something other than herd, or by an incompatible version). Snapshot
+	// does not return it for single records (it lists them in
+	// Snapshot.Malformed); a call on such a record, or a read of a whole
+	// key the store cannot use (of the wrong type), does.
 	ErrCorrupt = errors.New("herd: malformed record in store")
 )
 
 // Partition is one unit of work in a group.
 type Partition struct {
 	ID string
-	// Weight is the relative amount of work; 0 is read as 1.
+	// Weight is stored and returned as given (0 or more), but nothing uses
+	// it yet: balancing is by partition count, each partition counting as
+	// one whatever its weight (see package balance). Member weights
+	// (SessionInfo.Weight) are used.
 	Weight int
 }
 
@@ -83,7 +89,11 @@ type Ownership struct {
 	Session   string // owning session id; "" when released
 	Member    string // owning session's member id ("" when released)
 	Epoch     uint64
-	// Checkpoint is the last value written by an owner (nil if none).
+	// Checkpoint is the last value written by an owner (nil if none) in
+	// the Ownership Claim returns. It is always nil in a Snapshot's Owners:
+	// a snapshot never carries checkpoint values, which the plan does not
+	// use and which would make every read of the group cost the size of
+	// every checkpoint (256 partitions of 256 KiB: 64 MiB per read).
 	Checkpoint []byte
 }
 
@@ -93,6 +103,42 @@ type Snapshot struct {
 	Sessions   []SessionInfo // live sessions, sorted by ID
 	Partitions []Partition   // the group's partition set, sorted by ID
 	Owners     []Ownership   // every ownership record, sorted by Partition
+	// PartitionSetStored is true when the store holds a partition set for
+	// the group, even an empty one (SetPartitions with no partitions), and
+	// false when it holds none: never set, or lost with the store's data.
+	// A reader tells "emptied on purpose" from "lost" by it, and must put
+	// back a set it remembers only when this is false. (A backend that
+	// predates the field leaves it false: readers then treat an empty set
+	// as lost, the old behaviour.)
+	PartitionSetStored bool
+	// Malformed lists the records the store holds but could not decode
+	// (written by hand, by another program or an incompatible version),
+	// sorted by Kind then ID. Each is left out of the lists above, so one
+	// bad record never makes the whole read fail. A malformed partition or
+	// ownership record makes that partition unplaceable (see Malformed);
+	// a malformed session is not counted as live.
+	Malformed []Malformed
+}
+
+// Kinds of Malformed records.
+const (
+	MalformedSession   = "session"   // a live session or its member record
+	MalformedPartition = "partition" // an entry of the partition set
+	MalformedOwnership = "ownership" // a partition's ownership record
+)
+
+// Malformed is one record Snapshot could not decode and left out.
+//
+// Members do not place a partition whose partition or ownership record is
+// malformed: no member claims it until the record is repaired or deleted.
+// Claiming it would overwrite a record that may hold a newer version's
+// data, and the epoch in it is unknown, so a new epoch could not be shown to
+// be larger. So a malformed record costs at most its own partition. Members
+// log each malformed record once.
+type Malformed struct {
+	Kind   string // MalformedSession, MalformedPartition or MalformedOwnership
+	ID     string // the session or partition id as stored, at most MaxIDLength bytes (longer ones are cut)
+	Reason string // what is wrong with it, for a log line (quotes at most 64 bytes of a bad value)
 }
 
 // Alive reports whether the session with this id is in the snapshot
@@ -145,7 +191,10 @@ type Event struct {
 
 // Store is what a backend implements. Every method that blocks takes a
 // context and returns promptly when it is cancelled. All methods are safe
-// for concurrent use.
+// for concurrent use. Every backend rejects the same bad arguments with
+// ErrInvalid, before touching anything: a malformed group, member,
+// partition or session id (ValidateID), a negative weight, a TTL <= 0,
+// epoch 0, a checkpoint longer than MaxCheckpointLength.
 type Store interface {
 	// OpenSession creates a live session for member in group with the given
 	// TTL and the member's capacity weight, and returns its id, which is
@@ -161,29 +210,44 @@ type Store interface {
 	// Closing an unknown session is not an error. Publishes EventLeft.
 	CloseSession(ctx context.Context, group, session string) error
 
-	// SetPartitions replaces the group's partition set. Ownership records
-	// of removed partitions are kept (with their checkpoints) until the
-	// partition returns. Publishes EventPartitions.
+	// SetPartitions replaces the group's partition set. An empty set is
+	// stored as such (Snapshot.PartitionSetStored stays true). Ownership
+	// records of removed partitions are kept (with their checkpoints) until
+	// the partition returns. Publishes EventPartitions.
 	SetPartitions(ctx context.Context, group string, partitions []Partition) error
 
-	// Snapshot reads the group: live sessions, partition set, ownerships.
+	// Snapshot reads the group: live sessions, partition set, ownership
+	// records, in one consistent read. The records carry no checkpoint
+	// (Ownership.Checkpoint is nil): Claim returns the one a new owner
+	// needs. Snapshot.PartitionSetStored says whether a partition set is
+	// stored at all. A record that cannot be decoded is left out and
+	// listed in Snapshot.Malformed; Snapshot fails with ErrCorrupt only
+	// when the group cannot be read at all (a key of the wrong type).
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
 
-	// Claim makes session the owner of partition if the partition has no
-	// record, or its record is released, or its owning session is dead; a
-	// new epoch is assigned and the checkpoint is kept. If session already
-	// owns the partition the current record is returned unchanged (so a
-	// retried Claim is harmless). ErrClaimed if another live session owns
-	// it; ErrSessionExpired if session is not alive. Publishes EventClaimed.
+	// Claim makes session the owner of partition, at a new epoch
+	// (NextEpoch of the record's), if the partition has no record, or its
+	// record is released, or its owning session is dead, or its owning
+	// session is session itself. The checkpoint is kept, and returned in
+	// the Ownership (the only call that returns one). A Claim by the
+	// session the record already names also gets a new epoch: the caller
+	// may not be running the partition at the record's epoch (a Claim
+	// whose reply was lost, a record brought back by a failover to a
+	// replica that missed later writes), and a member must never run a
+	// partition at an epoch older than the newest it could know of. A
+	// retried Claim is still harmless: the caller runs the newest epoch and
+	// the old one is fenced. ErrClaimed if another live session owns it;
+	// ErrSessionExpired if session is not alive. Publishes EventClaimed.
 	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
 	// Release gives the partition up: if the record's epoch equals epoch and
 	// its session is session and alive, the record's session is cleared
-	// (checkpoint and epoch kept). ErrNotOwner otherwise. Publishes
-	// EventReleased.
+	// (checkpoint and epoch kept). ErrNotOwner otherwise; ErrInvalid for
+	// epoch 0 or a malformed session id. Publishes EventReleased.
 	Release(ctx context.Context, group, partition, session string, epoch uint64) error
 	// Checkpoint stores value in the partition's record if the record's
 	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
-	// and nothing is written. Publishes nothing.
+	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
+	// MaxCheckpointLength. Publishes nothing.
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 	// Restore re-creates a lost record: if the partition has no record at
 	// all, it creates a released one with this epoch and checkpoint.
@@ -192,7 +256,8 @@ type Store interface {
 	// written, so that a store that lost its data (restarted without
 	// persistence) gets their progress back before anyone claims the
 	// partition anew. Records are never deleted otherwise, so Restore
-	// never overwrites progress. Publishes EventReleased.
+	// never overwrites progress. ErrInvalid for epoch 0 or a value longer
+	// than MaxCheckpointLength. Publishes EventReleased.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// Watch returns a feed of change events for group until ctx is
@@ -247,6 +312,15 @@ func ValidatePartitions(ps []Partition) error {
 			return fmt.Errorf("partition %q is listed twice: %w", p.ID, ErrInvalid)
 		}
 		seen[p.ID] = struct{}{}
+	}
+	return nil
+}
+
+// ValidateEpoch checks an epoch passed to Release, Checkpoint or Restore:
+// epochs start at 1, so 0 is never one.
+func ValidateEpoch(epoch uint64) error {
+	if epoch == 0 {
+		return fmt.Errorf("epoch 0 is not an epoch (epochs start at 1): %w", ErrInvalid)
 	}
 	return nil
 }

@@ -16,10 +16,13 @@
 // list of a snapshot are shared, immutable slices that are rebuilt only when
 // something changed since the previous snapshot (and then by patching a copy
 // of the previous list when only a few records changed). Callers must treat
-// a returned Snapshot as read-only, Checkpoint bytes included; the store
-// itself never mutates a slice it has handed out (Checkpoint stores a copy of
-// the value, and the byte slice of a record is replaced, never written to).
-// Ownership values returned by Claim are the caller's own copies.
+// a returned Snapshot as read-only; the store itself never mutates a slice it
+// has handed out. Snapshots carry no checkpoints (the store contract), so a
+// Checkpoint call does not touch the shared list at all. Ownership values
+// returned by Claim, checkpoint included, are the caller's own copies.
+//
+// Snapshot.Malformed is always empty: the store holds only records it wrote
+// itself, after validating every argument.
 package memstore
 
 import (
@@ -85,7 +88,7 @@ type session struct {
 }
 
 type record struct {
-	own   store.Ownership // Checkpoint is replaced on write, never mutated
+	own   store.Ownership // Checkpoint is replaced on write, never mutated; never shown in a snapshot
 	pos   int             // index in group.sorted; -1 while in group.pending
 	dirty bool            // changed since group.view was built
 }
@@ -94,6 +97,7 @@ type group struct {
 	sessions   []*session          // live sessions sorted by id
 	byID       map[string]*session // live sessions
 	partitions []store.Partition   // sorted by id; immutable, shared with snapshots
+	partsSet   bool                // SetPartitions was called (the set may be empty)
 	records    map[string]*record  // every ownership record by partition
 
 	// The sorted ownership list is maintained incrementally: sorted holds
@@ -227,18 +231,25 @@ func (g *group) ownersView() []store.Ownership {
 	case !g.viewValid:
 		view := make([]store.Ownership, len(g.sorted))
 		for i, r := range g.sorted {
-			view[i] = r.own
+			view[i] = r.shown()
 		}
 		g.view, g.viewValid = view, true
 	case len(g.dirty) > 0:
 		view := slices.Clone(g.view)
 		for _, r := range g.dirty {
-			view[r.pos] = r.own
+			view[r.pos] = r.shown()
 			r.dirty = false
 		}
 		g.view, g.dirty = view, nil
 	}
 	return g.view
+}
+
+// shown is the record as a snapshot shows it: without its checkpoint.
+func (r *record) shown() store.Ownership {
+	o := r.own
+	o.Checkpoint = nil
+	return o
 }
 
 // OpenSession implements store.Store.
@@ -274,7 +285,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 
 // KeepAlive implements store.Store.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
-	if err := validate(group); err != nil {
+	if err := validate(group, "session", session); err != nil {
 		return fmt.Errorf("memstore: keep alive: %w", err)
 	}
 	if err := validSession(0, ttl); err != nil {
@@ -297,7 +308,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := validate(group); err != nil {
+	if err := validate(group, "session", session); err != nil {
 		return fmt.Errorf("memstore: close session: %w", err)
 	}
 	if _, err := s.begin(ctx, "close session"); err != nil {
@@ -330,14 +341,13 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	}
 	defer s.mu.Unlock()
 	g := s.group(group, true)
-	g.partitions = set
+	g.partitions, g.partsSet = set, true
 	g.publish(store.Event{Kind: store.EventPartitions})
 	return nil
 }
 
 // Snapshot implements store.Store. The returned snapshot shares its
-// Partitions and Owners (and their Checkpoint bytes) with other snapshots:
-// treat it as read-only.
+// Partitions and Owners with other snapshots: treat it as read-only.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := validate(group); err != nil {
 		return nil, fmt.Errorf("memstore: snapshot: %w", err)
@@ -355,12 +365,12 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	for i, ss := range g.sessions {
 		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
 	}
-	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView()}, nil
+	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet}, nil
 }
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := validate(group, "partition", partition, "session", session); err != nil {
 		return store.Ownership{}, fmt.Errorf("memstore: claim: %w", err)
 	}
 	now, err := s.begin(ctx, "claim")
@@ -378,9 +388,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		r = &record{own: store.Ownership{Partition: partition}, pos: -1}
 		g.records[partition] = r
 		g.pending = append(g.pending, r)
-	case r.own.Session == session:
-		return cloneOwnership(r.own), nil // a retried Claim: unchanged
-	case g.alive(r.own.Session):
+	case r.own.Session != session && g.alive(r.own.Session):
 		return store.Ownership{}, fmt.Errorf("memstore: claim %q: owned by session %q: %w", partition, r.own.Session, store.ErrClaimed)
 	}
 	r.own.Session = session
@@ -393,8 +401,11 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := validate(group, "partition", partition, "session", session); err != nil {
 		return fmt.Errorf("memstore: release: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: release %q: %w", partition, err)
 	}
 	if _, err := s.begin(ctx, "release"); err != nil {
 		return err
@@ -419,6 +430,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	if err := validate(group, "partition", partition); err != nil {
 		return fmt.Errorf("memstore: checkpoint: %w", err)
 	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: checkpoint %q: %w", partition, err)
+	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("memstore: checkpoint %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
@@ -435,8 +449,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	if r == nil || r.own.Epoch != epoch || !g.alive(r.own.Session) {
 		return fmt.Errorf("memstore: checkpoint %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
 	}
-	r.own.Checkpoint = value // replaced, never mutated: snapshots may share the old one
-	g.touch(r)
+	// Replaced, never mutated: a Claim's copy is made under the lock, but
+	// the value is not shown in snapshots, so the shared view is untouched.
+	r.own.Checkpoint = value
 	return nil
 }
 
@@ -444,6 +459,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := validate(group, "partition", partition); err != nil {
 		return fmt.Errorf("memstore: restore: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: restore %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("memstore: restore %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)

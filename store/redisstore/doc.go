@@ -14,14 +14,28 @@
 //	<prefix>:{<b64 group>}:sessions     ZSET  session id -> expiry (µs, server clock)
 //	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
 //	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
+//	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
 //
+// Every SetPartitions also writes partset, since Redis deletes an empty
+// hash: an emptied set then reads as stored and empty, and neither key
+// existing means the set was never stored or was lost
+// (Snapshot.PartitionSetStored). A separate key, not a marker field in the
+// partitions hash, so that members of a version that predates it read the
+// hash as before during a rolling upgrade.
+//
 // Partition, member and session ids are hash fields and values, which are
-// binary safe. Values that do not decode (written by hand, by another
-// program or another version) give errors wrapping store.ErrCorrupt that
-// name the key and field; the scripts never fail on them.
+// binary safe. A record that does not decode (written by hand, by another
+// program or another version: a garbage value, an id with control
+// characters, a session id this store does not make, a live session without
+// its member record) is left out of a Snapshot and listed in
+// store.Snapshot.Malformed, naming its key; a call that needs that very
+// record (a Claim of its partition) fails with an error wrapping
+// store.ErrCorrupt and overwrites nothing. The scripts never fail on such
+// values. A whole key of the wrong type (WRONGTYPE) fails every call that
+// reads it, Snapshot included, with store.ErrCorrupt.
 //
 // # Atomicity and time
 //

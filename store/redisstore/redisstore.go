@@ -182,6 +182,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
+	partset                                                    string // see scripts.go
 }
 
 func (s *Store) keys(group string) keys {
@@ -190,6 +191,7 @@ func (s *Store) keys(group string) keys {
 		sessions:    base + "sessions",
 		members:     base + "members",
 		partitions:  base + "partitions",
+		partset:     base + "partset",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
 		events:      base + "events",
@@ -332,6 +334,20 @@ func newSessionID() string {
 	return rand.Text()
 }
 
+// isSessionID reports whether id has the form newSessionID gives (and every
+// version of this store has given): 26 characters of the base32 alphabet.
+func isSessionID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
 func unexpected(op, status string) error {
 	return fmt.Errorf("redisstore: %s: unexpected script status %q (mismatched script version?)", op, status)
 }
@@ -424,7 +440,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	for _, p := range partitions {
 		args = append(args, p.ID, strconv.Itoa(p.Weight))
 	}
-	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions}, args...)
+	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions, k.partset}, args...)
 	if err != nil {
 		return err
 	}
@@ -436,20 +452,24 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 
 // Snapshot implements store.Store. It is one script, so the three lists
 // are one consistent read; it also removes expired sessions (publishing
-// EventLeft for them).
+// EventLeft for them). It does not read the checkpoints.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := s.begin(ctx, "group", group); err != nil {
 		return nil, err
 	}
 	k := s.keys(group)
 	res, err := s.eval(ctx, snapshotScript,
-		[]string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints}, k.events)
+		[]string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
 	return decodeSnapshot(k, res)
 }
 
+// decodeSnapshot decodes the snapshot script's reply. A record that does not
+// decode (written by hand, by another program or version) is left out and
+// listed in Snapshot.Malformed: one bad record never fails the whole read.
+// Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	if len(res) != 6 {
 		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 6", len(res))
@@ -458,7 +478,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
 	}
-	lists := make([][]string, 5)
+	lists := make([][]string, 4)
 	for i := range lists {
 		arr, _ := res[i+1].([]any)
 		l := make([]string, len(arr))
@@ -467,7 +487,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 		}
 		lists[i] = l
 	}
-	live, metas, parts, owners, ckpts := lists[0], lists[1], lists[2], lists[3], lists[4]
+	live, metas, parts, owners := lists[0], lists[1], lists[2], lists[3]
 
 	meta := make(map[string]string, len(metas)/2)
 	for i := 0; i+1 < len(metas); i += 2 {
@@ -478,19 +498,39 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 		Partitions: make([]store.Partition, 0, len(parts)/2),
 		Owners:     make([]store.Ownership, 0, len(owners)/2),
 	}
+	bad := func(kind, key, id, format string, args ...any) {
+		snap.Malformed = append(snap.Malformed, store.Malformed{
+			Kind:   kind,
+			ID:     capID(id),
+			Reason: fmt.Sprintf("key %q: ", key) + fmt.Sprintf(format, args...),
+		})
+	}
 	for i := 0; i+1 < len(live); i += 2 {
 		id := live[i]
 		exp, err := strconv.ParseFloat(live[i+1], 64)
 		if err != nil {
-			return nil, corrupt(k.sessions, id, "score %q is not a number", live[i+1])
+			bad(store.MalformedSession, k.sessions, id, "score %q is not a number", abbrev(live[i+1]))
+			continue
+		}
+		if !isSessionID(id) {
+			// Written by hand or by another program: a session no member
+			// opened would be given partitions it never claims.
+			bad(store.MalformedSession, k.sessions, id, "not a session id this store makes (26 characters of A-Z, 2-7)")
+			continue
 		}
 		m, ok := meta[id]
 		if !ok {
-			return nil, corrupt(k.members, id, "live session has no member record")
+			bad(store.MalformedSession, k.members, id, "live session has no member record")
+			continue
 		}
 		weight, member, ok := parseMeta(m)
 		if !ok {
-			return nil, corrupt(k.members, id, "value %q is not <weight>:<member>", abbrev(m))
+			bad(store.MalformedSession, k.members, id, "value %q is not <weight>:<member>", abbrev(m))
+			continue
+		}
+		if err := store.ValidateID("member", member); err != nil {
+			bad(store.MalformedSession, k.members, id, "%v", err)
+			continue
 		}
 		left := time.Duration(math.MaxInt64)
 		if us := exp - float64(now); us < float64(math.MaxInt64/int64(time.Microsecond)) {
@@ -503,35 +543,63 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			Weight:    weight,
 		})
 	}
+	// A non-empty hash is a stored set even without partset (written by a
+	// version before partset existed).
+	partset, _ := res[5].(int64)
+	snap.PartitionSetStored = partset == 1 || len(parts) > 0
 	for i := 0; i+1 < len(parts); i += 2 {
-		w, err := strconv.Atoi(parts[i+1])
-		if err != nil || w < 0 {
-			return nil, corrupt(k.partitions, parts[i], "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+		p := parts[i]
+		if err := store.ValidateID("partition", p); err != nil {
+			bad(store.MalformedPartition, k.partitions, p, "%v", err)
+			continue
 		}
-		snap.Partitions = append(snap.Partitions, store.Partition{ID: parts[i], Weight: w})
-	}
-	cps := make(map[string]string, len(ckpts)/2)
-	for i := 0; i+1 < len(ckpts); i += 2 {
-		cps[ckpts[i]] = ckpts[i+1]
+		w, err := strconv.Atoi(parts[i+1])
+		if err != nil || w < 0 || !allDigits(parts[i+1]) {
+			bad(store.MalformedPartition, k.partitions, p, "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+			continue
+		}
+		snap.Partitions = append(snap.Partitions, store.Partition{ID: p, Weight: w})
 	}
 	for i := 0; i+1 < len(owners); i += 2 {
 		p := owners[i]
+		if err := store.ValidateID("partition", p); err != nil {
+			bad(store.MalformedOwnership, k.owners, p, "%v", err)
+			continue
+		}
 		epoch, session, member, ok := parseRecord(owners[i+1])
 		if !ok {
-			return nil, corrupt(k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+			bad(store.MalformedOwnership, k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+			continue
 		}
-		o := store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch}
-		if cp, ok := cps[p]; ok {
-			o.Checkpoint = []byte(cp)
+		if session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil) ||
+			session == "" && member != "" {
+			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(owners[i+1]))
+			continue
 		}
-		snap.Owners = append(snap.Owners, o)
+		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return snap, nil
 }
 
+// capID cuts an id read from the store to MaxIDLength bytes, for a
+// Malformed record: a field may be as long as Redis allows.
+func capID(id string) string {
+	if len(id) > store.MaxIDLength {
+		return id[:store.MaxIDLength]
+	}
+	return id
+}
+
+// corrupt is the error of a call that meets a record it cannot decode.
 func corrupt(key, field, format string, args ...any) error {
 	return fmt.Errorf("redisstore: key %q field %q: %s: %w", key, field, fmt.Sprintf(format, args...), store.ErrCorrupt)
 }
@@ -598,7 +666,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		return store.Ownership{}, err
 	}
 	switch status {
-	case "ok", "same":
+	case "ok":
 		epoch, err := strconv.ParseUint(str(res, 0), 10, 64)
 		if err != nil {
 			return store.Ownership{}, corrupt(k.owners, partition, "epoch %q", str(res, 0))
@@ -623,6 +691,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
 		return err
 	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Release of %q: %w", partition, err)
+	}
 	k := s.keys(group)
 	status, _, err := s.run(ctx, "Release", releaseScript, []string{k.sessions, k.members, k.owners},
 		k.events, partition, session, strconv.FormatUint(epoch, 10))
@@ -642,6 +713,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
 		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Checkpoint of %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("redisstore: Checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
@@ -669,6 +743,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
 		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: Restore of %q: %w", partition, err)
 	}
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("redisstore: Restore of %q: value is %d bytes, more than the limit of %d: %w",

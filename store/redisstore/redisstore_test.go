@@ -210,7 +210,7 @@ func TestKeysShareHashTag(t *testing.T) {
 	for _, g := range []string{"g", "{g}", "}{", "{", "}", "a:b", "with space", "日本", "{}", strings.Repeat("{x}", 170)} {
 		k := s.keys(g)
 		var tag string
-		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.events} {
+		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.events, k.partset} {
 			open := strings.IndexByte(name, '{')
 			close := strings.IndexByte(name[open+1:], '}')
 			if open < 0 || close <= 0 {
@@ -305,20 +305,22 @@ func TestFencing(t *testing.T) {
 	must(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b1")), "Checkpoint by b")
 	snap, err := s.Snapshot(ctx, g)
 	must(t, err, "Snapshot")
-	if len(snap.Owners) != 1 || string(snap.Owners[0].Checkpoint) != "b1" || snap.Owners[0].Epoch != ob.Epoch {
-		t.Fatalf("owners %+v; want b's record with checkpoint b1", snap.Owners)
+	if len(snap.Owners) != 1 || snap.Owners[0].Checkpoint != nil || snap.Owners[0].Epoch != ob.Epoch {
+		t.Fatalf("owners %+v; want b's record, without its checkpoint", snap.Owners)
 	}
-	// Retried claim returns the record unchanged.
+	// A retried claim gets a fresh epoch and the checkpoint; the old epoch
+	// is fenced.
 	again, err := s.Claim(ctx, g, "p", b)
 	must(t, err, "retried Claim")
-	if again.Epoch != ob.Epoch || string(again.Checkpoint) != "b1" {
-		t.Fatalf("retried claim %+v; want epoch %d and checkpoint b1", again, ob.Epoch)
+	if again.Epoch <= ob.Epoch || string(again.Checkpoint) != "b1" {
+		t.Fatalf("retried claim %+v; want an epoch above %d and checkpoint b1", again, ob.Epoch)
 	}
-	must(t, s.Release(ctx, g, "p", b, ob.Epoch), "Release by b")
-	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b2")), store.ErrNotOwner, "Checkpoint after release")
+	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b-old")), store.ErrNotOwner, "Checkpoint at the epoch before the retried claim")
+	must(t, s.Release(ctx, g, "p", b, again.Epoch), "Release by b")
+	wantIs(t, s.Checkpoint(ctx, g, "p", again.Epoch, []byte("b2")), store.ErrNotOwner, "Checkpoint after release")
 	snap, _ = s.Snapshot(ctx, g)
-	if o := snap.Owners[0]; o.Session != "" || o.Member != "" || o.Epoch != ob.Epoch || string(o.Checkpoint) != "b1" {
-		t.Fatalf("released record %+v; want no session, epoch %d, checkpoint b1", o, ob.Epoch)
+	if o := snap.Owners[0]; o.Session != "" || o.Member != "" || o.Epoch != again.Epoch {
+		t.Fatalf("released record %+v; want no session, epoch %d", o, again.Epoch)
 	}
 }
 
@@ -395,13 +397,14 @@ func TestCorruptRecords(t *testing.T) {
 
 	for _, bad := range []string{"", "garbage", "0::", "01:x:", "-5::", "12", "12:", "18446744073709551616::", "1e5::", " 12::", "99999999999999999999999::"} {
 		must(t, raw.HSet(ctx, k.owners, "p", bad).Err(), "HSET")
-		_, err := s.Snapshot(ctx, g)
-		wantIs(t, err, store.ErrCorrupt, fmt.Sprintf("Snapshot with owners value %q", bad))
+		snap, err := s.Snapshot(ctx, g)
+		must(t, err, fmt.Sprintf("Snapshot with owners value %q (one bad record never fails the read)", bad))
+		wantMalformed(t, snap, store.MalformedOwnership, "p", k.owners)
+		_, err = s.Claim(ctx, g, "p", id)
+		wantIs(t, err, store.ErrCorrupt, fmt.Sprintf("Claim with owners value %q", bad))
 		if !strings.Contains(err.Error(), k.owners) || !strings.Contains(err.Error(), `"p"`) {
 			t.Fatalf("error %q does not name key %q and field p", err, k.owners)
 		}
-		_, err = s.Claim(ctx, g, "p", id)
-		wantIs(t, err, store.ErrCorrupt, fmt.Sprintf("Claim with owners value %q", bad))
 		wantIs(t, s.Release(ctx, g, "p", id, o.Epoch), store.ErrCorrupt, "Release")
 		wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, nil), store.ErrCorrupt, "Checkpoint")
 		// Other partitions still work.
@@ -416,19 +419,22 @@ func TestCorruptRecords(t *testing.T) {
 
 	// Member metadata.
 	must(t, raw.HSet(ctx, k.members, id, "x:m").Err(), "HSET")
-	_, err = s.Snapshot(ctx, g)
-	wantIs(t, err, store.ErrCorrupt, "Snapshot with a bad members value")
+	snap, err := s.Snapshot(ctx, g)
+	must(t, err, "Snapshot with a bad members value")
+	wantMalformed(t, snap, store.MalformedSession, id, k.members)
 	must(t, raw.HDel(ctx, k.members, id).Err(), "HDEL")
-	_, err = s.Snapshot(ctx, g)
-	wantIs(t, err, store.ErrCorrupt, "Snapshot with a missing members value")
+	snap, err = s.Snapshot(ctx, g)
+	must(t, err, "Snapshot with a missing members value")
+	wantMalformed(t, snap, store.MalformedSession, id, k.members)
 	_, err = s.Claim(ctx, g, "r", id)
 	wantIs(t, err, store.ErrCorrupt, "Claim by a session without members value")
 	must(t, raw.HSet(ctx, k.members, id, "1:m").Err(), "HSET")
 
 	// Partition weights.
 	must(t, raw.HSet(ctx, k.partitions, "p", "heavy").Err(), "HSET")
-	_, err = s.Snapshot(ctx, g)
-	wantIs(t, err, store.ErrCorrupt, "Snapshot with a bad weight")
+	snap, err = s.Snapshot(ctx, g)
+	must(t, err, "Snapshot with a bad weight")
+	wantMalformed(t, snap, store.MalformedPartition, "p", k.partitions)
 	must(t, raw.Del(ctx, k.partitions).Err(), "DEL")
 
 	// A key of the wrong type.
@@ -454,11 +460,12 @@ func TestCheckpointBytes(t *testing.T) {
 	}
 	for _, v := range [][]byte{all, []byte("\x00"), []byte("a:b:c\n"), bytes.Repeat([]byte{0xff}, store.MaxCheckpointLength)} {
 		must(t, s.Checkpoint(ctx, g, "p", o.Epoch, v), "Checkpoint")
-		snap, err := s.Snapshot(ctx, g)
-		must(t, err, "Snapshot")
-		if !bytes.Equal(snap.Owners[0].Checkpoint, v) {
+		again, err := s.Claim(ctx, g, "p", id)
+		must(t, err, "Claim")
+		if !bytes.Equal(again.Checkpoint, v) {
 			t.Fatalf("checkpoint of %d bytes did not round-trip", len(v))
 		}
+		o = again
 	}
 	wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, make([]byte, store.MaxCheckpointLength+1)), store.ErrInvalid, "Checkpoint over the limit")
 	// An empty checkpoint is kept as empty; a new owner gets it back.
@@ -669,7 +676,7 @@ func TestOpenSessionRetried(t *testing.T) {
 	ctx := ctxT(t)
 	k := s.keys("g")
 	for i, meta := range []string{"1:m", "1:m", "2:other"} {
-		status, _, err := s.run(ctx, "open", openScript, []string{k.sessions, k.members}, k.events, "fixed-id", "60000000", meta)
+		status, _, err := s.run(ctx, "open", openScript, []string{k.sessions, k.members}, k.events, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
 		must(t, err, "open script")
 		want := "ok"
 		if i == 2 {
@@ -702,7 +709,7 @@ func TestGroupKeysLost(t *testing.T) {
 		must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
 	}
 	k := s.keys(g)
-	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints).Err(), "DEL")
+	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.partset).Err(), "DEL")
 	wantIs(t, s.KeepAlive(ctx, g, id, time.Minute), store.ErrSessionExpired, "KeepAlive after loss")
 	id2, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")

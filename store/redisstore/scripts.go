@@ -21,6 +21,8 @@ import "github.com/redis/go-redis/v9"
 //	sessions    ZSET  session -> expiry, µs of server time
 //	members     HASH  session -> "<weight>:<member>"
 //	partitions  HASH  partition -> "<weight>"
+//	partset     STRING "1", written by every SetPartitions: a set is stored,
+//	                  even an empty one (Redis deletes an empty hash)
 //	owners      HASH  partition -> "<epoch>:<session>:<member>" (session and member empty when released)
 //	checkpoints HASH  partition -> checkpoint bytes (binary safe, never parsed)
 //
@@ -32,7 +34,7 @@ import "github.com/redis/go-redis/v9"
 // "<kind>\n<session>\n<partition>" (ids never contain control characters).
 //
 // Scripts answer with a table whose first element is a status: "ok",
-// "same" (Claim by the current owner), "expired", "claimed", "notowner",
+// "expired", "claimed", "notowner",
 // "dup" (session id collision) or "corrupt" followed by the key and field
 // that could not be decoded. They never raise errors on bad data.
 
@@ -121,10 +123,13 @@ if n == 1 then redis.call('PUBLISH', ch, 'L\n' .. id .. '\n') end
 return {'ok'}
 `)
 
-// KEYS: partitions. ARGV: channel, then partition, weight pairs.
+// KEYS: partitions, partset. ARGV: channel, then partition, weight pairs.
 var setPartitionsScript = redis.NewScript(`
 local key = KEYS[1]
 redis.call('DEL', key)
+-- Redis deletes an empty hash: partset says a set is stored, so that an
+-- emptied set reads as stored and empty, not as lost.
+redis.call('SET', KEYS[2], '1')
 local batch = {}
 for i = 2, #ARGV, 2 do
   batch[#batch + 1] = ARGV[i]
@@ -139,7 +144,10 @@ redis.call('PUBLISH', ARGV[1], 'P\n\n')
 return {'ok'}
 `)
 
-// KEYS: sessions, members, partitions, owners, checkpoints. ARGV: channel.
+// KEYS: sessions, members, partitions, owners, partset. ARGV: channel.
+// Checkpoints are not read: a snapshot carries none (Claim returns the one
+// it needs), so a read costs O(records) whatever the checkpoints' size, and
+// does not block the server while it copies them.
 var snapshotScript = redis.NewScript(prelude + `
 prune(KEYS[1], KEYS[2], ARGV[1])
 return {
@@ -148,7 +156,7 @@ return {
   redis.call('HGETALL', KEYS[2]),
   redis.call('HGETALL', KEYS[3]),
   redis.call('HGETALL', KEYS[4]),
-  redis.call('HGETALL', KEYS[5]),
+  redis.call('EXISTS', KEYS[5]),
 }
 `)
 
@@ -163,8 +171,8 @@ local cur = redis.call('HGET', owners, p)
 if cur then
   local e, owner, om = parse(cur)
   if not e then return {'corrupt', owners, p} end
-  if owner == s then return {'same', e, om, redis.call('HGET', ckpt, p)} end
-  if owner ~= '' and alive(sess, owner) then return {'claimed', owner} end
+  -- A record naming s itself gets a new epoch too (see store.Store.Claim).
+  if owner ~= '' and owner ~= s and alive(sess, owner) then return {'claimed', owner} end
   prev = e
 end
 local mv = redis.call('HGET', meta, s)

@@ -214,5 +214,5 @@ func (e *env) raceStale(p, a, b string, end func(epoch uint64)) {
 	if t.Failed() {
 		return
 	}
-	e.wantCheckpoint(p, last, "after stale writers raced with the new owner")
+	e.wantCheckpoint(p, b, last, "after stale writers raced with the new owner")
 }

@@ -40,24 +40,35 @@ func testClaimHeld(e *env) {
 	}
 }
 
-// testClaimRetry: a session re-claiming what it owns gets the current record
-// back unchanged (same epoch, same checkpoint), so a retried Claim is harmless.
-func testClaimRetry(e *env) {
+// testClaimByOwner: a session claiming a record that already names it gets
+// a fresh, larger epoch and the current checkpoint; the record's old epoch is
+// fenced from then on. The caller may not be running the partition at the old
+// epoch (a Claim whose reply was lost, or a record brought back by a failover
+// to a replica that missed later writes), so it must never be handed back:
+// a member must run a partition only at the newest epoch it could know of.
+// A retried Claim is still harmless: the caller runs the newest epoch.
+func testClaimByOwner(e *env) {
 	t := e.t
 	a := e.open("member-a", longTTL)
 	o := e.claim("p1", a)
 	e.checkpoint("p1", o.Epoch, "progress")
 	again := e.claim("p1", a)
-	want := o
-	want.Checkpoint = []byte("progress")
-	if !sameOwner(again, want) {
-		t.Fatalf("Claim by the session that already owns the partition returned %s; want the current record %s unchanged", fmtOwner(again), fmtOwner(want))
+	if again.Epoch <= o.Epoch {
+		t.Fatalf("Claim by the session that already owns the partition at epoch %d returned epoch %d; want a fresh, larger epoch", o.Epoch, again.Epoch)
 	}
-	if got := e.mustRecord("p1"); !sameOwner(got, want) {
-		t.Fatalf("record after a repeated Claim is %s; want %s unchanged", fmtOwner(got), fmtOwner(want))
+	if string(again.Checkpoint) != "progress" || again.Member != "member-a" {
+		t.Fatalf("Claim by the owning session returned %s; want Member %q and the current checkpoint %q", fmtOwner(again), "member-a", "progress")
 	}
-	// The epoch is still current: the owner can go on writing.
-	e.checkpoint("p1", o.Epoch, "more")
+	if got := e.mustRecord("p1"); got.Epoch != again.Epoch || got.Session != a {
+		t.Fatalf("record after a repeated Claim is %s; want session %q at the new epoch %d", fmtOwner(got), a, again.Epoch)
+	}
+	err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, []byte("stale"))
+	wantErr(t, err, store.ErrNotOwner, "Checkpoint at the epoch the owner held before claiming again", "the old epoch is fenced")
+	err = e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
+	wantErr(t, err, store.ErrNotOwner, "Release at the epoch the owner held before claiming again", "the old epoch is fenced")
+	// The new epoch is current: the owner goes on writing and releases.
+	e.checkpoint("p1", again.Epoch, "more")
+	e.release("p1", a, again.Epoch)
 }
 
 // testClaimNeedsLiveSession: Claim by a closed or unknown session fails
@@ -97,7 +108,7 @@ func testClaimAfterClose(e *env) {
 	// The previous owner's epoch is fenced off.
 	err := e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("stale"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint with the previous owner's epoch", "the epoch is stale")
-	e.wantCheckpoint("p1", "cp-from-a", "after a refused stale Checkpoint")
+	e.wantCheckpoint("p1", b, "cp-from-a", "after a refused stale Checkpoint")
 }
 
 // testClaimAfterExpiry: when the owner's session expires, its fenced writes
@@ -120,7 +131,6 @@ func testClaimAfterExpiry(e *env) {
 	err := e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("late"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint by the owner after its session expired",
 		"Checkpoint is fenced on the owning session being alive")
-	e.wantCheckpoint("p1", "cp-from-a", "after a refused Checkpoint by an expired owner")
 	err = e.s.Release(e.ctx, e.group, "p2", a, oa2.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release by the owner after its session expired",
 		"Release is fenced on the owning session being alive")
@@ -134,7 +144,7 @@ func testClaimAfterExpiry(e *env) {
 		t.Fatalf("Claim after the owner expired got epoch %d; want strictly more than %d", ob.Epoch, oa.Epoch)
 	}
 	if string(ob.Checkpoint) != "cp-from-a" {
-		t.Fatalf("Claim after the owner expired returned checkpoint %q; want the previous %q", ob.Checkpoint, "cp-from-a")
+		t.Fatalf("Claim after the owner expired (and refused its late Checkpoint) returned checkpoint %q; want the previous %q", ob.Checkpoint, "cp-from-a")
 	}
 	ob2 := e.claim("p2", b)
 	if ob2.Epoch <= oa2.Epoch {
@@ -143,24 +153,25 @@ func testClaimAfterExpiry(e *env) {
 }
 
 // testCheckpointCurrent: the owner writes with its epoch; every write
-// replaces the previous value and is visible in the snapshot.
+// replaces the previous value, and the next Claim returns it.
 func testCheckpointCurrent(e *env) {
 	a := e.open("member-a", longTTL)
 	o := e.claim("p1", a)
 	for i := range 3 {
 		v := fmt.Sprintf("offset-%d", i)
 		e.checkpoint("p1", o.Epoch, v)
-		e.wantCheckpoint("p1", v, "after Checkpoint by the owner")
+		e.checkpoint("p1", o.Epoch, v+"-again")
+		if got := e.mustRecord("p1"); got.Epoch != o.Epoch || got.Session != a {
+			e.t.Fatalf("Checkpoint changed the record to %s; want epoch %d and session %q kept", fmtOwner(got), o.Epoch, a)
+		}
+		o = e.wantCheckpoint("p1", a, v+"-again", "after Checkpoints by the owner")
 	}
 	// Binary values survive unchanged.
 	bin := []byte{0, 1, 2, 0xff, 0xfe, '\n', '"', '%', 0}
 	if err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, bin); err != nil {
 		e.t.Fatalf("Checkpoint of binary bytes: %v; want nil", err)
 	}
-	e.wantCheckpoint("p1", string(bin), "after a binary Checkpoint")
-	if got := e.mustRecord("p1"); got.Epoch != o.Epoch || got.Session != a {
-		e.t.Fatalf("Checkpoint changed the record to %s; want epoch %d and session %q kept", fmtOwner(got), o.Epoch, a)
-	}
+	e.wantCheckpoint("p1", a, string(bin), "after a binary Checkpoint")
 }
 
 // testCheckpointFenced: stale epochs, unknown records, released records.
@@ -171,32 +182,32 @@ func testCheckpointFenced(e *env) {
 
 	err := e.s.Checkpoint(e.ctx, e.group, "never-claimed", 1, []byte("x"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint of a partition without a record", "nobody owns it")
-	if o, ok := e.record("never-claimed"); ok && len(o.Checkpoint) != 0 {
-		t.Fatalf("a refused Checkpoint wrote %s; want nothing written", fmtOwner(o))
+	if o, ok := e.record("never-claimed"); ok {
+		t.Fatalf("a refused Checkpoint created the record %s; want nothing written", fmtOwner(o))
 	}
 
 	oa := e.claim("p1", a)
 	e.checkpoint("p1", oa.Epoch, "a-1")
-	for _, epoch := range []uint64{oa.Epoch - 1, oa.Epoch + 1, 0} {
+	for _, epoch := range []uint64{oa.Epoch - 1, oa.Epoch + 1} { // epoch 0 is ErrInvalid: invalid.go
 		err := e.s.Checkpoint(e.ctx, e.group, "p1", epoch, []byte("wrong"))
 		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("Checkpoint with epoch %d when the record's epoch is %d", epoch, oa.Epoch),
 			"the epoch must equal the record's")
 	}
-	e.wantCheckpoint("p1", "a-1", "after refused Checkpoints with wrong epochs")
+	oa = e.wantCheckpoint("p1", a, "a-1", "after refused Checkpoints with wrong epochs")
 
 	// After a release, the old epoch is not accepted even though nobody else
 	// owns the partition yet.
 	e.release("p1", a, oa.Epoch)
 	err = e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("after-release"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint after Release", "a released record has no live session")
-	e.wantCheckpoint("p1", "a-1", "after a refused Checkpoint on a released record")
 
-	// After b takes over, a's epoch stays refused and b's works.
-	ob := e.claim("p1", b)
+	// b takes over with a's last checkpoint; a's epoch stays refused and
+	// b's works.
+	ob := e.wantCheckpoint("p1", b, "a-1", "after a refused Checkpoint on a released record")
 	err = e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("stale"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint with the previous owner's epoch", "the epoch is stale")
 	e.checkpoint("p1", ob.Epoch, "b-1")
-	e.wantCheckpoint("p1", "b-1", "after Checkpoint by the new owner")
+	e.wantCheckpoint("p1", b, "b-1", "after Checkpoint by the new owner")
 }
 
 // testCheckpointLimit: MaxCheckpointLength bytes are accepted, one more is
@@ -209,14 +220,15 @@ func testCheckpointLimit(e *env) {
 	if err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, big); err != nil {
 		t.Fatalf("Checkpoint of exactly MaxCheckpointLength (%d) bytes: %v; want nil", len(big), err)
 	}
-	if got := e.mustRecord("p1"); !bytes.Equal(got.Checkpoint, big) {
-		t.Fatalf("checkpoint of %d bytes read back as %d bytes; want it unchanged", len(big), len(got.Checkpoint))
+	o = e.claim("p1", a)
+	if !bytes.Equal(o.Checkpoint, big) {
+		t.Fatalf("checkpoint of %d bytes read back as %d bytes; want it unchanged", len(big), len(o.Checkpoint))
 	}
 	e.checkpoint("p1", o.Epoch, "small")
 	err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, append(big, 'x'))
 	wantErr(t, err, store.ErrInvalid, fmt.Sprintf("Checkpoint of %d bytes", len(big)+1),
 		fmt.Sprintf("the limit is MaxCheckpointLength = %d", store.MaxCheckpointLength))
-	e.wantCheckpoint("p1", "small", "after a refused oversized Checkpoint")
+	e.wantCheckpoint("p1", a, "small", "after a refused oversized Checkpoint")
 }
 
 // testReleaseFenced: Release needs the record's session and epoch, and the
@@ -264,9 +276,9 @@ func testReleaseKeeps(e *env) {
 	e.checkpoint("p1", o.Epoch, "kept")
 	e.release("p1", a, o.Epoch)
 	got := e.mustRecord("p1")
-	want := store.Ownership{Partition: "p1", Epoch: o.Epoch, Checkpoint: []byte("kept")}
+	want := store.Ownership{Partition: "p1", Epoch: o.Epoch}
 	if !sameOwner(got, want) {
-		t.Fatalf("record after Release is %s; want %s (session and member cleared, epoch and checkpoint kept)", fmtOwner(got), fmtOwner(want))
+		t.Fatalf("record after Release is %s; want %s (session and member cleared, epoch kept)", fmtOwner(got), fmtOwner(want))
 	}
 	err := e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "a second Release", "the record is already released")
@@ -340,14 +352,20 @@ func testSetPartitions(e *env) {
 	e.setPartitions("d", "b")
 	wantSet([]store.Partition{{ID: "b"}, {ID: "d"}})
 	got := e.mustRecord("a")
-	if got.Epoch != o.Epoch || string(got.Checkpoint) != "cp-a" {
-		t.Fatalf("record of removed partition %q is %s; want it kept with epoch %d and checkpoint %q", "a", fmtOwner(got), o.Epoch, "cp-a")
+	if got.Epoch != o.Epoch {
+		t.Fatalf("record of removed partition %q is %s; want it kept with epoch %d", "a", fmtOwner(got), o.Epoch)
 	}
 
+	if !e.snap().PartitionSetStored {
+		t.Fatalf("Snapshot.PartitionSetStored is false after SetPartitions; want true")
+	}
 	if err := e.s.SetPartitions(e.ctx, e.group, nil); err != nil {
 		t.Fatalf("SetPartitions(empty): %v; want nil", err)
 	}
 	wantSet(nil)
+	if !e.snap().PartitionSetStored {
+		t.Fatalf("Snapshot.PartitionSetStored is false after SetPartitions(empty); want true: a reader must tell a set emptied on purpose from one never stored or lost")
+	}
 
 	e.setPartitions("a")
 	wantSet([]store.Partition{{ID: "a"}})
@@ -387,8 +405,8 @@ func testSetPartitionsInvalid(e *env) {
 // testSnapshotEmpty: a group nobody used reads as empty, without error.
 func testSnapshotEmpty(e *env) {
 	s := e.snap()
-	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) != 0 {
-		e.t.Fatalf("Snapshot of an unused group = %+v; want it empty", s)
+	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) != 0 || s.PartitionSetStored {
+		e.t.Fatalf("Snapshot of an unused group = %+v; want it empty, with no partition set stored", s)
 	}
 }
 
@@ -560,20 +578,19 @@ func testRestore(e *env) {
 		t.Fatalf("Restore of a partition with no record: %v; want success", err)
 	}
 	got := e.mustRecord("lost")
-	if got.Session != "" || got.Epoch != old || string(got.Checkpoint) != "cp-kept-by-member" {
-		t.Fatalf("restored record is %s; want released, epoch %d, checkpoint %q", fmtOwner(got), old, "cp-kept-by-member")
+	if got.Session != "" || got.Epoch != old {
+		t.Fatalf("restored record is %s; want released, epoch %d", fmtOwner(got), old)
 	}
 	err := e.s.Restore(e.ctx, e.group, "lost", old+5, []byte("older"))
 	wantErr(t, err, store.ErrNotOwner, "a second Restore of a partition that has a record", "Restore must never overwrite a record")
-	e.wantCheckpoint("lost", "cp-kept-by-member", "after a refused Restore")
 
 	a := e.open("member-a", longTTL)
 	o := e.claim("lost", a)
 	if o.Epoch <= old || string(o.Checkpoint) != "cp-kept-by-member" {
-		t.Fatalf("Claim after Restore returned %s; want epoch > %d and the restored checkpoint", fmtOwner(o), old)
+		t.Fatalf("Claim after Restore (and a refused second Restore) returned %s; want epoch > %d and the restored checkpoint", fmtOwner(o), old)
 	}
 	e.checkpoint("lost", o.Epoch, "newer")
 	err = e.s.Restore(e.ctx, e.group, "lost", o.Epoch+1, []byte("stale"))
 	wantErr(t, err, store.ErrNotOwner, "Restore of an owned partition", "Restore must never overwrite an owner's progress")
-	e.wantCheckpoint("lost", "newer", "after a Restore of an owned partition")
+	e.wantCheckpoint("lost", a, "newer", "after a Restore of an owned partition")
 }

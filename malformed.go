@@ -1,0 +1,96 @@
+package herd
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/herdhq/herd/store"
+)
+
+// What the reconcile loop does with records the store could not decode
+// (store.Snapshot.Malformed) and with a group it cannot read at all
+// (store.ErrCorrupt): a malformed record costs at most its own partition and
+// is reported once; a corrupt group is reported once and retried with
+// back-off. Neither ever stops the member.
+
+// maxLogID is how much of an id read from the store a log line shows.
+const maxLogID = 64
+
+// reportMalformed logs, at WARN, each record of the last snapshot that the
+// store could not decode and that the previous snapshots did not already
+// list: once per record, not on every read. A record that is repaired and
+// breaks again is reported again. Called by the reconcile loop only.
+func (m *Member) reportMalformed(ms []store.Malformed) {
+	if len(ms) == 0 && len(m.malformed) == 0 {
+		return
+	}
+	now := make(map[string]bool, len(ms))
+	for _, x := range ms {
+		key := x.Kind + "\x00" + x.ID
+		now[key] = true
+		if m.malformed[key] {
+			continue
+		}
+		what := "left out until it is repaired or deleted"
+		if x.Kind != store.MalformedSession {
+			what = "its partition is not run until the record is repaired or deleted"
+		}
+		m.log.Warn("malformed record in the store: "+what, "kind", x.Kind, "id", logID(x.ID), "reason", logID(x.Reason))
+	}
+	m.malformed = now
+}
+
+// logID quotes s for a log line, cut to maxLogID bytes.
+func logID(s string) string {
+	if len(s) <= maxLogID {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q...(%d bytes)", s[:maxLogID], len(s))
+}
+
+// unplaceable returns parts without the partitions whose partition or
+// ownership record is malformed: no member claims them (see
+// store.Malformed). parts is returned as it is when there are none, so the
+// reconcile buffers keep recognising the shared slice.
+func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
+	var bad map[string]bool
+	for _, x := range ms {
+		if x.Kind == store.MalformedOwnership {
+			if bad == nil {
+				bad = map[string]bool{}
+			}
+			bad[x.ID] = true
+		}
+	}
+	if bad == nil || !slices.ContainsFunc(parts, func(p store.Partition) bool { return bad[p.ID] }) {
+		return parts
+	}
+	return slices.DeleteFunc(slices.Clone(parts), func(p store.Partition) bool { return bad[p.ID] })
+}
+
+// reconcileFailed logs a failed reconcile at WARN, except that a group the
+// store reports corrupt as a whole (a key of the wrong type: every read
+// fails the same way) is logged once until a read succeeds again. The loop
+// retries with back-off either way.
+func (m *Member) reconcileFailed(err error) {
+	if errors.Is(err, store.ErrCorrupt) {
+		msg := err.Error()
+		if m.corruptSeen == msg {
+			return
+		}
+		m.corruptSeen = msg
+		m.log.Warn("the group's records in the store cannot be read; retrying with back-off until they are repaired (logged once)", "err", err)
+		return
+	}
+	m.log.Warn("reconcile failed; retrying", "err", err)
+}
+
+// corruptRepaired notes a successful read: a corrupt group is reported
+// again if it breaks again.
+func (m *Member) corruptRepaired() {
+	if m.corruptSeen != "" {
+		m.log.Info("the group's records can be read again")
+		m.corruptSeen = ""
+	}
+}
