@@ -49,7 +49,7 @@ type benchOpts struct {
 // --partitions was given (then 0 is an error, not "the default").
 func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
 	if partitionsSet || o.partitions != 0 {
-		if err := checkInt("partitions", o.partitions, 1, maxPartitions); err != nil {
+		if err := checkPartitions(o.partitions); err != nil {
 			return nil, err
 		}
 	}

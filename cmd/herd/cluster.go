@@ -154,7 +154,7 @@ func (c *cluster) remove(id string) *running {
 // expires in the store). Ctrl-C does not cut a leave short: a graceful leave
 // is what it does too.
 func (c *cluster) leave(id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout+balanceAllowance(len(c.parts)))
 	defer cancel()
 	r := c.remove(id)
 	if r == nil {
@@ -178,8 +178,9 @@ func (c *cluster) crash(id string) error {
 	return r.st.Close()
 }
 
-// Bounds of close: how long members get to leave gracefully, and how long
-// deleting the group may take.
+// Bounds of close: how long members get to leave gracefully (plus
+// balanceAllowance for the partitions), and how long deleting the group may
+// take.
 const (
 	leaveTimeout  = 5 * time.Second
 	deleteTimeout = 5 * time.Second
@@ -207,7 +208,7 @@ func (c *cluster) close() error {
 	c.kill() // members whose Leave timed out stop now, as in a crash
 	var errs []error
 	if n := failed.Load(); n > 0 {
-		errs = append(errs, fmt.Errorf("%d of %d members did not leave within %v", n, len(ids), leaveTimeout))
+		errs = append(errs, fmt.Errorf("%d of %d members did not leave within %v", n, len(ids), leaveTimeout+balanceAllowance(len(c.parts))))
 	}
 	if !c.touched {
 		return errors.Join(errs...)

@@ -35,18 +35,36 @@ and the group is deleted from the store.
 goroutine in this one process (see the README for the memory this costs).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("ttl") {
+				o.ttl = demoTTL(o.partitions)
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
 	cmd.Flags().IntVar(&o.partitions, "partitions", 32, "number of partitions (1 to "+commas(maxPartitions)+")")
-	cmd.Flags().DurationVar(&o.ttl, "ttl", 2*time.Second, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+" (a crashed member's partitions are taken over after it)")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+
+		" (a crashed member's partitions are taken over after it; default 2s, 10s above "+commas(shortTTLPartitions)+" partitions)")
 	return cmd
+}
+
+// shortTTLPartitions is the most partitions the demo runs with its short
+// default TTL. Members read the whole group up to every TTL/40 while
+// partitions move; with a 2 s TTL and more partitions than this, those reads
+// keep two cores busy and a graceful leave takes minutes.
+const shortTTLPartitions = 10_000
+
+// demoTTL is the demo's default session TTL for p partitions.
+func demoTTL(p int) time.Duration {
+	if p > shortTTLPartitions {
+		return herd.DefaultSessionTTL
+	}
+	return 2 * time.Second
 }
 
 // validate checks every flag of demo.
 func (o demoOpts) validate() (*connector, error) {
-	if err := checkInt("partitions", o.partitions, 1, maxPartitions); err != nil {
+	if err := checkPartitions(o.partitions); err != nil {
 		return nil, err
 	}
 	if err := checkTTL(o.ttl); err != nil {

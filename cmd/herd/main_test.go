@@ -43,9 +43,10 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"demo", "--ttl", "5ms"}, "--ttl must be between 10ms and 1h0m0s (got 5ms)"},
 		{[]string{"demo", "--ttl", "10500us"}, "--ttl must be a whole number of milliseconds (got 10.5ms)"},
 		{[]string{"demo", "--ttl", "2h"}, "--ttl must be between 10ms and 1h0m0s (got 2h0m0s)"},
-		{[]string{"demo", "--partitions", "0"}, "--partitions must be between 1 and 1,000,000 (got 0)"},
-		{[]string{"demo", "--partitions", "-5"}, "--partitions must be between 1 and 1,000,000 (got -5)"},
-		{[]string{"demo", "--partitions", "1000001"}, "--partitions must be between 1 and 1,000,000 (got 1,000,001)"},
+		{[]string{"demo", "--partitions", "0"}, "--partitions must be between 1 and 150,000 (got 0)"},
+		{[]string{"demo", "--partitions", "-5"}, "--partitions must be between 1 and 150,000 (got -5)"},
+		{[]string{"demo", "--partitions", "1000000"}, "--partitions must be between 1 and 150,000 (got 1,000,000): demo and bench run every member in this one process, at about 12 KiB of memory per partition (a handler goroutine each, and the members' state), so 1,000,000 partitions would need about 11.4 GiB"},
+		{[]string{"bench", "--partitions", "1000000", "--scenario", "scale-out"}, "--partitions must be between 1 and 150,000 (got 1,000,000): demo and bench run"},
 		{[]string{"demo", "extra-arg"}, `unknown command "extra-arg" for "herd demo"`},
 		{[]string{"demo", "--store", ""}, "--store \"\": no scheme"},
 		{[]string{"demo", "--store", "nothing"}, "--store \"nothing\": no scheme"},
@@ -55,8 +56,8 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"demo", "--store", "ftp://u:secret@x"}, `--store "ftp://u:xxxxx@x": unknown scheme "ftp" (supported: mem, redis, rediss)`},
 		{[]string{"demo", "--store", "redis://u:secret@127.0.0.1:1/notanumber"}, "invalid database number"},
 		{[]string{"demo", "--store", "redis://u:secret@[::1"}, "--store: malformed URL"},
-		{[]string{"bench", "--partitions", "-5"}, "--partitions must be between 1 and 1,000,000 (got -5)"},
-		{[]string{"bench", "--partitions", "0"}, "--partitions must be between 1 and 1,000,000 (got 0)"},
+		{[]string{"bench", "--partitions", "-5"}, "--partitions must be between 1 and 150,000 (got -5)"},
+		{[]string{"bench", "--partitions", "0"}, "--partitions must be between 1 and 150,000 (got 0)"},
 		{[]string{"bench", "--steady-for", "-1s"}, "--steady-for must be between 1s and 24h0m0s (got -1s)"},
 		{[]string{"bench", "--steady-for", "0"}, "--steady-for must be between 1s and 24h0m0s (got 0s)"},
 		{[]string{"bench", "--ttl", "1ms"}, "--ttl must be between 10ms and 1h0m0s (got 1ms)"},
@@ -278,4 +279,15 @@ func TestGroupDeleteRedis(t *testing.T) {
 		t.Fatalf("group delete --force: %q, %v", out, err)
 	}
 	noKeys(t, raw, prefix)
+}
+
+// Without --ttl the demo uses 2s, and 10s above shortTTLPartitions, where a
+// short TTL would keep the CPU busy with reads.
+func TestDemoDefaultTTL(t *testing.T) {
+	if got := demoTTL(32); got != 2*time.Second {
+		t.Errorf("demoTTL(32) = %v, want 2s", got)
+	}
+	if got := demoTTL(shortTTLPartitions + 1); got != 10*time.Second {
+		t.Errorf("demoTTL(%d) = %v, want 10s", shortTTLPartitions+1, got)
+	}
 }
