@@ -7,20 +7,20 @@ import (
 
 // maxPartitions bounds --partitions of demo and bench, which run every
 // member in this one process. Each running partition costs its handler's
-// goroutine (a 4 KiB stack once grown, plus a second goroutine while it is
-// handed off) and the members' state for it: contexts, the claim, snapshot
-// and balance buffers. Measured peak RSS of bench --scenario scale-out on the
-// in-process store is about 12 KiB per partition (README, "Memory"), so this
+// goroutine (2 KiB of stack, 4 KiB once grown by a release, and a second,
+// short-lived goroutine while it is handed off) and the members' state for
+// it: contexts, the claim, snapshot and balance buffers. Measured peak RSS of bench --scenario scale-out on the
+// in-process store is about 15 KiB per partition (README, "Memory"), so this
 // keeps a run under 2 GiB.
-const maxPartitions = 150_000
+const maxPartitions = 125_000
 
 // checkPartitions checks --partitions, saying why the limit exists.
 func checkPartitions(v int) error {
 	if err := checkInt("partitions", v, 1, maxPartitions); err != nil {
 		if v > maxPartitions {
 			return fmt.Errorf("%w: demo and bench run every member in this one process, "+
-				"at about 12 KiB of memory per partition (a handler goroutine each, and the members' state), "+
-				"so %s partitions would need about %s", err, commas(v), approxBytes(v*12<<10))
+				"at about 15 KiB of memory per partition (a handler goroutine each, and the members' state), "+
+				"so %s partitions would need about %s", err, commas(v), approxBytes(v*15<<10))
 		}
 		return err
 	}
