@@ -291,3 +291,19 @@ func TestDemoDefaultTTL(t *testing.T) {
 		t.Errorf("demoTTL(%d) = %v, want 10s", shortTTLPartitions+1, got)
 	}
 }
+
+// Ctrl-C during bench on Redis: only context.Canceled comes back (every
+// member left in time, the group was deleted) and no key is left. The
+// crash scenario waits for a 2 s TTL, so the cancellation, 300 ms in, comes
+// while members run.
+func TestBenchInterruptedRedisLeavesNoKey(t *testing.T) {
+	u, prefix, raw := redisURL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	err := runBench(ctx, &out, benchOpts{storeURL: u, ttl: 2 * time.Second, steadyFor: time.Second, scenarios: []string{"crash"}})
+	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "did not leave") || strings.Contains(err.Error(), "deleting") {
+		t.Fatalf("interrupted bench: %v; want only the context's error\n%s", err, out.String())
+	}
+	noKeys(t, raw, prefix)
+}
