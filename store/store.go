@@ -58,6 +58,9 @@ var (
 	// Snapshot.Malformed); a call on such a record, or a read of a whole
 	// key the store cannot use (of the wrong type), does.
 	ErrCorrupt = errors.New("herd: malformed record in store")
+	// ErrGroupInUse: DeleteGroup found live sessions in the group and was
+	// not told to force.
+	ErrGroupInUse = errors.New("herd: group has live members")
 )
 
 // Partition is one unit of work in a group.
@@ -268,6 +271,17 @@ type Store interface {
 	// the feed is re-established following a disconnection it delivers
 	// EventResync.
 	Watch(ctx context.Context, group string) (<-chan Event, error)
+
+	// DeleteGroup removes everything the store holds for group: sessions,
+	// partition set, ownership records and checkpoints, in one atomic
+	// operation. If a session of the group is alive it refuses with
+	// ErrGroupInUse and deletes nothing, unless force is set: then the live
+	// sessions are deleted too (their members find them expired, and may
+	// write back what they know, as after a store that lost its data; stop
+	// them first). Deleting a group that holds nothing is not an error.
+	// Publishes EventLeft for each deleted live session and EventPartitions
+	// if the group had anything.
+	DeleteGroup(ctx context.Context, group string, force bool) error
 
 	// Close releases the backend's resources (not the sessions).
 	Close() error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -41,7 +42,29 @@ type benchOpts struct {
 	scenarios  []string
 	jsonOut    bool
 	ttl        time.Duration
-	partitions int
+	partitions int // 0: each scenario's own
+}
+
+// validate checks every flag of bench. partitionsSet says whether
+// --partitions was given (then 0 is an error, not "the default").
+func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
+	if partitionsSet || o.partitions != 0 {
+		if err := checkPartitions(o.partitions); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkTTL(o.ttl); err != nil {
+		return nil, err
+	}
+	if err := checkDuration("steady-for", o.steadyFor, time.Second, 24*time.Hour); err != nil {
+		return nil, err
+	}
+	for _, s := range o.scenarios {
+		if !slices.ContainsFunc(benchScenarios, func(b benchScenario) bool { return b.name == s }) {
+			return nil, fmt.Errorf("--scenario %q is not one of %s", s, scenarioNames())
+		}
+	}
+	return newConnector(o.storeURL)
 }
 
 // benchScenario sets up a fleet, applies one change, and measures it.
@@ -58,17 +81,17 @@ type benchScenario struct {
 var benchScenarios = []benchScenario{
 	{name: "scale-out", parts: 32, before: 1, members: func(int) int { return 4 },
 		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
-			return c.measure(ctx, 30*time.Second, func() error { _, err := c.join(3); return err })
+			return c.measure(ctx, 30*time.Second+balanceAllowance(len(c.parts)), func() error { _, err := c.join(3); return err })
 		}},
 	{name: "leave", parts: 32, before: 4, members: func(b int) int { return b - 1 },
 		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
 			last := c.live()[len(c.live())-1]
-			return c.measure(ctx, 30*time.Second, func() error { return c.leave(ctx, last) })
+			return c.measure(ctx, 30*time.Second+balanceAllowance(len(c.parts)), func() error { return c.leave(last) })
 		}},
 	{name: "crash", parts: 32, before: 4, members: func(b int) int { return b - 1 },
 		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
 			last := c.live()[len(c.live())-1]
-			return c.measure(ctx, o.ttl+30*time.Second, func() error { return c.crash(last) })
+			return c.measure(ctx, o.ttl+30*time.Second+balanceAllowance(len(c.parts)), func() error { return c.crash(last) })
 		}},
 	{name: "steady", parts: 10000, before: 16, members: func(b int) int { return b }, steady: true},
 }
@@ -82,19 +105,28 @@ func benchCmd() *cobra.Command {
 default settings (session TTL 10s), and reports how long the fleet took to be
 balanced again (every partition running exactly one handler, spread fair),
 how many partitions moved against the minimum, and the most handlers seen
-running at once for one partition.
+running at once for one partition. Each scenario's group is deleted from the
+store when it ends, or on Ctrl-C.
 
-Scenarios: ` + scenarioNames(),
+Scenarios: ` + scenarioNames() + `
+
+--partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
+goroutine in this one process (see the README for the memory this costs).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
+			conn, err := o.validate(cmd.Flags().Changed("partitions"))
+			if err != nil {
+				return err
+			}
+			return runBenchOn(cmd.Context(), cmd.OutOrStdout(), conn, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
 	cmd.Flags().StringSliceVar(&o.scenarios, "scenario", nil, "scenarios to run (default all): "+scenarioNames())
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
-	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL")
-	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions (default: each scenario's own)")
-	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())
+	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions, 1 to "+commas(maxPartitions)+" (default: each scenario's own)")
+	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet, 1s to 24h")
 	return cmd
 }
 
@@ -106,19 +138,18 @@ func scenarioNames() string {
 	return strings.Join(n, ", ")
 }
 
+// runBench validates o and runs the scenarios.
 func runBench(ctx context.Context, out io.Writer, o benchOpts) error {
-	conn, err := newConnector(o.storeURL)
+	conn, err := o.validate(false)
 	if err != nil {
 		return err
 	}
-	if err := (herd.Config{Group: "bench", Handler: func(*herd.Claim) error { return nil }, SessionTTL: o.ttl}).Validate(); err != nil {
-		return err
-	}
+	return runBenchOn(ctx, out, conn, o)
+}
+
+func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts) error {
 	want := map[string]bool{}
 	for _, s := range o.scenarios {
-		if !slices.ContainsFunc(benchScenarios, func(b benchScenario) bool { return b.name == s }) {
-			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenarioNames())
-		}
 		want[s] = true
 	}
 	var results []benchResult
@@ -142,22 +173,18 @@ func runBench(ctx context.Context, out io.Writer, o benchOpts) error {
 	return nil
 }
 
-func runScenario(ctx context.Context, conn *connector, sc benchScenario, o benchOpts) (benchResult, error) {
+func runScenario(ctx context.Context, conn *connector, sc benchScenario, o benchOpts) (_ benchResult, err error) {
 	parts := sc.parts
 	if o.partitions > 0 {
 		parts = o.partitions
 	}
 	group := fmt.Sprintf("bench-%s-%d", sc.name, time.Now().UnixNano())
-	c := newCluster(ctx, group, parts, herd.Config{SessionTTL: o.ttl}, conn.connect)
+	c := newCluster(group, parts, herd.Config{SessionTTL: o.ttl}, conn.connect)
+	defer func() { err = errors.Join(err, c.close()) }()
 	if err := c.setup(ctx); err != nil {
 		return benchResult{}, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.stopAll(sctx)
-	}()
-	initial, err := c.measure(ctx, o.ttl+60*time.Second, func() error { _, err := c.join(sc.before); return err })
+	initial, err := c.measure(ctx, o.ttl+60*time.Second+balanceAllowance(parts), func() error { _, err := c.join(sc.before); return err })
 	if err != nil {
 		return benchResult{}, fmt.Errorf("initial balance: %w", err)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdhq/herd"
@@ -15,9 +17,12 @@ import (
 )
 
 // cluster runs members of one group inside this process and measures them
-// through their handlers.
+// through their handlers. Its members live until close, not until the
+// command's context ends: on Ctrl-C the command stops measuring and close
+// makes them leave gracefully, then deletes the group.
 type cluster struct {
-	ctx     context.Context
+	ctx     context.Context // the members' lifetime: cancelled by close
+	kill    context.CancelFunc
 	group   string
 	parts   []string
 	cfg     herd.Config // template: timings
@@ -28,6 +33,7 @@ type cluster struct {
 	members map[string]*running
 	nextID  int
 	counted []*faultstore.Store // every member's store handle, for operation counts
+	touched bool                // the store was reached: close deletes the group
 }
 
 type running struct {
@@ -44,8 +50,9 @@ type step struct {
 	MaxConcurrent int
 }
 
-func newCluster(ctx context.Context, group string, partitions int, cfg herd.Config, connect func(context.Context) (store.Store, error)) *cluster {
-	c := &cluster{ctx: ctx, group: group, cfg: cfg, connect: connect, tr: tracker.New(), members: map[string]*running{}}
+func newCluster(group string, partitions int, cfg herd.Config, connect func(context.Context) (store.Store, error)) *cluster {
+	ctx, kill := context.WithCancel(context.Background())
+	c := &cluster{ctx: ctx, kill: kill, group: group, cfg: cfg, connect: connect, tr: tracker.New(), members: map[string]*running{}}
 	for _, p := range herd.Numbered(partitions) {
 		c.parts = append(c.parts, p.ID)
 	}
@@ -59,6 +66,7 @@ func (c *cluster) setup(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
+	c.touched = true
 	return st.SetPartitions(ctx, c.group, herd.Numbered(len(c.parts)))
 }
 
@@ -141,15 +149,22 @@ func (c *cluster) remove(id string) *running {
 	return r
 }
 
-// leave makes a member leave gracefully.
-func (c *cluster) leave(ctx context.Context, id string) error {
+// leave makes a member leave gracefully. If that takes longer than
+// leaveTimeout, the member is stopped as in a crash (its session then
+// expires in the store). Ctrl-C does not cut a leave short: a graceful leave
+// is what it does too.
+func (c *cluster) leave(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout+balanceAllowance(len(c.parts)))
+	defer cancel()
 	r := c.remove(id)
 	if r == nil {
 		return fmt.Errorf("no member %s", id)
 	}
-	defer r.st.Close()
-	defer r.cancel()
-	return r.m.Leave(ctx)
+	err := r.m.Leave(ctx)
+	r.cancel()
+	<-r.m.Done()
+	r.st.Close()
+	return err
 }
 
 // crash stops a member without leaving: its session expires in the store.
@@ -163,19 +178,52 @@ func (c *cluster) crash(id string) error {
 	return r.st.Close()
 }
 
-// stopAll makes every member leave (bounded by ctx), then crashes stragglers.
-func (c *cluster) stopAll(ctx context.Context) {
+// Bounds of close: how long members get to leave gracefully (plus
+// balanceAllowance for the partitions), and how long deleting the group may
+// take.
+const (
+	leaveTimeout  = 5 * time.Second
+	deleteTimeout = 5 * time.Second
+)
+
+// close makes every member leave gracefully (in parallel, bounded by
+// leaveTimeout), stops those that did not make it as a crash would, then
+// deletes the group from the store (forced: a member stopped that way may
+// still have a live session). It logs nothing; the error, if any, says in one
+// line what was left undone.
+func (c *cluster) close() error {
+	ids := c.live()
+	var failed atomic.Int32
 	var wg sync.WaitGroup
-	for _, id := range c.live() {
+	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.leave(ctx, id); err != nil {
-				slog.Warn("leave failed", "member", id, "err", err)
+			if c.leave(id) != nil {
+				failed.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	c.kill() // members whose Leave timed out stop now, as in a crash
+	var errs []error
+	if n := failed.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d members did not leave within %v", n, len(ids), leaveTimeout+balanceAllowance(len(c.parts))))
+	}
+	if !c.touched {
+		return errors.Join(errs...)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	st, err := c.connect(dctx)
+	if err == nil {
+		err = herd.DeleteGroup(dctx, st, c.group, true)
+		st.Close()
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("deleting group %q (delete it with herd group delete --force): %w", c.group, err))
+	}
+	return errors.Join(errs...)
 }
 
 // measure applies change to the fleet and waits until it is balanced again.

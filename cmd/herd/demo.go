@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,10 +12,15 @@ import (
 	"github.com/herdhq/herd"
 )
 
+type demoOpts struct {
+	storeURL   string
+	partitions int
+	ttl        time.Duration
+	conn       *connector // tests: use this store instead of storeURL's
+}
+
 func demoCmd() *cobra.Command {
-	var storeURL string
-	var partitions int
-	var ttl time.Duration
+	o := demoOpts{}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a small cluster in this process and show each rebalance",
@@ -22,50 +28,76 @@ func demoCmd() *cobra.Command {
 partitions, the fleet scales to four, one member leaves gracefully, one
 crashes (stops without leaving), and a new one joins. After each step it
 prints who owns what, how long balancing took and how many partitions
-moved against the minimum.`,
+moved against the minimum. At the end, or on Ctrl-C, every member leaves
+and the group is deleted from the store.
+
+--partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
+goroutine in this one process (see the README for the memory this costs).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), storeURL, partitions, ttl)
+			if !cmd.Flags().Changed("ttl") {
+				o.ttl = demoTTL(o.partitions)
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
-	cmd.Flags().StringVar(&storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
-	cmd.Flags().IntVar(&partitions, "partitions", 32, "number of partitions")
-	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "session TTL (a crashed member's partitions are taken over after it)")
+	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
+	cmd.Flags().IntVar(&o.partitions, "partitions", 32, "number of partitions (1 to "+commas(maxPartitions)+")")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+
+		" (a crashed member's partitions are taken over after it; default 2s, 10s above "+commas(shortTTLPartitions)+" partitions)")
 	return cmd
 }
 
-func runDemo(ctx context.Context, out io.Writer, storeURL string, partitions int, ttl time.Duration) error {
-	if partitions < 1 {
-		return fmt.Errorf("--partitions must be at least 1, got %d", partitions)
+// shortTTLPartitions is the most partitions the demo runs with its short
+// default TTL. Members read the whole group up to every TTL/40 while
+// partitions move; with a 2 s TTL and more partitions than this, those reads
+// keep two cores busy and a graceful leave takes minutes.
+const shortTTLPartitions = 10_000
+
+// demoTTL is the demo's default session TTL for p partitions.
+func demoTTL(p int) time.Duration {
+	if p > shortTTLPartitions {
+		return herd.DefaultSessionTTL
 	}
-	conn, err := newConnector(storeURL)
+	return 2 * time.Second
+}
+
+// validate checks every flag of demo.
+func (o demoOpts) validate() (*connector, error) {
+	if err := checkPartitions(o.partitions); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(o.ttl); err != nil {
+		return nil, err
+	}
+	if o.conn != nil {
+		return o.conn, nil
+	}
+	return newConnector(o.storeURL)
+}
+
+func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
+	conn, err := o.validate()
 	if err != nil {
 		return err
 	}
-	cfg := herd.Config{SessionTTL: ttl}
-	if err := (herd.Config{Group: "demo", Handler: func(*herd.Claim) error { return nil }, SessionTTL: ttl}).Validate(); err != nil {
-		return err
-	}
+	cfg := herd.Config{SessionTTL: o.ttl}
 	group := fmt.Sprintf("demo-%d", time.Now().UnixNano())
-	c := newCluster(ctx, group, partitions, cfg, conn.connect)
+	c := newCluster(group, o.partitions, cfg, conn.connect)
+	defer func() { err = errors.Join(err, c.close()) }()
 	if err := c.setup(ctx); err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.stopAll(sctx)
-	}()
-	fmt.Fprintf(out, "herd demo: %d partitions on %s, session TTL %v\n\n", partitions, conn.name(), ttl)
-	timeout := ttl + 10*time.Second
-	var crashed string
+	fmt.Fprintf(out, "herd demo: group %s, %d partitions on %s, session TTL %v\n\n", group, o.partitions, conn.name(), o.ttl)
+	timeout := o.ttl + 10*time.Second + balanceAllowance(o.partitions)
 	steps := []struct {
 		title  string
 		change func() error
 	}{
 		{"one member joins", func() error { _, err := c.join(1); return err }},
 		{"three more join (scale to 4)", func() error { _, err := c.join(3); return err }},
-		{"m2 leaves gracefully", func() error { return c.leave(ctx, "m2") }},
-		{"m3 crashes (no leave; its session expires after the TTL)", func() error { crashed = "m3"; return c.crash("m3") }},
+		{"m2 leaves gracefully", func() error { return c.leave("m2") }},
+		{"m3 crashes (no leave; its session expires after the TTL)", func() error { return c.crash("m3") }},
 		{"a new member joins", func() error { _, err := c.join(1); return err }},
 	}
 	for i, s := range steps {
@@ -78,7 +110,6 @@ func runDemo(ctx context.Context, out io.Writer, storeURL string, partitions int
 		fmt.Fprintf(out, "  balanced in %v; %d partitions moved, minimum %d; at most %d handler(s) per partition at once\n\n",
 			res.Elapsed.Round(100*time.Microsecond), res.Moves, res.MinMoves, res.MaxConcurrent)
 	}
-	_ = crashed
-	fmt.Fprintln(out, "every member leaves gracefully; done.")
+	fmt.Fprintln(out, "every member leaves gracefully and the group is deleted; done.")
 	return nil
 }

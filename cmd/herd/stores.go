@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -22,16 +23,26 @@ type connector struct {
 
 func newConnector(raw string) (*connector, error) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("store URL %q: want mem://, redis://host:port or rediss://host:port", raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, fmt.Errorf("--store: malformed URL (%v); want mem://, or one of the schemes %s", err, supportedSchemes())
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("--store %q: no scheme; want mem://, or one of the schemes %s", u.Redacted(), supportedSchemes())
 	}
 	c := &connector{url: raw, scheme: strings.ToLower(u.Scheme)}
 	switch c.scheme {
 	case "mem":
+		if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			return nil, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted())
+		}
 		c.mem = memstore.New()
 	default:
 		if open := openers[c.scheme]; open == nil {
-			return nil, fmt.Errorf("store URL %q: unknown scheme %q (supported: %s)", raw, u.Scheme, supportedSchemes())
+			return nil, fmt.Errorf("--store %q: unknown scheme %q (supported: %s)", u.Redacted(), u.Scheme, supportedSchemes())
 		}
 	}
 	return c, nil

@@ -18,18 +18,41 @@ import (
 )
 
 // Tracker records handler starts and stops. Safe for concurrent use.
+//
+// It is built for a million partitions in one process: a partition costs a
+// map entry and a 32-byte record, and WaitBalanced, which wakes on every
+// handler start and stop, checks counters kept up to date (O(members)) and
+// walks the partitions only once those say the fleet may be balanced.
 type Tracker struct {
 	mu            sync.Mutex
-	live          map[string]map[string]int // partition -> member -> running handlers
-	last          map[string]string         // partition -> member that last started it
+	partIdx       map[string]int32 // partition -> index in parts
+	parts         []pstate
+	memberIdx     map[string]int32 // member -> index in members and sole
+	members       []string
+	sole          []int // per member: partitions it alone runs
+	running       int   // partitions with at least one handler
+	single        int   // partitions with exactly one handler
 	moves         int
 	maxConcurrent int
-	changed       chan struct{} // closed and replaced on every change
+	changed       chan struct{} // closed on the next change; nil until someone waits
 }
+
+// pstate is one partition: who runs it and who ran it last.
+type pstate struct {
+	id    string
+	last  int32 // member that last started it, -1 if none
+	m, n  int32 // the first member running it and its handler count (n 0: none)
+	more  []runner
+	total int32 // handlers running it, all members together
+}
+
+// runner is a member running a partition beside pstate.m (rare: a handoff
+// overlap, or a stalled member's handlers).
+type runner struct{ m, n int32 }
 
 // New returns an empty tracker.
 func New() *Tracker {
-	return &Tracker{live: map[string]map[string]int{}, last: map[string]string{}, changed: make(chan struct{})}
+	return &Tracker{partIdx: map[string]int32{}, memberIdx: map[string]int32{}}
 }
 
 // Wrap returns a handler that records member's handler runs around inner
@@ -46,38 +69,117 @@ func (t *Tracker) Wrap(member string, inner herd.Handler) herd.Handler {
 	}
 }
 
+func (t *Tracker) member(name string) int32 {
+	i, ok := t.memberIdx[name]
+	if !ok {
+		i = int32(len(t.members))
+		t.memberIdx[name] = i
+		t.members = append(t.members, name)
+		t.sole = append(t.sole, 0)
+	}
+	return i
+}
+
+func (t *Tracker) part(p string) *pstate {
+	i, ok := t.partIdx[p]
+	if !ok {
+		i = int32(len(t.parts))
+		t.partIdx[p] = i
+		t.parts = append(t.parts, pstate{id: p, last: -1})
+	}
+	return &t.parts[i]
+}
+
+// soleRunner is the member running ps alone, or -1.
+func (ps *pstate) soleRunner() int32 {
+	if ps.total != 1 {
+		return -1
+	}
+	if ps.n == 1 {
+		return ps.m
+	}
+	return ps.more[0].m
+}
+
+// count is how many handlers member m runs for ps.
+func (ps *pstate) count(m int32) int32 {
+	if ps.n > 0 && ps.m == m {
+		return ps.n
+	}
+	for _, r := range ps.more {
+		if r.m == m {
+			return r.n
+		}
+	}
+	return 0
+}
+
+// add changes member m's handler count for ps by d (+1 or -1).
+func (ps *pstate) add(m, d int32) {
+	ps.total += d
+	switch {
+	case ps.n > 0 && ps.m == m:
+		ps.n += d
+		if ps.n == 0 && len(ps.more) > 0 {
+			ps.m, ps.n = ps.more[0].m, ps.more[0].n
+			ps.more = ps.more[1:]
+		}
+		return
+	case ps.n == 0:
+		ps.m, ps.n = m, d
+		return
+	}
+	for i := range ps.more {
+		if ps.more[i].m == m {
+			ps.more[i].n += d
+			if ps.more[i].n == 0 {
+				ps.more = append(ps.more[:i], ps.more[i+1:]...)
+			}
+			return
+		}
+	}
+	ps.more = append(ps.more, runner{m, d})
+}
+
+// change applies d to member m's handlers of ps, keeping the counters.
+func (t *Tracker) change(ps *pstate, m, d int32) {
+	if s := ps.soleRunner(); s >= 0 {
+		t.single--
+		t.sole[s]--
+	}
+	if ps.total > 0 {
+		t.running--
+	}
+	ps.add(m, d)
+	if ps.total > 0 {
+		t.running++
+	}
+	if s := ps.soleRunner(); s >= 0 {
+		t.single++
+		t.sole[s]++
+	}
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+}
+
 func (t *Tracker) started(member, p string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.live[p] == nil {
-		t.live[p] = map[string]int{}
-	}
-	t.live[p][member]++
-	if prev := t.last[p]; prev != "" && prev != member {
+	m, ps := t.member(member), t.part(p)
+	if ps.last >= 0 && ps.last != m {
 		t.moves++
 	}
-	t.last[p] = member
-	n := 0
-	for _, c := range t.live[p] {
-		n += c
-	}
-	t.maxConcurrent = max(t.maxConcurrent, n)
-	t.notify()
+	ps.last = m
+	t.change(ps, m, 1)
+	t.maxConcurrent = max(t.maxConcurrent, int(ps.total))
 }
 
 func (t *Tracker) stopped(member, p string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.live[p][member]--
-	if t.live[p][member] == 0 {
-		delete(t.live[p], member)
-	}
-	t.notify()
-}
-
-func (t *Tracker) notify() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	t.change(t.part(p), t.member(member), -1)
 }
 
 // Reset zeroes the move counter and the concurrency maximum (not who runs
@@ -87,12 +189,8 @@ func (t *Tracker) Reset() {
 	defer t.mu.Unlock()
 	t.moves = 0
 	t.maxConcurrent = 0
-	for _, m := range t.live {
-		n := 0
-		for _, c := range m {
-			n += c
-		}
-		t.maxConcurrent = max(t.maxConcurrent, n)
+	for i := range t.parts {
+		t.maxConcurrent = max(t.maxConcurrent, int(t.parts[i].total))
 	}
 }
 
@@ -120,18 +218,29 @@ func (t *Tracker) Owners() map[string]string { return t.OwnersExcept("") }
 func (t *Tracker) OwnersExcept(except string) map[string]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := map[string]string{}
-	for p, ms := range t.live {
-		n, owner := 0, ""
-		for m, c := range ms {
-			if m != except {
-				n += c
-				owner = m
+	ex, ok := t.memberIdx[except]
+	if !ok {
+		ex = -1
+	}
+	out := make(map[string]string, t.single)
+	for i := range t.parts {
+		ps := &t.parts[i]
+		n := ps.total
+		if ex >= 0 {
+			n -= ps.count(ex)
+		}
+		if n != 1 {
+			continue
+		}
+		owner := ps.m
+		if ps.n == 0 || owner == ex {
+			for _, r := range ps.more {
+				if r.m != ex {
+					owner = r.m
+				}
 			}
 		}
-		if n == 1 {
-			out[p] = owner
-		}
+		out[ps.id] = t.members[owner]
 	}
 	return out
 }
@@ -142,41 +251,87 @@ func (t *Tracker) OwnersExcept(except string) map[string]string {
 func (t *Tracker) Balanced(partitions, members []string) (bool, string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if ok, why := t.mayBeBalanced(partitions, members); !ok {
+		return false, why
+	}
 	return t.balancedLocked(partitions, members)
 }
 
+// fairRange is the floor and ceiling of an even share.
+func fairRange(partitions, members int) (lo, hi int) {
+	lo = partitions / members
+	hi = lo
+	if partitions%members != 0 {
+		hi++
+	}
+	return lo, hi
+}
+
+// mayBeBalanced checks the counters, in O(members): if it reports false,
+// the fleet is not balanced. If it reports true, only partitions outside the
+// given set (running in place of some of the set) can still be wrong.
+func (t *Tracker) mayBeBalanced(partitions, members []string) (bool, string) {
+	if len(members) == 0 {
+		return false, "no members"
+	}
+	if t.running != t.single {
+		return false, fmt.Sprintf("%d partitions run more than one handler", t.running-t.single)
+	}
+	if t.single != len(partitions) {
+		return false, fmt.Sprintf("%d partitions run one handler each, of %d", t.single, len(partitions))
+	}
+	lo, hi := fairRange(len(partitions), len(members))
+	inFleet := 0
+	for _, m := range members {
+		c := 0
+		if i, ok := t.memberIdx[m]; ok {
+			c = t.sole[i]
+		}
+		if c < lo || c > hi {
+			return false, fmt.Sprintf("member %s runs %d partitions, fair is %d..%d", m, c, lo, hi)
+		}
+		inFleet += c
+	}
+	if inFleet != t.single {
+		return false, fmt.Sprintf("%d partitions run on members outside the fleet", t.single-inFleet)
+	}
+	return true, ""
+}
+
+// balancedLocked walks the partitions: each must run exactly one handler, on
+// one of members, and every member must run a fair share.
 func (t *Tracker) balancedLocked(partitions, members []string) (bool, string) {
 	if len(members) == 0 {
 		return false, "no members"
 	}
-	isMember := map[string]bool{}
-	count := map[string]int{}
+	count := make(map[int32]int, len(members))
 	for _, m := range members {
-		isMember[m] = true
-		count[m] = 0
+		if i, ok := t.memberIdx[m]; ok {
+			count[i] = 0
+		}
 	}
 	for _, p := range partitions {
-		ms := t.live[p]
-		n := 0
-		var owner string
-		for m, c := range ms {
-			n += c
-			owner = m
+		i, ok := t.partIdx[p]
+		if !ok {
+			return false, fmt.Sprintf("partition %s runs 0 handlers", p)
 		}
-		if n != 1 {
-			return false, fmt.Sprintf("partition %s runs %d handlers", p, n)
+		ps := &t.parts[i]
+		if ps.total != 1 {
+			return false, fmt.Sprintf("partition %s runs %d handlers", p, ps.total)
 		}
-		if !isMember[owner] {
-			return false, fmt.Sprintf("partition %s runs on %s, not a live member", p, owner)
+		owner := ps.soleRunner()
+		c, isMember := count[owner]
+		if !isMember {
+			return false, fmt.Sprintf("partition %s runs on %s, not a live member", p, t.members[owner])
 		}
-		count[owner]++
+		count[owner] = c + 1
 	}
-	lo := len(partitions) / len(members)
-	hi := lo
-	if len(partitions)%len(members) != 0 {
-		hi++
-	}
-	for m, c := range count {
+	lo, hi := fairRange(len(partitions), len(members))
+	for _, m := range members {
+		c := 0
+		if i, ok := t.memberIdx[m]; ok {
+			c = count[i]
+		}
 		if c < lo || c > hi {
 			return false, fmt.Sprintf("member %s runs %d partitions, fair is %d..%d", m, c, lo, hi)
 		}
@@ -189,12 +344,19 @@ func (t *Tracker) balancedLocked(partitions, members []string) (bool, string) {
 func (t *Tracker) WaitBalanced(ctx context.Context, partitions, members []string) error {
 	for {
 		t.mu.Lock()
-		ok, why := t.balancedLocked(partitions, members)
-		ch := t.changed
-		t.mu.Unlock()
+		ok, why := t.mayBeBalanced(partitions, members)
 		if ok {
+			ok, why = t.balancedLocked(partitions, members)
+		}
+		if ok {
+			t.mu.Unlock()
 			return nil
 		}
+		if t.changed == nil {
+			t.changed = make(chan struct{})
+		}
+		ch := t.changed
+		t.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -203,8 +365,11 @@ func (t *Tracker) WaitBalanced(ctx context.Context, partitions, members []string
 	}
 }
 
+// tableMax is the most partitions Table lists for one member.
+const tableMax = 32
+
 // Table renders who runs what: one line per member with its count and
-// partitions, sorted.
+// partitions, sorted (the first tableMax of them).
 func (t *Tracker) Table(members []string) string {
 	owners := t.Owners()
 	byMember := map[string][]string{}
@@ -215,7 +380,12 @@ func (t *Tracker) Table(members []string) string {
 	for _, m := range members {
 		ps := byMember[m]
 		sort.Slice(ps, func(i, j int) bool { return lessNatural(ps[i], ps[j]) })
-		fmt.Fprintf(&b, "  %-10s %3d  %s\n", m, len(ps), strings.Join(ps, " "))
+		n, more := len(ps), ""
+		if n > tableMax {
+			more = fmt.Sprintf(" ... (%d more)", len(ps)-tableMax)
+			ps = ps[:tableMax]
+		}
+		fmt.Fprintf(&b, "  %-10s %3d  %s%s\n", m, n, strings.Join(ps, " "), more)
 	}
 	return b.String()
 }
@@ -241,13 +411,16 @@ func isDigits(s string) bool {
 func (t *Tracker) Runners(p, except string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for m, c := range t.live[p] {
-		if m != except {
-			n += c
-		}
+	i, ok := t.partIdx[p]
+	if !ok {
+		return 0
 	}
-	return n
+	ps := &t.parts[i]
+	n := ps.total
+	if ex, ok := t.memberIdx[except]; ok {
+		n -= ps.count(ex)
+	}
+	return int(n)
 }
 
 // MinMoves is the fewest partitions that must change member to go from

@@ -110,6 +110,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"concurrency/claim_race_new_records", testClaimRaceNew},
 		{"concurrency/claim_race_freed_record", testClaimRaceFreed},
 		{"concurrency/stale_checkpoints", testStaleCheckpoints},
+		// deletegroup.go
+		{"deletegroup/removes_everything", testDeleteGroup}, {"deletegroup/refuses_live_sessions", testDeleteGroupInUse}, {"deletegroup/expired_sessions_do_not_count", testDeleteGroupExpired}, {"deletegroup/invalid_group", testDeleteGroupInvalid},
 	}
 	t.Run("storetest", func(t *testing.T) {
 		for _, tc := range tests {

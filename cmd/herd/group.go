@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
+)
+
+func groupCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "Manage groups in a store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(groupDeleteCmd())
+	return cmd
+}
+
+type groupDeleteOpts struct {
+	storeURL string
+	group    string
+	force    bool
+	timeout  time.Duration
+}
+
+func groupDeleteCmd() *cobra.Command {
+	o := groupDeleteOpts{}
+	cmd := &cobra.Command{
+		Use:   "delete --store URL --group G [--force]",
+		Short: "Delete a group's data (sessions, partition set, ownerships, checkpoints)",
+		Long: `group delete removes everything the store holds for one group, in one
+atomic operation. It refuses while a member of the group is alive (its
+session has not expired or been closed), unless --force is given. Members
+still running when the group is forced away find their sessions gone, as
+after a store that lost its data, and write back their partition set and
+checkpoints: stop them first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runGroupDelete(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd] (required)")
+	cmd.Flags().StringVar(&o.group, "group", "", "the group to delete (required)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "delete even if members are alive")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and deleting may take, 100ms to 10m")
+	_ = cmd.MarkFlagRequired("store")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+// validate checks every flag of group delete.
+func (o groupDeleteOpts) validate() (*connector, error) {
+	if err := store.ValidateID("group", o.group); err != nil {
+		return nil, fmt.Errorf("--group: %w", err)
+	}
+	if err := checkDuration("timeout", o.timeout, 100*time.Millisecond, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	conn, err := newConnector(o.storeURL)
+	if err != nil {
+		return nil, err
+	}
+	if conn.mem != nil {
+		return nil, errors.New("--store mem:// is this process's own store, which starts empty: give the URL of the store the group is in")
+	}
+	return conn, nil
+}
+
+func runGroupDelete(ctx context.Context, out io.Writer, o groupDeleteOpts) error {
+	conn, err := o.validate()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	st, err := conn.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = herd.DeleteGroup(ctx, st, o.group, o.force)
+	if errors.Is(err, herd.ErrGroupInUse) {
+		return fmt.Errorf("%w; stop its members (or wait for their sessions to expire), or pass --force", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "deleted group %q\n", o.group)
+	return nil
+}

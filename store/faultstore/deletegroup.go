@@ -1,0 +1,17 @@
+package faultstore
+
+import "context"
+
+// DeleteGroup implements store.Store. It is a write like any other: subject
+// to the cut, the latency and the failure rate, and counted.
+func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
+	f, err := s.enter(ctx, "delete group", &s.writes)
+	if err != nil {
+		return err
+	}
+	err = s.inner.DeleteGroup(ctx, group, force)
+	if f == failAfter {
+		return lostReply("delete group")
+	}
+	return err
+}
