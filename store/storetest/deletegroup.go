@@ -24,9 +24,9 @@ func (e *env) fillGroup() string {
 func (e *env) wantEmpty(why string) {
 	e.t.Helper()
 	s := e.snap()
-	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) > 0 {
-		e.t.Fatalf("%s: Snapshot has %d sessions, %d partitions, %d records; want an empty group",
-			why, len(s.Sessions), len(s.Partitions), len(s.Owners))
+	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) > 0 || s.PartitionSetStored {
+		e.t.Fatalf("%s: Snapshot has %d sessions, %d partitions, %d records, partition set stored %v; want an empty group",
+			why, len(s.Sessions), len(s.Partitions), len(s.Owners), s.PartitionSetStored)
 	}
 }
 
@@ -71,7 +71,7 @@ func testDeleteGroupInUse(e *env) {
 		e.t.Fatalf("a refused DeleteGroup changed the group: %d/%d/%d sessions/partitions/records, was %d/%d/%d",
 			len(after.Sessions), len(after.Partitions), len(after.Owners), len(before.Sessions), len(before.Partitions), len(before.Owners))
 	}
-	e.wantCheckpoint("a", "pos-a", "after a refused DeleteGroup")
+	e.wantCheckpoint("a", s, "pos-a", "after a refused DeleteGroup")
 
 	f := e.watch(e.ctx, e.group, "watcher")
 	if err := e.s.DeleteGroup(e.ctx, e.group, true); err != nil {
