@@ -109,24 +109,39 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time, if that is
-// still ahead. Past it, while the session is not yet cancelled (the renewal
-// goroutine is about to fence it), it returns ok false: the call must not be
-// made, as it could keep a handler running after others start its
-// partitions. Once the session is cancelled, a call (a handler's last
-// checkpoint after the session was lost) keeps ctx: the handler has been
-// told, and the store fences the write by its epoch.
+// withFence returns ctx bounded by the session's fence time, whatever ctx
+// is (context.Background() included): every store call made for one of the
+// session's handlers goes through it, so none can keep a handler inside
+// herd's code past the time after which another member may start its
+// partition. It returns ok false, and the call must not be made, once that
+// time has come or the session is cancelled (lost, or fenced):
+//
+//   - past the fence time the renewal goroutine is about to fence the
+//     session (or the store about to expire it);
+//   - a cancelled session has no fence time left to bound the call by. Its
+//     handlers have been told, and may well save their last progress with
+//     a context of their own (theirs is cancelled); on a slow store that
+//     call would run past the session's expiry while a successor runs the
+//     partition. At the very instant of the fence the renewal goroutine's
+//     timer and a handler's periodic checkpoint may both fire: the session
+//     is then cancelled although the clock reads exactly the fence time,
+//     and the call is refused the same way.
+//
+// A handoff cancels a handler's context, not the session's: its final
+// checkpoint goes through, bounded by the fence time.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
-	t := s.fence.Load()
-	switch {
-	case t == nil || s.ctx.Err() != nil:
-		return ctx, func() {}, true
-	case time.Now().Before(*t):
-		fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
-		return fctx, cancel, true
-	default:
+	if s.ctx.Err() != nil {
 		return ctx, func() {}, false
 	}
+	t := s.fence.Load()
+	if t == nil {
+		return ctx, func() {}, true // unreachable: openSession sets it
+	}
+	if !time.Now().Before(*t) {
+		return ctx, func() {}, false
+	}
+	fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
+	return fctx, cancel, true
 }
 
 // slot modes, read by a partition's goroutine after its context is cancelled.
@@ -1093,31 +1108,46 @@ func (m *Member) unown(p string) {
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	sl := &slot{sess: sess, cancel: cancel}
-	group, part, epoch := m.cfg.Group, o.Partition, o.Epoch
+	part, epoch := o.Partition, o.Epoch
 	sl.claim = &Claim{
 		Partition: part,
 		Epoch:     epoch,
 		ctx:       hctx,
 		m:         m,
 		last:      o.Checkpoint,
-		write: func(ctx context.Context, v []byte) error {
-			fctx, cancel, ok := sess.withFence(ctx)
-			defer cancel()
-			if !ok {
-				return fmt.Errorf("%w: nothing written, as the session was not renewed in time: %w", ErrFenced, store.ErrNotOwner)
-			}
-			err := m.st.Checkpoint(fctx, group, part, epoch, v)
-			if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || (fctx != ctx && sess.pastFence())) {
-				return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
-			}
-			return err
-		},
+		write:     m.claimWrite(sess, part, epoch),
 	}
 	slots[part] = sl
 	m.mu.Lock()
 	m.owned[part] = epoch
 	m.mu.Unlock()
 	go m.runSlot(sl)
+}
+
+// claimWrite returns a claim's write function: the one path by which every
+// store call made for a handler (Claim.Checkpoint, and anything else that
+// writes for a claim) reaches the store. It bounds the call by the session's
+// fence time whatever context the handler passes, and refuses it at once,
+// with an error wrapping ErrFenced and ErrNotOwner, past that time or once
+// the session is lost (see session.withFence).
+func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
+	group := m.cfg.Group
+	return func(ctx context.Context, v []byte) error {
+		fctx, cancel, ok := sess.withFence(ctx)
+		defer cancel()
+		if !ok {
+			why := "the session was not renewed in time"
+			if sess.ctx.Err() != nil {
+				why = "the session is lost or fenced"
+			}
+			return fmt.Errorf("%w: nothing written, as %s: %w", ErrFenced, why, store.ErrNotOwner)
+		}
+		err := m.st.Checkpoint(fctx, group, part, epoch, v)
+		if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || sess.pastFence()) {
+			return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
+		}
+		return err
+	}
 }
 
 // runSlot runs one partition's handler until its context is cancelled, then
