@@ -126,7 +126,7 @@ func TestFenceFinalCheckpointAfterSessionLoss(t *testing.T) {
 		var mu sync.Mutex
 		stopped := map[string]time.Time{} // partition -> when a's handler returned
 		started := map[string]time.Time{} // partition -> when b's handler started
-		finalErrs := map[string]error{} // partition -> a's last final checkpoint's error
+		finalErrs := map[string]error{}   // partition -> a's last final checkpoint's error
 		handler := func(member string) herd.Handler {
 			return func(c *herd.Claim) error {
 				if member == "b" {
@@ -255,4 +255,53 @@ func TestFenceFinalCheckpointAfterHandoff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A handler that ignores its cancellation for a handoff gets one
+// MaxShutdown warning; with ForceHandoff its partition is released then
+// (the watchdog still works after the fix that keeps it quiet otherwise).
+func TestLeaveWatchdogFiresForStuckHandler(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		name := "keep"
+		if force {
+			name = "ForceHandoff"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var warnings atomic.Int32
+				stuck := make(chan struct{})
+				st := memstore.New()
+				m, err := herd.Join(t.Context(), st, herd.Config{
+					Group: "g", Member: "a", Partitions: herd.Numbered(1),
+					Handler:      func(c *herd.Claim) error { <-c.Context().Done(); <-stuck; return nil },
+					MaxShutdown:  time.Second,
+					ForceHandoff: force,
+					Logger:       slog.New(logCounter{text: "MaxShutdown", n: &warnings}),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+				_ = m.Leave(ctx) // times out: the handler is stuck
+				cancel()
+				if n := warnings.Load(); n != 1 {
+					t.Errorf("%d MaxShutdown warnings for a handler stuck past it, want 1", n)
+				}
+				snap, err := st.Snapshot(t.Context(), "g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				held := len(snap.Owners) == 1 && snap.Owners[0].Session != ""
+				if held == force {
+					t.Errorf("ForceHandoff %v: partition still held: %v", force, held)
+				}
+				close(stuck)
+				if err := m.Leave(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }

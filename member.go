@@ -60,7 +60,11 @@ type Member struct {
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
-	sess  string            // current session id, "" if none
+	// handlers counts, per partition, the handler goroutines that have not
+	// returned, including those cancelled for a handoff or a loss (which
+	// owned no longer lists); Leave's timeout error names them.
+	handlers map[string]int
+	sess     string // current session id, "" if none
 
 	// Partitions the last target gave this member while another member
 	// still held them (incoming), and those of them whose release the change
@@ -211,8 +215,45 @@ func (m *Member) Leave(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("herd: leave %q: still waiting for handlers of %v to return: %w",
-			m.cfg.Group, m.Owned(), ctx.Err())
+		if waiting := m.stopping(); len(waiting) > 0 {
+			return fmt.Errorf("herd: leave %q: still waiting for the handlers of partitions %v to return: %w",
+				m.cfg.Group, waiting, ctx.Err())
+		}
+		return fmt.Errorf("herd: leave %q: every handler has returned; still releasing partitions and closing the session: %w",
+			m.cfg.Group, ctx.Err())
+	}
+}
+
+// stopping lists, sorted, the partitions whose handlers have not returned
+// (Owned leaves out those being handed off; Leave hands off all of them).
+func (m *Member) stopping() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.handlers))
+	for p := range m.handlers {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// handlerStarted and handlerReturned keep m.handlers: the partitions whose
+// handler goroutines have not returned, whether they still own them or are
+// being handed off or dropped.
+func (m *Member) handlerStarted(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handlers == nil {
+		m.handlers = map[string]int{}
+	}
+	m.handlers[p]++
+}
+
+func (m *Member) handlerReturned(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handlers[p]--; m.handlers[p] <= 0 {
+		delete(m.handlers, p)
 	}
 }
 
@@ -238,7 +279,10 @@ func (m *Member) Session() string {
 	return m.sess
 }
 
-// Owned lists the partitions whose handlers are running, sorted.
+// Owned lists, sorted, the partitions this member owns and runs a handler
+// for. Those being handed off or dropped are left out from the moment their
+// handlers are cancelled (a Leave that times out names those whose handlers
+// have not returned).
 func (m *Member) Owned() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1121,6 +1165,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 	m.mu.Lock()
 	m.owned[part] = epoch
 	m.mu.Unlock()
+	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
 	go m.runSlot(sl)
 }
 
@@ -1155,29 +1200,12 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 func (m *Member) runSlot(sl *slot) {
 	c := sl.claim
 	ctx := c.ctx
-	var watchdog atomic.Pointer[time.Timer]
-	defer func() {
-		if t := watchdog.Load(); t != nil {
-			t.Stop()
-		}
-		m.slotDone <- sl
-	}()
-	// Once cancelled for a handoff, warn (or force the release) if the
-	// handler takes longer than MaxShutdown to return.
-	stopWatch := context.AfterFunc(ctx, func() {
-		if sl.mode.Load() != modeHandoff {
-			return
-		}
-		watchdog.Store(time.AfterFunc(m.cfg.MaxShutdown, func() {
-			if m.cfg.ForceHandoff {
-				m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", c.Partition)
-				m.release(sl)
-				return
-			}
-			m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", c.Partition, "max_shutdown", m.cfg.MaxShutdown)
-		}))
-	})
-	defer stopWatch()
+	w := &watchdog{m: m, sl: sl}
+	// Armed by the cancellation, on context.AfterFunc's goroutine; disarmed
+	// as soon as the handler has returned, so it can neither fire for a
+	// handler that returned in time nor outlive this goroutine.
+	stopArm := context.AfterFunc(ctx, w.arm)
+	defer func() { m.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
 		if ctx.Err() != nil {
@@ -1194,8 +1222,74 @@ func (m *Member) runSlot(sl *slot) {
 			break
 		}
 	}
+	stopArm()
+	w.disarm()
+	m.handlerReturned(c.Partition)
 	if sl.mode.Load() == modeHandoff {
 		m.release(sl)
+	}
+}
+
+// watchdog warns, or with ForceHandoff releases the partition, when a
+// handler being handed off has not returned within MaxShutdown.
+//
+// The race it must avoid: the handler's context is cancelled; the handler
+// returns at once and runSlot cleans up; only then does context.AfterFunc's
+// goroutine get to run and arm the timer, which nothing stops any more, and
+// MaxShutdown later it reports a handler that returned long ago. So arm and
+// disarm share a lock and a flag: an arm after the disarm does nothing, and
+// a timer armed before it is stopped, or waited for if it already fired.
+type watchdog struct {
+	m  *Member
+	sl *slot
+
+	mu       sync.Mutex
+	returned bool          // the handler has returned: never arm, never act
+	timer    *time.Timer   // armed at the handoff's cancellation
+	fired    chan struct{} // closed when the timer's function has returned
+}
+
+// arm starts the timer if the handler is being handed off and has not
+// returned yet.
+func (w *watchdog) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	w.fired = make(chan struct{})
+	w.timer = time.AfterFunc(w.m.cfg.MaxShutdown, w.expire)
+}
+
+// expire runs MaxShutdown after the handoff began.
+func (w *watchdog) expire() {
+	defer close(w.fired)
+	w.mu.Lock()
+	returned := w.returned
+	w.mu.Unlock()
+	if returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	m, p := w.m, w.sl.claim.Partition
+	if m.cfg.ForceHandoff {
+		m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", p)
+		m.release(w.sl)
+		return
+	}
+	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
+}
+
+// disarm is called once the handler has returned (and the partition is
+// released if it was handed off). It returns after any forced release the
+// timer began, so that the release is waited for by the partition's
+// goroutine.
+func (w *watchdog) disarm() {
+	w.mu.Lock()
+	w.returned = true
+	t, fired := w.timer, w.fired
+	w.mu.Unlock()
+	if t != nil && !t.Stop() {
+		<-fired
 	}
 }
 
