@@ -43,22 +43,22 @@ import (
 // balanced, and that one clean change (a join, a leave, a crash, more
 // partitions) moves exactly balance's minimum.
 //
-// Seeds: HERD_FAULT_SEEDS=n runs seeds 1..n (default a handful, so that
-// `go test -race` stays fast); HERD_FAULT_SEED=k runs seed k alone, to
+// Seeds: HERD_FAULT_SEEDS=n runs seeds 1..n (default 32, a few seconds
+// of CPU under -race); HERD_FAULT_SEED=k runs seed k alone, to
 // reproduce a failure. HERD_FAULT_DATALOSS=1 adds store data loss
 // (memstore.Wipe) to the schedule: off by default until the recovery from
 // data loss keeps every invariant above.
 func TestFaultRandomSchedules(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6}
+	n := 32 // about 3 s of CPU under -race
 	if s := os.Getenv("HERD_FAULT_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
 			t.Fatalf("HERD_FAULT_SEEDS=%q: want a positive count", s)
 		}
-		seeds = seeds[:0]
-		for i := 1; i <= n; i++ {
-			seeds = append(seeds, uint64(i))
-		}
+	}
+	var seeds []uint64
+	for i := 1; i <= n; i++ {
+		seeds = append(seeds, uint64(i))
 	}
 	if s := os.Getenv("HERD_FAULT_SEED"); s != "" {
 		k, err := strconv.ParseUint(s, 10, 64)
