@@ -85,13 +85,13 @@ type faultRun struct {
 // faultChecker watches every handler run and checkpoint of one schedule.
 type faultChecker struct {
 	mu       sync.Mutex
-	paused   map[string]bool               // members whose gate is paused
-	live     map[string]map[*faultRun]bool // partition -> running handlers
-	overlaps map[[2]*faultRun]time.Time    // two runs of a partition, neither stalled -> since
-	accepted map[string]uint64             // partition -> last checkpoint the store accepted
-	stored   map[string]store.Ownership    // partition -> its record at the last check
-	errs     []string                      // violations
-	counts   struct{ accepted, rejected, fenced int }
+	paused   map[string]bool                                   // members whose gate is paused
+	live     map[string]map[*faultRun]bool                     // partition -> running handlers
+	overlaps map[[2]*faultRun]time.Time                        // two runs of a partition, neither stalled -> since
+	accepted map[string]uint64                                 // partition -> last checkpoint the store accepted
+	stored   map[string]store.Ownership                        // partition -> its record at the last check
+	errs     []string                                          // violations
+	counts   struct{ accepted, rejected, fenced, stalled int } // stalled: runs started beside a stalled member's
 }
 
 func newFaultChecker() *faultChecker {
@@ -151,6 +151,11 @@ func (k *faultChecker) started(member string, c *herd.Claim) *faultRun {
 	}
 	if k.live[r.partition] == nil {
 		k.live[r.partition] = map[*faultRun]bool{}
+	}
+	for o := range k.live[r.partition] {
+		if k.paused[o.member] {
+			k.counts.stalled++ // exempt while the stall lasts
+		}
 	}
 	k.live[r.partition][r] = true
 	k.together(r)
@@ -314,8 +319,9 @@ func runFaultSchedule(t *testing.T, seed uint64, dataLoss bool) {
 	if os.Getenv("HERD_FAULT_VERBOSE") == "1" {
 		t.Logf("steps:\n  %s", strings.Join(f.steps, "\n  "))
 	}
-	t.Logf("seed %d: %d steps over %v of virtual time; checkpoints: %d accepted, %d rejected, %d fenced",
-		seed, len(f.steps), time.Since(start), f.chk.counts.accepted, f.chk.counts.rejected, f.chk.counts.fenced)
+	t.Logf("seed %d: %d steps over %v of virtual time; checkpoints: %d accepted, %d rejected, %d fenced; "+
+		"%d handlers started beside a stalled member's",
+		seed, len(f.steps), time.Since(start), f.chk.counts.accepted, f.chk.counts.rejected, f.chk.counts.fenced, f.chk.counts.stalled)
 }
 
 // stopAll crashes every member still running, lifting the faults that

@@ -215,7 +215,7 @@ func (m *Member) Leave(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		if waiting := m.stopping(); len(waiting) > 0 {
+		if waiting := m.handlersRunning(); len(waiting) > 0 {
 			return fmt.Errorf("herd: leave %q: still waiting for the handlers of partitions %v to return: %w",
 				m.cfg.Group, waiting, ctx.Err())
 		}
@@ -224,9 +224,10 @@ func (m *Member) Leave(ctx context.Context) error {
 	}
 }
 
-// stopping lists, sorted, the partitions whose handlers have not returned
-// (Owned leaves out those being handed off; Leave hands off all of them).
-func (m *Member) stopping() []string {
+// handlersRunning lists, sorted, the partitions whose handlers have not
+// returned, including those being handed off, which Owned leaves out (and
+// Leave hands off all of them).
+func (m *Member) handlersRunning() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]string, 0, len(m.handlers))
@@ -1279,10 +1280,9 @@ func (w *watchdog) expire() {
 	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
 }
 
-// disarm is called once the handler has returned (and the partition is
-// released if it was handed off). It returns after any forced release the
-// timer began, so that the release is waited for by the partition's
-// goroutine.
+// disarm is called once the handler has returned, before the partition is
+// released. It returns after any forced release the timer began, so that
+// the partition's goroutine waits for it.
 func (w *watchdog) disarm() {
 	w.mu.Lock()
 	w.returned = true
