@@ -1,3 +1,6 @@
+// Tests of how handlers stop: the MaxShutdown watchdog, a Leave that times
+// out, and the final checkpoint of a handler after a handoff or a lost session.
+
 package herd_test
 
 import (
