@@ -45,14 +45,16 @@ func (c *Claim) LastCheckpoint() []byte {
 // cancelled for a handoff (to save its final progress): the partition is
 // released only after the handler returns.
 //
-// While the member's session is live, the call is also bounded by the time at
-// which the member would fence itself if its session could not be renewed:
-// a write still waiting on the store then fails with an error wrapping
-// ErrFenced (it may or may not have been applied; the epoch keeps a late
-// application from harming a successor), so that a handler blocked in
-// Checkpoint on an unreachable store stops before another member may start
-// the partition. Past that time, until the member has fenced the session,
-// nothing is sent and the error wraps both ErrFenced and ErrNotOwner.
+// The call is bounded by the time at which the member would fence itself if
+// its session could not be renewed, whatever ctx is (context.Background()
+// included): a write still waiting on the store then fails with an error
+// wrapping ErrFenced (it may or may not have been applied; the epoch keeps a
+// late application from harming a successor), so that a handler blocked in
+// Checkpoint on an unreachable or slow store returns before another member
+// may start the partition. Past that time, and once the session is lost or
+// fenced, nothing is sent and the error wraps both ErrFenced and
+// ErrNotOwner at once. A final checkpoint after a graceful handoff (the
+// session still live) is bounded the same way, not refused.
 func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if err := c.m.cfg.Gate.wait(ctx); err != nil {
 		return err

@@ -48,6 +48,13 @@
 //     epoch is still current and the session alive, in one atomic store
 //     operation. A member that lost a partition, however it lost it, can
 //     never overwrite its successor's progress; it gets ErrNotOwner.
+//   - A handler's store calls (Claim.Checkpoint) end by the time its member
+//     would fence itself, whatever context the handler passes them, and
+//     fail at once with ErrFenced after that time or once the session is
+//     lost: a store that stops answering, or a client whose timeout is
+//     longer than FenceMargin, cannot hold a handler inside herd while a
+//     successor runs its partition. A final checkpoint after a graceful
+//     handoff is bounded the same way, not refused.
 //   - Epochs strictly increase with every change of owner and are never
 //     reused, even if the store loses its data: a new epoch is
 //     max(previous+1, store time in microseconds).

@@ -64,7 +64,11 @@ type Member struct {
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
-	sess  string            // current session id, "" if none
+	// handlers counts, per partition, the handler goroutines that have not
+	// returned, including those cancelled for a handoff or a loss (which
+	// owned no longer lists); Leave's timeout error names them.
+	handlers map[string]int
+	sess     string // current session id, "" if none
 
 	// Partitions the last target gave this member while another member
 	// still held them (incoming), and those of them whose release the change
@@ -113,24 +117,39 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time, if that is
-// still ahead. Past it, while the session is not yet cancelled (the renewal
-// goroutine is about to fence it), it returns ok false: the call must not be
-// made, as it could keep a handler running after others start its
-// partitions. Once the session is cancelled, a call (a handler's last
-// checkpoint after the session was lost) keeps ctx: the handler has been
-// told, and the store fences the write by its epoch.
+// withFence returns ctx bounded by the session's fence time, whatever ctx
+// is (context.Background() included): every store call made for one of the
+// session's handlers goes through it, so none can keep a handler inside
+// herd's code past the time after which another member may start its
+// partition. It returns ok false, and the call must not be made, once that
+// time has come or the session is cancelled (lost, or fenced):
+//
+//   - past the fence time the renewal goroutine is about to fence the
+//     session (or the store about to expire it);
+//   - a cancelled session has no fence time left to bound the call by. Its
+//     handlers have been told, and may well save their last progress with
+//     a context of their own (theirs is cancelled); on a slow store that
+//     call would run past the session's expiry while a successor runs the
+//     partition. At the very instant of the fence the renewal goroutine's
+//     timer and a handler's periodic checkpoint may both fire: the session
+//     is then cancelled although the clock reads exactly the fence time,
+//     and the call is refused the same way.
+//
+// A handoff cancels a handler's context, not the session's: its final
+// checkpoint goes through, bounded by the fence time.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
-	t := s.fence.Load()
-	switch {
-	case t == nil || s.ctx.Err() != nil:
-		return ctx, func() {}, true
-	case time.Now().Before(*t):
-		fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
-		return fctx, cancel, true
-	default:
+	if s.ctx.Err() != nil {
 		return ctx, func() {}, false
 	}
+	t := s.fence.Load()
+	if t == nil {
+		return ctx, func() {}, true // unreachable: openSession sets it
+	}
+	if !time.Now().Before(*t) {
+		return ctx, func() {}, false
+	}
+	fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
+	return fctx, cancel, true
 }
 
 // slot modes, read by a partition's goroutine after its context is cancelled.
@@ -200,8 +219,46 @@ func (m *Member) Leave(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("herd: leave %q: still waiting for handlers of %v to return: %w",
-			m.cfg.Group, m.Owned(), ctx.Err())
+		if waiting := m.handlersRunning(); len(waiting) > 0 {
+			return fmt.Errorf("herd: leave %q: still waiting for the handlers of partitions %v to return: %w",
+				m.cfg.Group, waiting, ctx.Err())
+		}
+		return fmt.Errorf("herd: leave %q: every handler has returned; still releasing partitions and closing the session: %w",
+			m.cfg.Group, ctx.Err())
+	}
+}
+
+// handlersRunning lists, sorted, the partitions whose handlers have not
+// returned, including those being handed off, which Owned leaves out (and
+// Leave hands off all of them).
+func (m *Member) handlersRunning() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.handlers))
+	for p := range m.handlers {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// handlerStarted and handlerReturned keep m.handlers: the partitions whose
+// handler goroutines have not returned, whether they still own them or are
+// being handed off or dropped.
+func (m *Member) handlerStarted(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handlers == nil {
+		m.handlers = map[string]int{}
+	}
+	m.handlers[p]++
+}
+
+func (m *Member) handlerReturned(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handlers[p]--; m.handlers[p] <= 0 {
+		delete(m.handlers, p)
 	}
 }
 
@@ -227,7 +284,10 @@ func (m *Member) Session() string {
 	return m.sess
 }
 
-// Owned lists the partitions whose handlers are running, sorted.
+// Owned lists, sorted, the partitions this member owns and runs a handler
+// for. Those being handed off or dropped are left out from the moment their
+// handlers are cancelled (a Leave that times out names those whose handlers
+// have not returned).
 func (m *Member) Owned() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1110,31 +1170,47 @@ func (m *Member) unown(p string) {
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	sl := &slot{sess: sess, cancel: cancel}
-	group, part, epoch := m.cfg.Group, o.Partition, o.Epoch
+	part, epoch := o.Partition, o.Epoch
 	sl.claim = &Claim{
 		Partition: part,
 		Epoch:     epoch,
 		ctx:       hctx,
 		m:         m,
 		last:      o.Checkpoint,
-		write: func(ctx context.Context, v []byte) error {
-			fctx, cancel, ok := sess.withFence(ctx)
-			defer cancel()
-			if !ok {
-				return fmt.Errorf("%w: nothing written, as the session was not renewed in time: %w", ErrFenced, store.ErrNotOwner)
-			}
-			err := m.st.Checkpoint(fctx, group, part, epoch, v)
-			if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || (fctx != ctx && sess.pastFence())) {
-				return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
-			}
-			return err
-		},
+		write:     m.claimWrite(sess, part, epoch),
 	}
 	slots[part] = sl
 	m.mu.Lock()
 	m.owned[part] = epoch
 	m.mu.Unlock()
+	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
 	go m.runSlot(sl)
+}
+
+// claimWrite returns a claim's write function: the one path by which every
+// store call made for a handler (Claim.Checkpoint, and anything else that
+// writes for a claim) reaches the store. It bounds the call by the session's
+// fence time whatever context the handler passes, and refuses it at once,
+// with an error wrapping ErrFenced and ErrNotOwner, past that time or once
+// the session is lost (see session.withFence).
+func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
+	group := m.cfg.Group
+	return func(ctx context.Context, v []byte) error {
+		fctx, cancel, ok := sess.withFence(ctx)
+		defer cancel()
+		if !ok {
+			why := "the session was not renewed in time"
+			if sess.ctx.Err() != nil {
+				why = "the session is lost or fenced"
+			}
+			return fmt.Errorf("%w: nothing written, as %s: %w", ErrFenced, why, store.ErrNotOwner)
+		}
+		err := m.st.Checkpoint(fctx, group, part, epoch, v)
+		if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || sess.pastFence()) {
+			return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
+		}
+		return err
+	}
 }
 
 // runSlot runs one partition's handler until its context is cancelled, then
@@ -1142,29 +1218,12 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 func (m *Member) runSlot(sl *slot) {
 	c := sl.claim
 	ctx := c.ctx
-	var watchdog atomic.Pointer[time.Timer]
-	defer func() {
-		if t := watchdog.Load(); t != nil {
-			t.Stop()
-		}
-		m.slotDone <- sl
-	}()
-	// Once cancelled for a handoff, warn (or force the release) if the
-	// handler takes longer than MaxShutdown to return.
-	stopWatch := context.AfterFunc(ctx, func() {
-		if sl.mode.Load() != modeHandoff {
-			return
-		}
-		watchdog.Store(time.AfterFunc(m.cfg.MaxShutdown, func() {
-			if m.cfg.ForceHandoff {
-				m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", c.Partition)
-				m.release(sl)
-				return
-			}
-			m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", c.Partition, "max_shutdown", m.cfg.MaxShutdown)
-		}))
-	})
-	defer stopWatch()
+	w := &watchdog{m: m, sl: sl}
+	// Armed by the cancellation, on context.AfterFunc's goroutine; disarmed
+	// as soon as the handler has returned, so it can neither fire for a
+	// handler that returned in time nor outlive this goroutine.
+	stopArm := context.AfterFunc(ctx, w.arm)
+	defer func() { m.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
 		if ctx.Err() != nil {
@@ -1181,8 +1240,73 @@ func (m *Member) runSlot(sl *slot) {
 			break
 		}
 	}
+	stopArm()
+	w.disarm()
+	m.handlerReturned(c.Partition)
 	if sl.mode.Load() == modeHandoff {
 		m.release(sl)
+	}
+}
+
+// watchdog warns, or with ForceHandoff releases the partition, when a
+// handler being handed off has not returned within MaxShutdown.
+//
+// The race it must avoid: the handler's context is cancelled; the handler
+// returns at once and runSlot cleans up; only then does context.AfterFunc's
+// goroutine get to run and arm the timer, which nothing stops any more, and
+// MaxShutdown later it reports a handler that returned long ago. So arm and
+// disarm share a lock and a flag: an arm after the disarm does nothing, and
+// a timer armed before it is stopped, or waited for if it already fired.
+type watchdog struct {
+	m  *Member
+	sl *slot
+
+	mu       sync.Mutex
+	returned bool          // the handler has returned: never arm, never act
+	timer    *time.Timer   // armed at the handoff's cancellation
+	fired    chan struct{} // closed when the timer's function has returned
+}
+
+// arm starts the timer if the handler is being handed off and has not
+// returned yet.
+func (w *watchdog) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	w.fired = make(chan struct{})
+	w.timer = time.AfterFunc(w.m.cfg.MaxShutdown, w.expire)
+}
+
+// expire runs MaxShutdown after the handoff began.
+func (w *watchdog) expire() {
+	defer close(w.fired)
+	w.mu.Lock()
+	returned := w.returned
+	w.mu.Unlock()
+	if returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	m, p := w.m, w.sl.claim.Partition
+	if m.cfg.ForceHandoff {
+		m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", p)
+		m.release(w.sl)
+		return
+	}
+	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
+}
+
+// disarm is called once the handler has returned, before the partition is
+// released. It returns after any forced release the timer began, so that
+// the partition's goroutine waits for it.
+func (w *watchdog) disarm() {
+	w.mu.Lock()
+	w.returned = true
+	t, fired := w.timer, w.fired
+	w.mu.Unlock()
+	if t != nil && !t.Stop() {
+		<-fired
 	}
 }
 
