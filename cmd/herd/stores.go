@@ -39,8 +39,12 @@ func newConnector(raw string) (*connector, error) {
 
 // openers maps URL schemes of networked stores to their Open functions.
 var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
-	"redis":  openRedis,
-	"rediss": openRedis,
+	"redis":           openRedis,
+	"rediss":          openRedis,
+	"redis+cluster":   openRedis,
+	"rediss+cluster":  openRedis,
+	"redis+sentinel":  openRedis,
+	"rediss+sentinel": openRedis,
 }
 
 func openRedis(ctx context.Context, url string) (store.Store, error) {

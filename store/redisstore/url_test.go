@@ -190,4 +190,3 @@ func TestGoRedisLogsToSlog(t *testing.T) {
 		t.Fatalf("no go-redis message reached slog (got %d records)", len(rec.recs))
 	}
 }
-
