@@ -38,7 +38,7 @@
 // # Logging
 //
 // go-redis logs through one process-wide logger. The first Open routes it
-// to log/slog (slog.Default at that moment's handler, attribute
+// to log/slog's default logger (attribute
 // component=go-redis): pool and connection messages at debug level,
 // Sentinel and Cluster topology changes at info. A program that calls
 // redis.SetLogger after its first Open keeps its own logger. New changes
