@@ -232,18 +232,3 @@ func StartSentinels(t testing.TB) *SentinelSet {
 	}
 	return s
 }
-
-// CurrentPrimary asks the first live sentinel for the master's address.
-func (s *SentinelSet) CurrentPrimary(ctx context.Context) (string, error) {
-	var last error
-	for _, sn := range s.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr(), MaxRetries: -1})
-		a, err := sc.GetMasterAddrByName(ctx, s.Master).Result()
-		_ = sc.Close()
-		if err == nil {
-			return net.JoinHostPort(a[0], a[1]), nil
-		}
-		last = err
-	}
-	return "", last
-}
