@@ -386,6 +386,12 @@ func goRedisInvalid(t *target, err error) error {
 		}
 		return invalid(t.redacted, "%s (herd's options: %s; the others are go-redis' URL options, such as dial_timeout, read_timeout, write_timeout, pool_size, max_retries, protocol, client_name: see redis.ParseURL)", msg, own)
 	}
+	switch {
+	case strings.Contains(msg, " duration"):
+		msg += " (want a Go duration such as 500ms or 2s, or a number of seconds; 0 or less disables the timeout)"
+	case strings.Contains(msg, " number"):
+		msg += " (want an integer)"
+	}
 	return invalid(t.redacted, "%s", msg)
 }
 

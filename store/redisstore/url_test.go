@@ -85,6 +85,10 @@ func TestParseURLRejects(t *testing.T) {
 		{"redis+sentinel://s1/m?password=x", "user info"},
 		{"redis://h?dial_timeout=1s&dial_timeout=2s", "given 2 times"},
 		{"redis://h?nosuch=1", "herd's options"},
+		{"redis://h?dial_timeout=forever", "Go duration"},
+		{"redis+cluster://h?pool_size=many", "integer"},
+		{"redis+sentinel://h/m?read_only=maybe", "unexpected option"},
+		{"redis+sentinel://h/m?replica_only=maybe", "true/false"},
 		{"redis://h?prefix=a%7Bb", "brace"},
 		{"redis://h#frag", "fragment"},
 		{"http://h", "unknown scheme"},
@@ -188,5 +192,19 @@ func TestGoRedisLogsToSlog(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no go-redis message reached slog (got %d records)", len(rec.recs))
+	}
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{
+		{"7.0.15", true}, {"7.0", true}, {"7", true}, {"7.2.4", true}, {"8.0.1", true}, {"10.0.0", true},
+		{"6.2.14", false}, {"5.0.7", false}, {"", false}, {"x.y", false}, {"6", false},
+	} {
+		if got := versionAtLeast(tc.v, MinServerVersion); got != tc.want {
+			t.Errorf("versionAtLeast(%q, %q) = %v; want %v", tc.v, MinServerVersion, got, tc.want)
+		}
 	}
 }
