@@ -83,6 +83,28 @@ func TestClusterMisuse(t *testing.T) {
 	plain := redistest.StartServer(t)
 	wantInvalid(t, "redis+cluster://"+plain.Addr(), "not a Redis Cluster node")
 	wantInvalid(t, "redis+cluster://"+c.Nodes[0].Addr()+"/1", "only database 0")
+
+	// A primary without a replica dies: once the others mark it failed
+	// (cluster-node-timeout 2 s), calls get CLUSTERDOWN, reported as an
+	// unavailable store that says why.
+	cs := openURL(t, c.URL()+"?prefix=herdtest&dial_timeout=500ms")
+	c.Nodes[2].Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		// Groups whose slot a live node serves get CLUSTERDOWN; the dead
+		// node's get connection refused.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cs.OpenSession(cctx, fmt.Sprint("group", i%10), "m", 1, time.Minute)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), "Redis Cluster is down") {
+			wantIs(t, err, store.ErrUnavailable, "OpenSession on a cluster that is down")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no CLUSTERDOWN error 20 s after a primary died; last error: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling until the cluster marks the node failed
+	}
 }
 
 func TestSentinelConformance(t *testing.T) {
@@ -100,6 +122,15 @@ func TestSentinelMisuse(t *testing.T) {
 	wantInvalid(t, "redis://"+ss.Sentinels[0].Addr(), "redis+sentinel://")
 	wantInvalid(t, "redis://"+ss.Replica.Addr(), "read-only replica")
 	wantInvalid(t, "redis+sentinel://"+ss.Primary.Addr()+"/"+ss.Master, "not a Redis Sentinel")
+	// A client of the replica given to New: writes are refused (READONLY)
+	// with a message saying what to do.
+	rep := redis.NewClient(&redis.Options{Addr: ss.Replica.Addr(), MaxRetries: -1})
+	defer rep.Close()
+	_, err := New(rep, WithPrefix("herdtest")).OpenSession(ctxT(t), "g", "m", 1, time.Minute)
+	wantIs(t, err, store.ErrUnavailable, "OpenSession through a client of the replica")
+	if !strings.Contains(err.Error(), "read-only replica") {
+		t.Fatalf("error %q does not say the server is a read-only replica", err)
+	}
 	// go-redis' own form works too.
 	s := openURL(t, "redis+sentinel://"+ss.Sentinels[0].Addr()+"?master_name="+ss.Master+"&addr="+ss.Sentinels[1].Addr())
 	if _, err := s.Snapshot(ctxT(t), "g"); err != nil {
