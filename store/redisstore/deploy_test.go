@@ -44,18 +44,20 @@ func wantInvalid(t *testing.T, u, mention string) {
 	}
 }
 
-func TestClusterConformance(t *testing.T) {
+// TestCluster runs the conformance suite on a 3-primary Redis Cluster, then
+// the misuse checks on the same cluster (they end by killing a node).
+func TestCluster(t *testing.T) {
 	redistest.Need(t)
 	c := redistest.StartCluster(t)
 	u := c.URL() + "?prefix=herdtest"
 	storetest.Run(t, func(t *testing.T) store.Store { return openURL(t, u) })
+	t.Run("misuse", func(t *testing.T) { testClusterMisuse(t, c) })
 }
 
-// TestClusterMisuse: a plain URL or client on a cluster node, and a cluster
-// URL on a plain server, are told what to use instead.
-func TestClusterMisuse(t *testing.T) {
-	redistest.Need(t)
-	c := redistest.StartCluster(t)
+// testClusterMisuse: a plain URL or client on a cluster node, and a cluster
+// URL on a plain server, are told what to use instead; a cluster that is
+// down says so.
+func testClusterMisuse(t *testing.T, c *redistest.Cluster) {
 	wantInvalid(t, "redis://"+c.Nodes[0].Addr(), "redis+cluster://")
 
 	// A plain client given to New: the groups whose slot another node
@@ -107,17 +109,18 @@ func TestClusterMisuse(t *testing.T) {
 	}
 }
 
-func TestSentinelConformance(t *testing.T) {
+// TestSentinel runs the conformance suite on a primary, a replica and three
+// sentinels, then the misuse checks on the same set.
+func TestSentinel(t *testing.T) {
 	redistest.Need(t)
 	ss := redistest.StartSentinels(t)
 	u := ss.URL() + "?prefix=herdtest"
 	storetest.Run(t, func(t *testing.T) store.Store { return openURL(t, u) })
+	t.Run("misuse", func(t *testing.T) { testSentinelMisuse(t, ss) })
 }
 
-// TestSentinelMisuse: wrong master names and servers of the wrong kind.
-func TestSentinelMisuse(t *testing.T) {
-	redistest.Need(t)
-	ss := redistest.StartSentinels(t)
+// testSentinelMisuse: wrong master names and servers of the wrong kind.
+func testSentinelMisuse(t *testing.T, ss *redistest.SentinelSet) {
 	wantInvalid(t, "redis+sentinel://"+ss.Sentinels[0].Addr()+"/nosuchmaster", `master named "nosuchmaster"`)
 	wantInvalid(t, "redis://"+ss.Sentinels[0].Addr(), "redis+sentinel://")
 	wantInvalid(t, "redis://"+ss.Replica.Addr(), "read-only replica")
