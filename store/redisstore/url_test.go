@@ -208,3 +208,13 @@ func TestVersionAtLeast(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRESP2: Open's checks read HELLO's reply in RESP2 form too.
+func TestOpenRESP2(t *testing.T) {
+	redistest.Need(t)
+	ts := redistest.StartServer(t)
+	s := openURL(t, ts.URL()+"?protocol=2")
+	if _, err := s.Snapshot(ctxT(t), "g"); err != nil {
+		t.Fatal(err)
+	}
+}
