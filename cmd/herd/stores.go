@@ -21,37 +21,45 @@ type connector struct {
 	mem    *memstore.Store
 }
 
+// newConnector checks the URL's scheme, and the whole of a mem:// URL. A
+// networked store's URL is parsed by its backend at Open (a host list such
+// as redis+cluster://a:7000,b is not a URL net/url accepts), which reports
+// what is wrong without the password.
 func newConnector(raw string) (*connector, error) {
+	scheme, _, found := strings.Cut(raw, ":")
+	if !found || scheme == "" || strings.ContainsAny(scheme, "/?#@") {
+		return nil, fmt.Errorf("--store: no scheme; want mem://, or one of the schemes %s", supportedSchemes())
+	}
+	c := &connector{url: raw, scheme: strings.ToLower(scheme)}
+	if c.scheme != "mem" {
+		if open := openers[c.scheme]; open == nil {
+			return nil, fmt.Errorf("--store: unknown scheme %q (supported: %s)", scheme, supportedSchemes())
+		}
+		return c, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
-		return nil, fmt.Errorf("--store: malformed URL (%v); want mem://, or one of the schemes %s", err, supportedSchemes())
+		return nil, fmt.Errorf("--store: malformed URL (%v); write mem://", err)
 	}
-	if u.Scheme == "" {
-		return nil, fmt.Errorf("--store %q: no scheme; want mem://, or one of the schemes %s", u.Redacted(), supportedSchemes())
+	if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted())
 	}
-	c := &connector{url: raw, scheme: strings.ToLower(u.Scheme)}
-	switch c.scheme {
-	case "mem":
-		if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-			return nil, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted())
-		}
-		c.mem = memstore.New()
-	default:
-		if open := openers[c.scheme]; open == nil {
-			return nil, fmt.Errorf("--store %q: unknown scheme %q (supported: %s)", u.Redacted(), u.Scheme, supportedSchemes())
-		}
-	}
+	c.mem = memstore.New()
 	return c, nil
 }
 
 // openers maps URL schemes of networked stores to their Open functions.
 var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
-	"redis":  openRedis,
-	"rediss": openRedis,
+	"redis":           openRedis,
+	"rediss":          openRedis,
+	"redis+cluster":   openRedis,
+	"rediss+cluster":  openRedis,
+	"redis+sentinel":  openRedis,
+	"rediss+sentinel": openRedis,
 }
 
 func openRedis(ctx context.Context, url string) (store.Store, error) {

@@ -5,6 +5,45 @@
 //	// or, with a client you already have (standalone, cluster, failover):
 //	s := redisstore.New(client, redisstore.WithPrefix("myapp"))
 //
+// # Deployments
+//
+// The URL's scheme picks the deployment:
+//
+//	redis://[user:password@]host[:port][/db]           one server (rediss:// for TLS, unix:// for a socket)
+//	redis+cluster://[user:password@]host:port,...      Redis Cluster, any seed nodes (rediss+cluster://)
+//	redis+sentinel://[user:password@]host:26379,.../mastername[/db]
+//	                                                   primary and replicas behind Sentinel (rediss+sentinel://)
+//
+// Open parses the URL strictly (see Open), dials once within the dial
+// timeout, and checks each server that will hold the keys: Redis
+// MinServerVersion or later, a primary, and the kind the scheme names.
+//
+// Failovers (Sentinel, or Cluster with replicas) keep the store working:
+// go-redis follows the new primary. They are not free of loss. Replication
+// is asynchronous, so writes the old primary acknowledged but had not sent
+// are gone: sessions (the member's next KeepAlive returns
+// store.ErrSessionExpired and it rejoins), claims (the claimant's next
+// Checkpoint returns store.ErrNotOwner; until then its handler and one of
+// the previous owner may both run) and checkpoints (they go back to what
+// the replica had; Restore puts back the ones whose record vanished
+// altogether). Session expiry and epochs follow the clock of whichever
+// server is primary, so epochs stay unique as long as the new primary's
+// clock is not behind the old one's by more than the time since the last
+// claim. The store does not issue WAIT: it would make such losses rarer,
+// at a round trip to a replica per write, but it is not consensus (a write
+// stays applied on the primary when WAIT times out, and the promoted
+// replica need not be the one that acknowledged). The README's "Redis
+// deployments" says more.
+//
+// # Logging
+//
+// go-redis logs through one process-wide logger. The first Open routes it
+// to log/slog's default logger (attribute
+// component=go-redis): pool and connection messages at debug level,
+// Sentinel and Cluster topology changes at info. A program that calls
+// redis.SetLogger after its first Open keeps its own logger. New changes
+// nothing: the client and its logging belong to the caller.
+//
 // # Keys
 //
 // Every key of a group carries the same Redis Cluster hash tag, the group
@@ -45,8 +84,9 @@
 // fenced writes check epoch and session liveness in the same step as they
 // write. All time comes from redis.call('TIME') inside the scripts, the
 // store's clock; no member's clock is ever compared with it. Redis 7
-// replicates scripts by their effects, so reading the clock in a script
-// that writes is allowed and replicas replay the writes, not the reading.
+// replicates scripts only by their effects, so reading the clock in a
+// script that writes is allowed and replicas replay the writes, not the
+// reading; this is why Open requires MinServerVersion.
 //
 // A session is alive while its expiry score is later than the server's
 // current time. The scripts of OpenSession, KeepAlive, CloseSession,

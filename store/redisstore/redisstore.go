@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,64 +90,61 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
-// Open connects to the Redis server at rawURL and checks that it answers.
+// Open connects to the Redis deployment at rawURL, checks it, and returns a
+// Store on it.
 //
 //	redis://[[user]:password@]host[:port][/db][?option=value&...]
-//	rediss://...   (TLS)
+//	rediss://...                       (TLS)
 //	unix://[[user]:password@]/path/to/socket[?db=N]
+//	redis+cluster://[[user]:password@]host:port[,host:port...][?option=value&...]
+//	rediss+cluster://...               (Redis Cluster over TLS)
+//	redis+sentinel://[[user]:password@]host:26379[,host:port...]/mastername[/db][?option=value&...]
+//	rediss+sentinel://...              (Sentinel, TLS to sentinels and servers)
 //
-// Besides go-redis's own URL options (dial_timeout, pool_size, ...; see
+// A cluster URL lists seed nodes (any of them; the others are discovered);
+// a sentinel URL lists sentinels, and the user info is the Redis servers'
+// credentials (the sentinels' are the options sentinel_username and
+// sentinel_password). go-redis' own forms are accepted too: addr=host:port
+// (repeated) adds a seed or sentinel, master_name=name names the master.
+// Besides go-redis's URL options (dial_timeout, pool_size, ...; see
 // redis.ParseURL), the query parameter prefix sets the key prefix; a
-// WithPrefix option overrides it. A malformed URL gives an error wrapping
-// store.ErrInvalid, a server that cannot be reached (or refuses the
-// credentials) one wrapping store.ErrUnavailable. Error messages never
-// contain the password.
+// WithPrefix option overrides it.
+//
+// Open dials the first reachable address once (so an unreachable host, or
+// rediss:// against a plain port, fails within one dial timeout), then
+// checks that every server that will hold herd's keys runs Redis
+// MinServerVersion or later, is a primary, and is the kind of deployment
+// the scheme names (a Redis Cluster node behind redis:// is refused with a
+// message naming redis+cluster://).
+//
+// A malformed URL, or a deployment that does not match it, gives an error
+// wrapping store.ErrInvalid that says what is allowed; a server that cannot
+// be reached (or refuses the credentials) one wrapping store.ErrUnavailable.
+// Error messages never contain the password. The first Open routes go-redis'
+// own log lines to log/slog (see the package documentation).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	u, err := url.Parse(rawURL)
+	t, err := parseURL(rawURL)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the URL, password included
-		}
-		return nil, fmt.Errorf("redisstore: malformed Redis URL: %v: %w", err, store.ErrInvalid)
+		return nil, err
 	}
-	switch u.Scheme {
-	case "redis", "rediss", "unix":
-	default:
-		return nil, fmt.Errorf("redisstore: Redis URL %q: scheme must be redis, rediss or unix: %w", u.Redacted(), store.ErrInvalid)
+	if t.prefix != "" {
+		opts = append([]Option{WithPrefix(t.prefix)}, opts...)
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: Redis URL %q: malformed query: %v: %w", u.Redacted(), err, store.ErrInvalid)
-	}
-	if q.Has("prefix") {
-		p := q.Get("prefix")
-		if len(q["prefix"]) > 1 {
-			return nil, fmt.Errorf("redisstore: Redis URL %q: prefix is given %d times: %w", u.Redacted(), len(q["prefix"]), store.ErrInvalid)
-		}
-		opts = append([]Option{WithPrefix(p)}, opts...)
-		q.Del("prefix")
-		u.RawQuery = q.Encode()
-	}
-	ropt, err := redis.ParseURL(u.String())
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: Redis URL %q: %v: %w", u.Redacted(), err, store.ErrInvalid)
-	}
-	// Without this, go-redis ignores context deadlines on reads and writes
-	// and a call to a server that stopped answering blocks for ReadTimeout
-	// (3 s): a member's renewal could not fence it in time. go-redis still
-	// ignores cancellation, which eval makes up for.
-	ropt.ContextTimeoutEnabled = true
-	client := redis.NewClient(ropt)
+	routeGoRedisLogs()
+	client, dial, timeout := newClient(t)
 	s := New(client, opts...)
 	s.owned = true
 	if s.err != nil {
 		_ = client.Close()
 		return nil, s.err
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
+	first, err := probe(ctx, t, dial, timeout)
+	if err == nil {
+		err = check(ctx, t, client, first)
+	}
+	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redisstore: connecting to %s: %w: %w", u.Redacted(), store.ErrUnavailable, err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -226,14 +222,30 @@ func fail(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var nc notCluster
+	if errors.As(err, &nc) {
+		return fmt.Errorf("redisstore: %s: the server is a Redis Cluster node and redirected the call (%v); "+
+			"a client of a single server cannot follow: open the store with redis+cluster:// or give New a *redis.ClusterClient: %w",
+			op, nc.err, store.ErrInvalid)
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
 		switch {
 		case strings.HasPrefix(msg, "WRONGTYPE"):
 			return fmt.Errorf("redisstore: %s: a key holds the wrong kind of value: %w: %w", op, store.ErrCorrupt, err)
-		case hasAnyPrefix(msg, "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-			"BUSY", "NOREPLICAS", "MOVED", "ASK", "NOAUTH", "WRONGPASS", "OOM"):
+		case hasAnyPrefix(msg, "MOVED", "ASK"):
+			// go-redis' cluster client follows redirections itself (eval
+			// marks the ones that reach us through any other client): one
+			// that still comes back means the slot kept moving.
+			return fmt.Errorf("redisstore: %s: the key's hash slot moved repeatedly (cluster resharding): %w: %w", op, store.ErrUnavailable, err)
+		case strings.HasPrefix(msg, "READONLY"):
+			return fmt.Errorf("redisstore: %s: the server is a read-only replica (a failover demoted it, or the URL names a replica): "+
+				"point the URL at the primary, or use redis+sentinel:// to follow failovers: %w: %w", op, store.ErrUnavailable, err)
+		case strings.HasPrefix(msg, "CLUSTERDOWN"):
+			return fmt.Errorf("redisstore: %s: the Redis Cluster is down (a primary without a replica failed, or slots are unassigned): %w: %w", op, store.ErrUnavailable, err)
+		case hasAnyPrefix(msg, "LOADING", "MASTERDOWN", "TRYAGAIN",
+			"BUSY", "NOREPLICAS", "NOAUTH", "WRONGPASS", "OOM"):
 			return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 		}
 		return fmt.Errorf("redisstore: %s: %w", op, err)
@@ -260,6 +272,11 @@ func hasAnyPrefix(s string, prefixes ...string) bool {
 // or at ctx's deadline or the client's read timeout); like any call that
 // fails on a timeout, it may or may not have been applied.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, ks []string, args ...any) ([]any, error) {
+	res, err := s.evalRaw(ctx, sc, ks, args...)
+	return res, s.redirected(err)
+}
+
+func (s *Store) evalRaw(ctx context.Context, sc *redis.Script, ks []string, args ...any) ([]any, error) {
 	if ctx.Done() == nil {
 		return sc.Run(ctx, s.client, ks, args...).Slice()
 	}
