@@ -425,6 +425,12 @@ func (m *Member) run(sess *session) {
 
 	leaving := false
 	leaveCh := m.leaveCh
+	// openDue: between sessions, whether to try (restore, then open a
+	// session) at the next turn of the loop: at once after a loss, then
+	// when the retry timer fires, not on every wake-up (a handler of the
+	// lost session returning, a change event), which would make the
+	// back-off moot and keep the loop from draining slotDone.
+	openDue := false
 	var orphans []*session // lost sessions whose handlers have not all returned
 
 	sessionOf := func(s *session) int {
@@ -454,6 +460,7 @@ func (m *Member) run(sess *session) {
 		// reach it (fenced), the store may have lost its data meanwhile:
 		// hold once the next session opens (see holdAfterLoss).
 		m.holdPending = true
+		openDue = true
 		if errors.Is(cause, ErrSessionExpired) {
 			m.lossSeen = true // the store forgot the session
 		}
@@ -521,7 +528,8 @@ func (m *Member) run(sess *session) {
 			finish(ErrLeft)
 			return
 		}
-		if sess == nil && !leaving {
+		if sess == nil && !leaving && openDue {
+			openDue = false
 			// Both calls are bounded by RenewTimeout and cancelled by
 			// Leave, so a Leave during an outage is seen at once.
 			if m.restore(m.attemptCtx) {
@@ -544,7 +552,10 @@ func (m *Member) run(sess *session) {
 				// Leaving: the select below sees leaveCh.
 			default:
 				m.log.Warn("cannot open a session; retrying", "err", err)
-				retryLater()
+				// As often as renewals are retried: the store may be back
+				// any moment, and others may be waiting for this member
+				// to restore its checkpoints (holdAfterLoss).
+				retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 			}
 		}
 
@@ -583,6 +594,7 @@ func (m *Member) run(sess *session) {
 		case <-expiry.C:
 			m.urgent.Store(true)
 		case <-retry.C:
+			openDue = true
 		}
 		if leaving || sess == nil {
 			continue
@@ -1116,10 +1128,13 @@ func resize[T any](s []T, n int) []T {
 // record-less one during the hold, and when records vanish from a snapshot
 // (records are never deleted otherwise).
 //
-// Why SessionTTL: a member cut off from the store retries every
-// RenewInterval at most, each attempt restoring first (bounded by
-// RenewTimeout), so every member that comes back within SessionTTL of the
-// first one has restored before the first one claims anything. Why every
+// Why SessionTTL (or RenewInterval+2*RenewTimeout if longer): a member cut
+// off from the store tries again at least every RenewInterval/4 (500 ms at
+// most), each attempt restoring first (bounded by RenewTimeout) and then
+// opening a session (bounded by RenewTimeout), so every member whose
+// connection comes back when the first one's does has restored before the
+// first one claims anything. A member that comes back later may find its partitions taken
+// (doc.go says what is lost then). Why every
 // free partition after a loss, not only record-less ones: a member that
 // lost a partition long ago may restore its stale checkpoint first, and
 // the newer owner's Restore (with a higher epoch) replaces it only while
@@ -1127,7 +1142,7 @@ func resize[T any](s []T, n int) []T {
 // when there is no sign of a loss, so that a member back from a mere
 // outage takes its share of handed-off partitions at once.
 func (m *Member) holdAfterLoss(all bool) {
-	until := time.Now().Add(m.cfg.SessionTTL)
+	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
 	if until.After(m.holdFresh) {
 		m.holdFresh = until
 	}
