@@ -47,7 +47,12 @@
 //   - Checkpoints are fenced: Claim.Checkpoint writes only if the claim's
 //     epoch is still current and the session alive, in one atomic store
 //     operation. A member that lost a partition, however it lost it, can
-//     never overwrite its successor's progress; it gets ErrNotOwner.
+//     never overwrite its successor's progress; it gets ErrNotOwner. This
+//     holds across a data loss too: the checkpoint a member puts back
+//     after losing its session (store.Store.Restore) is written only where
+//     the partition has no record, or a released one with a lower epoch
+//     (put back by an earlier owner), so of all the owners that restore a
+//     partition the last one wins, whatever the order.
 //   - A handler's store calls (Claim.Checkpoint) end by the time its member
 //     would fence itself, whatever context the handler passes them, and
 //     fail at once with ErrFenced after that time or once the session is
@@ -78,10 +83,22 @@
 //   - A handler that ignores cancellation keeps running; its partition is
 //     not handed off until it returns (unless ForceHandoff), and after a
 //     crash or fence its writes are rejected but its side effects are not.
-//   - A store that loses its data (Redis restarted without persistence)
-//     loses the checkpoints written since its last persisted state; the
-//     members notice that their sessions are gone, stop their handlers and
-//     start over with new sessions and fresh, larger epochs.
+//   - A store that loses its data (Redis restarted without persistence,
+//     after an outage of any length) loses what it held; the members
+//     notice that their sessions are gone (or fence themselves while it is
+//     unreachable), stop their handlers and start over with new sessions
+//     and fresh, larger epochs. Before claiming anything, each puts back
+//     the partition set and the last checkpoint it wrote for each
+//     partition it held. A member back from a lost or fenced session
+//     leaves record-less partitions alone for SessionTTL, and every
+//     partition without a live owner if the store shows it lost data, so
+//     that the other previous owners can restore first; the partitions
+//     are therefore placed again about SessionTTL after the first member
+//     is back. What is still lost: a checkpoint whose last owner does not
+//     come back within SessionTTL of the first member back (it crashed
+//     too, or stayed cut off): the partition resumes from the newest
+//     checkpoint put back by an earlier owner, or from none; and a
+//     partition set no surviving member had seen.
 //   - Processing is at least once: a partition resumes from its last
 //     checkpoint, so work done after it is repeated by the next owner.
 package herd

@@ -1,6 +1,7 @@
 package herd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,11 @@ type Member struct {
 
 	runCtx context.Context // cancelled = crash (Join's ctx) or end of Leave
 	stop   context.CancelFunc
+	// attemptCtx bounds the store calls made between sessions (restores,
+	// opening a session): it is cancelled by Leave, so a Leave during an
+	// outage does not wait for them.
+	attemptCtx  context.Context
+	stopAttempt context.CancelFunc
 
 	leaveOnce sync.Once
 	leaveCh   chan struct{} // closed by Leave
@@ -44,15 +50,20 @@ type Member struct {
 	err      error // why the member stopped, for Leave/Err
 
 	// Owned by the reconcile loop: checkpoints to put back after a session
-	// loss, and until when record-less partitions are left alone.
-	restores  []store.Ownership
-	holdFresh time.Time
-	lastParts []store.Partition // the last partition set the store held (possibly emptied)
-	sessions  map[string]bool   // live sessions at the last reconcile
-	joinedAt  time.Time         // when a new session was last seen
-	readAt    time.Time         // when reconcile last started reading the group
-	readGap   time.Duration     // the least time between two reads (readGap)
-	urgentGap time.Duration     // the same after a membership change (1 µs per record)
+	// loss, and until when partitions without a live owner are left alone
+	// (see holdAfterLoss).
+	restores    []store.Ownership
+	holdFresh   time.Time         // until then, record-less partitions are left alone
+	holdFree    time.Time         // until then, every partition without a live owner too
+	holdPending bool              // a session was lost: hold once the next one opens
+	lossSeen    bool              // since then, the store showed it lost data
+	lastRecords int               // ownership records in the last snapshot
+	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
+	sessions    map[string]bool   // live sessions at the last reconcile
+	joinedAt    time.Time         // when a new session was last seen
+	readAt      time.Time         // when reconcile last started reading the group
+	readGap     time.Duration     // the least time between two reads (readGap)
+	urgentGap   time.Duration     // the same after a membership change (1 µs per record)
 
 	// Owned by the reconcile loop too: what malformed.go has reported.
 	malformed   map[string]bool // malformed records already reported
@@ -184,19 +195,22 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		}
 	}
 	runCtx, stop := context.WithCancel(ctx)
+	attemptCtx, stopAttempt := context.WithCancel(runCtx)
 	m := &Member{
-		cfg:      cfg,
-		st:       st,
-		log:      cfg.Logger.With("group", cfg.Group, "member", cfg.Member),
-		runCtx:   runCtx,
-		stop:     stop,
-		leaveCh:  make(chan struct{}),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		slotDone: make(chan *slot),
-		owned:    map[string]uint64{},
+		cfg:         cfg,
+		st:          st,
+		log:         cfg.Logger.With("group", cfg.Group, "member", cfg.Member),
+		runCtx:      runCtx,
+		stop:        stop,
+		attemptCtx:  attemptCtx,
+		stopAttempt: stopAttempt,
+		leaveCh:     make(chan struct{}),
+		done:        make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		slotDone:    make(chan *slot),
+		owned:       map[string]uint64{},
 	}
-	sess, err := m.openSession()
+	sess, err := m.openSession(runCtx)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
@@ -211,7 +225,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 // is done, or with an error if ctx ends first (the member goes on leaving in
 // the background; cancel Join's context to abandon it).
 func (m *Member) Leave(ctx context.Context) error {
-	m.leaveOnce.Do(func() { close(m.leaveCh) })
+	m.leaveOnce.Do(func() { close(m.leaveCh); m.stopAttempt() })
 	select {
 	case <-m.done:
 		if err := m.Err(); err != nil && !errors.Is(err, ErrLeft) {
@@ -326,13 +340,14 @@ func (m *Member) setErr(err error) {
 	}
 }
 
-// openSession opens a session and starts its renewal goroutine.
-func (m *Member) openSession() (*session, error) {
-	if err := m.cfg.Gate.wait(m.runCtx); err != nil {
+// openSession opens a session and starts its renewal goroutine. ctx bounds
+// the attempt only; the session lives until the member stops.
+func (m *Member) openSession(ctx context.Context) (*session, error) {
+	if err := m.cfg.Gate.wait(ctx); err != nil {
 		return nil, err
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	id, err := m.st.OpenSession(ctx, m.cfg.Group, m.cfg.Member, m.cfg.Weight, m.cfg.SessionTTL)
 	cancel()
 	if err != nil {
@@ -474,6 +489,12 @@ func (m *Member) run(sess *session) {
 
 	leaving := false
 	leaveCh := m.leaveCh
+	// openDue: between sessions, whether to try (restore, then open a
+	// session) at the next turn of the loop: at once after a loss, then
+	// when the retry timer fires, not on every wake-up (a handler of the
+	// lost session returning, a change event), which would make the
+	// back-off moot and keep the loop from draining slotDone.
+	openDue := false
 	var orphans []*session // lost sessions whose handlers have not all returned
 
 	sessionOf := func(s *session) int {
@@ -499,11 +520,13 @@ func (m *Member) run(sess *session) {
 				}
 			}
 		}
+		// Whether the store forgot the session or this member could not
+		// reach it (fenced), the store may have lost its data meanwhile:
+		// hold once the next session opens (see holdAfterLoss).
+		m.holdPending = true
+		openDue = true
 		if errors.Is(cause, ErrSessionExpired) {
-			// The store no longer knows the session: it may have lost its
-			// data. Give the members that held partitions time to restore
-			// their checkpoints before anyone claims a record-less one.
-			m.holdFresh = time.Now().Add(m.cfg.SessionTTL / 2)
+			m.lossSeen = true // the store forgot the session
 		}
 		m.mu.Lock()
 		clear(m.owned)
@@ -569,20 +592,34 @@ func (m *Member) run(sess *session) {
 			finish(ErrLeft)
 			return
 		}
-		if sess == nil && !leaving {
-			m.restore()
-			s, err := m.openSession()
-			if err != nil {
-				if m.runCtx.Err() != nil {
-					finish(m.runCtx.Err())
-					return
-				}
-				m.log.Warn("cannot open a session; retrying", "err", err)
-				retryLater()
-			} else {
+		if sess == nil && !leaving && openDue {
+			openDue = false
+			// Both calls are bounded by RenewTimeout and cancelled by
+			// Leave, so a Leave during an outage is seen at once.
+			if m.restore(m.attemptCtx) {
+				m.lossSeen = true
+			}
+			s, err := m.openSession(m.attemptCtx)
+			switch {
+			case err == nil:
 				sess = s
 				backoff = 20 * time.Millisecond
+				if m.holdPending {
+					m.holdAfterLoss(m.lossSeen)
+					m.holdPending, m.lossSeen = false, false
+				}
 				m.poke()
+			case m.runCtx.Err() != nil:
+				finish(m.runCtx.Err())
+				return
+			case m.attemptCtx.Err() != nil:
+				// Leaving: the select below sees leaveCh.
+			default:
+				m.log.Warn("cannot open a session; retrying", "err", err)
+				// As often as renewals are retried: the store may be back
+				// any moment, and others may be waiting for this member
+				// to restore its checkpoints (holdAfterLoss).
+				retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 			}
 		}
 
@@ -621,6 +658,7 @@ func (m *Member) run(sess *session) {
 		case <-expiry.C:
 			m.urgent.Store(true)
 		case <-retry.C:
+			openDue = true
 		}
 		if leaving || sess == nil {
 			continue
@@ -859,8 +897,15 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	if len(m.restores) > 0 {
-		m.restore() // some failed before this session opened
+	if len(snap.Owners) < m.lastRecords {
+		// Records are never deleted: the store lost data (a failover to a
+		// replica that missed the last writes may keep our session).
+		m.log.Warn("ownership records vanished from the store: it lost data", "records", len(snap.Owners), "before", m.lastRecords)
+		m.holdAfterLoss(true)
+	}
+	m.lastRecords = len(snap.Owners)
+	if len(m.restores) > 0 && m.restore(ctx) { // some failed before this session opened
+		m.holdAfterLoss(true)
 	}
 	// A linear scan, not snap.Alive: that trusts the store's sort order,
 	// which sorted (below) checks only later.
@@ -933,6 +978,11 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
 			m.log.Warn("partition lost to another member", "partition", p, "epoch", sl.claim.Epoch)
+			if cp := sl.claim.LastCheckpoint(); rec == nil && cp != nil {
+				// Our record vanished: the store lost it. Put it back.
+				m.restores = append(m.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.holdAfterLoss(true)
+			}
 			sl.mode.Store(modeLost)
 			sl.cancel()
 			m.unown(p)
@@ -950,6 +1000,12 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 
 	// Partitions the target gives us: claim the free ones, in ID order.
 	var incoming []string
+	now := time.Now()
+	if now.Before(m.holdFresh) && m.holdFree.Before(m.holdFresh) && slices.Contains(b.rec, -1) {
+		// Back from a session loss, the store has partitions without a
+		// record: it lost data. Hold every free partition (holdAfterLoss).
+		m.holdFree = m.holdFresh
+	}
 	for i, t := range target {
 		if t != me {
 			continue
@@ -958,16 +1014,25 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		if slots[p] != nil {
 			continue
 		}
+		holdUntil := time.Time{}
+		switch {
+		case b.owner[i] >= 0:
+		case now.Before(m.holdFree):
+			holdUntil = m.holdFree
+		case b.rec[i] < 0 && now.Before(m.holdFresh):
+			holdUntil = m.holdFresh
+		}
 		if o := b.owner[i]; o >= 0 && o != me {
 			// Still held: its owner hands it off, and we claim it when the
 			// change feed announces the release.
 			incoming = append(incoming, p)
 			continue
 		}
-		if b.rec[i] < 0 && time.Now().Before(m.holdFresh) {
-			// Just after a session loss: the store may have lost its data
-			// and the previous owner may be about to restore this record.
-			wait := time.Until(m.holdFresh)
+		if !holdUntil.IsZero() {
+			// The store may just have lost its data: its previous owners
+			// may be about to restore this record (or a newer one over a
+			// stale restore); see holdAfterLoss.
+			wait := holdUntil.Sub(now)
 			if pl.next == 0 || wait < pl.next {
 				pl.next = wait
 			}
@@ -1124,14 +1189,66 @@ func resize[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// restore puts back, where the store has no record any more, the last
-// checkpoint this member wrote for each partition of a lost session. Restore
-// writes nothing where a record exists, so this is harmless when the store
-// kept its data, and keeps checkpoints from going backwards when it did not.
-func (m *Member) restore() {
-	if len(m.restores) > 0 && len(m.lastParts) > 0 {
+// holdAfterLoss makes the member leave partitions alone for SessionTTL,
+// because the store may just have lost its data and their previous owners
+// may be about to restore their records: record-less partitions, and if
+// all (the store showed that it lost data), every partition without a live
+// owner.
+//
+// It is called when a new session opens after one was lost: whether the
+// store forgot the session or this member could not reach the store and
+// fenced itself, the store may have lost data meanwhile. all is set if the
+// store forgot the session, or one of this member's restores wrote
+// something; plan also holds every free partition if it finds a
+// record-less one during the hold, and when records vanish from a snapshot
+// (records are never deleted otherwise).
+//
+// Why SessionTTL (or RenewInterval+2*RenewTimeout if longer): a member cut
+// off from the store tries again at least every RenewInterval/4 (500 ms at
+// most), each attempt restoring first (bounded by RenewTimeout) and then
+// opening a session (bounded by RenewTimeout), so every member whose
+// connection comes back when the first one's does has restored before the
+// first one claims anything. A member that comes back later may find its partitions taken
+// (doc.go says what is lost then). Why every
+// free partition after a loss, not only record-less ones: a member that
+// lost a partition long ago may restore its stale checkpoint first, and
+// the newer owner's Restore (with a higher epoch) replaces it only while
+// nobody has claimed it (see store.Store.Restore). Only record-less ones
+// when there is no sign of a loss, so that a member back from a mere
+// outage takes its share of handed-off partitions at once.
+func (m *Member) holdAfterLoss(all bool) {
+	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
+	if until.After(m.holdFresh) {
+		m.holdFresh = until
+	}
+	if all && until.After(m.holdFree) {
+		m.holdFree = until
+	}
+}
+
+// restore puts back the last checkpoint this member wrote for each
+// partition of a lost session, where the store has no record any more or
+// only a released one with a lower epoch. Restore writes nothing over an
+// owned record or one with an epoch as high, so this is harmless when the
+// store kept its data, and keeps checkpoints from going backwards when it
+// did not: of all the members that held a partition, the last one (the
+// highest epoch) wins.
+//
+// The whole pass is bounded by one RenewTimeout, and stops at the first
+// call the store does not answer: during an outage it costs one timeout,
+// not one per partition. What is left is tried again before the next
+// session is opened, or at the next read. A pending restore is kept until
+// the store answers it, however long that takes: it can never beat a newer
+// owner's (see above). It reports whether it wrote anything, which shows
+// that the store had lost data.
+func (m *Member) restore(ctx context.Context) (wrote bool) {
+	if len(m.restores) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	defer cancel()
+	if len(m.lastParts) > 0 {
 		// A store that lost its data lost the partition set too.
-		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 		// Only a set the store does not hold at all was lost; an empty
 		// one was emptied on purpose and stays so.
@@ -1140,24 +1257,36 @@ func (m *Member) restore() {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
 			}
 		}
-		cancel()
 	}
+	// Several lost sessions may have held one partition: keep the last.
+	slices.SortStableFunc(m.restores, func(a, b store.Ownership) int {
+		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Epoch, a.Epoch)
+	})
+	m.restores = slices.CompactFunc(m.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
 	keep := m.restores[:0]
-	for _, r := range m.restores {
-		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-		err := m.st.Restore(ctx, m.cfg.Group, r.Partition, r.Epoch, r.Checkpoint)
-		cancel()
+	for i, r := range m.restores {
+		err := ctx.Err()
+		if err == nil {
+			err = m.st.Restore(ctx, m.cfg.Group, r.Partition, r.Epoch, r.Checkpoint)
+		}
 		switch {
 		case err == nil:
 			m.log.Info("restored a checkpoint the store had lost", "partition", r.Partition, "epoch", r.Epoch)
-		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid):
+			wrote = true
+		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
+			// A newer record is there, or this one can never be written.
 		default:
-			if m.runCtx.Err() == nil {
-				keep = append(keep, r) // store unreachable: try again before the next session
-			}
+			// Store unreachable, or the pass is out of time: keep this one
+			// and the rest for the next pass.
+			m.restores = append(keep, m.restores[i:]...)
+			return wrote
 		}
 	}
 	m.restores = keep
+	return wrote
 }
 
 func (m *Member) unown(p string) {

@@ -253,14 +253,18 @@ type Store interface {
 	// MaxCheckpointLength. Publishes nothing.
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 	// Restore re-creates a lost record: if the partition has no record at
-	// all, it creates a released one with this epoch and checkpoint.
-	// ErrNotOwner if any record exists (nothing is written). Members call
-	// it after losing their session, with the last checkpoint they had
-	// written, so that a store that lost its data (restarted without
-	// persistence) gets their progress back before anyone claims the
-	// partition anew. Records are never deleted otherwise, so Restore
-	// never overwrites progress. ErrInvalid for epoch 0 or a value longer
-	// than MaxCheckpointLength. Publishes EventReleased.
+	// all, or a released record (no session) whose epoch is lower than
+	// epoch, it writes a released record with this epoch and checkpoint.
+	// ErrNotOwner otherwise (nothing is written). Members call it after
+	// losing their session, with the last checkpoint they had written, so
+	// that a store that lost its data (restarted without persistence) gets
+	// their progress back before anyone claims the partition anew. Records
+	// are never deleted otherwise and epochs only grow, so without a data
+	// loss Restore never finds a record to write over. After one, members
+	// that held the partition one after the other may all restore it:
+	// epochs increase with every owner, so the last owner's progress wins
+	// whatever the order of the calls. ErrInvalid for epoch 0 or a value
+	// longer than MaxCheckpointLength. Publishes EventReleased.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// Watch returns a feed of change events for group until ctx is

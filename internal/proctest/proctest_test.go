@@ -43,6 +43,7 @@ func TestProcesses(t *testing.T) {
 	t.Run("cut", func(t *testing.T) { testCut(t, raw) })
 	t.Run("sigstop", func(t *testing.T) { testSigstop(t, raw) })
 	t.Run("redis-restart", func(t *testing.T) { testRedisRestart(t, raw) })
+	t.Run("redis-outage", func(t *testing.T) { testRedisOutage(t, raw) })
 }
 
 // startFleet starts nChildren children c0, c1, ... in a fresh group (child
@@ -400,7 +401,58 @@ func testRedisRestart(t *testing.T, raw *redis.Client) {
 	upAt := time.Now()
 	t.Logf("redis-server on port %d killed and restarted empty in %v", srv.Port, upAt.Sub(killAt).Round(time.Millisecond))
 
-	d := f.waitFor("the fleet to recover after the restart", 30*time.Second, func() (bool, string) {
+	checkRecovery(t, f, members, seq, killAt, upAt)
+	f.stopAll()
+	f.checkExclusive(nil)
+}
+
+// 5. Redis is unreachable for longer than the fence (every child fences
+// itself), restarts empty meanwhile, and the children reconnect at
+// different times: the first one back must not claim the others'
+// partitions before they restore their checkpoints. No checkpoint goes
+// backwards, no epoch is reused.
+func testRedisOutage(t *testing.T, raw *redis.Client) {
+	srv := redistest.StartServer(t)
+	proxies := map[string]*proxy{}
+	f, members := startFleet(t, raw, "outage", func(m string) string {
+		p := newProxy(t, srv.Addr())
+		proxies[m] = p
+		return withHost(t, srv.URL(), p.Addr())
+	})
+	f.mu.Lock()
+	seq := len(f.events)
+	f.mu.Unlock()
+
+	killAt := time.Now()
+	for _, m := range members {
+		proxies[m].Cut()
+	}
+	srv.Kill()
+	srv.Start()
+	upAt := time.Now()
+	// The outage lasts twice the TTL: every child has fenced itself and
+	// every pending restore is older than the TTL.
+	time.Sleep(2*ttl - time.Since(killAt))
+	proxies[members[0]].Restore()
+	time.Sleep(500 * time.Millisecond)
+	for _, m := range members[1:] {
+		proxies[m].Restore()
+	}
+	t.Logf("redis-server on port %d restarted empty during a %v outage; %s reconnected first, the others 500ms later",
+		srv.Port, time.Since(killAt).Round(time.Millisecond), members[0])
+	checkRecovery(t, f, members, seq, killAt, upAt)
+	f.stopAll()
+	f.checkExclusive(nil)
+}
+
+// checkRecovery waits for the fleet to run every partition again after the
+// store lost its data at killAt (back, empty, at upAt), and checks that
+// every epoch after is above every epoch before, that no checkpoint at an
+// old epoch sent after upAt was accepted, and that every new owner started
+// from at least the last checkpoint accepted before the loss.
+func checkRecovery(t *testing.T, f *fleet, members []string, seq int, killAt, upAt time.Time) {
+	t.Helper()
+	d := f.waitFor("the fleet to recover after the loss", 30*time.Second, func() (bool, string) {
 		ok, detail := f.balancedLocked(members, 1)
 		if !ok {
 			return false, detail
@@ -417,7 +469,7 @@ func testRedisRestart(t *testing.T, raw *redis.Client) {
 		}
 		return true, detail
 	})
-	t.Logf("after the restart: all %d partitions run again, balanced, %v after the kill: %v", nPartitions, d.Round(time.Millisecond), f.counts())
+	t.Logf("after the loss: all %d partitions run again, balanced, %v after the store came back: %v", nPartitions, d.Round(time.Millisecond), f.counts())
 
 	evs := f.snapshotEvents()
 	oldClaims := map[claimKey]bool{}
@@ -487,6 +539,4 @@ func testRedisRestart(t *testing.T, raw *redis.Client) {
 	} else {
 		t.Logf("no checkpoint went backwards: every new owner started from at least the last value accepted before the restart")
 	}
-	f.stopAll()
-	f.checkExclusive(nil)
 }

@@ -472,8 +472,16 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 	}
 	defer s.mu.Unlock()
 	g := s.group(group, true)
-	if g.records[partition] != nil {
-		return fmt.Errorf("memstore: restore %q: the partition has a record: %w", partition, store.ErrNotOwner)
+	if r := g.records[partition]; r != nil {
+		if r.own.Session != "" || r.own.Epoch >= epoch {
+			return fmt.Errorf("memstore: restore %q: the partition has an owned record or one with an epoch as high: %w", partition, store.ErrNotOwner)
+		}
+		// A released record with a lower epoch: restored after a data loss
+		// by a member that lost the partition before this caller had it.
+		r.own.Epoch, r.own.Checkpoint = epoch, value
+		g.touch(r)
+		g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
+		return nil
 	}
 	r := &record{own: store.Ownership{Partition: partition, Epoch: epoch, Checkpoint: value}, pos: -1}
 	g.records[partition] = r

@@ -781,7 +781,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 	case "ok":
 		return nil
 	case "notowner":
-		return fmt.Errorf("redisstore: Restore of %q: the partition has a record: %w", partition, store.ErrNotOwner)
+		return fmt.Errorf("redisstore: Restore of %q: the partition has an owned record or one with an epoch as high: %w", partition, store.ErrNotOwner)
 	}
 	return unexpected("Restore", status)
 }

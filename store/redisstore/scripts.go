@@ -216,11 +216,18 @@ return {'ok'}
 `)
 
 // KEYS: owners, checkpoints. ARGV: channel, partition, epoch, value.
-// Restore writes only where the partition has no record at all.
-var restoreScript = redis.NewScript(`
+// Restore writes where the partition has no record, or a released record
+// with a lower epoch (itself restored after a data loss, by a member that
+// lost the partition earlier).
+var restoreScript = redis.NewScript(prelude + `
 local owners, ckpt = KEYS[1], KEYS[2]
 local ch, p = ARGV[1], ARGV[2]
-if redis.call('HEXISTS', owners, p) == 1 then return {'notowner'} end
+local cur = redis.call('HGET', owners, p)
+if cur then
+  local e, owner = parse(cur)
+  if not e then return {'corrupt', owners, p} end
+  if owner ~= '' or not dec_gt(ARGV[3], e) then return {'notowner'} end
+end
 redis.call('HSET', owners, p, ARGV[3] .. '::')
 redis.call('HSET', ckpt, p, ARGV[4])
 redis.call('PUBLISH', ch, 'R\n\n' .. p)

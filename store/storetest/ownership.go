@@ -569,8 +569,11 @@ func testGroupsIndependent(e *env) {
 }
 
 // testRestore: Restore re-creates a missing record, released, with the given
-// epoch and checkpoint; it never touches a partition that has a record; the
-// next Claim gets a larger epoch and the restored checkpoint.
+// epoch and checkpoint; over an existing record it writes only if the record
+// is released and its epoch is lower (a stale restore after a data loss,
+// beaten by the newer owner's); it never touches an owned record or one with
+// an epoch as high; the next Claim gets a larger epoch and the restored
+// checkpoint.
 func testRestore(e *env) {
 	t := e.t
 	const old = uint64(1_000_000)
@@ -581,16 +584,36 @@ func testRestore(e *env) {
 	if got.Session != "" || got.Epoch != old {
 		t.Fatalf("restored record is %s; want released, epoch %d", fmtOwner(got), old)
 	}
-	err := e.s.Restore(e.ctx, e.group, "lost", old+5, []byte("older"))
-	wantErr(t, err, store.ErrNotOwner, "a second Restore of a partition that has a record", "Restore must never overwrite a record")
+	for _, ep := range []uint64{old, old - 5} {
+		err := e.s.Restore(e.ctx, e.group, "lost", ep, []byte("older"))
+		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("a Restore at epoch %d over a released record at epoch %d", ep, old), "Restore must never overwrite a record with an epoch as high")
+		if got := e.mustRecord("lost"); got.Session != "" || got.Epoch != old {
+			t.Fatalf("record after a refused Restore is %s; want it unchanged (released, epoch %d)", fmtOwner(got), old)
+		}
+	}
+	if err := e.s.Restore(e.ctx, e.group, "lost", old+5, []byte("successor")); err != nil {
+		t.Fatalf("Restore at epoch %d over a released record at epoch %d: %v; want success (the newer owner's progress wins)", old+5, old, err)
+	}
+	got = e.mustRecord("lost")
+	if got.Session != "" || got.Epoch != old+5 {
+		t.Fatalf("record after a Restore with a higher epoch is %s; want released, epoch %d", fmtOwner(got), old+5)
+	}
 
 	a := e.open("member-a", longTTL)
 	o := e.claim("lost", a)
-	if o.Epoch <= old || string(o.Checkpoint) != "cp-kept-by-member" {
-		t.Fatalf("Claim after Restore (and a refused second Restore) returned %s; want epoch > %d and the restored checkpoint", fmtOwner(o), old)
+	if o.Epoch <= old+5 || string(o.Checkpoint) != "successor" {
+		t.Fatalf("Claim after Restore returned %s; want epoch > %d and the restored checkpoint", fmtOwner(o), old+5)
 	}
 	e.checkpoint("lost", o.Epoch, "newer")
-	err = e.s.Restore(e.ctx, e.group, "lost", o.Epoch+1, []byte("stale"))
+	err := e.s.Restore(e.ctx, e.group, "lost", o.Epoch+1, []byte("stale"))
 	wantErr(t, err, store.ErrNotOwner, "Restore of an owned partition", "Restore must never overwrite an owner's progress")
 	e.wantCheckpoint("lost", a, "newer", "after a Restore of an owned partition")
+
+	// A refused Restore writes no checkpoint either.
+	if err := e.s.Restore(e.ctx, e.group, "lost2", old, []byte("kept")); err != nil {
+		t.Fatalf("Restore of a partition with no record: %v; want success", err)
+	}
+	err = e.s.Restore(e.ctx, e.group, "lost2", old-5, []byte("older"))
+	wantErr(t, err, store.ErrNotOwner, "a Restore at a lower epoch", "Restore must never overwrite a record with a higher epoch")
+	e.wantCheckpoint("lost2", a, "kept", "after a refused Restore")
 }
