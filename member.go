@@ -151,6 +151,9 @@ type slot struct {
 // crash would (handlers cancelled, nothing released: the session expires
 // after SessionTTL and others take over); call Leave to hand over gracefully.
 func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
+	if err := checkJoinArgs(ctx, st); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -188,6 +191,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 // is done, or with an error if ctx ends first (the member goes on leaving in
 // the background; cancel Join's context to abandon it).
 func (m *Member) Leave(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("leave")
+	}
 	m.leaveOnce.Do(func() { close(m.leaveCh) })
 	select {
 	case <-m.done:
@@ -237,6 +243,9 @@ func (m *Member) Owned() []string {
 
 // SetPartitions replaces the group's partition set for every member.
 func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error {
+	if ctx == nil {
+		return errNilContext("set partitions")
+	}
 	if err := store.ValidatePartitions(ps); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
@@ -1113,6 +1122,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 			return err
 		},
 	}
+	sl.claim.trackProgress()
 	slots[part] = sl
 	m.mu.Lock()
 	m.owned[part] = epoch
@@ -1164,6 +1174,7 @@ func (m *Member) runSlot(sl *slot) {
 			break
 		}
 	}
+	m.finishProgress(sl) // the last Mark is written before the release
 	if sl.mode.Load() == modeHandoff {
 		m.release(sl)
 	}
