@@ -32,7 +32,7 @@ type progress struct {
 	stop    error          // set when timed writes end: Mark returns it
 	warned  bool           // a failed write has been logged
 
-	writeMu sync.Mutex                                     // one store write at a time
+	writeMu sync.Mutex                                    // one store write at a time
 	inner   func(ctx context.Context, value []byte) error // the fenced write, made in Member.start
 }
 
