@@ -55,6 +55,7 @@ type Member struct {
 	urgentGap time.Duration     // the same after a membership change (1 µs per record)
 
 	dueAt time.Time // when the loop's timer is set to read again
+	step  stepLog   // what the current rebalance step changed, for its log line
 
 	urgent atomic.Bool // a member joined or left, or a session is due to expire: read soon
 
@@ -202,8 +203,8 @@ func (m *Member) Leave(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("herd: leave %q: still waiting for handlers of %v to return: %w",
-			m.cfg.Group, m.Owned(), ctx.Err())
+		return fmt.Errorf("herd: leave %q: still waiting for handlers of %s to return: %w",
+			m.cfg.Group, listIDs(m.Owned()), ctx.Err())
 	}
 }
 
@@ -454,7 +455,7 @@ func (m *Member) run(sess *session) {
 		clear(m.owned)
 		m.sess = ""
 		m.mu.Unlock()
-		m.log.Warn("session lost; all partitions dropped", "session", sess.id, "cause", cause)
+		m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", sessionOf(sess), "cause", cause)
 		orphans = append(orphans, sess)
 		sess = nil
 	}
@@ -542,6 +543,7 @@ func (m *Member) run(sess *session) {
 		case <-leaveCh:
 			leaveCh = nil // a nil channel is never ready again
 			leaving = true
+			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
 			for _, sl := range slots {
 				sl.mode.CompareAndSwap(modeRun, modeHandoff)
 				sl.cancel()
@@ -603,6 +605,7 @@ func (m *Member) run(sess *session) {
 // the events that arrive in between are acted on by one read at the end of
 // the gap. A lone event (a crash, a graceful handoff) is read at once.
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration, error) {
+	defer m.logStep()
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
 	defer cancel()
 	ctx, fcancel, ok := sess.withFence(tctx)
@@ -665,6 +668,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		switch {
 		case err == nil:
 			m.start(sess, slots, o)
+			m.step.claim(p, o.Epoch)
 		case errors.Is(err, store.ErrClaimed):
 			// Someone got there first: their view differed from ours,
 			// so ours is out of date. Read again soon.
@@ -869,16 +873,12 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
-			m.log.Warn("partition lost to another member", "partition", p, "epoch", sl.claim.Epoch)
+			m.step.dropLost(p)
 			sl.mode.Store(modeLost)
 			sl.cancel()
 			m.unown(p)
 		case !inSet || target[i] != me:
-			to := ""
-			if inSet {
-				to = b.members[target[i]].ID
-			}
-			m.log.Debug("handing off", "partition", p, "to", to)
+			m.step.handingOff(p)
 			sl.mode.Store(modeHandoff)
 			sl.cancel()
 			m.unown(p)
