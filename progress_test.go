@@ -373,3 +373,31 @@ func TestProgressFailedWrites(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkClaimMark is the cost of one Mark of a running claim (the
+// store write it leads to, once per CheckpointInterval, is not in it).
+func BenchmarkClaimMark(b *testing.B) {
+	claims := make(chan *herd.Claim, 1)
+	m, err := herd.Join(context.Background(), memstore.New(), herd.Config{Group: "g", Member: "m", Partitions: herd.Numbered(1),
+		Logger: slog.New(slog.DiscardHandler),
+		Handler: func(c *herd.Claim) error {
+			claims <- c
+			<-c.Context().Done()
+			return nil
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := <-claims
+	pos := make([]byte, 0, 20)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := c.Mark(strconv.AppendInt(pos[:0], int64(i), 10)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := m.Leave(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
