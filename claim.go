@@ -21,20 +21,37 @@ type Claim struct {
 	ctx   context.Context
 	m     *Member
 	mu    sync.Mutex
-	last  []byte
+	last  []byte // the checkpoint when the claim was made (what was recorded since is in prog)
 	write func(ctx context.Context, value []byte) error
+	prog  progress
 }
 
 // Context is cancelled as soon as the partition is lost or is being handed
 // off (or the member leaves, crashes or fences itself). The handler must
-// return soon after.
-func (c *Claim) Context() context.Context { return c.ctx }
+// return soon after. (A Claim made outside herd, as in a test of a
+// handler, has a context that is never cancelled.)
+func (c *Claim) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
+}
 
-// LastCheckpoint is the partition's checkpoint when this claim was made, or
-// the last one this claim wrote since. Nil if the partition has none.
+// LastCheckpoint is where the partition's processing resumes: the latest
+// value this claim recorded, with Mark (even if not yet written) or with
+// Checkpoint, or, before either, the partition's checkpoint when the claim
+// was made. Nil if the partition has none. A handler started again after
+// returning (see Handler) therefore resumes where it left off. The caller
+// must not modify the returned slice.
 func (c *Claim) LastCheckpoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch p := &c.prog; {
+	case p.markSeq > p.wroteSeq:
+		return append([]byte(nil), p.mark...) // Mark reuses its buffer
+	case p.wroteSeq > 0:
+		return p.wrote
+	}
 	return c.last
 }
 
@@ -56,6 +73,9 @@ func (c *Claim) LastCheckpoint() []byte {
 // ErrNotOwner at once. A final checkpoint after a graceful handoff (the
 // session still live) is bounded the same way, not refused.
 func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
+	if c == nil || c.m == nil || c.write == nil {
+		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
+	}
 	if err := c.m.cfg.Gate.wait(ctx); err != nil {
 		return err
 	}

@@ -1,10 +1,12 @@
 package herd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -20,6 +22,9 @@ const (
 	DefaultPollInterval = 30 * time.Second
 	DefaultRestartDelay = time.Second
 	DefaultJoinSettle   = 100 * time.Millisecond
+	// DefaultCheckpointInterval is how often a value recorded with
+	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
+	DefaultCheckpointInterval = 5 * time.Second
 )
 
 // Handler processes one partition for as long as the member owns it. It must
@@ -27,6 +32,11 @@ const (
 // partition is being handed off or was lost. Before returning it may write a
 // final checkpoint with c.Checkpoint: the partition is released only after
 // the handler has returned.
+//
+// A handler records its progress with c.Mark (cheap, written by the member
+// every Config.CheckpointInterval and before the partition is released) or
+// c.Checkpoint (one fenced store write per call; see both for when to use
+// which).
 //
 // A handler that returns while the partition is still owned (with or without
 // an error) is started again after Config.RestartDelay.
@@ -86,6 +96,13 @@ type Config struct {
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
 	RestartDelay time.Duration
+	// CheckpointInterval is how often the member writes a partition's
+	// progress recorded with Claim.Mark: at most one store write per
+	// partition per interval, however often Mark is called, plus one when
+	// the handler returns for good (before a handoff's release). A crash
+	// loses at most this much recorded progress. Default 5s (as Kafka
+	// clients auto-commit); at least 1ms.
+	CheckpointInterval time.Duration
 
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
@@ -130,6 +147,9 @@ func (c Config) withDefaults() Config {
 	if c.JoinSettle == 0 {
 		c.JoinSettle = DefaultJoinSettle
 	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -155,7 +175,10 @@ func (c Config) Validate() error {
 	if c.Weight < 0 {
 		bad("config: Weight %d is negative", c.Weight)
 	}
-	if c.Partitions != nil {
+	if c.Partitions != nil && len(c.Partitions) == 0 {
+		bad("config: Partitions is empty, which would remove every partition of the group " +
+			"(herd.Numbered(n) returns none for n <= 0); set it to nil to follow the set already stored")
+	} else if c.Partitions != nil {
 		if err := store.ValidatePartitions(c.Partitions); err != nil {
 			bad("config: Partitions: %w", err)
 		}
@@ -166,7 +189,7 @@ func (c Config) Validate() error {
 	}{
 		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
 		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
-		{"RestartDelay", c.RestartDelay},
+		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval},
 	} {
 		if d.v < 0 {
 			bad("config: %s %v is negative", d.name, d.v)
@@ -174,6 +197,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTTL > 0 && c.SessionTTL < 10*time.Millisecond {
 		bad("config: SessionTTL %v is below 10ms; store round trips would expire it", c.SessionTTL)
+	}
+	if c.CheckpointInterval > 0 && c.CheckpointInterval < time.Millisecond {
+		bad("config: CheckpointInterval %v is below 1ms; to write on every call, use Claim.Checkpoint", c.CheckpointInterval)
 	}
 	if c.SessionTTL%time.Millisecond != 0 {
 		bad("config: SessionTTL %v must be a whole number of milliseconds", c.SessionTTL)
@@ -196,4 +222,25 @@ func (c Config) Validate() error {
 		bad("config: FenceMargin %v is under 1%% of SessionTTL %v: it must cover clock-rate error between host and store", c.FenceMargin, c.SessionTTL)
 	}
 	return errors.Join(errs...)
+}
+
+// checkJoinArgs reports a nil context or store given to Join, including a
+// typed nil (a *redisstore.Store left nil by a failed Open), which would
+// otherwise panic on the first store call.
+func checkJoinArgs(ctx context.Context, st store.Store) error {
+	if ctx == nil {
+		return errNilContext("join")
+	}
+	if st == nil {
+		return fmt.Errorf("herd: join: the store is nil (open one with memstore.New or redisstore.Open): %w", store.ErrInvalid)
+	}
+	if v := reflect.ValueOf(st); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("herd: join: the store is a nil %T (did opening it fail?): %w", st, store.ErrInvalid)
+	}
+	return nil
+}
+
+// errNilContext is the error of a public method given a nil context.
+func errNilContext(op string) error {
+	return fmt.Errorf("herd: %s: the context is nil (use context.Background() or a context with a deadline): %w", op, store.ErrInvalid)
 }

@@ -2,18 +2,29 @@
 // member processes, through a store the fleet already runs (the in-process
 // memstore, Redis, ...), with no central orchestrator.
 //
-//	m, err := herd.Join(ctx, st, herd.Config{
+//	m, err := herd.Join(context.Background(), st, herd.Config{
 //		Group:      "orders",
 //		Partitions: herd.Numbered(32),
 //		Handler: func(c *herd.Claim) error {
-//			// process c.Partition from c.LastCheckpoint() until
-//			// c.Context() is cancelled; c.Checkpoint(ctx, pos) on the way.
-//			<-c.Context().Done()
-//			return nil
+//			pos := c.LastCheckpoint() // where the previous owner stopped
+//			for c.Context().Err() == nil { // cancelled on handoff or loss
+//				pos = process(c.Partition, pos)
+//				if err := c.Mark(pos); err != nil { // written every CheckpointInterval and before the handoff
+//					return err
+//				}
+//			}
+//			return nil // the partition is released after this returns
 //		},
 //	})
 //	...
-//	m.Leave(ctx) // graceful: hand everything over in milliseconds
+//	<-sigterm             // signal.NotifyContext(ctx, syscall.SIGTERM)
+//	m.Leave(ctx)          // graceful: hand everything over in milliseconds
+//
+// Join's context is not the signal's: cancelling it is a crash (nothing is
+// handed over). Claim.Mark records progress in memory and Claim.Checkpoint
+// writes it at once; see Mark for which to use when. The examples/
+// directory has complete programs: a Redis stream consumer and fencing of
+// writes to another system with Claim.Epoch.
 //
 // # How it works
 //

@@ -70,6 +70,7 @@ type Member struct {
 	corruptSeen string          // the corrupt-group error already reported, "" if none
 
 	dueAt time.Time // when the loop's timer is set to read again
+	step  stepLog   // what the current rebalance step changed, for its log line
 
 	urgent atomic.Bool // a member joined or left, or a session is due to expire: read soon
 
@@ -185,6 +186,9 @@ type slot struct {
 // crash would (handlers cancelled, nothing released: the session expires
 // after SessionTTL and others take over); call Leave to hand over gracefully.
 func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
+	if err := checkJoinArgs(ctx, st); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -225,6 +229,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 // is done, or with an error if ctx ends first (the member goes on leaving in
 // the background; cancel Join's context to abandon it).
 func (m *Member) Leave(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("leave")
+	}
 	m.leaveOnce.Do(func() { close(m.leaveCh); m.stopAttempt() })
 	select {
 	case <-m.done:
@@ -234,8 +241,8 @@ func (m *Member) Leave(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		if waiting := m.handlersRunning(); len(waiting) > 0 {
-			return fmt.Errorf("herd: leave %q: still waiting for the handlers of partitions %v to return: %w",
-				m.cfg.Group, waiting, ctx.Err())
+			return fmt.Errorf("herd: leave %q: handlers have not returned yet (%s): %w",
+				m.cfg.Group, listIDs(waiting), ctx.Err())
 		}
 		return fmt.Errorf("herd: leave %q: every handler has returned; still releasing partitions and closing the session: %w",
 			m.cfg.Group, ctx.Err())
@@ -315,6 +322,9 @@ func (m *Member) Owned() []string {
 
 // SetPartitions replaces the group's partition set for every member.
 func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error {
+	if ctx == nil {
+		return errNilContext("set partitions")
+	}
 	if err := store.ValidatePartitions(ps); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
@@ -532,7 +542,7 @@ func (m *Member) run(sess *session) {
 		clear(m.owned)
 		m.sess = ""
 		m.mu.Unlock()
-		m.log.Warn("session lost; all partitions dropped", "session", sess.id, "cause", cause)
+		m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", sessionOf(sess), "cause", cause)
 		orphans = append(orphans, sess)
 		sess = nil
 	}
@@ -634,6 +644,7 @@ func (m *Member) run(sess *session) {
 		case <-leaveCh:
 			leaveCh = nil // a nil channel is never ready again
 			leaving = true
+			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
 			for _, sl := range slots {
 				sl.mode.CompareAndSwap(modeRun, modeHandoff)
 				sl.cancel()
@@ -696,6 +707,7 @@ func (m *Member) run(sess *session) {
 // the events that arrive in between are acted on by one read at the end of
 // the gap. A lone event (a crash, a graceful handoff) is read at once.
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration, error) {
+	defer m.logStep()
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
 	defer cancel()
 	ctx, fcancel, ok := sess.withFence(tctx)
@@ -758,6 +770,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		switch {
 		case err == nil:
 			m.start(sess, slots, o)
+			m.step.claim(p, o.Epoch)
 		case errors.Is(err, store.ErrClaimed):
 			// Someone got there first: their view differed from ours,
 			// so ours is out of date. Read again soon.
@@ -977,7 +990,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
-			m.log.Warn("partition lost to another member", "partition", p, "epoch", sl.claim.Epoch)
+			m.step.dropLost(p)
 			if cp := sl.claim.LastCheckpoint(); rec == nil && cp != nil {
 				// Our record vanished: the store lost it. Put it back.
 				m.restores = append(m.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
@@ -987,11 +1000,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			sl.cancel()
 			m.unown(p)
 		case !inSet || target[i] != me:
-			to := ""
-			if inSet {
-				to = b.members[target[i]].ID
-			}
-			m.log.Debug("handing off", "partition", p, "to", to)
+			m.step.handingOff(p)
 			sl.mode.Store(modeHandoff)
 			sl.cancel()
 			m.unown(p)
@@ -1308,6 +1317,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 		last:      o.Checkpoint,
 		write:     m.claimWrite(sess, part, epoch),
 	}
+	sl.claim.trackProgress()
 	slots[part] = sl
 	m.mu.Lock()
 	m.owned[part] = epoch
@@ -1372,6 +1382,7 @@ func (m *Member) runSlot(sl *slot) {
 	stopArm()
 	w.disarm()
 	m.handlerReturned(c.Partition)
+	m.finishProgress(sl) // the last Mark is written before the release
 	if sl.mode.Load() == modeHandoff {
 		m.release(sl)
 	}

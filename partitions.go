@@ -11,9 +11,12 @@ import (
 // counting as one (a member's Config.Weight, its capacity, is used).
 type Partition = store.Partition
 
-// Numbered returns partitions "0" .. "n-1", each of weight 1.
+// Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it
+// returns an empty, non-nil set, which Config.Validate (and so Join) rejects
+// with a message saying so: an empty Config.Partitions would remove every
+// partition of the group, where nil means "follow the set already stored".
 func Numbered(n int) []Partition {
-	ps := make([]Partition, n)
+	ps := make([]Partition, max(n, 0))
 	for i := range ps {
 		ps[i] = Partition{ID: strconv.Itoa(i), Weight: 1}
 	}

@@ -104,7 +104,7 @@ func TestLeaveTimeoutNamesWaitingPartitions(t *testing.T) {
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Leave returned %v, want a deadline error", err)
-		} else if !strings.Contains(err.Error(), "[0 2]") {
+		} else if !strings.Contains(err.Error(), "(2 partitions: 0 2)") {
 			t.Errorf("Leave's error %q does not name partitions 0 and 2, whose handlers still run", err)
 		}
 		close(stuck)

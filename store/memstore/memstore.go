@@ -618,3 +618,21 @@ func (h *expiryHeap) Pop() any {
 	ss.heapIndex = -1
 	return ss
 }
+
+// StoredCheckpoint returns a copy of the checkpoint the store holds for
+// partition, without claiming it (Snapshot carries no checkpoints, and Claim
+// changes the owner). It is for tests and tools that inspect an in-process
+// group; ok is false if the partition has no record.
+func (s *Store) StoredCheckpoint(group, partition string) (value []byte, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.group(group, false)
+	if g == nil {
+		return nil, false
+	}
+	r := g.records[partition]
+	if r == nil {
+		return nil, false
+	}
+	return append([]byte(nil), r.own.Checkpoint...), true
+}

@@ -1,0 +1,239 @@
+package herd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// progress is what a claim knows of its handler's progress: the value last
+// recorded with Mark and not yet written, the value last written, and the
+// timer that writes the first within CheckpointInterval. Its fields are
+// guarded by the claim's mu, but for writeMu.
+//
+// Every Mark and Checkpoint takes the next number in seq, in call order,
+// and the store is only ever given a value numbered above the last one it
+// accepted (writes are serialised by writeMu), so a timed write of an older
+// mark never lands after a newer Checkpoint: the later call wins.
+type progress struct {
+	seq      uint64 // numbers Mark and Checkpoint calls
+	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
+	markSeq  uint64
+	shared   bool   // mark has been handed to a write: the next Mark must not reuse it
+	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
+	wroteSeq uint64
+
+	timer   *time.Timer    // armed while a marked value waits for its timed write
+	flushes sync.WaitGroup // armed timers whose function has not returned
+	stop    error          // set when timed writes end: Mark returns it
+	warned  bool           // a failed write has been logged
+
+	writeMu sync.Mutex                                    // one store write at a time
+	inner   func(ctx context.Context, value []byte) error // the fenced write, made in Member.start
+}
+
+// Mark records value as the partition's progress, in memory, and returns at
+// once. The member writes the latest marked value to the store (fenced by
+// the epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
+// always once more after the handler has returned for good, before the
+// partition is released to another member: a handoff or a Leave never
+// loses the last marked position, and a loop that marks every item costs
+// one store write per interval. A crash (the process dies, or Join's
+// context is cancelled) loses what was marked since the last write, at
+// most CheckpointInterval of progress; the next owner repeats that work.
+// Marked values are not written once the partition is lost (another member
+// owns it, or the session expired): the store would refuse them.
+//
+// Use Mark in a handler's loop, and call it after the item's work is done
+// (the value means "everything up to here is processed"). Use Checkpoint
+// where the position must be stored before the handler goes on (it returns
+// once the store has it, or with the reason it does not), at the price of
+// one store round trip per call. They may be mixed: whichever was called
+// last wins, and a timed write never overwrites a later Checkpoint.
+//
+// Mark copies value; the caller may reuse it. It returns an error wrapping
+// store.ErrInvalid if value is longer than store.MaxCheckpointLength, and
+// one wrapping ErrNotOwner once the store has refused a write of this
+// claim (the partition has another owner) or once the claim has ended (its
+// handler returned for good): nothing is recorded then.
+func (c *Claim) Mark(value []byte) error {
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("herd: mark of partition %q: %d bytes, over the limit of %d: %w",
+			c.Partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &c.prog
+	if p.stop != nil {
+		return p.stop
+	}
+	if p.shared {
+		p.mark, p.shared = nil, false
+	}
+	p.mark = append(p.mark[:0], value...)
+	p.seq++
+	p.markSeq = p.seq
+	c.armFlush()
+	return nil
+}
+
+// armFlush starts the timer of the next timed write, if none is armed and
+// the claim belongs to a running member. Called with c.mu held.
+func (c *Claim) armFlush() {
+	p := &c.prog
+	if p.timer != nil || p.stop != nil || c.m == nil || p.inner == nil {
+		return
+	}
+	p.flushes.Add(1)
+	p.timer = time.AfterFunc(c.m.cfg.CheckpointInterval, c.timedFlush)
+}
+
+// timedFlush is the timer's function: it writes the latest marked value,
+// and arms the timer again if the write failed for a reason that may pass.
+func (c *Claim) timedFlush() {
+	defer c.prog.flushes.Done()
+	c.mu.Lock()
+	c.prog.timer = nil
+	stopped := c.prog.stop != nil
+	c.mu.Unlock()
+	if stopped {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.m.runCtx, c.m.cfg.RenewTimeout)
+	defer cancel()
+	if err := c.flush(ctx); err != nil {
+		c.mu.Lock()
+		if c.prog.markSeq > c.prog.wroteSeq {
+			c.armFlush() // try again an interval later (and after the handler returns)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// flush writes the latest marked value through the claim's fenced write, if
+// the store does not have it or something newer yet. A first failure is
+// logged as a warning; ErrNotOwner ends the claim's writes, quietly (the
+// handler's context is, or is about to be, cancelled).
+func (c *Claim) flush(ctx context.Context) error {
+	p := &c.prog
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	c.mu.Lock()
+	if p.inner == nil || p.markSeq <= p.wroteSeq || p.rejected() {
+		c.mu.Unlock()
+		return nil
+	}
+	v, seq := p.mark, p.markSeq
+	p.shared = true
+	c.mu.Unlock()
+
+	err := c.m.cfg.Gate.wait(ctx)
+	if err == nil {
+		err = p.inner(ctx, v)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		p.wrote, p.wroteSeq = v, seq
+	case errors.Is(err, store.ErrNotOwner):
+		p.reject(c, err)
+		c.m.log.Debug("recorded progress refused: the partition has another owner", "partition", c.Partition, "epoch", c.Epoch)
+	case !p.warned && c.m.runCtx.Err() == nil:
+		p.warned = true
+		c.m.log.Warn("writing recorded progress failed; trying again later (further failures of this partition are not logged)",
+			"partition", c.Partition, "epoch", c.Epoch, "err", err)
+	}
+	return err
+}
+
+// errRejected marks p.stop when the store refused one of the claim's writes.
+var errRejected = errors.New("a write was refused")
+
+// reject ends the claim's writes after the store refused one with err.
+// Called with c.mu held.
+func (p *progress) reject(c *Claim, err error) {
+	if p.stop == nil || !errors.Is(p.stop, errRejected) {
+		p.stop = fmt.Errorf("herd: progress of partition %q at epoch %d not recorded: %w, this member no longer owns the partition: %w",
+			c.Partition, c.Epoch, errRejected, err)
+	}
+}
+
+// rejected reports whether the store has refused one of the claim's writes.
+func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
+
+// trackProgress wraps the claim's fenced write (used by Checkpoint) so that
+// Checkpoint and Mark are ordered, and keeps the unwrapped write for timed
+// writes. Called once, by Member.start, before the handler runs.
+func (c *Claim) trackProgress() {
+	inner := c.write
+	p := &c.prog
+	p.inner = inner
+	c.write = func(ctx context.Context, v []byte) error {
+		if ctx == nil {
+			return errNilContext("checkpoint")
+		}
+		if err := ctx.Err(); err != nil {
+			// The usual cause: c.Context() passed after it was cancelled
+			// for a handoff, when the handler wants to save its position.
+			return fmt.Errorf("nothing written, as the context passed is done "+
+				"(c.Context() is cancelled once the partition is being handed off or was lost; "+
+				"record the last position with Mark, or pass a context of your own): %w", err)
+		}
+		c.mu.Lock()
+		p.seq++
+		seq := p.seq
+		c.mu.Unlock()
+		p.writeMu.Lock()
+		defer p.writeMu.Unlock()
+		c.mu.Lock()
+		overtaken := p.wroteSeq > seq
+		c.mu.Unlock()
+		if overtaken {
+			return nil // a later Mark (from another goroutine) is already written
+		}
+		err := inner(ctx, v)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch {
+		case err == nil:
+			p.wrote, p.wroteSeq = append([]byte(nil), v...), seq
+		case errors.Is(err, store.ErrNotOwner):
+			p.reject(c, err)
+		}
+		return err
+	}
+}
+
+// finishProgress ends a claim's progress recording once its handler has
+// returned for good: no timed write starts any more (one under way is
+// waited for), then the last marked value is written, with a context of its
+// own bounded by RenewTimeout, before runSlot releases the partition. It
+// writes nothing if the partition was lost or the session is gone (the
+// store would refuse it) or the member was stopped as by a crash.
+func (m *Member) finishProgress(sl *slot) {
+	c := sl.claim
+	p := &c.prog
+	c.mu.Lock()
+	if p.stop == nil {
+		p.stop = fmt.Errorf("herd: mark of partition %q at epoch %d: the claim has ended (its handler returned): %w",
+			c.Partition, c.Epoch, ErrNotOwner)
+	}
+	t := p.timer
+	p.timer = nil
+	c.mu.Unlock()
+	if t != nil && t.Stop() {
+		p.flushes.Done() // its function will not run
+	}
+	p.flushes.Wait()
+	if sl.mode.Load() == modeLost || sl.sess.ctx.Err() != nil || m.runCtx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	defer cancel()
+	_ = c.flush(ctx) // a failure is logged by flush
+}
