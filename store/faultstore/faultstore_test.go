@@ -48,7 +48,7 @@ func pending(ch <-chan store.Event) []store.Event {
 func everyCall(ctx context.Context, s store.Store, session string) map[string]error {
 	errs := map[string]error{}
 	_, errs["OpenSession"] = s.OpenSession(ctx, "g", "m", 1, time.Minute)
-	errs["KeepAlive"] = s.KeepAlive(ctx, "g", session, time.Minute)
+	errs["KeepAlive"] = keepErr(s.KeepAlive(ctx, "g", session, time.Minute))
 	errs["SetPartitions"] = s.SetPartitions(ctx, "g", []store.Partition{{ID: "x"}})
 	_, errs["Snapshot"] = s.Snapshot(ctx, "g")
 	_, errs["Claim"] = s.Claim(ctx, "g", "p", session)
@@ -296,3 +296,5 @@ func TestWatchExits(t *testing.T) {
 		}
 	})
 }
+
+func keepErr(_ time.Duration, err error) error { return err }

@@ -36,14 +36,14 @@ func testInvalidArguments(e *env) {
 		"OpenSession with weight -1":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", -1, time.Second); return err },
 		"OpenSession with TTL 0":       func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, 0); return err },
 		"OpenSession with TTL -1s":     func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, -time.Second); return err },
-		"KeepAlive with TTL 0":         func() error { return e.s.KeepAlive(ctx, e.group, s, 0) },
-		"KeepAlive with TTL -1s":       func() error { return e.s.KeepAlive(ctx, e.group, s, -time.Second) },
+		"KeepAlive with TTL 0":         func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, 0)) },
+		"KeepAlive with TTL -1s":       func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, -time.Second)) },
 		"SetPartitions with weight -1": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p", Weight: -1}}) },
 	}
 	for _, bad := range malformedIDs() {
 		calls["Restore(group "+quote(bad)+")"] = func() error { return e.s.Restore(ctx, bad, "q", 5, nil) }
 		calls["Restore(partition "+quote(bad)+")"] = func() error { return e.s.Restore(ctx, e.group, bad, 5, nil) }
-		calls["KeepAlive(session "+quote(bad)+")"] = func() error { return e.s.KeepAlive(ctx, e.group, bad, time.Second) }
+		calls["KeepAlive(session "+quote(bad)+")"] = func() error { return keepErr(e.s.KeepAlive(ctx, e.group, bad, time.Second)) }
 		calls["CloseSession(session "+quote(bad)+")"] = func() error { return e.s.CloseSession(ctx, e.group, bad) }
 		calls["Claim(session "+quote(bad)+")"] = func() error { _, err := e.s.Claim(ctx, e.group, "p", bad); return err }
 		calls["Release(session "+quote(bad)+")"] = func() error { return e.s.Release(ctx, e.group, "p", bad, o.Epoch) }

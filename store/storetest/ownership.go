@@ -134,7 +134,7 @@ func testClaimAfterExpiry(e *env) {
 	err = e.s.Release(e.ctx, e.group, "p2", a, oa2.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release by the owner after its session expired",
 		"Release is fenced on the owning session being alive")
-	wantErr(t, e.s.KeepAlive(e.ctx, e.group, a, time.Second), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, a, time.Second)), store.ErrSessionExpired,
 		"KeepAlive of the expired owner", "the session is dead")
 	_, err = e.s.Claim(e.ctx, e.group, "p3", a)
 	wantErr(t, err, store.ErrSessionExpired, "Claim by an expired session", "only a live session may claim")

@@ -110,6 +110,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"concurrency/claim_race_new_records", testClaimRaceNew},
 		{"concurrency/claim_race_freed_record", testClaimRaceFreed},
 		{"concurrency/stale_checkpoints", testStaleCheckpoints},
+		// log.go
+		{"log/gap_free_under_concurrent_writers", testLogGapFree},
+		{"log/replica_equals_snapshot", testLogReplicaProperty},
+		{"log/version_gone", testLogVersionGone},
+		{"log/changes_blocks_until_append", testLogBlocks},
+		{"log/expiry_logged_once", testLogExpiry},
+		{"batch/claim_like_single", testClaimBatch},
+		{"batch/release_like_single", testReleaseBatch},
 		// deletegroup.go
 		{"deletegroup/removes_everything", testDeleteGroup}, {"deletegroup/refuses_live_sessions", testDeleteGroupInUse}, {"deletegroup/expired_sessions_do_not_count", testDeleteGroupExpired}, {"deletegroup/invalid_group", testDeleteGroupInvalid},
 	}
@@ -375,3 +383,6 @@ func quote(id string) string {
 	}
 	return fmt.Sprintf("%q", id)
 }
+
+// keepErr is KeepAlive's error, for tests that check only that.
+func keepErr(_ time.Duration, err error) error { return err }

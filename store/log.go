@@ -1,0 +1,155 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Version is a point in a group's log: the state after entry Seq of the
+// log's generation Generation.
+//
+// A generation is a random non-zero id the store makes when it first writes
+// the group's log (and again after DeleteGroup, or after the store lost its
+// data): two histories of one group never share a generation, so a version
+// of the old history is never mistaken for a point of the new one even when
+// the new sequence catches up. Seq increases by exactly one per entry. The
+// zero Version is "no log yet": no entry was ever written.
+type Version struct {
+	Generation uint64
+	Seq        uint64
+}
+
+func (v Version) String() string { return fmt.Sprintf("%x/%d", v.Generation, v.Seq) }
+
+// ChangeKind says what a log entry records.
+type ChangeKind int
+
+const (
+	// SessionOpened: Session opened for Member with Weight.
+	SessionOpened ChangeKind = iota + 1
+	// SessionClosed: Session closed by its member (CloseSession).
+	SessionClosed
+	// SessionExpired: Session's TTL passed on the store's clock.
+	SessionExpired
+	// Claimed: Partition's record names Session (of Member) at Epoch.
+	Claimed
+	// Released: Partition's record was released by Session at Epoch; the
+	// record keeps its epoch and names no session.
+	Released
+	// Restored: Partition's record was created released at Epoch (Restore).
+	Restored
+	// PartitionsSet: the group's partition set is now Partitions (the
+	// whole set, sorted by ID).
+	PartitionsSet
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case SessionOpened:
+		return "session-opened"
+	case SessionClosed:
+		return "session-closed"
+	case SessionExpired:
+		return "session-expired"
+	case Claimed:
+		return "claimed"
+	case Released:
+		return "released"
+	case Restored:
+		return "restored"
+	case PartitionsSet:
+		return "partitions-set"
+	}
+	return fmt.Sprintf("change(%d)", int(k))
+}
+
+// Change is one entry of a group's log. Which fields are set depends on
+// Kind (see ChangeKind); the others are zero.
+type Change struct {
+	Seq        uint64 // the entry's sequence number in its generation
+	Kind       ChangeKind
+	Session    string
+	Member     string
+	Weight     int
+	Partition  string
+	Epoch      uint64
+	Partitions []Partition // PartitionsSet only; read-only
+}
+
+// Clone returns a copy of s whose slices are its own, so that Apply may
+// change it: snapshots returned by a store are read-only and may share
+// their slices.
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.Sessions = slices.Clone(s.Sessions)
+	c.Partitions = slices.Clone(s.Partitions)
+	c.Owners = slices.Clone(s.Owners)
+	c.Malformed = slices.Clone(s.Malformed)
+	return &c
+}
+
+// Apply changes s as the entry c says: the replica rule every member and the
+// conformance suite share. s must be the caller's own (see Clone), and c
+// must be the entry after s.Version (c.Seq == s.Version.Seq+1); then Apply
+// advances s.Version.Seq. The log does not track sessions' Remaining: a
+// session Apply adds has Remaining 0, and the others keep theirs.
+//
+// An entry that does not fit s (out of sequence, a session opened twice, a
+// release of a record that does not exist) is an error and leaves s
+// unchanged: the replica has diverged from the store and must be rebuilt
+// from a new Snapshot.
+//
+// Cost: a new session or record is inserted into a sorted slice, O(n).
+func (s *Snapshot) Apply(c Change) error {
+	if c.Seq != s.Version.Seq+1 {
+		return fmt.Errorf("apply: entry %d does not follow version %v", c.Seq, s.Version)
+	}
+	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
+	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
+	switch c.Kind {
+	case SessionOpened:
+		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
+		if found {
+			return fmt.Errorf("apply: entry %d opens session %q, which is open", c.Seq, c.Session)
+		}
+		s.Sessions = slices.Insert(s.Sessions, i, SessionInfo{ID: c.Session, Member: c.Member, Weight: c.Weight})
+	case SessionClosed, SessionExpired:
+		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
+		if !found {
+			return fmt.Errorf("apply: entry %d ends session %q, which is not open", c.Seq, c.Session)
+		}
+		s.Sessions = slices.Delete(s.Sessions, i, i+1)
+	case Claimed:
+		o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if found {
+			if c.Epoch <= s.Owners[i].Epoch {
+				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
+			}
+			s.Owners[i] = o
+		} else {
+			s.Owners = slices.Insert(s.Owners, i, o)
+		}
+	case Released:
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if !found || s.Owners[i].Epoch != c.Epoch || s.Owners[i].Session != c.Session {
+			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Seq, c.Partition, c.Epoch, c.Session)
+		}
+		s.Owners[i].Session, s.Owners[i].Member = "", ""
+	case Restored:
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if found {
+			return fmt.Errorf("apply: entry %d restores %q, which has a record", c.Seq, c.Partition)
+		}
+		s.Owners = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch})
+	case PartitionsSet:
+		ps := slices.Clone(c.Partitions)
+		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
+		s.Partitions, s.PartitionSetStored = ps, true
+	default:
+		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Seq, c.Kind)
+	}
+	s.Version.Seq = c.Seq
+	return nil
+}
