@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// commandCounter counts the commands a client sends (one per round trip
+// outside pipelines, which the store does not use).
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// claimPartitions is the first placement of 1,000 partitions on one member:
+// each iteration opens a session in a new group and claims 1,000 free
+// partitions, with 1,000 Claims or one ClaimBatch. It reports the commands
+// sent per placement (round-trips/op).
+//
+//	go test -run '^$' -bench 'Claim1000' -benchtime 20x ./store/redisstore/
+func claimPartitions(b *testing.B, batch bool) {
+	s, _ := newTestStore(b)
+	var cc commandCounter
+	s.client.AddHook(&cc)
+	ctx := context.Background()
+	parts := make([]string, 1000)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("partition-%04d", i)
+	}
+	var trips int64
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		g := fmt.Sprintf("bench-%d", i)
+		id, err := s.OpenSession(ctx, g, "member-1", 1, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := cc.n.Load()
+		b.StartTimer()
+		if batch {
+			rs, err := s.ClaimBatch(ctx, g, id, parts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		} else {
+			for _, p := range parts {
+				if _, err := s.Claim(ctx, g, p, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		trips += cc.n.Load() - before
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
+}
+
+func BenchmarkClaim1000Single(b *testing.B) { claimPartitions(b, false) }
+func BenchmarkClaim1000Batch(b *testing.B)  { claimPartitions(b, true) }
+
+// BenchmarkLogBytesPerEntry reports what the log stream costs Redis per
+// entry (MEMORY USAGE of the stream divided by its length) for claims of
+// partitions named like "partition-0042" by a member named "host-a-12345"
+// (a session id is 26 characters, an epoch 16 digits): the entries of a
+// first placement.
+//
+//	go test -run '^$' -bench LogBytesPerEntry -benchtime 1x ./store/redisstore/
+func BenchmarkLogBytesPerEntry(b *testing.B) {
+	s, raw := newTestStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		g := "bytes"
+		id, err := s.OpenSession(ctx, g, "host-a-12345", 1, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range 10 {
+			parts := make([]string, 1000)
+			for i := range parts {
+				parts[i] = fmt.Sprintf("partition-%04d", j*1000+i)
+			}
+			if _, err := s.ClaimBatch(ctx, g, id, parts); err != nil {
+				b.Fatal(err)
+			}
+		}
+		k := s.keys(g)
+		n, err := raw.XLen(ctx, k.log).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		mem, err := raw.MemoryUsage(ctx, k.log, 0).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(mem)/float64(n), "bytes/entry")
+		if err := s.DeleteGroup(ctx, g, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
