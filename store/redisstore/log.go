@@ -199,11 +199,13 @@ func gone(after store.Version, format string, args ...any) error {
 	return fmt.Errorf("redisstore: Changes after %v: %s: %w", after, fmt.Sprintf(format, args...), store.ErrVersionGone)
 }
 
-// Changes implements store.Store. One script checks the version and reads
-// the entries after it (XRANGE) atomically; if there are none, one XREAD
-// BLOCK waits for the next from the same id, for at most 30 s (or until
-// ctx's deadline), and its entries are checked for their generation and
-// sequence. A call that waited in vain returns no entries. An entry that
+// Changes implements store.Store. A small script checks that the version
+// can be continued (same generation, not ahead of the log); then one XREAD
+// BLOCK from the version's id returns the entries at once if there are
+// some, or waits for the next for at most 30 s (or until ctx's deadline).
+// Its entries are checked for their generation and sequence (so a log
+// trimmed, or deleted and written again, between the two commands is
+// caught). A call that waited in vain returns no entries. An entry that
 // does not decode (written by something else) ends the version: the reader
 // reads a new snapshot and continues after it.
 //
@@ -218,8 +220,8 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		return nil, after, fmt.Errorf("redisstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
 	k := s.keys(group)
-	res, err := s.eval(ctx, changesScript, []string{k.log, k.version},
-		strconv.FormatUint(after.Generation, 10), strconv.FormatUint(after.Seq, 10), max)
+	res, err := s.eval(ctx, changesScript, []string{k.version},
+		strconv.FormatUint(after.Generation, 10), strconv.FormatUint(after.Seq, 10))
 	if err != nil {
 		return nil, after, fail("Changes", err)
 	}
@@ -231,17 +233,6 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			return nil, after, gone(after, "the group has no log")
 		}
 	case "ok":
-		if es, _ := res[1].([]any); len(es) > 0 {
-			msgs := make([]redis.XMessage, 0, len(es))
-			for _, e := range es {
-				m, ok := xmessage(e)
-				if !ok {
-					return nil, after, gone(after, "an entry of the log is not what this store writes")
-				}
-				msgs = append(msgs, m)
-			}
-			return decodeEntries(after, msgs)
-		}
 	default:
 		return nil, after, unexpected("Changes", str(res, 0))
 	}
@@ -294,22 +285,6 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, ma
 		return nil, after, nil
 	}
 	return decodeEntries(after, r.xs[0].Messages)
-}
-
-// xmessage converts one XRANGE entry of a script's reply.
-func xmessage(e any) (redis.XMessage, bool) {
-	pair, _ := e.([]any)
-	if len(pair) != 2 {
-		return redis.XMessage{}, false
-	}
-	id, _ := pair[0].(string)
-	fields, _ := pair[1].([]any)
-	m := redis.XMessage{ID: id, Values: map[string]any{}}
-	for i := 0; i+1 < len(fields); i += 2 {
-		f, _ := fields[i].(string)
-		m.Values[f] = fields[i+1]
-	}
-	return m, id != ""
 }
 
 // decodeEntries checks that msgs continue after without a gap and in its

@@ -372,19 +372,16 @@ redis.call('PUBLISH', ch, 'R\n\n' .. p)
 return {'ok'}
 `)
 
-// KEYS: log, version. ARGV: generation, seq (the version to read after),
-// max. Answers {'ok', entries} (XRANGE's reply, maybe empty: then the
-// reader blocks with XREAD), {'gone', reason} or {'nolog'}.
+// KEYS: version. ARGV: generation, seq (the version to read after).
+// Answers {'ok'} (the log can be continued: XREAD reads on), {'gone',
+// reason} or {'nolog'}. It reads no entry: XREAD delivers them without a
+// trip through Lua tables, several times cheaper per entry.
 var changesScript = redis.NewScript(`
-local v = redis.pcall('GET', KEYS[2])
+local v = redis.pcall('GET', KEYS[1])
 local g, n
 if type(v) == 'string' then g, n = string.match(v, '^([1-9]%d*):(%d+)$') end
 if not g then return {'nolog'} end
 if g ~= ARGV[1] then return {'gone', 'the log is of generation ' .. g} end
-local last, after = tonumber(n), tonumber(ARGV[2])
-if after > last then return {'gone', 'the log ends at ' .. n} end
-if after == last then return {'ok', {}} end
-local es = redis.pcall('XRANGE', KEYS[1], string.format('%.0f', after + 1) .. '-' .. g, '+', 'COUNT', ARGV[3])
-if type(es) ~= 'table' or es.err then return {'gone', 'the log cannot be read'} end
-return {'ok', es}
+if tonumber(ARGV[2]) > tonumber(n) then return {'gone', 'the log ends at ' .. n} end
+return {'ok'}
 `)
