@@ -6,21 +6,26 @@ import (
 	"strings"
 )
 
-// Version is a point in a group's log: the state after entry Seq of the
-// log's generation Generation.
+// Version is a point in a group's log: the state after entry Seq. Seq
+// increases by exactly one per entry. The zero Version is "no log yet": no
+// entry was ever written.
 //
-// A generation is a random non-zero id the store makes when it first writes
-// the group's log (and again after DeleteGroup, or after the store lost its
-// data): two histories of one group never share a generation, so a version
-// of the old history is never mistaken for a point of the new one even when
-// the new sequence catches up. Seq increases by exactly one per entry. The
-// zero Version is "no log yet": no entry was ever written.
+// Tag tells histories apart: two versions with the same Seq and Tag name
+// the same state of the group, and a different history of the group never
+// gives the same Tag at the same Seq, so a version of an old history is never
+// mistaken for a point of a new one even when the new sequence catches up.
+// A new history begins when the group is deleted, when the store lost its
+// data, or (for a store that can lose its latest writes, as Redis does in a
+// failover to a replica that had not received them) when the log goes on
+// from an earlier entry. Each backend derives Tag to that end: memstore
+// keeps a random id per history; redisstore chains a hash over the entries
+// (see its log.go). Callers only compare versions and pass them back.
 type Version struct {
-	Generation uint64
-	Seq        uint64
+	Seq uint64
+	Tag uint64
 }
 
-func (v Version) String() string { return fmt.Sprintf("%x/%d", v.Generation, v.Seq) }
+func (v Version) String() string { return fmt.Sprintf("%d/%x", v.Seq, v.Tag) }
 
 // ChangeKind says what a log entry records.
 type ChangeKind int
@@ -67,7 +72,7 @@ func (k ChangeKind) String() string {
 // Change is one entry of a group's log. Which fields are set depends on
 // Kind (see ChangeKind); the others are zero.
 type Change struct {
-	Seq        uint64 // the entry's sequence number in its generation
+	Version    Version // the group's version after this entry
 	Kind       ChangeKind
 	Session    string
 	Member     string
@@ -91,8 +96,8 @@ func (s *Snapshot) Clone() *Snapshot {
 
 // Apply changes s as the entry c says: the replica rule every member and the
 // conformance suite share. s must be the caller's own (see Clone), and c
-// must be the entry after s.Version (c.Seq == s.Version.Seq+1); then Apply
-// advances s.Version.Seq. The log does not track sessions' Remaining: a
+// must be the entry after s.Version (c.Version.Seq == s.Version.Seq+1, as
+// Changes delivers it); then Apply sets s.Version to c.Version. The log does not track sessions' Remaining: a
 // session Apply adds has Remaining 0, and the others keep theirs.
 //
 // An entry that does not fit s (out of sequence, a session opened twice, a
@@ -102,8 +107,8 @@ func (s *Snapshot) Clone() *Snapshot {
 //
 // Cost: a new session or record is inserted into a sorted slice, O(n).
 func (s *Snapshot) Apply(c Change) error {
-	if c.Seq != s.Version.Seq+1 {
-		return fmt.Errorf("apply: entry %d does not follow version %v", c.Seq, s.Version)
+	if c.Version.Seq != s.Version.Seq+1 {
+		return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
 	}
 	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
 	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
@@ -111,13 +116,13 @@ func (s *Snapshot) Apply(c Change) error {
 	case SessionOpened:
 		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
 		if found {
-			return fmt.Errorf("apply: entry %d opens session %q, which is open", c.Seq, c.Session)
+			return fmt.Errorf("apply: entry %d opens session %q, which is open", c.Version.Seq, c.Session)
 		}
 		s.Sessions = slices.Insert(s.Sessions, i, SessionInfo{ID: c.Session, Member: c.Member, Weight: c.Weight})
 	case SessionClosed, SessionExpired:
 		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
 		if !found {
-			return fmt.Errorf("apply: entry %d ends session %q, which is not open", c.Seq, c.Session)
+			return fmt.Errorf("apply: entry %d ends session %q, which is not open", c.Version.Seq, c.Session)
 		}
 		s.Sessions = slices.Delete(s.Sessions, i, i+1)
 	case Claimed:
@@ -125,7 +130,7 @@ func (s *Snapshot) Apply(c Change) error {
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
 		if found {
 			if c.Epoch <= s.Owners[i].Epoch {
-				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
+				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
 			}
 			s.Owners[i] = o
 		} else {
@@ -134,13 +139,13 @@ func (s *Snapshot) Apply(c Change) error {
 	case Released:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
 		if !found || s.Owners[i].Epoch != c.Epoch || s.Owners[i].Session != c.Session {
-			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Seq, c.Partition, c.Epoch, c.Session)
+			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
 		}
 		s.Owners[i].Session, s.Owners[i].Member = "", ""
 	case Restored:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
 		if found {
-			return fmt.Errorf("apply: entry %d restores %q, which has a record", c.Seq, c.Partition)
+			return fmt.Errorf("apply: entry %d restores %q, which has a record", c.Version.Seq, c.Partition)
 		}
 		s.Owners = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch})
 	case PartitionsSet:
@@ -148,8 +153,8 @@ func (s *Snapshot) Apply(c Change) error {
 		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
 		s.Partitions, s.PartitionSetStored = ps, true
 	default:
-		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Seq, c.Kind)
+		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Version.Seq, c.Kind)
 	}
-	s.Version.Seq = c.Seq
+	s.Version = c.Version
 	return nil
 }

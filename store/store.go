@@ -35,7 +35,7 @@
 //     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
 //     version v plus the entries after v (Snapshot.Apply) is the group as a
 //     later snapshot shows it (sessions' Remaining aside). DeleteGroup
-//     deletes the log: the next write starts a new generation.
+//     deletes the log: the next write starts a new history (Version).
 package store
 
 import (
@@ -74,7 +74,7 @@ var (
 	ErrGroupInUse = errors.New("herd: group has live members")
 	// ErrVersionGone: Changes was asked for the entries after a version the
 	// store can no longer continue from (trimmed from the log, of another
-	// generation, or ahead of the store). The caller takes a new Snapshot
+	// history of the group, or ahead of the store). The caller takes a new Snapshot
 	// and continues from its Version.
 	ErrVersionGone = errors.New("herd: version no longer available in the group's log")
 )
@@ -138,7 +138,7 @@ type Snapshot struct {
 	// a malformed session is not counted as live.
 	Malformed []Malformed
 	// Version is the point of the group's log (see Changes) this snapshot
-	// shows: the state after the entry Version.Seq of Version.Generation.
+	// shows: the state after the entry Version.Seq.
 	// A group whose log was never written has the zero Version.
 	Version Version
 }
@@ -291,13 +291,15 @@ type Store interface {
 
 	// Changes returns the entries of the group's log after version after,
 	// in order and without gaps, at most max of them (max >= 1), and the
-	// version after the last one returned. If there is none yet it blocks
+	// version after the last one returned (each entry's Version is the
+	// group's version after it). If there is none yet it blocks
 	// until one is appended or ctx ends; a backend may also bound how long
 	// one call blocks and then return no entries, the version after and no
 	// error (the caller calls again). ErrVersionGone if the log cannot be
 	// continued from after: its entries were trimmed, it is of another
-	// generation (the group was deleted, or the store lost its data, since),
-	// or it is ahead of the store; then the caller takes a new Snapshot.
+	// history (the group was deleted, or the store lost its data or its
+	// latest writes, since), or it is ahead of the store; then the caller
+	// takes a new Snapshot.
 	// Changes with the zero Version (a group never written) returns
 	// ErrVersionGone as soon as the group's log is written. ErrInvalid if
 	// max < 1. The returned entries are read-only.

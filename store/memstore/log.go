@@ -16,16 +16,18 @@ import (
 // snapshot. An entry costs about 100 bytes, 10 MB for the whole log.
 const DefaultLogLimit = 100_000
 
-// groupLog is a group's log: the last entries, the generation and the
-// sequence number of the last entry.
+// groupLog is a group's log: the last entries, the history's tag and the
+// sequence number of the last entry. The store never loses part of a log
+// (only all of it, with the group: DeleteGroup, Wipe), so one random tag per
+// history tells histories apart (see store.Version).
 type groupLog struct {
-	gen     uint64         // 0 until the first entry is written
+	gen     uint64         // the history's tag; 0 until the first entry is written
 	seq     uint64         // of the last entry
-	entries []store.Change // the last entries kept, entries[i].Seq == seq-len+1+i
+	entries []store.Change // the last entries kept, entries[i].Version.Seq == seq-len+1+i
 	notify  chan struct{}  // closed by the next append; nil when nobody waits
 }
 
-func (l *groupLog) version() store.Version { return store.Version{Generation: l.gen, Seq: l.seq} }
+func (l *groupLog) version() store.Version { return store.Version{Seq: l.seq, Tag: l.gen} }
 
 // wake wakes every reader waiting for the next entry.
 func (l *groupLog) wake() {
@@ -35,7 +37,7 @@ func (l *groupLog) wake() {
 	}
 }
 
-// logChange appends c to g's log, starting a generation if there is none.
+// logChange appends c to g's log, starting a history if there is none.
 // It keeps at least s.logLimit entries, trimming in steps of a quarter of
 // the limit so that trimming costs O(1) per entry.
 func (s *Store) logChange(g *group, c store.Change) {
@@ -44,7 +46,7 @@ func (s *Store) logChange(g *group, c store.Change) {
 		l.gen = rand.Uint64()
 	}
 	l.seq++
-	c.Seq = l.seq
+	c.Version = l.version()
 	l.entries = append(l.entries, c)
 	if len(l.entries) > s.logLimit+s.logLimit/4 {
 		l.entries = slices.Clone(l.entries[len(l.entries)-s.logLimit:])
@@ -80,9 +82,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		l := &s.group(group, true).log
 		first := l.seq - uint64(len(l.entries)) + 1 // seq of entries[0]
 		switch {
-		case l.gen != after.Generation && !(after.Generation == 0 && l.gen == 0):
+		case l.gen != after.Tag:
 			s.mu.Unlock()
-			return nil, after, fmt.Errorf("memstore: changes after %v: the log is of generation %x: %w", after, l.gen, store.ErrVersionGone)
+			return nil, after, fmt.Errorf("memstore: changes after %v: the log is another history (tag %x): %w", after, l.gen, store.ErrVersionGone)
 		case after.Seq > l.seq:
 			s.mu.Unlock()
 			return nil, after, fmt.Errorf("memstore: changes after %v: the log ends at %d: %w", after, l.seq, store.ErrVersionGone)
@@ -94,7 +96,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			n := min(uint64(max), l.seq-after.Seq)
 			out := slices.Clone(l.entries[i : i+n])
 			s.mu.Unlock()
-			return out, store.Version{Generation: after.Generation, Seq: after.Seq + n}, nil
+			return out, out[len(out)-1].Version, nil
 		}
 		if l.notify == nil {
 			l.notify = make(chan struct{})

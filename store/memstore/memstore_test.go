@@ -525,7 +525,7 @@ func TestLogLimitAndLazyExpiry(t *testing.T) {
 			t.Fatalf("Changes 20 entries behind a log of 5: %v; want ErrVersionGone", err)
 		}
 		end, _ := s.Snapshot(ctx, "g")
-		back := store.Version{Generation: end.Version.Generation, Seq: end.Version.Seq - 5}
+		back := store.Version{Seq: end.Version.Seq - 5, Tag: end.Version.Tag}
 		if cs, _, err := s.Changes(ctx, "g", back, 10); err != nil || len(cs) != 5 {
 			t.Fatalf("Changes 5 entries behind a log of 5: %d entries, %v; want 5", len(cs), err)
 		}

@@ -17,8 +17,8 @@
 //	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
-//	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<generation>", field "e"
-//	<prefix>:{<b64 group>}:version      STRING "<generation>:<seq>" of the log's last entry
+//	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
+//	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
 //
 // Every SetPartitions also writes partset, since Redis deletes an empty
@@ -65,8 +65,10 @@
 //
 // Every script that changes the group appends its entries to the group's
 // stream in the same script (see log.go for the encoding), and trims it
-// with XADD MAXLEN ~ (WithLogLimit, default 100,000 entries, about 97
-// bytes each for claims). Changes reads with one script (version check
+// with XADD MAXLEN ~ (WithLogLimit, default 100,000 entries, about 106
+// bytes each for claims). Entries are chained by their tags, so a reader
+// never continues into another history of the group (deleted and written
+// again, or a failover that lost the latest entries). Changes reads with one script (version check
 // and XRANGE) and, at the end of the log, one XREAD BLOCK of at most 30 s.
 // The stream is under the group's hash tag like every other key, so Redis
 // Cluster keeps a group on one slot, and DeleteGroup deletes it.

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,20 +19,32 @@ import (
 
 // The group's log is a Redis stream, <prefix>:{<b64 group>}:log, appended
 // inside the very script that makes each change, so the change and its entry
-// are one atomic step. Its entry ids are "<seq>-<generation>": the sequence
-// number in the first part, so XRANGE and XREAD address entries by sequence
-// without a mapping, and the generation in the second. Every id of one log
-// then has the same second part, which the stream's delta encoding stores
-// almost for free, and an entry read by XREAD names its own generation: a
-// blocking read that returns entries of a new history of the group (deleted
-// and written again while the reader waited) is told apart without another
-// round trip. The version key holds "<generation>:<seq>" of the last entry;
-// it is written by the same script, so a snapshot reads it consistently.
+// are one atomic step. Its entry ids are "<seq>-<tag>": the sequence number
+// in the first part, so XREAD addresses entries by sequence without a
+// mapping, and the entry's tag in the second. The version key holds
+// "<tag>:<seq>" of the last entry; it is written by the same script, so a
+// snapshot reads it consistently. A store.Version is (seq, tag).
 //
-// A generation is a random uint64 made by the client and passed to every
-// logging script, which uses it only when the group has no log yet (or the
-// log's keys hold something this store did not write). The scripts stay
-// deterministic, and two histories of a group share no generation.
+// Tags chain the entries: an entry's tag is the first 52 bits of SHA-1 over
+// the previous entry's tag and its own value; the first entry's "previous
+// tag" is a random 52-bit number the client passes to every logging script,
+// which uses it only when the group has no log yet (or the log's keys hold
+// something this store did not write), so the scripts stay deterministic.
+// A reader checks every entry it reads against its own last tag, so it
+// never continues into another history of the group, whatever happened to
+// the log meanwhile:
+//
+//   - the group was deleted and written again, even up to and beyond the
+//     reader's sequence: the new history starts from another random tag;
+//   - Redis failed over to a replica that had not received the latest
+//     entries, and the new primary wrote others at the same sequence numbers
+//     (the generation of a log would not change then; the chain does): the
+//     first entry after the reader's differs from the one it would follow;
+//   - the stream was trimmed past the reader: the sequence has a gap.
+//
+// Each of these is ErrVersionGone, and the reader takes a new snapshot. A
+// blocking XREAD that returns entries of another history is told apart by
+// the same check, without another round trip.
 //
 // Each entry is one field "e" (one short field name for the whole stream:
 // entries with the master entry's fields store only their values), whose
@@ -52,8 +66,8 @@ import (
 // DefaultLogLimit is how many entries of a group's log the store keeps at
 // least by default: a whole first placement of 100,000 partitions (one
 // Claimed entry each), so that a member lagging behind it need not read a
-// new snapshot. At about 100 bytes an entry (measured: see README), about
-// 10 MB per group in the worst case.
+// new snapshot. At about 106 bytes an entry (BenchmarkLogBytesPerEntry),
+// about 11 MB per group at most.
 const DefaultLogLimit = 100_000
 
 // defaultChangesBlock is the longest one Changes call blocks in XREAD. A
@@ -87,12 +101,12 @@ func (s *Store) logLimit() int {
 }
 
 // logArgs appends what every logging script takes after its own arguments
-// (see logPrelude): the log and version keys, a candidate generation and
-// the log's bound.
+// (see logPrelude): the log and version keys, a random first tag for a new
+// history (52 bits: exact in a Lua number) and the log's bound.
 func (s *Store) logArgs(k keys, ks []string, args ...any) ([]string, []any) {
-	gen := rand.Uint64()
+	gen := rand.Uint64() >> 12
 	for gen == 0 {
-		gen = rand.Uint64()
+		gen = rand.Uint64() >> 12
 	}
 	ks = append(ks, k.log, k.version)
 	args = append(args, strconv.FormatUint(gen, 10), strconv.Itoa(s.logLimit()))
@@ -114,37 +128,48 @@ func micros(v string) time.Duration {
 	return time.Duration(n) * time.Microsecond
 }
 
-// parseVersion decodes the version key "<generation>:<seq>".
+// parseVersion decodes the version key "<tag>:<seq>".
 func parseVersion(v string) (store.Version, bool) {
 	g, n, ok := strings.Cut(v, ":")
 	if !ok || !allDigits(g) || !allDigits(n) {
 		return store.Version{}, false
 	}
-	gen, err1 := strconv.ParseUint(g, 10, 64)
+	tag, err1 := strconv.ParseUint(g, 10, 64)
 	seq, err2 := strconv.ParseUint(n, 10, 64)
-	if err1 != nil || err2 != nil || gen == 0 {
+	if err1 != nil || err2 != nil || tag == 0 {
 		return store.Version{}, false
 	}
-	return store.Version{Generation: gen, Seq: seq}, true
+	return store.Version{Seq: seq, Tag: tag}, true
 }
 
-// parseEntryID decodes a log entry id "<seq>-<generation>".
-func parseEntryID(id string) (seq, gen uint64, ok bool) {
+// parseEntryID decodes a log entry id "<seq>-<tag>".
+func parseEntryID(id string) (v store.Version, ok bool) {
 	a, b, found := strings.Cut(id, "-")
 	if !found {
-		return 0, 0, false
+		return v, false
 	}
 	seq, err1 := strconv.ParseUint(a, 10, 64)
-	gen, err2 := strconv.ParseUint(b, 10, 64)
-	return seq, gen, err1 == nil && err2 == nil
+	tag, err2 := strconv.ParseUint(b, 10, 64)
+	return store.Version{Seq: seq, Tag: tag}, err1 == nil && err2 == nil
+}
+
+// chain is the tag of the entry with value e that follows an entry tagged
+// prev: the scripts' chain, in Go.
+func chain(prev uint64, e string) uint64 {
+	h := sha1.Sum([]byte(strconv.FormatUint(prev, 10) + "\n" + e))
+	t := binary.BigEndian.Uint64(h[:8]) >> 12 // the first 13 hex digits
+	if t == 0 {
+		t = 1
+	}
+	return t
 }
 
 // decodeChange decodes one entry's value (see the table above).
-func decodeChange(seq uint64, v string) (store.Change, error) {
+func decodeChange(version store.Version, v string) (store.Change, error) {
 	f := strings.Split(v, "\n")
-	c := store.Change{Seq: seq}
+	c := store.Change{Version: version}
 	bad := func() (store.Change, error) {
-		return store.Change{}, fmt.Errorf("entry %d %q cannot be decoded", seq, abbrev(v))
+		return store.Change{}, fmt.Errorf("entry %v %q cannot be decoded", version, abbrev(v))
 	}
 	epoch := func(s string) (uint64, bool) {
 		e, err := strconv.ParseUint(s, 10, 64)
@@ -200,10 +225,11 @@ func gone(after store.Version, format string, args ...any) error {
 }
 
 // Changes implements store.Store. A small script checks that the version
-// can be continued (same generation, not ahead of the log); then one XREAD
-// BLOCK from the version's id returns the entries at once if there are
-// some, or waits for the next for at most 30 s (or until ctx's deadline).
-// Its entries are checked for their generation and sequence (so a log
+// can be continued (not ahead of the log, the same tag at the same
+// sequence); then one XREAD BLOCK from the version's id returns the entries
+// at once if there are some, or waits for the next for at most 30 s (or
+// until ctx's deadline).
+// Its entries are checked for their sequence and chained tags (so a log
 // trimmed, or deleted and written again, between the two commands is
 // caught). A call that waited in vain returns no entries. An entry that
 // does not decode (written by something else) ends the version: the reader
@@ -221,7 +247,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	k := s.keys(group)
 	res, err := s.eval(ctx, changesScript, []string{k.version},
-		strconv.FormatUint(after.Generation, 10), strconv.FormatUint(after.Seq, 10))
+		strconv.FormatUint(after.Tag, 10), strconv.FormatUint(after.Seq, 10))
 	if err != nil {
 		return nil, after, fail("Changes", err)
 	}
@@ -229,7 +255,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	case "gone":
 		return nil, after, gone(after, "%s", str(res, 1))
 	case "nolog":
-		if after.Generation != 0 {
+		if after != (store.Version{}) {
 			return nil, after, gone(after, "the group has no log")
 		}
 	case "ok":
@@ -253,7 +279,7 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, ma
 		return nil, after, nil
 	}
 	args := &redis.XReadArgs{
-		Streams: []string{k.log, strconv.FormatUint(after.Seq, 10) + "-" + strconv.FormatUint(after.Generation, 10)},
+		Streams: []string{k.log, strconv.FormatUint(after.Seq, 10) + "-" + strconv.FormatUint(after.Tag, 10)},
 		Count:   int64(max),
 		Block:   block,
 	}
@@ -288,27 +314,27 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, ma
 }
 
 // decodeEntries checks that msgs continue after without a gap and in its
-// generation, and decodes them.
+// history (each tag chains from the previous one), and decodes them.
 func decodeEntries(after store.Version, msgs []redis.XMessage) ([]store.Change, store.Version, error) {
 	out := make([]store.Change, 0, len(msgs))
 	v := after
 	for _, m := range msgs {
-		seq, gen, ok := parseEntryID(m.ID)
+		id, ok := parseEntryID(m.ID)
+		val, _ := m.Values["e"].(string)
 		switch {
 		case !ok:
-			return nil, after, gone(after, "entry id %q is not <seq>-<generation>", abbrev(m.ID))
-		case gen != after.Generation:
-			return nil, after, gone(after, "the log is of generation %x", gen)
-		case seq != v.Seq+1:
-			return nil, after, gone(after, "the log continues at %d, not %d (trimmed)", seq, v.Seq+1)
+			return nil, after, gone(after, "entry id %q is not <seq>-<tag>", abbrev(m.ID))
+		case id.Seq != v.Seq+1:
+			return nil, after, gone(after, "the log continues at %d, not %d", id.Seq, v.Seq+1)
+		case id.Tag != chain(v.Tag, val):
+			return nil, after, gone(after, "entry %v does not follow %v: another history of the group", id, v)
 		}
-		val, _ := m.Values["e"].(string)
-		c, err := decodeChange(seq, val)
+		c, err := decodeChange(id, val)
 		if err != nil {
 			return nil, after, gone(after, "%v", err)
 		}
 		out = append(out, c)
-		v.Seq = seq
+		v = id
 	}
 	return out, v, nil
 }

@@ -553,7 +553,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	partset, _ := res[5].(int64)
 	snap.PartitionSetStored = partset == 1 || len(parts) > 0
 	// A version key this store did not write reads as no log: the next
-	// write starts a new generation.
+	// write starts a new history.
 	snap.Version, _ = parseVersion(str(res, 6))
 	for i := 0; i+1 < len(parts); i += 2 {
 		p := parts[i]

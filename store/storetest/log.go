@@ -40,17 +40,21 @@ func (e *env) readLog(after, until store.Version) []store.Change {
 }
 
 // checkEntries fails the test unless cs are the entries right after v, in
-// order and without a gap, and next is the version of the last one.
+// order and without a gap, and next is the version of the last one (v if
+// there is none).
 func checkEntries(t *testing.T, v, next store.Version, cs []store.Change) {
 	t.Helper()
 	for i, c := range cs {
-		if c.Seq != v.Seq+uint64(i)+1 {
-			t.Fatalf("Changes(after %v) entry %d has Seq %d; want %d (ordered, gap-free)", v, i, c.Seq, v.Seq+uint64(i)+1)
+		if c.Version.Seq != v.Seq+uint64(i)+1 {
+			t.Fatalf("Changes(after %v) entry %d is at %v; want Seq %d (ordered, gap-free)", v, i, c.Version, v.Seq+uint64(i)+1)
 		}
 	}
-	want := store.Version{Generation: v.Generation, Seq: v.Seq + uint64(len(cs))}
+	want := v
+	if len(cs) > 0 {
+		want = cs[len(cs)-1].Version
+	}
 	if next != want {
-		t.Fatalf("Changes(after %v) returned %d entries and version %v; want %v", v, len(cs), next, want)
+		t.Fatalf("Changes(after %v) returned %d entries and version %v; want %v, the last entry's", v, len(cs), next, want)
 	}
 }
 
@@ -112,8 +116,8 @@ func testLogGapFree(e *env) {
 	t := e.t
 	e.setPartitions("p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7")
 	start := e.snap()
-	if start.Version.Generation == 0 || start.Version.Seq == 0 {
-		t.Fatalf("Snapshot after SetPartitions has version %v; want a generation and a sequence > 0", start.Version)
+	if start.Version.Tag == 0 || start.Version.Seq == 0 {
+		t.Fatalf("Snapshot after SetPartitions has version %v; want a tag and a sequence > 0", start.Version)
 	}
 	const writers, opsEach = 6, 25
 	var mu sync.Mutex
@@ -193,10 +197,10 @@ func testLogGapFree(e *env) {
 		t.FailNow()
 	}
 	end := e.snap()
-	if end.Version.Generation != start.Version.Generation || end.Version.Seq != start.Version.Seq+uint64(changes) {
+	if end.Version.Seq != start.Version.Seq+uint64(changes) {
 		stopReader()
 		<-done
-		t.Fatalf("after %d changes from version %v the snapshot is at %v; want %d entries more in the same generation", changes, start.Version, end.Version, changes)
+		t.Fatalf("after %d changes from version %v the snapshot is at %v; want %d entries more", changes, start.Version, end.Version, changes)
 	}
 	e.waitUntil(eventWait, "the reader to reach the end of the log", func() bool {
 		mu.Lock()
@@ -249,7 +253,7 @@ func testLogReplicaProperty(e *env) {
 		all := e.readLog(first.Version, last.Version)
 		replay(t, first, last, all, fmt.Sprintf("seed %d: first snapshot", seed))
 		for _, s := range snaps {
-			if s.Version.Generation != first.Version.Generation || s.Version.Seq < first.Version.Seq || s.Version.Seq > last.Version.Seq {
+			if s.Version.Seq < first.Version.Seq || s.Version.Seq > last.Version.Seq {
 				t.Fatalf("seed %d: a snapshot taken between versions %v and %v reports %v", seed, first.Version, last.Version, s.Version)
 			}
 			k := s.Version.Seq - first.Version.Seq
@@ -365,12 +369,12 @@ func testLogVersionGone(e *env) {
 	snap := e.snap()
 	v := snap.Version
 	for _, bad := range []store.Version{
-		{Generation: v.Generation + 1, Seq: v.Seq},
-		{Generation: v.Generation ^ 1<<63, Seq: 0},
-		{Generation: v.Generation, Seq: v.Seq + 5},
+		{Seq: v.Seq, Tag: v.Tag + 1},
+		{Seq: 0, Tag: v.Tag ^ 1<<40},
+		{Seq: v.Seq + 5, Tag: v.Tag},
 	} {
 		_, _, err := e.s.Changes(e.ctx, e.group, bad, 10)
-		wantErr(t, err, store.ErrVersionGone, fmt.Sprintf("Changes(after %v) when the log is at %v", bad, v), "another generation, or ahead of the store")
+		wantErr(t, err, store.ErrVersionGone, fmt.Sprintf("Changes(after %v) when the log is at %v", bad, v), "another history, or ahead of the store")
 	}
 	if err := e.s.DeleteGroup(e.ctx, e.group, true); err != nil {
 		t.Fatalf("DeleteGroup(force): %v", err)
@@ -378,8 +382,8 @@ func testLogVersionGone(e *env) {
 	_ = s
 	e.open("m2", longTTL) // a new history of the group
 	after := e.snap()
-	if after.Version.Generation == v.Generation {
-		t.Fatalf("after DeleteGroup the group's log kept its generation %x; want a new one", v.Generation)
+	if after.Version.Tag == v.Tag {
+		t.Fatalf("after DeleteGroup the group's log has the tag %x of the deleted one; want another history", v.Tag)
 	}
 	_, _, err = e.s.Changes(e.ctx, e.group, v, 10)
 	wantErr(t, err, store.ErrVersionGone, "Changes(after a version of the deleted group)", "the log was deleted with the group")
@@ -433,7 +437,7 @@ func testLogBlocks(e *env) {
 	}
 	select {
 	case r := <-got:
-		if r.err != nil || len(r.cs) != 1 || r.cs[0].Kind != store.PartitionsSet || r.cs[0].Seq != v.Seq+1 ||
+		if r.err != nil || len(r.cs) != 1 || r.cs[0].Kind != store.PartitionsSet || r.cs[0].Version.Seq != v.Seq+1 ||
 			!slices.Equal(r.cs[0].Partitions, []store.Partition{{ID: "x"}}) {
 			t.Fatalf("Changes woken by SetPartitions returned %+v, %v; want the one PartitionsSet entry %d", r.cs, r.err, v.Seq+1)
 		}
