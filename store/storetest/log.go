@@ -222,7 +222,7 @@ func testLogGapFree(e *env) {
 // the log it shows.
 func testLogReplicaProperty(e *env) {
 	t := e.t
-	for round := range 3 {
+	for round := range 8 {
 		seed := uint64(round)*1000 + 42
 		e.group = newGroup(t, fmt.Sprintf("-r%d", round))
 		e.setPartitions("a", "b", "c", "d", "e", "f")
@@ -231,7 +231,7 @@ func testLogReplicaProperty(e *env) {
 		snaps := []*store.Snapshot{}
 		var wg sync.WaitGroup
 		for w := range 4 {
-			wg.Go(func() { e.randomOps(seed+uint64(w), 30) })
+			wg.Go(func() { e.randomOps(seed+uint64(w), 40) })
 		}
 		wg.Go(func() {
 			for range 6 {
