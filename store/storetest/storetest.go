@@ -15,6 +15,13 @@
 // each backend that can hold them, with its raw client (redisstore's
 // malformed_test.go).
 //
+// The log (log.go) is checked through the contract alone: ordered and
+// gap-free under concurrent writers, a snapshot plus the entries after it
+// equals a later snapshot (a seeded property test), ErrVersionGone,
+// expiries logged once, batches equal to the single calls. Trimming needs a
+// store made with a small log bound, which only the backend can make:
+// backends call RunTrim with one.
+//
 // Every subtest works in its own group with a random name, so backends that
 // share one server (or one suite run against a server used by someone else)
 // do not collide, and the subtests run in parallel. The suite runs in real
