@@ -158,3 +158,87 @@ func (s *Snapshot) Apply(c Change) error {
 	s.Version = c.Version
 	return nil
 }
+
+// ApplyAll applies the entries cs in order, as Apply does one by one, but
+// in O(len(Owners) + k log k) for k new records instead of O(len(Owners))
+// per new record: records that are not in s yet are gathered and merged
+// into Owners once at the end. A member applies what one Changes call
+// returned with it (a first placement of 100,000 partitions is 100,000
+// new records). On error, s is left partly changed: the replica has
+// diverged anyway and must be rebuilt from a new Snapshot.
+func (s *Snapshot) ApplyAll(cs []Change) error {
+	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
+	var added map[string]*Ownership // records new to s, merged into Owners at the end
+	flush := func() {
+		if len(added) == 0 {
+			return
+		}
+		ps := make([]Ownership, 0, len(added))
+		for _, o := range added {
+			ps = append(ps, *o)
+		}
+		slices.SortFunc(ps, func(a, b Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+		merged := make([]Ownership, 0, len(s.Owners)+len(ps))
+		i, j := 0, 0
+		for i < len(s.Owners) || j < len(ps) {
+			if j == len(ps) || i < len(s.Owners) && s.Owners[i].Partition < ps[j].Partition {
+				merged = append(merged, s.Owners[i])
+				i++
+			} else {
+				merged = append(merged, ps[j])
+				j++
+			}
+		}
+		s.Owners, added = merged, nil
+	}
+	for _, c := range cs {
+		switch c.Kind {
+		case Claimed, Released, Restored:
+		default:
+			if err := s.Apply(c); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.Version.Seq != s.Version.Seq+1 {
+			return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
+		}
+		var cur *Ownership
+		if i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition); found {
+			cur = &s.Owners[i]
+		} else if o, ok := added[c.Partition]; ok {
+			cur = o
+		}
+		switch c.Kind {
+		case Claimed:
+			if cur != nil && c.Epoch <= cur.Epoch {
+				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, cur.Epoch)
+			}
+			o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
+			if cur != nil {
+				*cur = o
+			} else {
+				if added == nil {
+					added = map[string]*Ownership{}
+				}
+				added[c.Partition] = &o
+			}
+		case Released:
+			if cur == nil || cur.Epoch != c.Epoch || cur.Session != c.Session {
+				return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
+			}
+			cur.Session, cur.Member = "", ""
+		case Restored:
+			if cur != nil {
+				return fmt.Errorf("apply: entry %d restores %q, which has a record", c.Version.Seq, c.Partition)
+			}
+			if added == nil {
+				added = map[string]*Ownership{}
+			}
+			added[c.Partition] = &Ownership{Partition: c.Partition, Epoch: c.Epoch}
+		}
+		s.Version = c.Version
+	}
+	flush()
+	return nil
+}

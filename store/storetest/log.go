@@ -58,8 +58,9 @@ func checkEntries(t *testing.T, v, next store.Version, cs []store.Change) {
 	}
 }
 
-// replay applies cs to a copy of from and fails the test unless the result
-// equals to (the sessions' Remaining aside).
+// replay applies cs to a copy of from, one by one (Apply) and all at once
+// (ApplyAll), and fails the test unless each result equals to (the
+// sessions' Remaining aside).
 func replay(t *testing.T, from, to *store.Snapshot, cs []store.Change, why string) {
 	t.Helper()
 	r := from.Clone()
@@ -70,6 +71,13 @@ func replay(t *testing.T, from, to *store.Snapshot, cs []store.Change, why strin
 	}
 	if d := diffSnapshots(r, to); d != "" {
 		t.Fatalf("%s: the snapshot at %v plus %d entries differs from the snapshot at %v: %s", why, from.Version, len(cs), to.Version, d)
+	}
+	r = from.Clone()
+	if err := r.ApplyAll(cs); err != nil {
+		t.Fatalf("%s: ApplyAll of %d entries to the replica at %v: %v", why, len(cs), from.Version, err)
+	}
+	if d := diffSnapshots(r, to); d != "" {
+		t.Fatalf("%s: the snapshot at %v plus %d entries (ApplyAll) differs from the snapshot at %v: %s", why, from.Version, len(cs), to.Version, d)
 	}
 }
 
