@@ -74,8 +74,8 @@ var (
 	ErrGroupInUse = errors.New("herd: group has live members")
 	// ErrVersionGone: Changes was asked for the entries after a version the
 	// store can no longer continue from (trimmed from the log, of another
-	// history of the group, or ahead of the store). The caller takes a new Snapshot
-	// and continues from its Version.
+	// history of the group, or ahead of the store). The caller takes a new
+	// Snapshot and continues from its Version.
 	ErrVersionGone = errors.New("herd: version no longer available in the group's log")
 )
 
@@ -292,17 +292,16 @@ type Store interface {
 	// Changes returns the entries of the group's log after version after,
 	// in order and without gaps, at most max of them (max >= 1), and the
 	// version after the last one returned (each entry's Version is the
-	// group's version after it). If there is none yet it blocks
-	// until one is appended or ctx ends; a backend may also bound how long
-	// one call blocks and then return no entries, the version after and no
-	// error (the caller calls again). ErrVersionGone if the log cannot be
-	// continued from after: its entries were trimmed, it is of another
-	// history (the group was deleted, or the store lost its data or its
-	// latest writes, since), or it is ahead of the store; then the caller
-	// takes a new Snapshot.
-	// Changes with the zero Version (a group never written) returns
-	// ErrVersionGone as soon as the group's log is written. ErrInvalid if
-	// max < 1. The returned entries are read-only.
+	// group's version after it; apply them with Snapshot.ApplyAll). If there
+	// is none yet it blocks until one is appended or ctx ends; a backend may
+	// also bound how long one call blocks and then return no entries, the
+	// version after and no error (the caller calls again). ErrVersionGone
+	// if the log cannot be continued from after: its entries were trimmed,
+	// it is of another history (the group was deleted, or the store lost its
+	// data or its latest writes, since), or it is ahead of the store; then
+	// the caller takes a new Snapshot. Changes with the zero Version (a group
+	// never written) returns ErrVersionGone as soon as the group's log is
+	// written. ErrInvalid if max < 1. The returned entries are read-only.
 	Changes(ctx context.Context, group string, after Version, max int) ([]Change, Version, error)
 	// ExpireSessions ends every session of the group whose TTL has passed
 	// on the store's clock, logging SessionExpired (and publishing
