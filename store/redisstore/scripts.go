@@ -144,12 +144,13 @@ local function prune(zkey, hkey, ch, limit)
 end
 
 -- next_expiry is the time in µs until the earliest expiry of a session
--- left in zkey ("0" if none).
+-- left in zkey ("0" if none; "1" if one is due but was left for a later
+-- call by prune's limit, so the caller expires it at once).
 local function next_expiry(zkey)
   local first = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')
   if #first < 2 then return '0' end
   local n = tonumber(first[2])
-  if not n or n <= now then return '0' end
+  if not n or n <= now then return '1' end
   return string.format('%.0f', n - now)
 end
 `
