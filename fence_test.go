@@ -81,9 +81,9 @@ func (d *deafStore) Restore(ctx context.Context, g, p string, e uint64, v []byte
 	return d.Store.Restore(ctx, g, p, e, v)
 }
 
-func (d *deafStore) KeepAlive(ctx context.Context, g, s string, ttl time.Duration) error {
+func (d *deafStore) KeepAlive(ctx context.Context, g, s string, ttl time.Duration) (time.Duration, error) {
 	if err := d.wait(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	return d.Store.KeepAlive(ctx, g, s, ttl)
 }

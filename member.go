@@ -405,7 +405,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
-		err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+		_, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
 		cancel()
 		switch {
 		case err == nil:

@@ -25,6 +25,17 @@
 //   - Checkpoint and Release are fenced: they succeed only if the record's
 //     epoch equals the caller's and the record's session is alive. Otherwise
 //     nothing is written and ErrNotOwner is returned.
+//   - Every change to a group appends one entry to the group's log (see
+//     Change and Changes), in the same atomic operation as the change:
+//     a session opened (OpenSession), closed (CloseSession) or expired (by
+//     any call that notices it, ExpireSessions among them), a claim (Claim,
+//     ClaimBatch), a release (Release, ReleaseBatch), a record restored
+//     (Restore), a partition set stored (SetPartitions). Renewals and
+//     checkpoints are not changes of the group and log nothing. The log is
+//     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
+//     version v plus the entries after v (Snapshot.Apply) is the group as a
+//     later snapshot shows it (sessions' Remaining aside). DeleteGroup
+//     deletes the log: the next write starts a new history (Version).
 package store
 
 import (
@@ -61,6 +72,11 @@ var (
 	// ErrGroupInUse: DeleteGroup found live sessions in the group and was
 	// not told to force.
 	ErrGroupInUse = errors.New("herd: group has live members")
+	// ErrVersionGone: Changes was asked for the entries after a version the
+	// store can no longer continue from (trimmed from the log, of another
+	// history of the group, or ahead of the store). The caller takes a new
+	// Snapshot and continues from its Version.
+	ErrVersionGone = errors.New("herd: version no longer available in the group's log")
 )
 
 // Partition is one unit of work in a group.
@@ -121,6 +137,10 @@ type Snapshot struct {
 	// ownership record makes that partition unplaceable (see Malformed);
 	// a malformed session is not counted as live.
 	Malformed []Malformed
+	// Version is the point of the group's log (see Changes) this snapshot
+	// shows: the state after the entry Version.Seq.
+	// A group whose log was never written has the zero Version.
+	Version Version
 }
 
 // Kinds of Malformed records.
@@ -205,10 +225,16 @@ type Store interface {
 	// the same member). Publishes EventJoined.
 	OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error)
 	// KeepAlive extends a live session to ttl from now on the store's clock.
-	// ErrSessionExpired if the session is not alive. It publishes nothing
-	// about its own session; a backend may publish EventLeft for other
-	// sessions it finds expired. ErrInvalid if ttl <= 0.
-	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error
+	// ErrSessionExpired if the session is not alive. It logs and publishes
+	// nothing about its own session; a backend may expire other sessions it
+	// finds expired (logging SessionExpired and publishing EventLeft for
+	// each). ErrInvalid if ttl <= 0.
+	//
+	// It returns next, the time on the store's clock until the earliest
+	// expiry of a live session of the group (this one, renewed, included):
+	// until then no session can expire, so a member learns when to call
+	// ExpireSessions from its renewals, without extra operations.
+	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (next time.Duration, err error)
 	// CloseSession ends a session at once; the records it owned become free.
 	// Closing an unknown session is not an error. Publishes EventLeft.
 	CloseSession(ctx context.Context, group, session string) error
@@ -267,6 +293,44 @@ type Store interface {
 	// longer than MaxCheckpointLength. Publishes EventReleased.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
+	// Changes returns the entries of the group's log after version after,
+	// in order and without gaps, at most max of them (max >= 1), and the
+	// version after the last one returned (each entry's Version is the
+	// group's version after it; apply them with Snapshot.ApplyAll). If there
+	// is none yet it blocks until one is appended or ctx ends; a backend may
+	// also bound how long one call blocks and then return no entries, the
+	// version after and no error (the caller calls again). ErrVersionGone
+	// if the log cannot be continued from after: its entries were trimmed,
+	// it is of another history (the group was deleted, or the store lost its
+	// data or its latest writes, since), or it is ahead of the store; then
+	// the caller takes a new Snapshot. Changes with the zero Version (a group
+	// never written) returns ErrVersionGone as soon as the group's log is
+	// written. ErrInvalid if max < 1. The returned entries are read-only.
+	Changes(ctx context.Context, group string, after Version, max int) ([]Change, Version, error)
+	// ExpireSessions ends every session of the group whose TTL has passed
+	// on the store's clock, logging SessionExpired (and publishing
+	// EventLeft) for each, and returns next, the time until the earliest
+	// expiry of a live session of the group (0 if none is alive). Any call
+	// may notice and expire due sessions (every one that does logs them
+	// too, each exactly once); ExpireSessions is how a member whose replica
+	// says a TTL has passed makes it happen.
+	ExpireSessions(ctx context.Context, group string) (next time.Duration, err error)
+	// ClaimBatch is Claim of each partition for session, in order, in as
+	// few operations as the store allows (one, on Redis). results[i] is
+	// partitions[i]'s: the Ownership with its checkpoint, or ErrClaimed or
+	// ErrCorrupt for that partition alone. A whole-call error
+	// (ErrSessionExpired, ErrUnavailable, ErrInvalid for more than MaxBatch
+	// partitions, a duplicate or a malformed id) means no result. One
+	// Claimed entry is logged per claimed partition.
+	ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]ClaimResult, error)
+	// ReleaseBatch is Release of each held (its Partition and Epoch; the
+	// other fields are ignored) by session, in order, in as few operations
+	// as the store allows. errs[i] is held[i]'s: nil, ErrNotOwner or
+	// ErrCorrupt. A whole-call error (ErrUnavailable, ErrInvalid for more
+	// than MaxBatch records, a duplicate partition, a malformed id or
+	// epoch 0) means no result. One Released entry is logged per release.
+	ReleaseBatch(ctx context.Context, group, session string, held []Ownership) (errs []error, err error)
+
 	// Watch returns a feed of change events for group until ctx is
 	// cancelled, when the channel is closed. The feed may coalesce or drop
 	// events when the reader is slow, but then it must deliver at least one
@@ -295,7 +359,18 @@ type Store interface {
 const (
 	MaxIDLength         = 512
 	MaxCheckpointLength = 1 << 20
+	// MaxBatch bounds the partitions of one ClaimBatch or ReleaseBatch, so
+	// that one batch bounds the time the store spends on it (on Redis, one
+	// script blocks the server while it runs: about a millisecond per
+	// hundred claims).
+	MaxBatch = 1000
 )
+
+// ClaimResult is one partition's result in ClaimBatch.
+type ClaimResult struct {
+	Ownership Ownership // the new record, with its checkpoint, when Err is nil
+	Err       error     // nil, or wraps ErrClaimed or ErrCorrupt
+}
 
 // ValidateID checks a group, member or partition id: non-empty, at most
 // MaxIDLength bytes, valid UTF-8, and no control characters. Spaces, colons,
@@ -354,4 +429,23 @@ func NextEpoch(prev uint64, storeNow time.Time) uint64 {
 		return prev + 1
 	}
 	return now
+}
+
+// ValidateBatch checks the partitions of a ClaimBatch or ReleaseBatch: at
+// most MaxBatch, valid ids, none listed twice.
+func ValidateBatch(partitions []string) error {
+	if len(partitions) > MaxBatch {
+		return fmt.Errorf("batch of %d partitions is more than the limit of %d: %w", len(partitions), MaxBatch, ErrInvalid)
+	}
+	seen := make(map[string]struct{}, len(partitions))
+	for _, p := range partitions {
+		if err := ValidateID("partition", p); err != nil {
+			return err
+		}
+		if _, dup := seen[p]; dup {
+			return fmt.Errorf("partition %q is listed twice in the batch: %w", p, ErrInvalid)
+		}
+		seen[p] = struct{}{}
+	}
+	return nil
 }

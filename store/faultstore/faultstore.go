@@ -39,6 +39,7 @@ func WithSeed(seed uint64) Option {
 // Counts are the calls a Store received, including those it failed.
 type Counts struct {
 	Reads  int64 // Snapshot calls
+	Feeds  int64 // Changes calls
 	Writes int64 // every other call except Watch and Close
 	Failed int64 // calls failed by the wrapper (cut or random failure)
 }
@@ -48,7 +49,7 @@ type Counts struct {
 type Store struct {
 	inner store.Store
 
-	reads, writes, failed atomic.Int64
+	reads, feeds, writes, failed atomic.Int64
 
 	mu       sync.Mutex
 	cut      bool
@@ -111,7 +112,7 @@ func (s *Store) SetFailureRate(p float64) {
 
 // Ops returns the calls counted so far.
 func (s *Store) Ops() Counts {
-	return Counts{Reads: s.reads.Load(), Writes: s.writes.Load(), Failed: s.failed.Load()}
+	return Counts{Reads: s.reads.Load(), Feeds: s.feeds.Load(), Writes: s.writes.Load(), Failed: s.failed.Load()}
 }
 
 // fate is what happens to one call.
@@ -178,16 +179,16 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 }
 
 // KeepAlive implements store.Store.
-func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
 	f, err := s.enter(ctx, "keep alive", &s.writes)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	err = s.inner.KeepAlive(ctx, group, session, ttl)
+	next, err := s.inner.KeepAlive(ctx, group, session, ttl)
 	if f == failAfter {
-		return lostReply("keep alive")
+		return 0, lostReply("keep alive")
 	}
-	return err
+	return next, err
 }
 
 // CloseSession implements store.Store.

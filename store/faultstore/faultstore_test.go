@@ -48,13 +48,18 @@ func pending(ch <-chan store.Event) []store.Event {
 func everyCall(ctx context.Context, s store.Store, session string) map[string]error {
 	errs := map[string]error{}
 	_, errs["OpenSession"] = s.OpenSession(ctx, "g", "m", 1, time.Minute)
-	errs["KeepAlive"] = s.KeepAlive(ctx, "g", session, time.Minute)
+	errs["KeepAlive"] = keepErr(s.KeepAlive(ctx, "g", session, time.Minute))
 	errs["SetPartitions"] = s.SetPartitions(ctx, "g", []store.Partition{{ID: "x"}})
 	_, errs["Snapshot"] = s.Snapshot(ctx, "g")
 	_, errs["Claim"] = s.Claim(ctx, "g", "p", session)
 	errs["Checkpoint"] = s.Checkpoint(ctx, "g", "p", 1, []byte("x"))
 	errs["Release"] = s.Release(ctx, "g", "p", session, 1)
 	errs["CloseSession"] = s.CloseSession(ctx, "g", session)
+	// The group has a log by now: the zero version is gone at once.
+	_, _, errs["Changes"] = s.Changes(ctx, "g", store.Version{}, 10)
+	_, errs["ExpireSessions"] = s.ExpireSessions(ctx, "g")
+	_, errs["ClaimBatch"] = s.ClaimBatch(ctx, "g", session, []string{"q"})
+	_, errs["ReleaseBatch"] = s.ReleaseBatch(ctx, "g", session, []store.Ownership{{Partition: "q", Epoch: 1}})
 	return errs
 }
 
@@ -90,8 +95,8 @@ func TestCut(t *testing.T) {
 			t.Errorf("Watch while cut: %v; want ErrUnavailable", err)
 		}
 		after := fs.Ops()
-		if after.Reads-before.Reads != 1 || after.Writes-before.Writes != 7 || after.Failed-before.Failed != 9 {
-			t.Errorf("counts went from %+v to %+v; want +1 read, +7 writes, +9 failed", before, after)
+		if after.Reads-before.Reads != 1 || after.Feeds-before.Feeds != 1 || after.Writes-before.Writes != 10 || after.Failed-before.Failed != 13 {
+			t.Errorf("counts went from %+v to %+v; want +1 read, +1 feed, +10 writes, +13 failed", before, after)
 		}
 		// Nothing reached the inner store: a is alive, alone, owns nothing.
 		snap, err := inner.Snapshot(ctx, "g")
@@ -264,8 +269,8 @@ func TestCounts(t *testing.T) {
 	cancel()
 	for range feed {
 	}
-	if c := fs.Ops(); c != (faultstore.Counts{Reads: 4, Writes: 7}) {
-		t.Fatalf("counts %+v; want 4 reads and 7 writes, none failed", c)
+	if c := fs.Ops(); c != (faultstore.Counts{Reads: 4, Feeds: 1, Writes: 10}) {
+		t.Fatalf("counts %+v; want 4 reads, 1 feed and 10 writes, none failed", c)
 	}
 }
 
@@ -296,3 +301,5 @@ func TestWatchExits(t *testing.T) {
 		}
 	})
 }
+
+func keepErr(_ time.Duration, err error) error { return err }

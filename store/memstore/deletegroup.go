@@ -36,6 +36,9 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool) error 
 	if had {
 		g.publish(store.Event{Kind: store.EventPartitions})
 	}
+	// The log goes with the group: readers waiting in Changes wake up and
+	// find it gone; the group's next write starts a new history.
+	g.log.wake()
 	if len(g.watchers) == 0 {
 		delete(s.groups, name)
 		return nil

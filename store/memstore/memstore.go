@@ -23,6 +23,16 @@
 //
 // Snapshot.Malformed is always empty: the store holds only records it wrote
 // itself, after validating every argument.
+//
+// # Log
+//
+// Each group keeps its log in memory (see log.go): the last entries, at
+// least WithLogLimit of them. Changes waits on a channel that the next
+// append closes, so a reader blocks without a goroutine or a timer, in
+// virtual time too. Expiry being lazy, a session whose TTL has passed is
+// logged as expired by the first call that comes after (any call, on any
+// group): a reader waiting in Changes sees it then, or when a member calls
+// ExpireSessions at the time KeepAlive or ExpireSessions told it.
 package memstore
 
 import (
@@ -50,6 +60,13 @@ const watchBuffer = 64
 // Option configures a Store.
 type Option func(*Store)
 
+// WithLogLimit sets how many entries of each group's log the store keeps at
+// least (default DefaultLogLimit); a reader further behind gets
+// store.ErrVersionGone and takes a new snapshot. n < 1 is read as 1.
+func WithLogLimit(n int) Option {
+	return func(s *Store) { s.logLimit = max(n, 1) }
+}
+
 // WithClock sets the store's clock (default time.Now). The store's clock
 // alone decides session expiry, Remaining and epochs.
 func WithClock(now func() time.Time) Option {
@@ -58,7 +75,8 @@ func WithClock(now func() time.Time) Option {
 
 // Store is the in-process backend. Create it with New.
 type Store struct {
-	now func() time.Time
+	now      func() time.Time
+	logLimit int
 
 	mu     sync.Mutex
 	closed bool
@@ -71,7 +89,7 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, groups: map[string]*group{}}
+	s := &Store{now: time.Now, logLimit: DefaultLogLimit, groups: map[string]*group{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -111,6 +129,7 @@ type group struct {
 	dirty     []*record
 
 	watchers map[*watcher]struct{}
+	log      groupLog
 }
 
 type watcher struct {
@@ -143,6 +162,7 @@ func (s *Store) expireLocked(now time.Time) {
 	for len(s.expiry) > 0 && !now.Before(s.expiry[0].expires) {
 		ss := heap.Pop(&s.expiry).(*session)
 		ss.group.removeSession(ss)
+		s.logChange(ss.group, store.Change{Kind: store.SessionExpired, Session: ss.id})
 		ss.group.publish(store.Event{Kind: store.EventLeft, Session: ss.id})
 	}
 }
@@ -279,31 +299,32 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	g.byID[ss.id] = ss
 	g.sessions = append(g.sessions, ss)
 	heap.Push(&s.expiry, ss)
+	s.logChange(g, store.Change{Kind: store.SessionOpened, Session: ss.id, Member: member, Weight: weight})
 	g.publish(store.Event{Kind: store.EventJoined, Session: ss.id})
 	return ss.id, nil
 }
 
 // KeepAlive implements store.Store.
-func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
 	if err := validate(group, "session", session); err != nil {
-		return fmt.Errorf("memstore: keep alive: %w", err)
+		return 0, fmt.Errorf("memstore: keep alive: %w", err)
 	}
 	if err := validSession(0, ttl); err != nil {
-		return fmt.Errorf("memstore: keep alive: %w", err)
+		return 0, fmt.Errorf("memstore: keep alive: %w", err)
 	}
 	now, err := s.begin(ctx, "keep alive")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer s.mu.Unlock()
 	g := s.group(group, false)
 	if g == nil || !g.alive(session) {
-		return fmt.Errorf("memstore: keep alive %q: %w", session, store.ErrSessionExpired)
+		return 0, fmt.Errorf("memstore: keep alive %q: %w", session, store.ErrSessionExpired)
 	}
 	ss := g.byID[session]
 	ss.expires = now.Add(ttl)
 	heap.Fix(&s.expiry, ss.heapIndex)
-	return nil
+	return g.nextExpiry(now), nil
 }
 
 // CloseSession implements store.Store.
@@ -322,6 +343,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	ss := g.byID[session]
 	heap.Remove(&s.expiry, ss.heapIndex)
 	g.removeSession(ss)
+	s.logChange(g, store.Change{Kind: store.SessionClosed, Session: session})
 	g.publish(store.Event{Kind: store.EventLeft, Session: session})
 	return nil
 }
@@ -342,6 +364,8 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	defer s.mu.Unlock()
 	g := s.group(group, true)
 	g.partitions, g.partsSet = set, true
+	// The entry shares the set, which is never mutated.
+	s.logChange(g, store.Change{Kind: store.PartitionsSet, Partitions: set})
 	g.publish(store.Event{Kind: store.EventPartitions})
 	return nil
 }
@@ -365,7 +389,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	for i, ss := range g.sessions {
 		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
 	}
-	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet}, nil
+	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet,
+		Version: g.log.version()}, nil
 }
 
 // Claim implements store.Store.
@@ -382,6 +407,11 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	if g == nil || !g.alive(session) {
 		return store.Ownership{}, fmt.Errorf("memstore: claim %q by session %q: %w", partition, session, store.ErrSessionExpired)
 	}
+	return s.claimLocked(g, partition, session, now)
+}
+
+// claimLocked is Claim once the session is known to be alive.
+func (s *Store) claimLocked(g *group, partition, session string, now time.Time) (store.Ownership, error) {
 	r := g.records[partition]
 	switch {
 	case r == nil:
@@ -395,6 +425,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	r.own.Member = g.byID[session].member
 	r.own.Epoch = store.NextEpoch(r.own.Epoch, now)
 	g.touch(r)
+	s.logChange(g, store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: r.own.Member, Epoch: r.own.Epoch})
 	g.publish(store.Event{Kind: store.EventClaimed, Session: session, Partition: partition})
 	return cloneOwnership(r.own), nil
 }
@@ -411,7 +442,11 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return err
 	}
 	defer s.mu.Unlock()
-	g := s.group(group, false)
+	return s.releaseLocked(s.group(group, false), partition, session, epoch)
+}
+
+// releaseLocked is Release; g may be nil.
+func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64) error {
 	var r *record
 	if g != nil {
 		r = g.records[partition]
@@ -421,6 +456,7 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 	}
 	r.own.Session, r.own.Member = "", ""
 	g.touch(r)
+	s.logChange(g, store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch})
 	g.publish(store.Event{Kind: store.EventReleased, Session: session, Partition: partition})
 	return nil
 }
@@ -480,6 +516,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		// by a member that lost the partition before this caller had it.
 		r.own.Epoch, r.own.Checkpoint = epoch, value
 		g.touch(r)
+		s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
 		g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
 		return nil
 	}
@@ -487,6 +524,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 	g.records[partition] = r
 	g.pending = append(g.pending, r)
 	g.touch(r)
+	s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
 	g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
 	return nil
 }
@@ -528,6 +566,7 @@ func (s *Store) Wipe() {
 	defer s.mu.Unlock()
 	s.expiry = s.expiry[:0]
 	for name, g := range s.groups {
+		g.log.wake() // readers of the old log find it gone
 		fresh := &group{byID: map[string]*session{}, records: map[string]*record{}, watchers: g.watchers}
 		// The watchers map is shared with the old group, which the
 		// watchers' close functions still refer to.
@@ -555,6 +594,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	for _, g := range s.groups {
+		g.log.wake()
 		for w := range g.watchers {
 			w.stop()
 			g.closeWatcher(w)

@@ -30,6 +30,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestLogTrimmed(t *testing.T) {
+	s := memstore.New(memstore.WithLogLimit(10))
+	defer s.Close()
+	storetest.RunTrim(t, s, 10)
+}
+
 // fakeClock is a manual clock for WithClock.
 type fakeClock struct {
 	mu  sync.Mutex
@@ -134,7 +140,7 @@ func TestVirtualTime(t *testing.T) {
 		// Nothing runs in the background: the expiry is noticed by the
 		// next call, whatever it is.
 		noEvent(t, events)
-		if err := s.KeepAlive(ctx, "g", a, ttl); !errors.Is(err, store.ErrSessionExpired) {
+		if err := keepErr(s.KeepAlive(ctx, "g", a, ttl)); !errors.Is(err, store.ErrSessionExpired) {
 			t.Fatalf("KeepAlive at exactly the TTL: %v; want ErrSessionExpired", err)
 		}
 		if ev := nextEvent(t, events); ev.Kind != store.EventLeft || ev.Session != a {
@@ -154,7 +160,7 @@ func TestVirtualTime(t *testing.T) {
 		// KeepAlive in virtual time keeps b alive for a long time.
 		for range 100 {
 			time.Sleep(30 * time.Minute)
-			if err := s.KeepAlive(ctx, "g", b, time.Hour); err != nil {
+			if err := keepErr(s.KeepAlive(ctx, "g", b, time.Hour)); err != nil {
 				t.Fatalf("KeepAlive: %v", err)
 			}
 		}
@@ -455,4 +461,73 @@ func BenchmarkSnapshot100kAfterCheckpoint(b *testing.B) {
 		}
 		i += 7919
 	}
+}
+
+func keepErr(_ time.Duration, err error) error { return err }
+
+// A reader blocked in Changes wakes when the group is deleted and finds its
+// version gone; one blocked when the store closes gets an error.
+func TestChangesWokenByDeleteAndClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New()
+		ctx := t.Context()
+		if _, err := s.OpenSession(ctx, "g", "m", 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		snap, _ := s.Snapshot(ctx, "g")
+		errs := make(chan error, 2)
+		go func() {
+			_, _, err := s.Changes(ctx, "g", snap.Version, 10)
+			errs <- err
+		}()
+		synctest.Wait() // blocked in Changes
+		if err := s.DeleteGroup(ctx, "g", true); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errs; !errors.Is(err, store.ErrVersionGone) {
+			t.Fatalf("Changes blocked while the group was deleted: %v; want ErrVersionGone", err)
+		}
+		go func() {
+			_, _, err := s.Changes(ctx, "g", store.Version{}, 10)
+			errs <- err
+		}()
+		synctest.Wait()
+		s.Close()
+		if err := <-errs; !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Changes blocked while the store closed: %v; want ErrUnavailable", err)
+		}
+	})
+}
+
+// The log keeps at least WithLogLimit entries and trims the rest, and a
+// session expired by the store's clock is logged by the first call after.
+func TestLogLimitAndLazyExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(memstore.WithLogLimit(5))
+		defer s.Close()
+		ctx := t.Context()
+		a, _ := s.OpenSession(ctx, "g", "a", 1, time.Second)
+		snap, _ := s.Snapshot(ctx, "g")
+		time.Sleep(2 * time.Second) // virtual time: a's TTL passes
+		if _, err := s.Snapshot(ctx, "other"); err != nil {
+			t.Fatal(err)
+		}
+		cs, v, err := s.Changes(ctx, "g", snap.Version, 10)
+		if err != nil || len(cs) != 1 || cs[0].Kind != store.SessionExpired || cs[0].Session != a {
+			t.Fatalf("Changes after a's TTL and a call on another group: %+v, %v; want a's SessionExpired", cs, err)
+		}
+		for range 20 {
+			if _, err := s.OpenSession(ctx, "g", "b", 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := s.Changes(ctx, "g", v, 10); !errors.Is(err, store.ErrVersionGone) {
+			t.Fatalf("Changes 20 entries behind a log of 5: %v; want ErrVersionGone", err)
+		}
+		end, _ := s.Snapshot(ctx, "g")
+		back := store.Version{Seq: end.Version.Seq - 5, Tag: end.Version.Tag}
+		if cs, _, err := s.Changes(ctx, "g", back, 10); err != nil || len(cs) != 5 {
+			t.Fatalf("Changes 5 entries behind a log of 5: %d entries, %v; want 5", len(cs), err)
+		}
+	})
 }

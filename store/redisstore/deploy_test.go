@@ -178,7 +178,7 @@ func TestSentinelFailover(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kerr = s.KeepAlive(kctx, g, id, time.Minute)
+		_, kerr = s.KeepAlive(kctx, g, id, time.Minute)
 		cancel()
 		if kerr == nil || !errors.Is(kerr, store.ErrUnavailable) || time.Now().After(deadline) {
 			break

@@ -56,6 +56,8 @@
 //	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
+//	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
+//	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
 //
 // Every SetPartitions also writes partset, since Redis deletes an empty
@@ -90,11 +92,26 @@
 //
 // A session is alive while its expiry score is later than the server's
 // current time. The scripts of OpenSession, KeepAlive, CloseSession,
-// Claim, Release and Snapshot first remove (at most 256) sessions whose
-// expiry has passed and publish EventLeft for each, so a crashed member's
-// departure is announced as soon as any member renews its own session,
-// without a timer anywhere. Liveness checks compare the expiry with the
-// clock, so they do not depend on that removal having happened.
+// Claim, Release and their batches first remove (at most 256) sessions
+// whose expiry has passed, logging SessionExpired and publishing EventLeft
+// for each; Snapshot removes every one, so the sessions it lists are
+// exactly those the log has not ended; ExpireSessions removes them 1,000
+// per script until none is due. KeepAlive and ExpireSessions answer the
+// time until the earliest expiry, so a member knows when to call
+// ExpireSessions without polling. Liveness checks compare the expiry with
+// the clock, so they do not depend on that removal having happened.
+//
+// # Log
+//
+// Every script that changes the group appends its entries to the group's
+// stream in the same script (see log.go for the encoding), and trims it
+// with XADD MAXLEN ~ (WithLogLimit, default 100,000 entries, about 106
+// bytes each for claims). Entries are chained by their tags, so a reader
+// never continues into another history of the group (deleted and written
+// again, or a failover that lost the latest entries). Changes reads with one script (version check
+// and XRANGE) and, at the end of the log, one XREAD BLOCK of at most 30 s.
+// The stream is under the group's hash tag like every other key, so Redis
+// Cluster keeps a group on one slot, and DeleteGroup deletes it.
 //
 // The keys have no TTL. Run Redis with maxmemory-policy noeviction (or a
 // volatile-* policy, which never picks these keys): an allkeys-* policy

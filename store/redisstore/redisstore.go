@@ -31,6 +31,7 @@ type Store struct {
 	prefix string        // validated key prefix
 	err    error         // a bad option given to New: every call returns it
 	health time.Duration // Watch's health-check interval (tests shorten it)
+	log    logConfig     // see log.go
 
 	mu       sync.Mutex
 	closed   bool
@@ -43,6 +44,7 @@ type Option func(*config)
 
 type config struct {
 	prefix string
+	log    logConfig
 }
 
 // WithPrefix sets the prefix of every key and channel name the store uses
@@ -81,7 +83,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{client: client, prefix: cfg.prefix, health: defaultHealthInterval, watchers: map[*watcher]struct{}{}}
+	s := &Store{client: client, prefix: cfg.prefix, health: defaultHealthInterval, log: cfg.log, watchers: map[*watcher]struct{}{}}
 	if client == nil {
 		s.err = fmt.Errorf("redisstore: New was given a nil client: %w", store.ErrInvalid)
 	} else {
@@ -179,6 +181,7 @@ func (s *Store) Close() error {
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
 	partset                                                    string // see scripts.go
+	log, version                                               string // see log.go
 }
 
 func (s *Store) keys(group string) keys {
@@ -191,6 +194,8 @@ func (s *Store) keys(group string) keys {
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
 		events:      base + "events",
+		log:         base + "log",
+		version:     base + "version",
 	}
 }
 
@@ -384,7 +389,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	meta := strconv.Itoa(weight) + ":" + member
 	for range 3 {
 		id := newSessionID()
-		status, _, err := s.run(ctx, "OpenSession", openScript, []string{k.sessions, k.members},
+		status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
 			k.events, id, ttlMicros(ttl), meta)
 		if err != nil {
 			return "", err
@@ -405,26 +410,26 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // sessions it finds expired and publishes EventLeft for them, so a
 // crashed member's departure is pushed to the group within one renewal
 // interval of any member; in the steady state it publishes nothing.
-func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
 	if err := s.begin(ctx, "group", group, "session", session); err != nil {
-		return err
+		return 0, err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("redisstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
+		return 0, fmt.Errorf("redisstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
 	}
 	k := s.keys(group)
-	status, _, err := s.run(ctx, "KeepAlive", keepAliveScript, []string{k.sessions, k.members},
+	status, res, err := s.runLogged(ctx, "KeepAlive", keepAliveScript, k, []string{k.sessions, k.members},
 		k.events, session, ttlMicros(ttl))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch status {
 	case "ok":
-		return nil
+		return micros(str(res, 0)), nil
 	case "expired":
-		return fmt.Errorf("redisstore: KeepAlive of session %q: %w", session, store.ErrSessionExpired)
+		return 0, fmt.Errorf("redisstore: KeepAlive of session %q: %w", session, store.ErrSessionExpired)
 	}
-	return unexpected("KeepAlive", status)
+	return 0, unexpected("KeepAlive", status)
 }
 
 // CloseSession implements store.Store.
@@ -433,7 +438,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		return err
 	}
 	k := s.keys(group)
-	status, _, err := s.run(ctx, "CloseSession", closeScript, []string{k.sessions, k.members}, k.events, session)
+	status, _, err := s.runLogged(ctx, "CloseSession", closeScript, k, []string{k.sessions, k.members}, k.events, session)
 	if err != nil {
 		return err
 	}
@@ -457,7 +462,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	for _, p := range partitions {
 		args = append(args, p.ID, strconv.Itoa(p.Weight))
 	}
-	status, _, err := s.run(ctx, "SetPartitions", setPartitionsScript, []string{k.partitions, k.partset}, args...)
+	status, _, err := s.runLogged(ctx, "SetPartitions", setPartitionsScript, k, []string{k.partitions, k.partset}, args...)
 	if err != nil {
 		return err
 	}
@@ -475,8 +480,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	k := s.keys(group)
-	res, err := s.eval(ctx, snapshotScript,
-		[]string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
+	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
+	res, err := s.eval(ctx, snapshotScript, ks, args...)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
@@ -488,8 +493,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 // listed in Snapshot.Malformed: one bad record never fails the whole read.
 // Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 6 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 6", len(res))
+	if len(res) != 7 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 7", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
@@ -564,6 +569,9 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	// version before partset existed).
 	partset, _ := res[5].(int64)
 	snap.PartitionSetStored = partset == 1 || len(parts) > 0
+	// A version key this store did not write reads as no log: the next
+	// write starts a new history.
+	snap.Version, _ = parseVersion(str(res, 6))
 	for i := 0; i+1 < len(parts); i += 2 {
 		p := parts[i]
 		if err := store.ValidateID("partition", p); err != nil {
@@ -677,7 +685,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		return store.Ownership{}, err
 	}
 	k := s.keys(group)
-	status, res, err := s.run(ctx, "Claim", claimScript,
+	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
 		[]string{k.sessions, k.members, k.owners, k.checkpoints}, k.events, partition, session)
 	if err != nil {
 		return store.Ownership{}, err
@@ -712,7 +720,7 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return fmt.Errorf("redisstore: Release of %q: %w", partition, err)
 	}
 	k := s.keys(group)
-	status, _, err := s.run(ctx, "Release", releaseScript, []string{k.sessions, k.members, k.owners},
+	status, _, err := s.runLogged(ctx, "Release", releaseScript, k, []string{k.sessions, k.members, k.owners},
 		k.events, partition, session, strconv.FormatUint(epoch, 10))
 	if err != nil {
 		return err
@@ -772,7 +780,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		value = []byte{}
 	}
 	k := s.keys(group)
-	status, _, err := s.run(ctx, "Restore", restoreScript, []string{k.owners, k.checkpoints},
+	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints},
 		k.events, partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err

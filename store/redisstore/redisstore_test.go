@@ -442,7 +442,7 @@ func TestCorruptRecords(t *testing.T) {
 	must(t, raw.Set(ctx, k.sessions, "not a zset", 0).Err(), "SET")
 	_, err = s.Snapshot(ctx, g)
 	wantIs(t, err, store.ErrCorrupt, "Snapshot with a string sessions key")
-	wantIs(t, s.KeepAlive(ctx, g, id, time.Minute), store.ErrCorrupt, "KeepAlive with a string sessions key")
+	wantIs(t, keepErr(s.KeepAlive(ctx, g, id, time.Minute)), store.ErrCorrupt, "KeepAlive with a string sessions key")
 	_, err = s.OpenSession(ctx, g, "m", 1, time.Minute)
 	wantIs(t, err, store.ErrCorrupt, "OpenSession with a string sessions key")
 }
@@ -503,9 +503,9 @@ func TestExpiryPublishesLeft(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	drain(ch)
-	must(t, s.KeepAlive(ctx, g, live, time.Minute), "KeepAlive of the live session")
+	must(t, keepErr(s.KeepAlive(ctx, g, live, time.Minute)), "KeepAlive of the live session")
 	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventLeft && ev.Session == short })
-	wantIs(t, s.KeepAlive(ctx, g, short, time.Minute), store.ErrSessionExpired, "KeepAlive of the expired session")
+	wantIs(t, keepErr(s.KeepAlive(ctx, g, short, time.Minute)), store.ErrSessionExpired, "KeepAlive of the expired session")
 	wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, []byte("late")), store.ErrNotOwner, "Checkpoint of an expired owner")
 	o2, err := s.Claim(ctx, g, "p", live)
 	must(t, err, "Claim of the expired owner's partition")
@@ -664,7 +664,7 @@ func TestContextErrors(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel2()
 	time.Sleep(2 * time.Millisecond)
-	err = s.KeepAlive(ctx2, "g", "s", time.Second)
+	err = keepErr(s.KeepAlive(ctx2, "g", "s", time.Second))
 	wantIs(t, err, store.ErrUnavailable, "KeepAlive past deadline")
 	wantIs(t, err, context.DeadlineExceeded, "KeepAlive past deadline")
 }
@@ -676,7 +676,7 @@ func TestOpenSessionRetried(t *testing.T) {
 	ctx := ctxT(t)
 	k := s.keys("g")
 	for i, meta := range []string{"1:m", "1:m", "2:other"} {
-		status, _, err := s.run(ctx, "open", openScript, []string{k.sessions, k.members}, k.events, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
+		status, _, err := s.runLogged(ctx, "open", openScript, k, []string{k.sessions, k.members}, k.events, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
 		must(t, err, "open script")
 		want := "ok"
 		if i == 2 {
@@ -710,7 +710,7 @@ func TestGroupKeysLost(t *testing.T) {
 	}
 	k := s.keys(g)
 	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.partset).Err(), "DEL")
-	wantIs(t, s.KeepAlive(ctx, g, id, time.Minute), store.ErrSessionExpired, "KeepAlive after loss")
+	wantIs(t, keepErr(s.KeepAlive(ctx, g, id, time.Minute)), store.ErrSessionExpired, "KeepAlive after loss")
 	id2, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")
 	if id2 == id {
@@ -767,7 +767,7 @@ func TestServerRestart(t *testing.T) {
 	// The pool's connections died with the server; calls recover.
 	var kerr error
 	for range 50 {
-		kerr = s.KeepAlive(ctx, g, id, time.Minute)
+		kerr = keepErr(s.KeepAlive(ctx, g, id, time.Minute))
 		if !errors.Is(kerr, store.ErrUnavailable) {
 			break
 		}
@@ -865,7 +865,7 @@ func benchStore(b *testing.B) (*Store, context.Context, string) {
 func BenchmarkKeepAlive(b *testing.B) {
 	s, ctx, id := benchStore(b)
 	for b.Loop() {
-		if err := s.KeepAlive(ctx, "bench", id, time.Minute); err != nil {
+		if err := keepErr(s.KeepAlive(ctx, "bench", id, time.Minute)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -923,4 +923,10 @@ func BenchmarkSnapshot100(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestLogTrimmed(t *testing.T) {
+	raw := redistest.Need(t)
+	s := openWithPrefix(t, testPrefix(t, raw), WithLogLimit(10))
+	storetest.RunTrim(t, s, 10)
 }

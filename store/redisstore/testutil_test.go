@@ -32,11 +32,11 @@ func newTestStore(t testing.TB) (*Store, *redis.Client) {
 	return s, raw
 }
 
-func openWithPrefix(t testing.TB, prefix string) *Store {
+func openWithPrefix(t testing.TB, prefix string, opts ...Option) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := Open(ctx, redistest.URL(), WithPrefix(prefix))
+	s, err := Open(ctx, redistest.URL(), append([]Option{WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", redistest.URL(), err)
 	}
@@ -70,3 +70,6 @@ func must(t testing.TB, err error, what string) {
 
 // checkStore asserts s implements store.Store (at compile time as well).
 var _ store.Store = (*Store)(nil)
+
+// keepErr is KeepAlive's error, for tests that check only that.
+func keepErr(_ time.Duration, err error) error { return err }

@@ -79,7 +79,7 @@ func testDeleteGroupInUse(e *env) {
 	}
 	f.waitFor("EventLeft for the deleted session", isEvent(store.EventLeft, s, ""))
 	e.wantEmpty("after a forced DeleteGroup")
-	err = e.s.KeepAlive(e.ctx, e.group, s, longTTL)
+	err = keepErr(e.s.KeepAlive(e.ctx, e.group, s, longTTL))
 	wantErr(e.t, err, store.ErrSessionExpired, "KeepAlive of a session deleted with its group", "the session is gone")
 }
 

@@ -161,7 +161,7 @@ func testMalformedIDs(e *env) {
 				_, err := e.s.OpenSession(ctx, e.group, bad, 1, time.Second)
 				return err
 			},
-			"KeepAlive(group)":         func() error { return e.s.KeepAlive(ctx, bad, s, time.Second) },
+			"KeepAlive(group)":         func() error { return keepErr(e.s.KeepAlive(ctx, bad, s, time.Second)) },
 			"CloseSession(group)":      func() error { return e.s.CloseSession(ctx, bad, s) },
 			"SetPartitions(group)":     func() error { return e.s.SetPartitions(ctx, bad, []store.Partition{{ID: "p"}}) },
 			"SetPartitions(partition)": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: bad}}) },
@@ -208,7 +208,7 @@ func testCancelledContext(e *env) {
 	for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "past its deadline": expired} {
 		calls := map[string]func() error{
 			"OpenSession":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, time.Second); return err },
-			"KeepAlive":     func() error { return e.s.KeepAlive(ctx, e.group, s, longTTL) },
+			"KeepAlive":     func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, longTTL)) },
 			"CloseSession":  func() error { return e.s.CloseSession(ctx, e.group, "no-such-session") },
 			"SetPartitions": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p"}}) },
 			"Snapshot":      func() error { _, err := e.s.Snapshot(ctx, e.group); return err },

@@ -36,17 +36,39 @@ func testInvalidArguments(e *env) {
 		"OpenSession with weight -1":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", -1, time.Second); return err },
 		"OpenSession with TTL 0":       func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, 0); return err },
 		"OpenSession with TTL -1s":     func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, -time.Second); return err },
-		"KeepAlive with TTL 0":         func() error { return e.s.KeepAlive(ctx, e.group, s, 0) },
-		"KeepAlive with TTL -1s":       func() error { return e.s.KeepAlive(ctx, e.group, s, -time.Second) },
+		"KeepAlive with TTL 0":         func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, 0)) },
+		"KeepAlive with TTL -1s":       func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, -time.Second)) },
 		"SetPartitions with weight -1": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p", Weight: -1}}) },
+		"Changes with max 0":           func() error { _, _, err := e.s.Changes(ctx, e.group, store.Version{}, 0); return err },
+		"ReleaseBatch at epoch 0": func() error {
+			_, err := e.s.ReleaseBatch(ctx, e.group, s, []store.Ownership{{Partition: "p"}})
+			return err
+		},
 	}
 	for _, bad := range malformedIDs() {
 		calls["Restore(group "+quote(bad)+")"] = func() error { return e.s.Restore(ctx, bad, "q", 5, nil) }
 		calls["Restore(partition "+quote(bad)+")"] = func() error { return e.s.Restore(ctx, e.group, bad, 5, nil) }
-		calls["KeepAlive(session "+quote(bad)+")"] = func() error { return e.s.KeepAlive(ctx, e.group, bad, time.Second) }
+		calls["KeepAlive(session "+quote(bad)+")"] = func() error { return keepErr(e.s.KeepAlive(ctx, e.group, bad, time.Second)) }
 		calls["CloseSession(session "+quote(bad)+")"] = func() error { return e.s.CloseSession(ctx, e.group, bad) }
 		calls["Claim(session "+quote(bad)+")"] = func() error { _, err := e.s.Claim(ctx, e.group, "p", bad); return err }
 		calls["Release(session "+quote(bad)+")"] = func() error { return e.s.Release(ctx, e.group, "p", bad, o.Epoch) }
+		calls["Changes(group "+quote(bad)+")"] = func() error { _, _, err := e.s.Changes(ctx, bad, store.Version{}, 1); return err }
+		calls["ExpireSessions(group "+quote(bad)+")"] = func() error { _, err := e.s.ExpireSessions(ctx, bad); return err }
+		calls["ClaimBatch(group "+quote(bad)+")"] = func() error { _, err := e.s.ClaimBatch(ctx, bad, s, []string{"p"}); return err }
+		calls["ClaimBatch(session "+quote(bad)+")"] = func() error { _, err := e.s.ClaimBatch(ctx, e.group, bad, []string{"p"}); return err }
+		calls["ClaimBatch(partition "+quote(bad)+")"] = func() error { _, err := e.s.ClaimBatch(ctx, e.group, s, []string{"p", bad}); return err }
+		calls["ReleaseBatch(group "+quote(bad)+")"] = func() error {
+			_, err := e.s.ReleaseBatch(ctx, bad, s, []store.Ownership{{Partition: "p", Epoch: o.Epoch}})
+			return err
+		}
+		calls["ReleaseBatch(session "+quote(bad)+")"] = func() error {
+			_, err := e.s.ReleaseBatch(ctx, e.group, bad, []store.Ownership{{Partition: "p", Epoch: o.Epoch}})
+			return err
+		}
+		calls["ReleaseBatch(partition "+quote(bad)+")"] = func() error {
+			_, err := e.s.ReleaseBatch(ctx, e.group, s, []store.Ownership{{Partition: bad, Epoch: o.Epoch}})
+			return err
+		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -134,7 +134,7 @@ func testClaimAfterExpiry(e *env) {
 	err = e.s.Release(e.ctx, e.group, "p2", a, oa2.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release by the owner after its session expired",
 		"Release is fenced on the owning session being alive")
-	wantErr(t, e.s.KeepAlive(e.ctx, e.group, a, time.Second), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, a, time.Second)), store.ErrSessionExpired,
 		"KeepAlive of the expired owner", "the session is dead")
 	_, err = e.s.Claim(e.ctx, e.group, "p3", a)
 	wantErr(t, err, store.ErrSessionExpired, "Claim by an expired session", "only a live session may claim")
@@ -584,6 +584,7 @@ func testRestore(e *env) {
 	if got.Session != "" || got.Epoch != old {
 		t.Fatalf("restored record is %s; want released, epoch %d", fmtOwner(got), old)
 	}
+	from := e.snap() // the log of the restores below must replay onto it
 	for _, ep := range []uint64{old, old - 5} {
 		err := e.s.Restore(e.ctx, e.group, "lost", ep, []byte("older"))
 		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("a Restore at epoch %d over a released record at epoch %d", ep, old), "Restore must never overwrite a record with an epoch as high")
@@ -598,6 +599,8 @@ func testRestore(e *env) {
 	if got.Session != "" || got.Epoch != old+5 {
 		t.Fatalf("record after a Restore with a higher epoch is %s; want released, epoch %d", fmtOwner(got), old+5)
 	}
+	to := e.snap()
+	replay(t, from, to, e.readLog(from.Version, to.Version), "a Restore over a released record with a lower epoch")
 
 	a := e.open("member-a", longTTL)
 	o := e.claim("lost", a)

@@ -25,7 +25,7 @@ func testSessionLifecycle(e *env) {
 	}
 
 	const longer = 20 * time.Second
-	if err := e.s.KeepAlive(e.ctx, e.group, id, longer); err != nil {
+	if err := keepErr(e.s.KeepAlive(e.ctx, e.group, id, longer)); err != nil {
 		t.Fatalf("KeepAlive(%q) of a live session: %v; want nil", id, err)
 	}
 	si, ok = findSession(e.snap(), id)
@@ -42,7 +42,7 @@ func testSessionLifecycle(e *env) {
 	if e.snap().Alive(id) {
 		t.Fatalf("Snapshot after CloseSession(%q) still lists the session; want it gone", id)
 	}
-	wantErr(t, e.s.KeepAlive(e.ctx, e.group, id, ttl), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, id, ttl)), store.ErrSessionExpired,
 		"KeepAlive of a closed session", "a closed session is not alive")
 	if err := e.s.CloseSession(e.ctx, e.group, id); err != nil {
 		t.Fatalf("CloseSession of an already closed session: %v; want nil (closing an unknown session is not an error)", err)
@@ -87,12 +87,12 @@ func testSessionIDsUnique(e *env) {
 // testKeepAliveUnknown: KeepAlive of a session the store does not know.
 func testKeepAliveUnknown(e *env) {
 	t := e.t
-	wantErr(t, e.s.KeepAlive(e.ctx, e.group, "no-such-session", time.Second), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, "no-such-session", time.Second)), store.ErrSessionExpired,
 		"KeepAlive of a session that never existed", "an unknown session is not alive")
 	// A session is alive in its own group only.
 	id := e.open("m", longTTL)
 	other := newGroup(t, "-other")
-	wantErr(t, e.s.KeepAlive(e.ctx, other, id, time.Second), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, other, id, time.Second)), store.ErrSessionExpired,
 		"KeepAlive of a session in a group it was not opened in", "sessions belong to one group")
 	if !e.snap().Alive(id) {
 		t.Fatalf("session %q died after a KeepAlive naming it in another group; want it alive in its own group", id)
@@ -119,7 +119,7 @@ func testSessionExpires(e *env) {
 	if elapsed := gone.Sub(start); elapsed < shortTTL*9/10 {
 		t.Fatalf("session with TTL %v expired after only %v; want no expiry before the TTL has passed", shortTTL, elapsed)
 	}
-	wantErr(t, e.s.KeepAlive(e.ctx, e.group, id, shortTTL), store.ErrSessionExpired,
+	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, id, shortTTL)), store.ErrSessionExpired,
 		"KeepAlive of an expired session", "a session is dead once its TTL has passed without KeepAlive")
 	if !e.snap().Alive(control) {
 		t.Fatalf("session %q with TTL %v died together with a short-lived session; want it alive", control, longTTL)
@@ -138,7 +138,7 @@ func testKeepAliveExtends(e *env) {
 	tick := time.NewTicker(shortTTL / 5)
 	defer tick.Stop()
 	for time.Now().Before(end) {
-		if err := e.s.KeepAlive(e.ctx, e.group, id, shortTTL); err != nil {
+		if err := keepErr(e.s.KeepAlive(e.ctx, e.group, id, shortTTL)); err != nil {
 			t.Fatalf("KeepAlive every %v of a session with TTL %v: %v; want nil (the session must stay alive)", shortTTL/5, shortTTL, err)
 		}
 		if !e.snap().Alive(id) {
@@ -165,7 +165,7 @@ func testSessionInvalidArguments(e *env) {
 	_, err := e.s.OpenSession(e.ctx, e.group, "m", -1, time.Second)
 	wantErr(t, err, store.ErrInvalid, "OpenSession with weight -1", "weights are not negative")
 	id := e.open("m", longTTL)
-	err = e.s.KeepAlive(e.ctx, e.group, id, 0)
+	err = keepErr(e.s.KeepAlive(e.ctx, e.group, id, 0))
 	wantErr(t, err, store.ErrInvalid, "KeepAlive with TTL 0", "a session needs a positive TTL")
 	if !e.snap().Alive(id) {
 		t.Fatalf("session %q died after a rejected KeepAlive; want it untouched", id)

@@ -15,6 +15,13 @@
 // each backend that can hold them, with its raw client (redisstore's
 // malformed_test.go).
 //
+// The log (log.go) is checked through the contract alone: ordered and
+// gap-free under concurrent writers, a snapshot plus the entries after it
+// equals a later snapshot (a seeded property test), ErrVersionGone,
+// expiries logged once, batches equal to the single calls. Trimming needs a
+// store made with a small log bound, which only the backend can make:
+// backends call RunTrim with one.
+//
 // Every subtest works in its own group with a random name, so backends that
 // share one server (or one suite run against a server used by someone else)
 // do not collide, and the subtests run in parallel. The suite runs in real
@@ -110,6 +117,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"concurrency/claim_race_new_records", testClaimRaceNew},
 		{"concurrency/claim_race_freed_record", testClaimRaceFreed},
 		{"concurrency/stale_checkpoints", testStaleCheckpoints},
+		// log.go
+		{"log/gap_free_under_concurrent_writers", testLogGapFree},
+		{"log/replica_equals_snapshot", testLogReplicaProperty},
+		{"log/version_gone", testLogVersionGone},
+		{"log/changes_blocks_until_append", testLogBlocks},
+		{"log/expiry_logged_once", testLogExpiry},
+		{"batch/claim_like_single", testClaimBatch},
+		{"batch/release_like_single", testReleaseBatch},
 		// deletegroup.go
 		{"deletegroup/removes_everything", testDeleteGroup}, {"deletegroup/refuses_live_sessions", testDeleteGroupInUse}, {"deletegroup/expired_sessions_do_not_count", testDeleteGroupExpired}, {"deletegroup/invalid_group", testDeleteGroupInvalid},
 	}
@@ -375,3 +390,6 @@ func quote(id string) string {
 	}
 	return fmt.Sprintf("%q", id)
 }
+
+// keepErr is KeepAlive's error, for tests that check only that.
+func keepErr(_ time.Duration, err error) error { return err }

@@ -99,7 +99,7 @@ func testWatchEvents(e *env) {
 	o := e.claim("p1", s)
 	f.waitFor("EventClaimed for p1", isEvent(store.EventClaimed, s, "p1"))
 
-	if err := e.s.KeepAlive(e.ctx, e.group, s, longTTL); err != nil {
+	if err := keepErr(e.s.KeepAlive(e.ctx, e.group, s, longTTL)); err != nil {
 		t.Fatal(err)
 	}
 	e.checkpoint("p1", o.Epoch, "cp")

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Version is a point in a group's log: the state after entry Seq. Seq
+// increases by exactly one per entry. The zero Version is "no log yet": no
+// entry was ever written.
+//
+// Tag tells histories apart: two versions with the same Seq and Tag name
+// the same state of the group, and a different history of the group never
+// gives the same Tag at the same Seq, so a version of an old history is never
+// mistaken for a point of a new one even when the new sequence catches up.
+// A new history begins when the group is deleted, when the store lost its
+// data, or (for a store that can lose its latest writes, as Redis does in a
+// failover to a replica that had not received them) when the log goes on
+// from an earlier entry. Each backend derives Tag to that end: memstore
+// keeps a random id per history; redisstore chains a hash over the entries
+// (see its log.go). Callers only compare versions and pass them back.
+type Version struct {
+	Seq uint64
+	Tag uint64
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d/%x", v.Seq, v.Tag) }
+
+// ChangeKind says what a log entry records.
+type ChangeKind int
+
+const (
+	// SessionOpened: Session opened for Member with Weight.
+	SessionOpened ChangeKind = iota + 1
+	// SessionClosed: Session closed by its member (CloseSession).
+	SessionClosed
+	// SessionExpired: Session's TTL passed on the store's clock.
+	SessionExpired
+	// Claimed: Partition's record names Session (of Member) at Epoch.
+	Claimed
+	// Released: Partition's record was released by Session at Epoch; the
+	// record keeps its epoch and names no session.
+	Released
+	// Restored: Partition's record was put back released at Epoch (Restore):
+	// created, or written over a released record with a lower epoch.
+	Restored
+	// PartitionsSet: the group's partition set is now Partitions (the
+	// whole set, sorted by ID).
+	PartitionsSet
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case SessionOpened:
+		return "session-opened"
+	case SessionClosed:
+		return "session-closed"
+	case SessionExpired:
+		return "session-expired"
+	case Claimed:
+		return "claimed"
+	case Released:
+		return "released"
+	case Restored:
+		return "restored"
+	case PartitionsSet:
+		return "partitions-set"
+	}
+	return fmt.Sprintf("change(%d)", int(k))
+}
+
+// Change is one entry of a group's log. Which fields are set depends on
+// Kind (see ChangeKind); the others are zero.
+type Change struct {
+	Version    Version // the group's version after this entry
+	Kind       ChangeKind
+	Session    string
+	Member     string
+	Weight     int
+	Partition  string
+	Epoch      uint64
+	Partitions []Partition // PartitionsSet only; read-only
+}
+
+// Clone returns a copy of s whose slices are its own, so that Apply may
+// change it: snapshots returned by a store are read-only and may share
+// their slices.
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.Sessions = slices.Clone(s.Sessions)
+	c.Partitions = slices.Clone(s.Partitions)
+	c.Owners = slices.Clone(s.Owners)
+	c.Malformed = slices.Clone(s.Malformed)
+	return &c
+}
+
+// Apply changes s as the entry c says: the replica rule every member and the
+// conformance suite share. s must be the caller's own (see Clone), and c
+// must be the entry after s.Version (c.Version.Seq == s.Version.Seq+1, as
+// Changes delivers it); then Apply sets s.Version to c.Version. The log does not track sessions' Remaining: a
+// session Apply adds has Remaining 0, and the others keep theirs.
+//
+// An entry that does not fit s (out of sequence, a session opened twice, a
+// release of a record that does not exist) is an error and leaves s
+// unchanged: the replica has diverged from the store and must be rebuilt
+// from a new Snapshot.
+//
+// Cost: a new session or record is inserted into a sorted slice, O(n).
+func (s *Snapshot) Apply(c Change) error {
+	if c.Version.Seq != s.Version.Seq+1 {
+		return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
+	}
+	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
+	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
+	switch c.Kind {
+	case SessionOpened:
+		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
+		if found {
+			return fmt.Errorf("apply: entry %d opens session %q, which is open", c.Version.Seq, c.Session)
+		}
+		s.Sessions = slices.Insert(s.Sessions, i, SessionInfo{ID: c.Session, Member: c.Member, Weight: c.Weight})
+	case SessionClosed, SessionExpired:
+		i, found := slices.BinarySearchFunc(s.Sessions, c.Session, bySession)
+		if !found {
+			return fmt.Errorf("apply: entry %d ends session %q, which is not open", c.Version.Seq, c.Session)
+		}
+		s.Sessions = slices.Delete(s.Sessions, i, i+1)
+	case Claimed:
+		o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if found {
+			if c.Epoch <= s.Owners[i].Epoch {
+				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
+			}
+			s.Owners[i] = o
+		} else {
+			s.Owners = slices.Insert(s.Owners, i, o)
+		}
+	case Released:
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if !found || s.Owners[i].Epoch != c.Epoch || s.Owners[i].Session != c.Session {
+			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
+		}
+		s.Owners[i].Session, s.Owners[i].Member = "", ""
+	case Restored:
+		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
+		if found {
+			// Restore writes over a released record with a lower epoch only.
+			if cur := &s.Owners[i]; cur.Session != "" || cur.Epoch >= c.Epoch {
+				return fmt.Errorf("apply: entry %d restores %q at epoch %d over a record it may not replace (session %q, epoch %d)", c.Version.Seq, c.Partition, c.Epoch, cur.Session, cur.Epoch)
+			}
+			s.Owners[i] = Ownership{Partition: c.Partition, Epoch: c.Epoch}
+			break
+		}
+		s.Owners = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch})
+	case PartitionsSet:
+		ps := slices.Clone(c.Partitions)
+		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
+		s.Partitions, s.PartitionSetStored = ps, true
+	default:
+		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Version.Seq, c.Kind)
+	}
+	s.Version = c.Version
+	return nil
+}
+
+// ApplyAll applies the entries cs in order, as Apply does one by one, but
+// in O(len(Owners) + k log k) for k new records instead of O(len(Owners))
+// per new record: records that are not in s yet are gathered and merged
+// into Owners once at the end. A member applies what one Changes call
+// returned with it (a first placement of 100,000 partitions is 100,000
+// new records). On error, s is left partly changed: the replica has
+// diverged anyway and must be rebuilt from a new Snapshot.
+func (s *Snapshot) ApplyAll(cs []Change) error {
+	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
+	var added map[string]*Ownership // records new to s, merged into Owners at the end
+	flush := func() {
+		if len(added) == 0 {
+			return
+		}
+		ps := make([]Ownership, 0, len(added))
+		for _, o := range added {
+			ps = append(ps, *o)
+		}
+		slices.SortFunc(ps, func(a, b Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+		merged := make([]Ownership, 0, len(s.Owners)+len(ps))
+		i, j := 0, 0
+		for i < len(s.Owners) || j < len(ps) {
+			if j == len(ps) || i < len(s.Owners) && s.Owners[i].Partition < ps[j].Partition {
+				merged = append(merged, s.Owners[i])
+				i++
+			} else {
+				merged = append(merged, ps[j])
+				j++
+			}
+		}
+		s.Owners, added = merged, nil
+	}
+	for _, c := range cs {
+		switch c.Kind {
+		case Claimed, Released, Restored:
+		default:
+			if err := s.Apply(c); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.Version.Seq != s.Version.Seq+1 {
+			return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
+		}
+		var cur *Ownership
+		if i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition); found {
+			cur = &s.Owners[i]
+		} else if o, ok := added[c.Partition]; ok {
+			cur = o
+		}
+		switch c.Kind {
+		case Claimed:
+			if cur != nil && c.Epoch <= cur.Epoch {
+				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, cur.Epoch)
+			}
+			o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
+			if cur != nil {
+				*cur = o
+			} else {
+				if added == nil {
+					added = map[string]*Ownership{}
+				}
+				added[c.Partition] = &o
+			}
+		case Released:
+			if cur == nil || cur.Epoch != c.Epoch || cur.Session != c.Session {
+				return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
+			}
+			cur.Session, cur.Member = "", ""
+		case Restored:
+			if cur != nil {
+				// Restore writes over a released record with a lower epoch only.
+				if cur.Session != "" || cur.Epoch >= c.Epoch {
+					return fmt.Errorf("apply: entry %d restores %q at epoch %d over a record it may not replace (session %q, epoch %d)", c.Version.Seq, c.Partition, c.Epoch, cur.Session, cur.Epoch)
+				}
+				cur.Epoch = c.Epoch
+				break
+			}
+			if added == nil {
+				added = map[string]*Ownership{}
+			}
+			added[c.Partition] = &Ownership{Partition: c.Partition, Epoch: c.Epoch}
+		}
+		s.Version = c.Version
+	}
+	flush()
+	return nil
+}

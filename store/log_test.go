@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/herdhq/herd/store"
+)
+
+// randomLog is a valid log of n entries from an empty group: sessions
+// opening and ending, claims (new records and existing ones), releases,
+// restores and partition sets.
+func randomLog(seed uint64, n int) []store.Change {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var cs []store.Change
+	var sessions []string
+	records := map[string]store.Ownership{}
+	next := func(c store.Change) {
+		c.Version = store.Version{Seq: uint64(len(cs) + 1), Tag: 7}
+		cs = append(cs, c)
+	}
+	for len(cs) < n {
+		p := fmt.Sprintf("p%03d", rng.IntN(200))
+		r, has := records[p]
+		switch op := rng.IntN(10); {
+		case op == 0 || len(sessions) == 0:
+			id := fmt.Sprintf("s%04d", len(cs))
+			sessions = append(sessions, id)
+			next(store.Change{Kind: store.SessionOpened, Session: id, Member: "m" + id, Weight: rng.IntN(3)})
+		case op == 1:
+			i := rng.IntN(len(sessions))
+			next(store.Change{Kind: store.SessionExpired, Session: sessions[i]})
+			sessions = append(sessions[:i], sessions[i+1:]...)
+		case op < 6:
+			s := sessions[rng.IntN(len(sessions))]
+			o := store.Ownership{Partition: p, Session: s, Member: "m" + s, Epoch: r.Epoch + 1 + rng.Uint64N(3)}
+			records[p] = o
+			next(store.Change{Kind: store.Claimed, Partition: p, Session: s, Member: o.Member, Epoch: o.Epoch})
+		case op < 8 && has && r.Session != "":
+			next(store.Change{Kind: store.Released, Partition: p, Session: r.Session, Epoch: r.Epoch})
+			r.Session, r.Member = "", ""
+			records[p] = r
+		case op == 8 && !has:
+			records[p] = store.Ownership{Partition: p, Epoch: 5}
+			next(store.Change{Kind: store.Restored, Partition: p, Epoch: 5})
+		case op == 9:
+			next(store.Change{Kind: store.PartitionsSet, Partitions: []store.Partition{{ID: p, Weight: 1}, {ID: "a"}}})
+		}
+	}
+	return cs
+}
+
+// ApplyAll of a batch gives what Apply of each entry gives.
+func TestApplyAllEqualsApply(t *testing.T) {
+	for seed := range uint64(20) {
+		cs := randomLog(seed, 2000)
+		one := &store.Snapshot{}
+		for _, c := range cs {
+			if err := one.Apply(c); err != nil {
+				t.Fatalf("seed %d: Apply: %v", seed, err)
+			}
+		}
+		all := &store.Snapshot{}
+		for i := 0; i < len(cs); {
+			j := min(len(cs), i+1+int(seed*37)%300)
+			if err := all.ApplyAll(cs[i:j]); err != nil {
+				t.Fatalf("seed %d: ApplyAll: %v", seed, err)
+			}
+			i = j
+		}
+		if fmt.Sprint(one) != fmt.Sprint(all) {
+			t.Fatalf("seed %d: ApplyAll gave\n%v\nApply gave\n%v", seed, all, one)
+		}
+	}
+}
+
+// ApplyAll rejects an entry out of sequence and a release of a record not
+// held, as Apply does.
+func TestApplyAllRejects(t *testing.T) {
+	s := &store.Snapshot{}
+	if err := s.ApplyAll([]store.Change{{Version: store.Version{Seq: 2}, Kind: store.Claimed, Partition: "p", Epoch: 1}}); err == nil {
+		t.Fatal("ApplyAll of entry 2 to version 0: no error")
+	}
+	if err := s.ApplyAll([]store.Change{{Version: store.Version{Seq: 1}, Kind: store.Released, Partition: "p", Epoch: 1}}); err == nil {
+		t.Fatal("ApplyAll of a release of no record: no error")
+	}
+}
+
+// BenchmarkApplyPlacement applies a first placement of 100,000 new records
+// in batches of 1,000 (what Changes returns at most per call in the
+// member's loop), with ApplyAll and with Apply one by one.
+//
+//	go test -run '^$' -bench ApplyPlacement -benchtime 3x ./store/
+//
+// On a shared 2-core AMD EPYC: ApplyAll 0.44 s, Apply 7.3 s.
+func BenchmarkApplyPlacement(b *testing.B) {
+	cs := make([]store.Change, 100_000)
+	for i := range cs {
+		cs[i] = store.Change{Version: store.Version{Seq: uint64(i + 1)}, Kind: store.Claimed,
+			Partition: fmt.Sprintf("partition-%06d", (i*7919)%100_000), Session: "S", Member: "m", Epoch: 1}
+	}
+	for _, tc := range []struct {
+		name string
+		all  bool
+	}{{"ApplyAll", true}, {"Apply", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				s := &store.Snapshot{}
+				for i := 0; i < len(cs); i += 1000 {
+					if tc.all {
+						if err := s.ApplyAll(cs[i : i+1000]); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					for _, c := range cs[i : i+1000] {
+						if err := s.Apply(c); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+		})
+	}
+}

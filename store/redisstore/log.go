@@ -1,0 +1,467 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdhq/herd/store"
+)
+
+// The group's log is a Redis stream, <prefix>:{<b64 group>}:log, appended
+// inside the very script that makes each change, so the change and its entry
+// are one atomic step. Its entry ids are "<seq>-<tag>": the sequence number
+// in the first part, so XREAD addresses entries by sequence without a
+// mapping, and the entry's tag in the second. The version key holds
+// "<tag>:<seq>" of the last entry; it is written by the same script, so a
+// snapshot reads it consistently. A store.Version is (seq, tag).
+//
+// Tags chain the entries: an entry's tag is the first 52 bits of SHA-1 over
+// the previous entry's tag and its own value; the first entry's "previous
+// tag" is a random 52-bit number the client passes to every logging script,
+// which uses it only when the group has no log yet (or the log's keys hold
+// something this store did not write), so the scripts stay deterministic.
+// A reader checks every entry it reads against its own last tag, so it
+// never continues into another history of the group, whatever happened to
+// the log meanwhile:
+//
+//   - the group was deleted and written again, even up to and beyond the
+//     reader's sequence: the new history starts from another random tag;
+//   - Redis failed over to a replica that had not received the latest
+//     entries, and the new primary wrote others at the same sequence numbers
+//     (the generation of a log would not change then; the chain does): the
+//     first entry after the reader's differs from the one it would follow;
+//   - the stream was trimmed past the reader: the sequence has a gap.
+//
+// Each of these is ErrVersionGone, and the reader takes a new snapshot. A
+// blocking XREAD that returns entries of another history is told apart by
+// the same check, without another round trip.
+//
+// Each entry is one field "e" (one short field name for the whole stream:
+// entries with the master entry's fields store only their values), whose
+// value is a kind letter and the entry's values separated by "\n" (ids
+// contain no control characters):
+//
+//	O\n<session>\n<weight>:<member>       SessionOpened
+//	X\n<session>                          SessionClosed
+//	E\n<session>                          SessionExpired
+//	C\n<partition>\n<session>\n<epoch>\n<member>   Claimed
+//	R\n<partition>\n<session>\n<epoch>    Released
+//	T\n<partition>\n<epoch>               Restored
+//	P(\n<partition>\n<weight>)*           PartitionsSet (the whole set)
+//
+// The stream is trimmed with XADD MAXLEN ~ <limit>: approximately, which
+// costs nothing per entry (Redis drops whole nodes of 100 entries), and
+// keeps at least limit entries.
+
+// DefaultLogLimit is how many entries of a group's log the store keeps at
+// least by default: a whole first placement of 100,000 partitions (one
+// Claimed entry each), so that a member lagging behind it need not read a
+// new snapshot. At about 106 bytes an entry (BenchmarkLogBytesPerEntry),
+// about 11 MB per group at most.
+const DefaultLogLimit = 100_000
+
+// defaultChangesBlock is the longest one Changes call blocks in XREAD. A
+// call that waited that long returns no entries and the caller calls again,
+// so a reader at rest costs two commands per period (the check script and
+// the XREAD), 0.07 per second.
+const defaultChangesBlock = 30 * time.Second
+
+// expireBatch is how many sessions one ExpireSessions script expires at
+// most; ExpireSessions repeats it until fewer were due.
+const expireBatch = 1000
+
+type logConfig struct {
+	limit int           // WithLogLimit; 0: DefaultLogLimit
+	block time.Duration // 0: defaultChangesBlock (tests shorten it)
+}
+
+// WithLogLimit sets how many entries of each group's log the store keeps at
+// least (default DefaultLogLimit; Redis's approximate trimming keeps up to
+// about 100 more). A reader further behind gets store.ErrVersionGone and
+// reads a new snapshot. n < 1 is read as 1.
+func WithLogLimit(n int) Option {
+	return func(c *config) { c.log.limit = max(n, 1) }
+}
+
+func (s *Store) logLimit() int {
+	if s.log.limit > 0 {
+		return s.log.limit
+	}
+	return DefaultLogLimit
+}
+
+// logArgs appends what every logging script takes after its own arguments
+// (see logPrelude): the log and version keys, a random first tag for a new
+// history (52 bits: exact in a Lua number) and the log's bound.
+func (s *Store) logArgs(k keys, ks []string, args ...any) ([]string, []any) {
+	gen := rand.Uint64() >> 12
+	for gen == 0 {
+		gen = rand.Uint64() >> 12
+	}
+	ks = append(ks, k.log, k.version)
+	args = append(args, strconv.FormatUint(gen, 10), strconv.Itoa(s.logLimit()))
+	return ks, args
+}
+
+// runLogged is run for a script made with logged.
+func (s *Store) runLogged(ctx context.Context, op string, sc *redis.Script, k keys, ks []string, args ...any) (string, []any, error) {
+	ks, args = s.logArgs(k, ks, args...)
+	return s.run(ctx, op, sc, ks, args...)
+}
+
+// micros reads a script's duration in µs; anything else is 0.
+func micros(v string) time.Duration {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Microsecond
+}
+
+// parseVersion decodes the version key "<tag>:<seq>".
+func parseVersion(v string) (store.Version, bool) {
+	g, n, ok := strings.Cut(v, ":")
+	if !ok || !allDigits(g) || !allDigits(n) {
+		return store.Version{}, false
+	}
+	tag, err1 := strconv.ParseUint(g, 10, 64)
+	seq, err2 := strconv.ParseUint(n, 10, 64)
+	if err1 != nil || err2 != nil || tag == 0 {
+		return store.Version{}, false
+	}
+	return store.Version{Seq: seq, Tag: tag}, true
+}
+
+// parseEntryID decodes a log entry id "<seq>-<tag>".
+func parseEntryID(id string) (v store.Version, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return v, false
+	}
+	seq, err1 := strconv.ParseUint(a, 10, 64)
+	tag, err2 := strconv.ParseUint(b, 10, 64)
+	return store.Version{Seq: seq, Tag: tag}, err1 == nil && err2 == nil
+}
+
+// chain is the tag of the entry with value e that follows an entry tagged
+// prev: the scripts' chain, in Go.
+func chain(prev uint64, e string) uint64 {
+	h := sha1.Sum([]byte(strconv.FormatUint(prev, 10) + "\n" + e))
+	t := binary.BigEndian.Uint64(h[:8]) >> 12 // the first 13 hex digits
+	if t == 0 {
+		t = 1
+	}
+	return t
+}
+
+// decodeChange decodes one entry's value (see the table above).
+func decodeChange(version store.Version, v string) (store.Change, error) {
+	f := strings.Split(v, "\n")
+	c := store.Change{Version: version}
+	bad := func() (store.Change, error) {
+		return store.Change{}, fmt.Errorf("entry %v %q cannot be decoded", version, abbrev(v))
+	}
+	epoch := func(s string) (uint64, bool) {
+		e, err := strconv.ParseUint(s, 10, 64)
+		return e, err == nil && e > 0
+	}
+	var ok bool
+	switch {
+	case f[0] == "O" && len(f) == 3:
+		c.Kind, c.Session = store.SessionOpened, f[1]
+		if c.Weight, c.Member, ok = parseMeta(f[2]); !ok {
+			return bad()
+		}
+	case f[0] == "X" && len(f) == 2:
+		c.Kind, c.Session = store.SessionClosed, f[1]
+	case f[0] == "E" && len(f) == 2:
+		c.Kind, c.Session = store.SessionExpired, f[1]
+	case f[0] == "C" && len(f) == 5:
+		c.Kind, c.Partition, c.Session, c.Member = store.Claimed, f[1], f[2], f[4]
+		if c.Epoch, ok = epoch(f[3]); !ok {
+			return bad()
+		}
+	case f[0] == "R" && len(f) == 4:
+		c.Kind, c.Partition, c.Session = store.Released, f[1], f[2]
+		if c.Epoch, ok = epoch(f[3]); !ok {
+			return bad()
+		}
+	case f[0] == "T" && len(f) == 3:
+		c.Kind, c.Partition = store.Restored, f[1]
+		if c.Epoch, ok = epoch(f[2]); !ok {
+			return bad()
+		}
+	case f[0] == "P" && len(f)%2 == 1:
+		c.Kind = store.PartitionsSet
+		c.Partitions = make([]store.Partition, 0, len(f)/2)
+		for i := 1; i+1 < len(f); i += 2 {
+			w, err := strconv.Atoi(f[i+1])
+			if err != nil || w < 0 {
+				return bad()
+			}
+			c.Partitions = append(c.Partitions, store.Partition{ID: f[i], Weight: w})
+		}
+		// Sorted as a snapshot's (the script writes them in the caller's order).
+		slices.SortFunc(c.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	default:
+		return bad()
+	}
+	return c, nil
+}
+
+// gone is Changes' ErrVersionGone.
+func gone(after store.Version, format string, args ...any) error {
+	return fmt.Errorf("redisstore: Changes after %v: %s: %w", after, fmt.Sprintf(format, args...), store.ErrVersionGone)
+}
+
+// Changes implements store.Store. A small script checks that the version
+// can be continued (not ahead of the log, the same tag at the same
+// sequence); then one XREAD BLOCK from the version's id returns the entries
+// at once if there are some, or waits for the next for at most 30 s (or
+// until ctx's deadline).
+// Its entries are checked for their sequence and chained tags (so a log
+// trimmed, or deleted and written again, between the two commands is
+// caught). A call that waited in vain returns no entries. An entry that
+// does not decode (written by something else) ends the version: the reader
+// reads a new snapshot and continues after it.
+//
+// go-redis does not interrupt a blocked XREAD when ctx is cancelled: the
+// call returns at once, but the command keeps its connection until the
+// block ends.
+func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	if err := s.begin(ctx, "group", group); err != nil {
+		return nil, after, err
+	}
+	if max < 1 {
+		return nil, after, fmt.Errorf("redisstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
+	}
+	k := s.keys(group)
+	res, err := s.eval(ctx, changesScript, []string{k.version},
+		strconv.FormatUint(after.Tag, 10), strconv.FormatUint(after.Seq, 10))
+	if err != nil {
+		return nil, after, fail("Changes", err)
+	}
+	switch str(res, 0) {
+	case "gone":
+		return nil, after, gone(after, "%s", str(res, 1))
+	case "nolog":
+		if after != (store.Version{}) {
+			return nil, after, gone(after, "the group has no log")
+		}
+	case "ok":
+	default:
+		return nil, after, unexpected("Changes", str(res, 0))
+	}
+	return s.waitChanges(ctx, k, after, max)
+}
+
+// waitChanges blocks in XREAD for the entries after after.
+func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, max int) ([]store.Change, store.Version, error) {
+	block := s.log.block
+	if block <= 0 {
+		block = defaultChangesBlock
+	}
+	if d, ok := ctx.Deadline(); ok {
+		// Leave time for the reply before the deadline.
+		block = min(block, time.Until(d)-100*time.Millisecond)
+	}
+	if block < time.Millisecond {
+		return nil, after, nil
+	}
+	args := &redis.XReadArgs{
+		Streams: []string{k.log, strconv.FormatUint(after.Seq, 10) + "-" + strconv.FormatUint(after.Tag, 10)},
+		Count:   int64(max),
+		Block:   block,
+	}
+	type reply struct {
+		xs  []redis.XStream
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		xs, err := s.client.XRead(ctx, args).Result()
+		ch <- reply{xs, err}
+	}()
+	var r reply
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		return nil, after, fail("Changes", ctx.Err())
+	}
+	switch {
+	case errors.Is(r.err, redis.Nil):
+		return nil, after, nil
+	case r.err != nil:
+		var rerr redis.Error
+		if errors.As(r.err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+			return nil, after, gone(after, "the log key holds something else")
+		}
+		return nil, after, fail("Changes", r.err)
+	case len(r.xs) == 0 || len(r.xs[0].Messages) == 0:
+		return nil, after, nil
+	}
+	return decodeEntries(after, r.xs[0].Messages)
+}
+
+// decodeEntries checks that msgs continue after without a gap and in its
+// history (each tag chains from the previous one), and decodes them.
+func decodeEntries(after store.Version, msgs []redis.XMessage) ([]store.Change, store.Version, error) {
+	out := make([]store.Change, 0, len(msgs))
+	v := after
+	for _, m := range msgs {
+		id, ok := parseEntryID(m.ID)
+		val, _ := m.Values["e"].(string)
+		switch {
+		case !ok:
+			return nil, after, gone(after, "entry id %q is not <seq>-<tag>", abbrev(m.ID))
+		case id.Seq != v.Seq+1:
+			return nil, after, gone(after, "the log continues at %d, not %d", id.Seq, v.Seq+1)
+		case id.Tag != chain(v.Tag, val):
+			return nil, after, gone(after, "entry %v does not follow %v: another history of the group", id, v)
+		}
+		c, err := decodeChange(id, val)
+		if err != nil {
+			return nil, after, gone(after, "%v", err)
+		}
+		out = append(out, c)
+		v = id
+	}
+	return out, v, nil
+}
+
+// ExpireSessions implements store.Store: one script per 1,000 due sessions.
+func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
+	if err := s.begin(ctx, "group", group); err != nil {
+		return 0, err
+	}
+	k := s.keys(group)
+	for {
+		status, res, err := s.runLogged(ctx, "ExpireSessions", expireScript, k, []string{k.sessions, k.members},
+			k.events, expireBatch)
+		if err != nil {
+			return 0, err
+		}
+		if status != "ok" {
+			return 0, unexpected("ExpireSessions", status)
+		}
+		if n, _ := res[0].(int64); n < expireBatch {
+			return micros(str(res, 1)), nil
+		}
+	}
+}
+
+// ClaimBatch implements store.Store: one script for the whole batch.
+func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateBatch(partitions); err != nil {
+		return nil, fmt.Errorf("redisstore: ClaimBatch: %w", err)
+	}
+	if len(partitions) == 0 {
+		return []store.ClaimResult{}, nil
+	}
+	k := s.keys(group)
+	args := make([]any, 0, 2+len(partitions))
+	args = append(args, k.events, session)
+	for _, p := range partitions {
+		args = append(args, p)
+	}
+	status, res, err := s.runLogged(ctx, "ClaimBatch", claimBatchScript, k,
+		[]string{k.sessions, k.members, k.owners, k.checkpoints}, args...)
+	if err != nil {
+		return nil, err
+	}
+	switch status {
+	case "ok":
+	case "expired":
+		return nil, fmt.Errorf("redisstore: ClaimBatch by session %q: %w", session, store.ErrSessionExpired)
+	default:
+		return nil, unexpected("ClaimBatch", status)
+	}
+	if len(res) != 1+len(partitions) {
+		return nil, fmt.Errorf("redisstore: ClaimBatch: %d results for %d partitions", len(res)-1, len(partitions))
+	}
+	member := str(res, 0)
+	out := make([]store.ClaimResult, len(partitions))
+	for i, p := range partitions {
+		r, _ := res[1+i].([]any)
+		switch str(r, 0) {
+		case "ok":
+			epoch, err := strconv.ParseUint(str(r, 1), 10, 64)
+			if err != nil {
+				out[i].Err = corrupt(k.owners, p, "epoch %q", str(r, 1))
+				continue
+			}
+			out[i].Ownership = store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, Checkpoint: bytesAt(r, 2)}
+		case "claimed":
+			out[i].Err = fmt.Errorf("redisstore: ClaimBatch of %q: owned by live session %q: %w", p, str(r, 1), store.ErrClaimed)
+		case "corrupt":
+			out[i].Err = fmt.Errorf("redisstore: ClaimBatch: key %q field %q cannot be decoded: %w", str(r, 1), str(r, 2), store.ErrCorrupt)
+		default:
+			out[i].Err = unexpected("ClaimBatch", str(r, 0))
+		}
+	}
+	return out, nil
+}
+
+// ReleaseBatch implements store.Store: one script for the whole batch.
+func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(held))
+	for i, o := range held {
+		ids[i] = o.Partition
+		if err := store.ValidateEpoch(o.Epoch); err != nil {
+			return nil, fmt.Errorf("redisstore: ReleaseBatch of %q: %w", o.Partition, err)
+		}
+	}
+	if err := store.ValidateBatch(ids); err != nil {
+		return nil, fmt.Errorf("redisstore: ReleaseBatch: %w", err)
+	}
+	if len(held) == 0 {
+		return []error{}, nil
+	}
+	k := s.keys(group)
+	args := make([]any, 0, 2+2*len(held))
+	args = append(args, k.events, session)
+	for _, o := range held {
+		args = append(args, o.Partition, strconv.FormatUint(o.Epoch, 10))
+	}
+	status, res, err := s.runLogged(ctx, "ReleaseBatch", releaseBatchScript, k,
+		[]string{k.sessions, k.members, k.owners}, args...)
+	if err != nil {
+		return nil, err
+	}
+	if status != "ok" {
+		return nil, unexpected("ReleaseBatch", status)
+	}
+	if len(res) != len(held) {
+		return nil, fmt.Errorf("redisstore: ReleaseBatch: %d results for %d records", len(res), len(held))
+	}
+	out := make([]error, len(held))
+	for i, o := range held {
+		r, _ := res[i].([]any)
+		switch str(r, 0) {
+		case "ok":
+		case "notowner":
+			out[i] = fmt.Errorf("redisstore: ReleaseBatch of %q at epoch %d by session %q: %w", o.Partition, o.Epoch, session, store.ErrNotOwner)
+		case "corrupt":
+			out[i] = fmt.Errorf("redisstore: ReleaseBatch: key %q field %q cannot be decoded: %w", str(r, 1), str(r, 2), store.ErrCorrupt)
+		default:
+			out[i] = unexpected("ReleaseBatch", str(r, 0))
+		}
+	}
+	return out, nil
+}
