@@ -108,8 +108,18 @@
 //     is back. What is still lost: a checkpoint whose last owner does not
 //     come back within SessionTTL of the first member back (it crashed
 //     too, or stayed cut off): the partition resumes from the newest
-//     checkpoint put back by an earlier owner, or from none; and a
-//     partition set no surviving member had seen.
+//     checkpoint put back by an earlier owner, or from none; the
+//     checkpoint of a partition that was released (handed off, or its
+//     owner gone) and not claimed again before the loss, which only the
+//     store held; and a partition set no surviving member had seen
+//     (members that pass Config.Partitions write it at Join).
+//   - A member that joins less than SessionTTL after the store lost its
+//     data cannot tell (an empty store looks like a new group) and holds
+//     nothing back: it may claim a partition before its previous owner
+//     restored it, or while a previous owner that has not noticed the loss
+//     still runs it, until that owner fences itself. The random fault test
+//     (fault_test.go) checks exactly these limits: it counts such restarts
+//     and overlaps apart and fails on any other.
 //   - Processing is at least once: a partition resumes from its last
 //     checkpoint, so work done after it is repeated by the next owner.
 package herd

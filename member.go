@@ -917,7 +917,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		m.holdAfterLoss(true)
 	}
 	m.lastRecords = len(snap.Owners)
-	if len(m.restores) > 0 && m.restore(ctx) { // some failed before this session opened
+	// Restores that failed before this session opened, or a partition set
+	// the store lost (put back even when no checkpoint is pending).
+	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
+	if (len(m.restores) > 0 || lostSet) && m.restore(ctx) {
 		m.holdAfterLoss(true)
 	}
 	// A linear scan, not snap.Alive: that trusts the store's sort order,
@@ -1246,12 +1249,15 @@ func (m *Member) holdAfterLoss(all bool) {
 // The whole pass is bounded by one RenewTimeout, and stops at the first
 // call the store does not answer: during an outage it costs one timeout,
 // not one per partition. What is left is tried again before the next
-// session is opened, or at the next read. A pending restore is kept until
+// session is opened, or at the next read. The partition set is put back
+// too if the store holds none, whether or not any checkpoint is pending (a
+// member whose handlers never checkpointed still knows the set). A pending
+// restore is kept until
 // the store answers it, however long that takes: it can never beat a newer
 // owner's (see above). It reports whether it wrote anything, which shows
 // that the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
-	if len(m.restores) == 0 {
+	if len(m.restores) == 0 && len(m.lastParts) == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
@@ -1264,6 +1270,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
 			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
+				wrote = true
 			}
 		}
 	}
