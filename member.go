@@ -416,6 +416,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
 		err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
 		cancel()
+		m.metrics.renewed(s.ctx, time.Since(sent), err)
 		switch {
 		case err == nil:
 			lastSent = sent

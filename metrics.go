@@ -47,11 +47,12 @@ import (
 // is logged (logging.go), so the counters and the log agree; a step waits
 // at most a second for the partitions still on their way to the member.
 //
-// Why a store wrapper counts renewals and store errors, and gauges are read
-// at scrape time: the member's code then carries only the hooks that need
-// its state (a step's counts, a lost session, a checkpoint's outcome), and
-// a new store call or a new place where partitions change hands is counted
-// without a hook of its own.
+// Why a store wrapper (metricStore) counts store errors, and gauges are
+// read at scrape time: the member's code then carries only one-line hooks
+// where it has what they count (a renewal's latency, a step's counts, a
+// lost session, a checkpoint's outcome), and a new call site of a store
+// method, or a new place where partitions change hands, is counted without
+// a hook of its own.
 type memberMetrics struct {
 	reg prometheus.Registerer
 
@@ -246,6 +247,27 @@ func (mm *memberMetrics) countFencing(write func(context.Context, []byte) error)
 	}
 }
 
+// renewed counts a session renewal that took took and returned err.
+// Called by renewLoop after each attempt (ctx is the session's: cancelled,
+// the member is stopping or dropped the session, and there is no renewal to
+// count).
+func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err error) {
+	if mm == nil || (err != nil && errors.Is(ctx.Err(), context.Canceled)) {
+		return
+	}
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrSessionExpired):
+		result = "expired"
+	default:
+		result = "failed"
+	}
+	mm.renewals.WithLabelValues(result).Inc()
+	mm.renewSeconds.Observe(took.Seconds())
+	mm.storeErr(ctx, opKeepAlive, err)
+}
+
 // storeErr counts a failed store call, unless its error is an outcome the
 // member expects, or the caller cancelled it (the member is stopping, or
 // gave the attempt up).
@@ -257,9 +279,10 @@ func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) {
 	mm.storeErrors.WithLabelValues(op).Inc()
 }
 
-// metricStore counts a member's store calls that fail, and its session
-// renewals (KeepAlive is called by renewLoop only). Methods a newer Store
-// adds pass through the embedded interface uncounted.
+// metricStore counts a member's store calls that fail. Methods it does not
+// override pass through the embedded interface uncounted: KeepAlive, which
+// renewLoop counts itself (renewed) with the renewal's latency, and any
+// method a newer Store adds until it is added here.
 type metricStore struct {
 	store.Store
 	mm *memberMetrics
@@ -269,26 +292,6 @@ func (s metricStore) OpenSession(ctx context.Context, group, member string, weig
 	id, err := s.Store.OpenSession(ctx, group, member, weight, ttl)
 	s.mm.storeErr(ctx, opOpenSession, err)
 	return id, err
-}
-
-func (s metricStore) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) error {
-	start := time.Now()
-	err := s.Store.KeepAlive(ctx, group, session, ttl)
-	took := time.Since(start)
-	result := "ok"
-	switch {
-	case err == nil:
-	case errors.Is(err, store.ErrSessionExpired):
-		result = "expired"
-	case errors.Is(ctx.Err(), context.Canceled):
-		return err // the member is stopping or lost the session: no renewal to count
-	default:
-		result = "failed"
-	}
-	s.mm.renewals.WithLabelValues(result).Inc()
-	s.mm.renewSeconds.Observe(took.Seconds())
-	s.mm.storeErr(ctx, opKeepAlive, err)
-	return err
 }
 
 func (s metricStore) CloseSession(ctx context.Context, group, session string) error {
