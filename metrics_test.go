@@ -204,3 +204,48 @@ func TestMetricsSameMemberTwice(t *testing.T) {
 		}
 	})
 }
+
+// A partition taken over behind the member's back (its record released and
+// claimed by another session, as after a lapse the member did not notice):
+// the handler's checkpoint is rejected by the store (not_owner), and the
+// member's next read counts the partition lost.
+func TestMetricsNotOwnerAndLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		st := memstore.New()
+		claims := make(chan *herd.Claim, 1)
+		a, err := herd.Join(t.Context(), st, herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(1), Metrics: reg, Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error { claims <- c; <-c.Context().Done(); return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := <-claims
+		ctx := t.Context()
+		if err := st.Release(ctx, "g", c.Partition, a.Session(), c.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		other, err := st.OpenSession(ctx, "g", "intruder", 1, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Claim(ctx, "g", c.Partition, other); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Checkpoint(ctx, []byte("stale")); !errors.Is(err, herd.ErrNotOwner) {
+			t.Fatalf("checkpoint after the takeover: %v; want ErrNotOwner", err)
+		}
+		// Wake a: it reads the group and finds the record taken.
+		if err := a.SetPartitions(ctx, herd.Numbered(1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		want(t, reg, "taken over", "a", "herd_fencing_rejections_total{reason=not_owner} == 1",
+			"herd_fencing_rejections_total{reason=fenced} == 0", "herd_losses_total == 1", "herd_partitions_owned == 0",
+			"herd_store_errors_total{op=checkpoint} == 0")
+		if err := a.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
