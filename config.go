@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/herdhq/herd/store"
 )
 
@@ -106,6 +108,13 @@ type Config struct {
 
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, receives the member's Prometheus metrics (listed in
+	// metrics.go and the README), every one labelled with group and member.
+	// Join registers them and the member unregisters them when it stops.
+	// Members of one process that share a registerer need distinct Member
+	// ids: Join reports a second registration of the same group and member.
+	// Nil: no metrics, at no cost.
+	Metrics prometheus.Registerer
 	// Gate, if set, pauses all of the member's goroutines while closed, as if
 	// the process were stopped (SIGSTOP). For tests and simulations.
 	Gate *Gate

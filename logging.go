@@ -116,6 +116,7 @@ func (m *Member) logStep() {
 	owned := len(m.owned)
 	m.mu.Unlock()
 	s.write(m.log, owned)
+	m.metrics.step(s)
 	*s = stepLog{}
 }
 

@@ -82,6 +82,9 @@ type Member struct {
 	handlers map[string]int
 	sess     string // current session id, "" if none
 
+	metrics *memberMetrics          // nil without Config.Metrics (metrics.go)
+	live    atomic.Pointer[session] // the last session opened, for SessionLive
+
 	// Partitions the last target gave this member while another member
 	// still held them (incoming), and those of them whose release the change
 	// feed has since announced (released), for the reconcile loop to claim
@@ -214,8 +217,13 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		slotDone:    make(chan *slot),
 		owned:       map[string]uint64{},
 	}
+	if err := m.registerMetrics(); err != nil {
+		stop()
+		return nil, err
+	}
 	sess, err := m.openSession(runCtx)
 	if err != nil {
+		m.metrics.unregister()
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
 	}
@@ -369,6 +377,7 @@ func (m *Member) openSession(ctx context.Context) (*session, error) {
 	m.mu.Lock()
 	m.sess = id
 	m.mu.Unlock()
+	m.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
 	return s, nil
@@ -407,6 +416,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
 		_, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
 		cancel()
+		m.metrics.renewed(s.ctx, time.Since(sent), err)
 		switch {
 		case err == nil:
 			lastSent = sent
@@ -474,6 +484,7 @@ func (m *Member) watchLoop(done chan<- struct{}) {
 // run is the reconcile loop. It owns sess, slots and the timers.
 func (m *Member) run(sess *session) {
 	defer close(m.done)
+	defer m.metrics.unregister() // before Done: the same member may join again
 	defer m.stop()
 
 	slots := map[string]*slot{}
@@ -538,6 +549,7 @@ func (m *Member) run(sess *session) {
 		if errors.Is(cause, ErrSessionExpired) {
 			m.lossSeen = true // the store forgot the session
 		}
+		m.metrics.sessionLost(m)
 		m.mu.Lock()
 		clear(m.owned)
 		m.sess = ""
@@ -649,6 +661,7 @@ func (m *Member) run(sess *session) {
 				sl.mode.CompareAndSwap(modeRun, modeHandoff)
 				sl.cancel()
 			}
+			m.metrics.leaving(m)
 			m.mu.Lock()
 			clear(m.owned)
 			m.mu.Unlock()
@@ -1341,7 +1354,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 // the session is lost (see session.withFence).
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
-	return func(ctx context.Context, v []byte) error {
+	return m.metrics.countFencing(func(ctx context.Context, v []byte) error {
 		fctx, cancel, ok := sess.withFence(ctx)
 		defer cancel()
 		if !ok {
@@ -1356,7 +1369,7 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 			return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
 		}
 		return err
-	}
+	})
 }
 
 // runSlot runs one partition's handler until its context is cancelled, then

@@ -112,6 +112,10 @@ Scenarios: ` + scenarioNames() + `
 
 --partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
 goroutine in this one process (see the README for the memory this costs).`,
+		Example: `  herd bench
+  herd bench --json --scenario scale-out,crash
+  herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
+  herd bench --scenario steady --partitions 10000 --steady-for 1m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			conn, err := o.validate(cmd.Flags().Changed("partitions"))

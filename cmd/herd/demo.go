@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/herdhq/herd"
@@ -16,7 +18,10 @@ type demoOpts struct {
 	storeURL   string
 	partitions int
 	ttl        time.Duration
-	conn       *connector // tests: use this store instead of storeURL's
+	metrics    string       // --metrics ADDR, "" for none
+	log        *slog.Logger // the command's logger (nil: none)
+	memberLogs bool         // --log-level given: members log too
+	conn       *connector   // tests: use this store instead of storeURL's
 }
 
 func demoCmd() *cobra.Command {
@@ -32,12 +37,23 @@ moved against the minimum. At the end, or on Ctrl-C, every member leaves
 and the group is deleted from the store.
 
 --partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
-goroutine in this one process (see the README for the memory this costs).`,
+goroutine in this one process (see the README for the memory this costs).
+
+With --metrics, the members' Prometheus metrics are served on /metrics and
+the process's health on /healthz (200 while every member's session is
+live). The members log to stderr only if --log-level is given.`,
+		Example: `  herd demo
+  herd demo --partitions 1000 --ttl 5s
+  herd demo --store redis://127.0.0.1:6379/0?prefix=demo
+  herd demo --metrics :9090          # then: curl 127.0.0.1:9090/metrics
+  HERD_STORE=redis://:pw@redis:6379 herd demo --log-level info`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("ttl") {
 				o.ttl = demoTTL(o.partitions)
 			}
+			o.log = logger(cmd)
+			o.memberLogs = cmd.Flags().Changed("log-level")
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -45,6 +61,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 	cmd.Flags().IntVar(&o.partitions, "partitions", 32, "number of partitions (1 to "+commas(maxPartitions)+")")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+
 		" (a crashed member's partitions are taken over after it; default 2s, 10s above "+commas(shortTTLPartitions)+" partitions)")
+	cmd.Flags().StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
 	return cmd
 }
 
@@ -70,6 +87,11 @@ func (o demoOpts) validate() (*connector, error) {
 	if err := checkTTL(o.ttl); err != nil {
 		return nil, err
 	}
+	if o.metrics != "" {
+		if _, err := metricsAddr(o.metrics); err != nil {
+			return nil, err
+		}
+	}
 	if o.conn != nil {
 		return o.conn, nil
 	}
@@ -81,14 +103,36 @@ func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	log := o.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg := herd.Config{SessionTTL: o.ttl}
+	if o.memberLogs {
+		cfg.Logger = log
+	}
 	group := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	var reg *prometheus.Registry
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		cfg.Metrics = reg
+	}
 	c := newCluster(group, o.partitions, cfg, conn.connect)
 	defer func() { err = errors.Join(err, c.close()) }()
 	if err := c.setup(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "herd demo: group %s, %d partitions on %s, session TTL %v\n\n", group, o.partitions, conn.name(), o.ttl)
+	fmt.Fprintf(out, "herd demo: group %s, %d partitions on %s, session TTL %v\n", group, o.partitions, conn.name(), o.ttl)
+	if reg != nil {
+		// Stopped when ctx ends (Ctrl-C), else before the members leave.
+		addr, stop, err := serveMetrics(ctx, o.metrics, reg, c.health, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(out, "metrics on http://%s/metrics, health on http://%s/healthz\n", addr, addr)
+	}
+	fmt.Fprintln(out)
 	timeout := o.ttl + 10*time.Second + balanceAllowance(o.partitions)
 	steps := []struct {
 		title  string
@@ -112,4 +156,16 @@ func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
 	}
 	fmt.Fprintln(out, "every member leaves gracefully and the group is deleted; done.")
 	return nil
+}
+
+// health is /healthz's answer during the demo: every running member holds
+// a live session.
+func (c *cluster) health() error {
+	c.mu.Lock()
+	ms := make([]*herd.Member, 0, len(c.members))
+	for _, r := range c.members {
+		ms = append(ms, r.m)
+	}
+	c.mu.Unlock()
+	return membersHealth(ms...)
 }

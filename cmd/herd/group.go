@@ -17,7 +17,9 @@ func groupCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
 		Short: "Manage groups in a store",
-		Args:  cobra.NoArgs,
+		Example: `  herd group delete --store redis://127.0.0.1:6379/0 --group orders
+  HERD_STORE=redis://:pw@redis:6379 herd group delete --group orders --force`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
@@ -44,6 +46,9 @@ session has not expired or been closed), unless --force is given. Members
 still running when the group is forced away find their sessions gone, as
 after a store that lost its data, and write back their partition set and
 checkpoints: stop them first.`,
+		Example: `  herd group delete --store redis://127.0.0.1:6379/0 --group orders
+  herd group delete --store redis://127.0.0.1:6379/0?prefix=herd --group orders --force
+  HERD_STORE=redis://:pw@redis:6379 HERD_GROUP=orders herd group delete`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGroupDelete(cmd.Context(), cmd.OutOrStdout(), o)

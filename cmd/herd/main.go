@@ -4,6 +4,9 @@
 //	herd bench [--json]           time to balance after scale-out, leave, crash
 //	herd group delete             delete a group's data from a store
 //	herd --version
+//
+// Every flag can also be given as an environment variable HERD_<FLAG>
+// (HERD_STORE, HERD_LOG_LEVEL); a flag on the command line wins.
 package main
 
 import (
@@ -24,12 +27,13 @@ func main() {
 	// group is deleted) within a few seconds; a second signal ends the
 	// process at once.
 	context.AfterFunc(ctx, stop)
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	cmd, err := newRoot().ExecuteContextC(context.WithValue(ctx, defaultLoggerKey{}, true))
+	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil && os.Getenv("HERD_DEBUG") == "" {
 			fmt.Fprintln(os.Stderr, "herd: interrupted")
 			os.Exit(130)
 		}
-		fmt.Fprintln(os.Stderr, "herd:", err)
+		fmt.Fprintln(os.Stderr, "herd:", errorText(cmd, err, os.Args[1:], os.Environ()))
 		os.Exit(1)
 	}
 }
@@ -37,13 +41,27 @@ func main() {
 // newRoot builds the command tree (a fresh one per call, for tests).
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "herd",
-		Short:         "Spread partitions of work over a changing fleet of processes",
+		Use:   "herd",
+		Short: "Spread partitions of work over a changing fleet of processes",
+		Long: `herd spreads the partitions of a piece of work over a changing fleet of
+processes through a store they share (Redis, or the in-process store).
+
+Every flag can also be set by an environment variable: HERD_ and the flag's
+name in capitals, dashes as underscores (--store is HERD_STORE, --log-level
+HERD_LOG_LEVEL). A flag given on the command line wins over its variable;
+an empty variable counts as unset. Logs go to stderr; a store URL's password
+never appears in them, nor in an error.`,
+		Example: `  herd demo                                   # a cluster of members in this process
+  herd demo --store redis://127.0.0.1:6379/0 --metrics :9090
+  herd bench --json --scenario crash
+  HERD_STORE=redis://:pw@redis:6379 herd group delete --group orders
+  herd demo --log-level debug --log-format json`,
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.PersistentPreRunE = configure(addLogFlags(root))
 	root.AddCommand(demoCmd(), benchCmd(), groupCmd())
 	return root
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herdhq/herd"
+)
+
+// metricsFlagUsage is the help of every command's --metrics flag.
+const metricsFlagUsage = "serve Prometheus metrics on http://ADDR/metrics and health on /healthz; " +
+	"host:port, and a port alone (:9090) listens on 127.0.0.1 only: name a host (0.0.0.0:9090) to serve other machines"
+
+// newMetricsRegistry is the registry a command's members register their
+// metrics with (herd.Config.Metrics), with the Go runtime's and the
+// process's own metrics.
+func newMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// metricsAddr checks --metrics and returns the address to listen on: a
+// host and a numeric port. Without a host (":9090") it is the loopback
+// interface, so that metrics and health are not served to other machines
+// unless the user names a host (0.0.0.0, an interface's address): Go's
+// usual reading of ":9090", every interface, would publish them silently.
+func metricsAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics %q: want host:port, such as :9090 (loopback only) or 0.0.0.0:9090 (every interface)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("--metrics %q: the port must be a number from 0 to 65535", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if strings.ContainsAny(host, "/@?# ") {
+		return "", fmt.Errorf("--metrics %q: %q is not a host name or address", addr, host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// serveMetrics serves, on addr (see metricsAddr), the metrics g gathers on
+// /metrics (Prometheus' text format) and the process's health on /healthz:
+// 200 "ok" while health returns nil, 503 and the error's text otherwise. It
+// returns the address it listens on (with the port chosen for port 0) once
+// it listens, or why it cannot. It stops when ctx ends or stop is called
+// (the caller must call stop: it waits until the server has shut down,
+// letting requests in flight finish for up to 5 s).
+//
+// herd demo and herd run serve with it:
+//
+//	reg := newMetricsRegistry()
+//	cfg.Metrics = reg
+//	addr, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(m) }, log)
+//	if err != nil { return err }
+//	defer stop()
+func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, health func() error, log *slog.Logger) (bound string, stop func(), err error) {
+	listen, err := metricsAddr(addr)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := health(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "unhealthy: %v\n", err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	bound = ln.Addr().String()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "addr", bound, "err", err)
+		}
+	}()
+	log.Info("serving metrics and health", "metrics", "http://"+bound+"/metrics", "health", "http://"+bound+"/healthz")
+	// shutdown runs once, from ctx's end or from stop, whichever comes
+	// first; stop waits for it through once.Do, then for Serve to return.
+	var once sync.Once
+	shutdown := func() {
+		once.Do(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+			}
+		})
+	}
+	stopAfter := context.AfterFunc(ctx, shutdown)
+	stop = func() {
+		stopAfter()
+		shutdown()
+		<-done
+	}
+	return bound, stop, nil
+}
+
+// membersHealth is /healthz's answer for a process running members: nil
+// while every one holds a live session (herd.Member.SessionLive).
+func membersHealth(ms ...*herd.Member) error {
+	if len(ms) == 0 {
+		return errors.New("no member is running")
+	}
+	var down []string
+	for _, m := range ms {
+		if !m.SessionLive() {
+			down = append(down, m.ID())
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("no live session (lost, fenced, being reopened or stopped): member %s", strings.Join(down, ", "))
+	}
+	return nil
+}

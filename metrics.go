@@ -1,0 +1,343 @@
+package herd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herdhq/herd/store"
+)
+
+// A member's Prometheus metrics. Join registers them with Config.Metrics as
+// one collector, every metric with the constant labels group and member, and
+// the member unregisters them when it stops (after Leave, or when Join's
+// context ends), so that a process whose members come and go keeps no stale
+// series, and a member that joins again under the same id can register
+// anew. With Config.Metrics nil nothing is created and every hook below is
+// a call on a nil pointer that returns at once.
+//
+//	name                                   type       labels     meaning
+//	herd_partitions_owned                  gauge                 partitions the member owns and runs a handler for (Member.Owned)
+//	herd_handlers_running                  gauge                 handlers that have not returned, those being handed off included
+//	herd_session_live                      gauge                 1 while Member.SessionLive, else 0
+//	herd_claims_total                      counter               partitions claimed
+//	herd_handoffs_total                    counter               partitions handed off to another member (a rebalance or Leave)
+//	herd_losses_total                      counter               partitions lost without a handoff: another member took them over
+//	                                                             (this member's ownership had lapsed), or the member's session was
+//	                                                             lost or fenced with them
+//	herd_sessions_lost_total               counter               sessions lost: expired in the store, or fenced by the member itself
+//	herd_fencing_rejections_total          counter    reason     checkpoint writes refused: reason="not_owner" (the store rejected
+//	                                                             the claim's epoch), "fenced" (refused or cut short because the
+//	                                                             session was past its fence time, lost or fenced)
+//	herd_session_renewals_total            counter    result     session renewals: result="ok", "expired" (the store no longer
+//	                                                             had the session), "failed" (error or timeout)
+//	herd_session_renewal_duration_seconds  histogram             time each renewal took, whatever its result
+//	herd_store_errors_total                counter    op         store calls that failed, by operation (open_session, keep_alive,
+//	                                                             close_session, set_partitions, snapshot, claim, release,
+//	                                                             checkpoint, restore, watch); the outcomes the algorithm expects
+//	                                                             (ErrClaimed, ErrNotOwner, ErrSessionExpired) and calls the member
+//	                                                             itself cancelled are not errors
+//	herd_rebalance_duration_seconds        histogram             time from a rebalance step's first change (claim, handoff or
+//	                                                             loss) to its last, as logged in the "rebalanced" line's took
+//
+// Claims, handoffs and losses are counted when the step's "rebalanced" line
+// is logged (logging.go), so the counters and the log agree; a step waits
+// at most a second for the partitions still on their way to the member.
+//
+// Why a store wrapper (metricStore) counts store errors, and gauges are
+// read at scrape time: the member's code then carries only one-line hooks
+// where it has what they count (a renewal's latency, a step's counts, a
+// lost session, a checkpoint's outcome), and a new call site of a store
+// method, or a new place where partitions change hands, is counted without
+// a hook of its own.
+type memberMetrics struct {
+	reg prometheus.Registerer
+
+	owned, handlers, live            prometheus.GaugeFunc
+	claims, handoffs, losses, lostSS prometheus.Counter
+	rebalance, renewSeconds          prometheus.Histogram
+	renewals, fencing, storeErrors   *prometheus.CounterVec
+}
+
+// Store operations, the values of herd_store_errors_total's op label.
+const (
+	opOpenSession   = "open_session"
+	opKeepAlive     = "keep_alive"
+	opCloseSession  = "close_session"
+	opSetPartitions = "set_partitions"
+	opSnapshot      = "snapshot"
+	opClaim         = "claim"
+	opRelease       = "release"
+	opCheckpoint    = "checkpoint"
+	opRestore       = "restore"
+	opWatch         = "watch"
+)
+
+var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
+	opClaim, opRelease, opCheckpoint, opRestore, opWatch}
+
+// newMemberMetrics creates m's metrics (not registered).
+func newMemberMetrics(m *Member) *memberMetrics {
+	labels := prometheus.Labels{"group": m.cfg.Group, "member": m.cfg.Member}
+	gauge := func(name, help string, f func() float64) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+	}
+	vec := func(name, help, label string, values ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, []string{label})
+		for _, x := range values {
+			v.WithLabelValues(x) // every series shows from the start, at 0
+		}
+		return v
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+	}
+	return &memberMetrics{
+		owned: gauge("herd_partitions_owned", "Partitions the member owns and runs a handler for.", func() float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return float64(len(m.owned))
+		}),
+		handlers: gauge("herd_handlers_running", "Handlers that have not returned, those being handed off included.", func() float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return float64(len(m.handlers))
+		}),
+		live: gauge("herd_session_live", "1 while the member holds a live session that is not past its fence time, else 0.", func() float64 {
+			if m.SessionLive() {
+				return 1
+			}
+			return 0
+		}),
+		claims:   counter("herd_claims_total", "Partitions claimed."),
+		handoffs: counter("herd_handoffs_total", "Partitions handed off to another member (a rebalance or Leave)."),
+		losses:   counter("herd_losses_total", "Partitions lost without a handoff: taken over by another member, or dropped with a lost or fenced session."),
+		lostSS:   counter("herd_sessions_lost_total", "Sessions lost: expired in the store, or fenced by the member because it could not renew in time."),
+		rebalance: histogram("herd_rebalance_duration_seconds", "Time from a rebalance step's first claim, handoff or loss to its last.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}),
+		renewSeconds: histogram("herd_session_renewal_duration_seconds", "Time each session renewal took, whatever its result.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
+		renewals: vec("herd_session_renewals_total", "Session renewals by result: ok, expired (the store no longer had the session), failed (error or timeout).",
+			"result", "ok", "expired", "failed"),
+		fencing: vec("herd_fencing_rejections_total", "Checkpoint writes refused: not_owner (the store rejected the claim's epoch), fenced (the session was past its fence time, lost or fenced).",
+			"reason", "not_owner", "fenced"),
+		storeErrors: vec("herd_store_errors_total", "Store calls that failed, by operation (expected outcomes such as a partition already claimed are not errors).",
+			"op", storeOps...),
+	}
+}
+
+func (mm *memberMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{mm.owned, mm.handlers, mm.live, mm.claims, mm.handoffs, mm.losses, mm.lostSS,
+		mm.rebalance, mm.renewSeconds, mm.renewals, mm.fencing, mm.storeErrors}
+}
+
+// Describe and Collect make the member's metrics one prometheus.Collector,
+// registered and unregistered in one call.
+func (mm *memberMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range mm.collectors() {
+		c.Describe(ch)
+	}
+}
+
+func (mm *memberMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range mm.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// registerMetrics registers the member's metrics with Config.Metrics, if
+// set, and counts its store calls from then on. Called by Join before the
+// first store call of the member.
+func (m *Member) registerMetrics() error {
+	if m.cfg.Metrics == nil {
+		return nil
+	}
+	mm := newMemberMetrics(m)
+	if err := m.cfg.Metrics.Register(mm); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			return fmt.Errorf("herd: join %q: metrics: a member %q of this group already has its metrics registered "+
+				"with Config.Metrics (give each member of one process its own Config.Member, or its own registerer): %w: %w",
+				m.cfg.Group, m.cfg.Member, store.ErrInvalid, are)
+		}
+		return fmt.Errorf("herd: join %q: metrics: %w: %w", m.cfg.Group, store.ErrInvalid, err)
+	}
+	mm.reg = m.cfg.Metrics
+	m.metrics = mm
+	m.st = metricStore{Store: m.st, mm: mm}
+	return nil
+}
+
+// unregister removes the member's metrics from the registerer. Called when
+// the member stops, before Done is closed.
+func (mm *memberMetrics) unregister() {
+	if mm != nil {
+		mm.reg.Unregister(mm)
+	}
+}
+
+// SessionLive reports whether the member holds a live session: open, not
+// lost or fenced, and renewed recently enough that its fence time (the last
+// successful renewal's send time plus SessionTTL-FenceMargin) has not come.
+// It is false between sessions (after a loss, while the member opens a new
+// one) and once the member has stopped. A health check can report it:
+// while it is false the member runs no handler it could not be sure to own.
+func (m *Member) SessionLive() bool {
+	s := m.live.Load()
+	return s != nil && s.ctx.Err() == nil && !s.pastFence()
+}
+
+// step counts a rebalance step that logStep has just logged.
+func (mm *memberMetrics) step(s *stepLog) {
+	if mm == nil {
+		return
+	}
+	mm.claims.Add(float64(s.claimed.n))
+	mm.handoffs.Add(float64(s.handoff.n))
+	mm.losses.Add(float64(s.lost.n))
+	mm.rebalance.Observe(time.Since(s.start).Seconds())
+}
+
+// sessionLost counts a lost session and the partitions it owned. Called by
+// the reconcile loop before it forgets them.
+func (mm *memberMetrics) sessionLost(m *Member) {
+	if mm == nil {
+		return
+	}
+	m.mu.Lock()
+	n := len(m.owned)
+	m.mu.Unlock()
+	mm.lostSS.Inc()
+	mm.losses.Add(float64(n))
+}
+
+// leaving counts the partitions a Leave hands off. Called by the reconcile
+// loop before it forgets them.
+func (mm *memberMetrics) leaving(m *Member) {
+	if mm == nil {
+		return
+	}
+	m.mu.Lock()
+	n := len(m.owned)
+	m.mu.Unlock()
+	mm.handoffs.Add(float64(n))
+}
+
+// countFencing returns write, counting the writes it refuses for fencing:
+// the store's ErrNotOwner, and ErrFenced (which claimWrite also wraps with
+// ErrNotOwner when it sends nothing).
+func (mm *memberMetrics) countFencing(write func(context.Context, []byte) error) func(context.Context, []byte) error {
+	if mm == nil {
+		return write
+	}
+	return func(ctx context.Context, v []byte) error {
+		err := write(ctx, v)
+		switch {
+		case errors.Is(err, ErrFenced):
+			mm.fencing.WithLabelValues("fenced").Inc()
+		case errors.Is(err, store.ErrNotOwner):
+			mm.fencing.WithLabelValues("not_owner").Inc()
+		}
+		return err
+	}
+}
+
+// renewed counts a session renewal that took took and returned err.
+// Called by renewLoop after each attempt (ctx is the session's: cancelled,
+// the member is stopping or dropped the session, and there is no renewal to
+// count).
+func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err error) {
+	if mm == nil || (err != nil && errors.Is(ctx.Err(), context.Canceled)) {
+		return
+	}
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrSessionExpired):
+		result = "expired"
+	default:
+		result = "failed"
+	}
+	mm.renewals.WithLabelValues(result).Inc()
+	mm.renewSeconds.Observe(took.Seconds())
+	mm.storeErr(ctx, opKeepAlive, err)
+}
+
+// storeErr counts a failed store call, unless its error is an outcome the
+// member expects, or the caller cancelled it (the member is stopping, or
+// gave the attempt up).
+func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) {
+	if err == nil || errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotOwner) ||
+		errors.Is(err, store.ErrSessionExpired) || errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	mm.storeErrors.WithLabelValues(op).Inc()
+}
+
+// metricStore counts a member's store calls that fail. Methods it does not
+// override pass through the embedded interface uncounted: KeepAlive, which
+// renewLoop counts itself (renewed) with the renewal's latency, and any
+// method a newer Store adds until it is added here.
+type metricStore struct {
+	store.Store
+	mm *memberMetrics
+}
+
+func (s metricStore) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
+	id, err := s.Store.OpenSession(ctx, group, member, weight, ttl)
+	s.mm.storeErr(ctx, opOpenSession, err)
+	return id, err
+}
+
+func (s metricStore) CloseSession(ctx context.Context, group, session string) error {
+	err := s.Store.CloseSession(ctx, group, session)
+	s.mm.storeErr(ctx, opCloseSession, err)
+	return err
+}
+
+func (s metricStore) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+	err := s.Store.SetPartitions(ctx, group, partitions)
+	s.mm.storeErr(ctx, opSetPartitions, err)
+	return err
+}
+
+func (s metricStore) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
+	snap, err := s.Store.Snapshot(ctx, group)
+	s.mm.storeErr(ctx, opSnapshot, err)
+	return snap, err
+}
+
+func (s metricStore) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
+	o, err := s.Store.Claim(ctx, group, partition, session)
+	s.mm.storeErr(ctx, opClaim, err)
+	return o, err
+}
+
+func (s metricStore) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
+	err := s.Store.Release(ctx, group, partition, session, epoch)
+	s.mm.storeErr(ctx, opRelease, err)
+	return err
+}
+
+func (s metricStore) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	err := s.Store.Checkpoint(ctx, group, partition, epoch, value)
+	s.mm.storeErr(ctx, opCheckpoint, err)
+	return err
+}
+
+func (s metricStore) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	err := s.Store.Restore(ctx, group, partition, epoch, value)
+	s.mm.storeErr(ctx, opRestore, err)
+	return err
+}
+
+func (s metricStore) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
+	ch, err := s.Store.Watch(ctx, group)
+	s.mm.storeErr(ctx, opWatch, err)
+	return ch, err
+}
