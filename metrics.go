@@ -74,10 +74,14 @@ const (
 	opCheckpoint    = "checkpoint"
 	opRestore       = "restore"
 	opWatch         = "watch"
+	opChanges       = "changes"
+	opExpire        = "expire_sessions"
+	opClaimBatch    = "claim_batch"
+	opReleaseBatch  = "release_batch"
 )
 
 var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
-	opClaim, opRelease, opCheckpoint, opRestore, opWatch}
+	opClaim, opRelease, opCheckpoint, opRestore, opWatch, opChanges, opExpire, opClaimBatch, opReleaseBatch}
 
 // newMemberMetrics creates m's metrics (not registered).
 func newMemberMetrics(m *Member) *memberMetrics {
@@ -340,4 +344,28 @@ func (s metricStore) Watch(ctx context.Context, group string) (<-chan store.Even
 	ch, err := s.Store.Watch(ctx, group)
 	s.mm.storeErr(ctx, opWatch, err)
 	return ch, err
+}
+
+func (s metricStore) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	cs, v, err := s.Store.Changes(ctx, group, after, max)
+	s.mm.storeErr(ctx, opChanges, err)
+	return cs, v, err
+}
+
+func (s metricStore) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
+	next, err := s.Store.ExpireSessions(ctx, group)
+	s.mm.storeErr(ctx, opExpire, err)
+	return next, err
+}
+
+func (s metricStore) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	rs, err := s.Store.ClaimBatch(ctx, group, session, partitions)
+	s.mm.storeErr(ctx, opClaimBatch, err)
+	return rs, err
+}
+
+func (s metricStore) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	errs, err := s.Store.ReleaseBatch(ctx, group, session, held)
+	s.mm.storeErr(ctx, opReleaseBatch, err)
+	return errs, err
 }
