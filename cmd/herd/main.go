@@ -44,6 +44,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), runCmd(), checkpointCmd(), childShimCmd())
 	return root
 }
