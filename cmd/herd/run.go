@@ -335,15 +335,20 @@ func (r *runner) backoff(n int) time.Duration {
 }
 
 // stop ends the child of a claim whose context was cancelled. A handoff (or
-// a Leave) gives it --max-shutdown after SIGTERM. A lost session (fenced
-// on the local clock, or expired in the store) kills it at once: another
-// member may start the partition as soon as the store expires the session.
+// a Leave) gives it --max-shutdown after SIGTERM. A session that has ended
+// (fenced on the local clock, expired in the store, or the member stopped)
+// kills it at once, before or during that grace: another member may start
+// the partition as soon as the store expires the session.
 func (r *runner) stop(c *herd.Claim, p *child.Process) {
-	cause := context.Cause(c.Context())
-	if errors.Is(cause, herd.ErrFenced) || errors.Is(cause, herd.ErrSessionExpired) {
-		r.log.Warn("session lost: killing the child now", "partition", c.Partition, "cause", cause)
+	lost := func() {
+		r.log.Warn("session lost: killing the child now", "partition", c.Partition, "cause", c.SessionCause())
+	}
+	select {
+	case <-c.SessionDone():
+		lost()
 		p.Stop(0)
 		return
+	default:
 	}
 	stopped := make(chan bool, 1)
 	go func() { stopped <- p.Stop(r.o.maxShutdown) }()
@@ -352,10 +357,13 @@ func (r *runner) stop(c *herd.Claim, p *child.Process) {
 		if killed {
 			r.log.Warn("the child did not exit within --max-shutdown after SIGTERM; killed", "partition", c.Partition, "max_shutdown", r.o.maxShutdown)
 		}
+		return
+	case <-c.SessionDone():
+		lost()
 	case <-r.force:
-		p.Signal(syscall.SIGKILL)
-		<-stopped
 	}
+	p.Signal(syscall.SIGKILL)
+	<-stopped
 }
 
 // start starts the claim's child with its arguments and environment.
