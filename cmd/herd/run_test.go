@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd/internal/checkpointsock"
 )
 
 var herdBin struct {
@@ -385,5 +389,138 @@ func TestRunKillsChildIgnoringSIGTERM(t *testing.T) {
 	}
 	if left := groupAlive(pgid); len(left) > 0 {
 		t.Errorf("processes %v of the child's group alive after herd run exited", left)
+	}
+}
+
+// Every flag of run and checkpoint is checked before anything runs.
+func TestRunRejects(t *testing.T) {
+	dir := t.TempDir()
+	dup := filepath.Join(dir, "dup")
+	if err := os.WriteFile(dup, []byte("a\n# comment\n\n b \na\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := func(extra ...string) []string {
+		return append([]string{"run", "--store", "mem://", "--group", "g"}, extra...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--group", "g", "--", "true"}, `required flag(s) "store" not set`},
+		{[]string{"run", "--store", "mem://", "--", "true"}, `required flag(s) "group" not set`},
+		{r(), "requires at least 1 arg(s)"},
+		{r("--", ""), "no command"},
+		{r("--ttl", "5ms", "--", "true"), "--ttl must be between 10ms and 1h0m0s (got 5ms)"},
+		{r("--max-shutdown", "-1s", "--", "true"), "--max-shutdown must be between 0s and 1h0m0s (got -1s)"},
+		{r("--restart-delay", "0", "--", "true"), "--restart-delay must be between 1ms and 1h0m0s (got 0s)"},
+		{r("--restart-delay", "2s", "--restart-max", "1s", "--", "true"), "--restart-max must be between 2s and 24h0m0s (got 1s)"},
+		{r("--member", "a\tb", "--", "true"), "--member: member id"},
+		{r("--partitions", "5-3", "--", "true"), `range "5-3" ends before it starts`},
+		{r("--partitions", "0-200000", "--", "true"), "more than 100,000 partitions"},
+		{r("--partitions", "0-3,2", "--", "true"), `"2" appears twice`},
+		{r("--partitions", "a,,b", "--", "true"), "partition id is empty"},
+		{r("--partitions", "@"+filepath.Join(dir, "missing"), "--", "true"), "no such file"},
+		{r("--partitions", "@"+dup, "--", "true"), `"a" appears twice`},
+		{[]string{"run", "--store", "ftp://x", "--group", "g", "--", "true"}, `--store: unknown scheme "ftp"`},
+		{[]string{"checkpoint"}, "accepts 1 arg(s), received 0"},
+		{[]string{"checkpoint", "--base64", "!!"}, "VALUE is not standard base64"},
+		{[]string{"checkpoint", "--timeout", "1ms", "x"}, "--timeout must be between 100ms and 10m0s"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := execute(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("herd %q: error %v; want one containing %q (output %q)", tc.args, err, tc.want, out)
+			}
+		})
+	}
+}
+
+func TestCheckpointOutsideRun(t *testing.T) {
+	t.Setenv("HERD_SOCKET", "")
+	if _, err := execute(t, "checkpoint", "5"); err == nil || !strings.Contains(err.Error(), "runs inside a child of herd run") {
+		t.Fatalf("checkpoint outside herd run: %v", err)
+	}
+}
+
+func TestParsePartitions(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ids")
+	if err := os.WriteFile(file, []byte("city:paris\r\n# skipped\n\n  city of x  \n7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for spec, want := range map[string]string{
+		"0-3":          "0 1 2 3",
+		"a,b,c":        "a b c",
+		"0-1,x,5-5,y":  "0 1 x 5 y",
+		"eu-west,01-2": "eu-west 01-2",
+		"@" + file:     "city:paris|city of x|7",
+	} {
+		ps, err := parsePartitions(spec)
+		if err != nil {
+			t.Fatalf("%q: %v", spec, err)
+		}
+		var ids []string
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		sep := " "
+		if strings.HasPrefix(spec, "@") {
+			sep = "|"
+		}
+		if got := strings.Join(ids, sep); got != want {
+			t.Errorf("%q: %q; want %q", spec, got, want)
+		}
+	}
+}
+
+// herd checkpoint's exit status says saved (0), fenced (3) or error (1).
+func TestCheckpointExitStatus(t *testing.T) {
+	bin := filepath.Join(buildHerd(t), "herd")
+	var mu sync.Mutex
+	var got []byte
+	srv, err := checkpointsock.Listen(func(_ context.Context, part string, epoch uint64, v []byte) checkpointsock.Reply {
+		switch epoch {
+		case 1:
+			mu.Lock()
+			got = v
+			mu.Unlock()
+			return checkpointsock.Reply{}
+		case 2:
+			return checkpointsock.Reply{Fenced: true, Current: 9}
+		}
+		return checkpointsock.Reply{Err: errors.New("store unreachable")}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct {
+		epoch string
+		args  []string
+		code  int
+		out   string
+	}{
+		{"1", []string{"--base64", "AAEC"}, 0, ""},
+		{"2", []string{"7"}, 3, `herd: checkpoint of partition "p 1" at epoch 2 fenced: the partition has moved on (current epoch 9); nothing saved`},
+		{"3", []string{"7"}, 1, "herd: checkpoint: not saved: store unreachable"},
+	} {
+		cmd := exec.Command(bin, append([]string{"checkpoint"}, tc.args...)...)
+		cmd.Env = append(os.Environ(), "HERD_SOCKET="+srv.Path(), "HERD_PARTITION=p 1", "HERD_EPOCH="+tc.epoch)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || strings.TrimSpace(string(out)) != tc.out {
+			t.Errorf("epoch %s: exit %d, output %q; want %d, %q", tc.epoch, code, out, tc.code, tc.out)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(got) != "\x00\x01\x02" {
+		t.Errorf("saved %q; want the decoded base64", got)
 	}
 }
