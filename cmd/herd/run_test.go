@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/internal/checkpointsock"
+	"github.com/herdhq/herd/internal/redistest"
 )
 
 var herdBin struct {
@@ -522,5 +523,36 @@ func TestCheckpointExitStatus(t *testing.T) {
 	defer mu.Unlock()
 	if string(got) != "\x00\x01\x02" {
 		t.Errorf("saved %q; want the decoded base64", got)
+	}
+}
+
+// When the store goes away, the member fences itself on its own clock and
+// kills its child (which ignores SIGTERM, with a long --max-shutdown)
+// before the store could have expired the session: within TTL of the
+// moment the store went away.
+func TestRunKillsChildWhenSessionCannotBeRenewed(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const ttl = 2 * time.Second
+	m := startRun(t, "m", nil, "--store", srv.URL(), "--group", "g", "--partitions", "0", "--ttl", ttl.String(),
+		"--max-shutdown", "1m",
+		"--", "sh", "-c", `trap '' TERM; echo "ready $(cut -d' ' -f5 /proc/$$/stat)"; while :; do sleep 0.05; done`)
+	var pgid int
+	eventually(t, 30*time.Second, "the child running", func() bool {
+		for line := range strings.Lines(m.out.String()) {
+			if g, ok := strings.CutPrefix(strings.TrimSpace(line), "[0] ready "); ok {
+				pgid, _ = strconv.Atoi(g)
+				return true
+			}
+		}
+		return false
+	})
+	srv.Kill()
+	gone := eventually(t, 2*ttl, "the child's group killed", func() bool { return len(groupAlive(pgid)) == 0 })
+	if gone >= ttl {
+		t.Errorf("child killed %v after the store went away; want before the TTL %v", gone, ttl)
+	}
+	t.Logf("child killed %v after the store went away (TTL %v)", gone.Round(time.Millisecond), ttl)
+	if !strings.Contains(m.out.String(), "session lost: killing the child now") {
+		t.Errorf("no word of the kill in the output:\n%s", m.out.String())
 	}
 }
