@@ -142,7 +142,12 @@ func TestStopGraceful(t *testing.T) {
 	if killed := p.Stop(time.Minute); killed {
 		t.Fatalf("SIGKILL needed for a child that exits on SIGTERM (%s)", p.Describe())
 	}
-	expectLine(t, out, "bye")
+	// The shell may first report its sleep killed by the group's SIGTERM.
+	for got := expectLine(t, out, ""); got != "bye"; got = expectLine(t, out, "") {
+		if got != "Terminated" {
+			t.Fatalf("output %q; want bye", got)
+		}
+	}
 	if code, sig := p.Status(); code != 0 || sig != 0 {
 		t.Fatalf("status %s; want exit status 0", p.Describe())
 	}
