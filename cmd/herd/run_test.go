@@ -558,3 +558,39 @@ func TestRunKillsChildWhenSessionCannotBeRenewed(t *testing.T) {
 		t.Errorf("no word of the kill in the output:\n%s", m.out.String())
 	}
 }
+
+// A child that exits on its own is started again, with a pause that grows
+// with the exits in a row (up to --restart-max), each exit logged with its
+// status and count.
+func TestRunRestartsFailingChild(t *testing.T) {
+	m := startRun(t, "m", nil, "--store", "mem://", "--group", "g", "--partitions", "p",
+		"--restart-delay", "20ms", "--restart-max", "160ms", "--", "sh", "-c", "echo started; exit 7")
+	eventually(t, 30*time.Second, "five exits in a row", func() bool {
+		return strings.Contains(m.out.String(), "exits_in_a_row=5")
+	})
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.wait(t, 30*time.Second); err != nil {
+		t.Errorf("herd run: %v; want a clean exit", err)
+	}
+	out := m.out.String()
+	if n := strings.Count(out, "[p] started"); n < 5 {
+		t.Errorf("%d starts; want at least 5", n)
+	}
+	// The pauses: 20ms doubled per exit up to 160ms, less up to half.
+	for i, want := range []struct{ lo, hi time.Duration }{{10, 20}, {20, 40}, {40, 80}, {80, 160}, {80, 160}} {
+		re := fmt.Sprintf(`exits_in_a_row=%d after=`, i+1)
+		_, rest, ok := strings.Cut(out, re)
+		if !ok {
+			t.Fatalf("no %q in the output:\n%s", re, out)
+		}
+		d, err := time.ParseDuration(strings.Fields(rest)[0])
+		if err != nil || d < want.lo*time.Millisecond || d > want.hi*time.Millisecond {
+			t.Errorf("pause after exit %d: %v (%v); want %vms to %vms", i+1, d, err, want.lo, want.hi)
+		}
+	}
+	if !strings.Contains(out, `how="exit status 7"`) {
+		t.Errorf("exit status not logged:\n%s", out)
+	}
+}
