@@ -176,9 +176,13 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("run: finding herd's own executable (the children's shim): %w", err)
+	// The shim is herd itself. /proc/self/exe still runs this binary after
+	// it was replaced or deleted on disk (an upgrade while herd run runs).
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("run: finding herd's own executable (the children's shim): %w", err)
+		}
 	}
 	r := &runner{
 		o: o, group: o.group, shim: []string{exe, "__child"},
