@@ -19,6 +19,7 @@ type Claim struct {
 	Epoch uint64
 
 	ctx   context.Context
+	sess  *session // the session the claim was made under (nil outside herd)
 	m     *Member
 	mu    sync.Mutex
 	last  []byte // the checkpoint when the claim was made (what was recorded since is in prog)

@@ -1333,6 +1333,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership)
 		Partition: part,
 		Epoch:     epoch,
 		ctx:       hctx,
+		sess:      sess,
 		m:         m,
 		last:      o.Checkpoint,
 		write:     m.claimWrite(sess, part, epoch),

@@ -158,11 +158,11 @@ func TestRedact(t *testing.T) {
 }
 
 // Every command's help has examples (cobra's own help and completion
-// commands aside).
+// commands and hidden ones aside).
 func TestHelpHasExamples(t *testing.T) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.Name() == "help" || c.Name() == "completion" {
+		if c.Name() == "help" || c.Name() == "completion" || c.Hidden {
 			return
 		}
 		if strings.TrimSpace(c.Example) == "" {

@@ -62,6 +62,6 @@ never appears in them, nor in an error.`,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), runCmd(), checkpointCmd(), childShimCmd())
 	return root
 }

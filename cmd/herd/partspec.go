@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/herdhq/herd/store"
+)
+
+// maxRunPartitions bounds the partition set of herd run: one child process
+// per partition owned, and the whole set is written to the store at join.
+const maxRunPartitions = 100_000
+
+// parsePartitions parses --partitions of herd run: a comma-separated list of
+// ids and ranges ("0-31", "a,b,c", "0-3,x"), or "@file" with one id per line
+// (blank lines and lines starting with # are skipped, surrounding spaces are
+// trimmed). A range is two decimal numbers without leading zeros, the first
+// not above the second; anything else is an id as written. Ids must be unique.
+func parsePartitions(spec string) ([]store.Partition, error) {
+	var ids []string
+	if name, ok := strings.CutPrefix(spec, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--partitions: %w", err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			id := strings.TrimSpace(sc.Text())
+			if id == "" || strings.HasPrefix(id, "#") {
+				continue
+			}
+			if err := store.ValidateID("partition", id); err != nil {
+				return nil, fmt.Errorf("--partitions %s line %d: %w", spec, n, err)
+			}
+			ids = append(ids, id)
+			if len(ids) > maxRunPartitions {
+				return nil, fmt.Errorf("--partitions %s: more than %s partitions", spec, commas(maxRunPartitions))
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("--partitions %s: %w", spec, err)
+		}
+	} else {
+		for item := range strings.SplitSeq(spec, ",") {
+			lo, hi, ok := numRange(item)
+			if !ok {
+				if err := store.ValidateID("partition", item); err != nil {
+					return nil, fmt.Errorf("--partitions: %w; write ids and ranges separated by commas (0-31,a,b) or @file", err)
+				}
+				ids = append(ids, item)
+				continue
+			}
+			if hi < lo {
+				return nil, fmt.Errorf("--partitions: range %q ends before it starts", item)
+			}
+			if hi-lo >= maxRunPartitions-len(ids) {
+				return nil, fmt.Errorf("--partitions: more than %s partitions", commas(maxRunPartitions))
+			}
+			for i := lo; i <= hi; i++ {
+				ids = append(ids, strconv.Itoa(i))
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("--partitions %s: no partition", spec)
+	}
+	ps := make([]store.Partition, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if seen[id] {
+			return nil, fmt.Errorf("--partitions: %q appears twice", id)
+		}
+		seen[id] = true
+		ps[i] = store.Partition{ID: id, Weight: 1}
+	}
+	return ps, nil
+}
+
+// numRange parses "lo-hi" made of two decimal numbers without leading zeros.
+func numRange(s string) (lo, hi int, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, okA := decimal(a)
+	hi, okB := decimal(b)
+	return lo, hi, okA && okB
+}
+
+func decimal(s string) (int, bool) {
+	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}

@@ -1,0 +1,488 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/checkpointsock"
+	"github.com/herdhq/herd/internal/child"
+	"github.com/herdhq/herd/store"
+)
+
+type runOpts struct {
+	storeURL     string
+	group        string
+	member       string
+	partitions   string
+	ttl          time.Duration
+	maxShutdown  time.Duration
+	restartDelay time.Duration
+	restartMax   time.Duration
+	metrics      string       // --metrics ADDR: /metrics and /healthz
+	logger       *slog.Logger // from --log-format and --log-level; nil: text at INFO
+	args         []string
+}
+
+const runLong = `run joins a group as a member and runs COMMAND once per partition it owns,
+as a child process. In the arguments, {partition} and {epoch} are replaced by
+the partition's id and its epoch. The child's environment also holds:
+
+  HERD_PARTITION           the partition's id
+  HERD_EPOCH               the epoch of this ownership (a fencing token)
+  HERD_CHECKPOINT          the partition's last saved checkpoint, if it is
+                           text (valid UTF-8, no NUL byte); unset otherwise
+  HERD_CHECKPOINT_BASE64   the same in standard base64, always set
+  HERD_SOCKET              the socket of "herd checkpoint"
+  HERD_GROUP, HERD_MEMBER  the group and this member's id
+
+A child saves its progress with "herd checkpoint VALUE" (exit status 0:
+saved, 3: fenced, the partition has moved on and the child should stop, 1:
+error), or by speaking the socket's protocol itself (README, "herd run").
+
+--partitions sets the group's partition set: ids and ranges separated by
+commas (0-31, a,b,c, 0-3,x) or @file with one id per line. Without it the
+member follows the set already stored.
+
+Stopping. When the partition is handed off (another member joined, or this
+one leaves), the child's whole process group gets SIGTERM, then SIGKILL after
+--max-shutdown; the partition is released once it is gone. When the member
+cannot renew its session in time it kills its children at once with SIGKILL,
+on its own monotonic clock, before the store can expire the session. No
+child outlives herd run, even when herd run is killed with SIGKILL (Linux: a
+parent-death signal kills the child's process group; a process that leaves
+the group with setsid escapes).
+
+Restarts. A child that exits on its own is started again after
+--restart-delay, doubled after each exit up to --restart-max, with jitter;
+a child that ran for --restart-max or longer starts the count afresh.
+
+On SIGINT or SIGTERM the member hands its partitions off and leaves; a second
+signal kills the children at once and exits (the session then expires after
+--ttl). Each line of the children's output is prefixed with [partition].`
+
+func runCmd() *cobra.Command {
+	o := runOpts{}
+	cmd := &cobra.Command{
+		Use:   "run --store URL --group G [--partitions SPEC] -- COMMAND [ARGS...]",
+		Short: "Be a member: run COMMAND once per owned partition",
+		Long:  runLong,
+		Example: `  # 32 partitions over every "herd run" of group orders, one consumer each
+  herd run --store redis://127.0.0.1:6379 --group orders --partitions 0-31 -- ./consumer --partition {partition}
+
+  # a shell child that saves its progress; metrics and health on loopback
+  herd run --store redis://127.0.0.1:6379 --group cities --partitions @cities.txt \
+    --metrics :9090 -- sh -c 'work "$HERD_PARTITION" && herd checkpoint done'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.args = args
+			o.logger = logger(cmd)
+			return runRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false) // everything after COMMAND is the command's
+	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], or mem:// (required)")
+	f.StringVar(&o.group, "group", "", "the group to join (required)")
+	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
+	f.StringVar(&o.partitions, "partitions", "", "the partition set: 0-31, a,b,c, combined, or @file (default: the set stored)")
+	f.DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL: a crashed member's partitions run elsewhere after it, 10ms to 1h")
+	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
+	f.DurationVar(&o.restartDelay, "restart-delay", time.Second, "pause before a child that exited is started again, 1ms to 1h")
+	f.DurationVar(&o.restartMax, "restart-max", time.Minute, "the longest pause between restarts, --restart-delay to 24h")
+	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
+	_ = cmd.MarkFlagRequired("store")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+// childShimCmd is the shim each child runs under (see internal/child).
+func childShimCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "__child PARENT_PID -- COMMAND [ARGS...]",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			os.Exit(child.ShimMain(args))
+		},
+	}
+}
+
+// validate checks every flag and argument of run.
+func (o runOpts) validate() (*connector, []store.Partition, error) {
+	if err := store.ValidateID("group", o.group); err != nil {
+		return nil, nil, fmt.Errorf("--group: %w", err)
+	}
+	if o.member != "" {
+		if err := store.ValidateID("member", o.member); err != nil {
+			return nil, nil, fmt.Errorf("--member: %w", err)
+		}
+	}
+	if err := checkTTL(o.ttl); err != nil {
+		return nil, nil, err
+	}
+	if o.metrics != "" {
+		if _, err := metricsAddr(o.metrics); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkDuration("max-shutdown", o.maxShutdown, 0, time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("restart-delay", o.restartDelay, time.Millisecond, time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("restart-max", o.restartMax, o.restartDelay, 24*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if len(o.args) == 0 || o.args[0] == "" {
+		return nil, nil, errors.New("no command: write herd run [flags] -- COMMAND [ARGS...]")
+	}
+	var ps []store.Partition
+	if o.partitions != "" {
+		var err error
+		if ps, err = parsePartitions(o.partitions); err != nil {
+			return nil, nil, err
+		}
+	}
+	conn, err := newConnector(o.storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, ps, nil
+}
+
+// runner is one herd run member: its children and its checkpoint socket.
+type runner struct {
+	o      runOpts
+	group  string
+	member string
+	shim   []string
+	sock   string
+	st     store.Store
+	log    *slog.Logger
+	out    io.Writer
+	errOut io.Writer
+	outMu  sync.Mutex
+	errMu  sync.Mutex
+	force  chan struct{} // closed on a second signal: kill children at once
+
+	mu     sync.Mutex
+	claims map[string]*herd.Claim // partitions with a child, by id
+}
+
+func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
+	conn, ps, err := o.validate()
+	if err != nil {
+		return err
+	}
+	// The shim is herd itself. /proc/self/exe still runs this binary after
+	// it was replaced or deleted on disk (an upgrade while herd run runs).
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("run: finding herd's own executable (the children's shim): %w", err)
+		}
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(errOut, nil))
+	}
+	r := &runner{
+		o: o, group: o.group, shim: []string{exe, "__child"},
+		log: o.logger, out: out, errOut: errOut,
+		force: make(chan struct{}), claims: map[string]*herd.Claim{},
+	}
+	// Signals are counted here too: main's handler cancels ctx on the
+	// first and then stops catching them; this one keeps catching them, so
+	// a second signal forces the stop instead of killing herd run before
+	// its children.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	st, err := conn.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r.st = st
+	sock, err := checkpointsock.Listen(r.save)
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	r.sock = sock.Path()
+
+	cfg := herd.Config{
+		Group:      o.group,
+		Member:     o.member,
+		Partitions: ps,
+		Handler:    r.handle,
+		SessionTTL: o.ttl,
+		// The handler kills its child after --max-shutdown; the member's
+		// own watchdog only warns, a little later.
+		MaxShutdown: o.maxShutdown + time.Second,
+		Logger:      r.log,
+	}
+	var reg *prometheus.Registry
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		cfg.Metrics = reg
+	}
+	life, crash := context.WithCancel(context.WithoutCancel(ctx))
+	defer crash()
+	m, err := herd.Join(life, st, cfg)
+	if err != nil {
+		return err
+	}
+	r.member = m.ID()
+	r.log.Info("joined", "group", o.group, "member", m.ID(), "socket", r.sock)
+	if reg != nil {
+		_, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(m) }, r.log)
+		if err != nil {
+			crash()
+			<-m.Done()
+			return err
+		}
+		defer stop()
+	}
+
+	signals := 0
+	select {
+	case <-ctx.Done():
+	case <-sigs:
+		signals++
+	case <-m.Done():
+		return fmt.Errorf("run: the member stopped: %w", m.Err())
+	}
+	r.log.Info("leaving: stopping children and handing partitions off (a second signal kills them at once)")
+	leaveCtx, cancelLeave := context.WithCancel(context.Background())
+	defer cancelLeave()
+	left := make(chan error, 1)
+	go func() { left <- m.Leave(leaveCtx) }()
+	for {
+		select {
+		case err := <-left:
+			crash()
+			<-m.Done()
+			if signals >= 2 {
+				return fmt.Errorf("run: forced stop: children killed, partitions not handed off (they run elsewhere once the session expires, within --ttl): %w", context.Canceled)
+			}
+			if err != nil {
+				return fmt.Errorf("run: leave: %w", err)
+			}
+			return nil
+		case <-sigs:
+			if signals++; signals == 2 {
+				r.log.Warn("second signal: killing children now")
+				close(r.force)
+				cancelLeave()
+			}
+		}
+	}
+}
+
+// handle is the member's handler: it runs the partition's child, restarts it
+// with backoff when it exits on its own, and stops it when the claim ends.
+func (r *runner) handle(c *herd.Claim) error {
+	r.mu.Lock()
+	r.claims[c.Partition] = c
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.claims, c.Partition)
+		r.mu.Unlock()
+	}()
+	ctx := c.Context()
+	failures := 0
+	for {
+		select {
+		case <-r.force:
+			return nil
+		default:
+		}
+		began := time.Now()
+		p, outs, err := r.start(c)
+		if err != nil {
+			r.log.Error("starting the child failed", "partition", c.Partition, "err", err)
+		} else {
+			select {
+			case <-p.Done():
+			case <-ctx.Done():
+				r.stop(c, p)
+				flush(outs)
+				return nil
+			case <-r.force:
+				p.Stop(0)
+				flush(outs)
+				return nil
+			}
+			flush(outs)
+			if time.Since(began) >= r.o.restartMax {
+				failures = 0
+			}
+		}
+		failures++
+		d := r.backoff(failures)
+		how := "the child could not be started"
+		if p != nil {
+			how = p.Describe()
+		}
+		r.log.Warn("child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
+			"how", how, "exits_in_a_row", failures, "after", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-r.force:
+			t.Stop()
+			return nil
+		}
+	}
+}
+
+// backoff is the pause before start number n+1 after n exits in a row:
+// restart-delay doubled n-1 times, at most restart-max, less up to a half
+// at random so that children failing together do not restart together.
+func (r *runner) backoff(n int) time.Duration {
+	d := r.o.restartDelay
+	for i := 1; i < n && d < r.o.restartMax; i++ {
+		d *= 2
+	}
+	d = min(d, r.o.restartMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// stop ends the child of a claim whose context was cancelled. A handoff (or
+// a Leave) gives it --max-shutdown after SIGTERM. A session that has ended
+// (fenced on the local clock, expired in the store, or the member stopped)
+// kills it at once, before or during that grace: another member may start
+// the partition as soon as the store expires the session.
+func (r *runner) stop(c *herd.Claim, p *child.Process) {
+	lost := func() {
+		r.log.Warn("session lost: killing the child now", "partition", c.Partition, "cause", c.SessionCause())
+	}
+	select {
+	case <-c.SessionDone():
+		lost()
+		p.Stop(0)
+		return
+	default:
+	}
+	stopped := make(chan bool, 1)
+	go func() { stopped <- p.Stop(r.o.maxShutdown) }()
+	select {
+	case killed := <-stopped:
+		if killed {
+			r.log.Warn("the child did not exit within --max-shutdown after SIGTERM; killed", "partition", c.Partition, "max_shutdown", r.o.maxShutdown)
+		}
+		return
+	case <-c.SessionDone():
+		lost()
+	case <-r.force:
+	}
+	p.Signal(syscall.SIGKILL)
+	<-stopped
+}
+
+// start starts the claim's child with its arguments and environment.
+func (r *runner) start(c *herd.Claim) (*child.Process, []*child.Lines, error) {
+	epoch := strconv.FormatUint(c.Epoch, 10)
+	args := make([]string, len(r.o.args))
+	for i, a := range r.o.args {
+		args[i] = strings.NewReplacer("{partition}", c.Partition, "{epoch}", epoch).Replace(a)
+	}
+	env := make([]string, 0, len(os.Environ())+8)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HERD_PARTITION", "HERD_EPOCH", "HERD_CHECKPOINT", "HERD_CHECKPOINT_BASE64", "HERD_SOCKET", "HERD_GROUP", "HERD_MEMBER":
+			continue // set below, or not at all
+		}
+		env = append(env, kv)
+	}
+	cp := c.LastCheckpoint()
+	env = append(env,
+		"HERD_PARTITION="+c.Partition, "HERD_EPOCH="+epoch,
+		"HERD_CHECKPOINT_BASE64="+base64.StdEncoding.EncodeToString(cp),
+		"HERD_SOCKET="+r.sock, "HERD_GROUP="+r.group, "HERD_MEMBER="+r.member)
+	if utf8.Valid(cp) && !strings.ContainsRune(string(cp), 0) {
+		env = append(env, "HERD_CHECKPOINT="+string(cp))
+	}
+	prefix := "[" + c.Partition + "] "
+	outs := []*child.Lines{child.NewLines(r.out, &r.outMu, prefix), child.NewLines(r.errOut, &r.errMu, prefix)}
+	p, err := child.Start(child.Spec{Shim: r.shim, Args: args, Env: env, Stdout: outs[0], Stderr: outs[1]})
+	if err != nil {
+		return nil, nil, err
+	}
+	r.log.Info("child started", "partition", c.Partition, "epoch", c.Epoch, "pid", p.Pid())
+	return p, outs, nil
+}
+
+func flush(outs []*child.Lines) {
+	for _, l := range outs {
+		l.Flush()
+	}
+}
+
+// saveTimeout bounds one checkpoint request (the member bounds it further
+// by its session's fence time).
+const saveTimeout = 10 * time.Second
+
+// save answers a checkpoint request from a child.
+func (r *runner) save(ctx context.Context, part string, epoch uint64, value []byte) checkpointsock.Reply {
+	r.mu.Lock()
+	c := r.claims[part]
+	r.mu.Unlock()
+	if c == nil {
+		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
+	}
+	if c.Epoch != epoch {
+		return checkpointsock.Reply{Fenced: true, Current: c.Epoch}
+	}
+	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
+	defer cancel()
+	err := c.Checkpoint(ctx, value)
+	switch {
+	case err == nil:
+		return checkpointsock.Reply{}
+	case errors.Is(err, herd.ErrNotOwner):
+		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
+	}
+	return checkpointsock.Reply{Err: err}
+}
+
+// currentEpoch is the partition's epoch in the store, 0 if it cannot be
+// read quickly. Only a fenced request pays for this read of the group.
+func (r *runner) currentEpoch(ctx context.Context, part string) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	snap, err := r.st.Snapshot(ctx, r.group)
+	if err != nil {
+		return 0
+	}
+	for _, o := range snap.Owners {
+		if o.Partition == part {
+			return o.Epoch
+		}
+	}
+	return 0
+}
