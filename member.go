@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,12 +263,7 @@ func (m *Member) Leave(ctx context.Context) error {
 func (m *Member) handlersRunning() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.handlers))
-	for p := range m.handlers {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.handlers))
 }
 
 // handlerStarted and handlerReturned keep m.handlers: the partitions whose
@@ -320,12 +315,7 @@ func (m *Member) Session() string {
 func (m *Member) Owned() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.owned))
-	for p := range m.owned {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.owned))
 }
 
 // SetPartitions replaces the group's partition set for every member.
