@@ -61,18 +61,25 @@ type Member struct {
 	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
 	sessions    map[string]bool   // live sessions at the last reconcile
 	joinedAt    time.Time         // when a new session was last seen
-	readAt      time.Time         // when reconcile last started reading the group
-	readGap     time.Duration     // the least time between two reads (readGap)
-	urgentGap   time.Duration     // the same after a membership change (1 µs per record)
 
 	// Owned by the reconcile loop too: what malformed.go has reported.
 	malformed   map[string]bool // malformed records already reported
 	corruptSeen string          // the corrupt-group error already reported, "" if none
 
-	dueAt time.Time // when the loop's timer is set to read again
-	step  stepLog   // what the current rebalance step changed, for its log line
+	step     stepLog // what the current rebalance step changed, for its log line
+	incoming int     // partitions the last plan gave this member that others still hold
 
-	urgent atomic.Bool // a member joined or left, or a session is due to expire: read soon
+	rep replica // the member's copy of the group, fed by feedLoop
+	// writes counts this member's completed writes that the replica must
+	// show before plan may judge them (a session opened, a batch of
+	// claims): each is numbered when its call returns, and a read of the
+	// group that began after it shows it (replica.base).
+	writes atomic.Uint64
+	// expireAt carries, from the renewal goroutine to the reconcile loop,
+	// when the earliest session of the group expires (KeepAlive's next):
+	// the loop calls ExpireSessions just after, so that a crashed member's
+	// session ends on time and every replica learns it through the log.
+	expireAt chan time.Time
 
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
@@ -82,13 +89,10 @@ type Member struct {
 	handlers map[string]int
 	sess     string // current session id, "" if none
 
-	// Partitions the last target gave this member while another member
-	// still held them (incoming), and those of them whose release the change
-	// feed has since announced (released), for the reconcile loop to claim
-	// without waiting for its next read. Written by plan and watchLoop.
-	inMu     sync.Mutex
-	incoming map[string]bool
-	released []string
+	// Records this member released (partition -> epoch) that its replica
+	// may still show as its own: plan does not release them again.
+	relMu    sync.Mutex
+	released map[string]uint64
 }
 
 // Errors a member reports.
@@ -111,6 +115,9 @@ type session struct {
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
 	cancel context.CancelCauseFunc
 	renew  chan struct{} // closed when the renewal goroutine has returned
+	// seq numbers the opening among the member's writes (Member.writes):
+	// plan waits for a replica that shows it.
+	seq uint64
 	// fence is when the renewal goroutine fences the session unless a
 	// renewal succeeds first: the last successful renewal's send time plus
 	// SessionTTL-FenceMargin. Store calls made for the session's handlers
@@ -178,6 +185,7 @@ type slot struct {
 	cancel   context.CancelFunc
 	mode     atomic.Int32
 	released atomic.Bool // set once released (normal path or ForceHandoff)
+	seq      uint64      // the claim's number among the member's writes (Member.writes)
 }
 
 // Join opens a session for cfg.Member in cfg.Group and starts taking part:
@@ -213,6 +221,8 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		wake:        make(chan struct{}, 1),
 		slotDone:    make(chan *slot),
 		owned:       map[string]uint64{},
+		expireAt:    make(chan time.Time, 1),
+		released:    map[string]uint64{},
 	}
 	sess, err := m.openSession(runCtx)
 	if err != nil {
@@ -364,7 +374,10 @@ func (m *Member) openSession(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
-	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{})}
+	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1)}
+	// A new session starts from a new read of the group (the replica may
+	// have diverged while there was none).
+	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.mu.Lock()
 	m.sess = id
@@ -405,10 +418,13 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
-		_, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+		nextExpiry, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
 		cancel()
 		switch {
 		case err == nil:
+			if nextExpiry > 0 {
+				m.noteExpiry(time.Now().Add(nextExpiry))
+			}
 			lastSent = sent
 			s.setFence(sent.Add(fenceAfter))
 			fence.Reset(fenceAfter - time.Since(sent))
@@ -426,47 +442,18 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	}
 }
 
-// watchLoop forwards change events as wake-ups until the member stops. If the
-// feed cannot be opened or ends early it is opened again after a pause, and
-// the group is re-read.
-func (m *Member) watchLoop(done chan<- struct{}) {
-	defer close(done)
-	backoff := 50 * time.Millisecond
-	for m.runCtx.Err() == nil {
-		ch, err := m.st.Watch(m.runCtx, m.cfg.Group)
-		if err == nil {
-			backoff = 50 * time.Millisecond
-			m.forgetIncoming() // events may have been missed
-			m.poke()
-			for ev := range ch {
-				if m.cfg.Gate.wait(m.runCtx) != nil {
-					break
-				}
-				// Our own claims, releases and join need no re-read: the
-				// loop already acts on them.
-				if (ev.Kind == store.EventClaimed || ev.Kind == store.EventReleased || ev.Kind == store.EventJoined) && ev.Session != "" && ev.Session == m.Session() {
-					continue
-				}
-				switch ev.Kind {
-				case store.EventReleased:
-					m.noteReleased(ev.Partition)
-				case store.EventClaimed:
-					// Another member's claim: the target stands.
-				case store.EventJoined, store.EventLeft:
-					m.forgetIncoming()
-					m.urgent.Store(true)
-				default:
-					m.forgetIncoming()
-				}
-				m.poke()
-			}
-		} else if m.runCtx.Err() == nil {
-			m.log.Warn("change feed unavailable; relying on polling until it returns", "err", err)
+// noteExpiry tells the reconcile loop when the earliest session of the
+// group expires; the latest news replaces what it has not read yet.
+func (m *Member) noteExpiry(t time.Time) {
+	for {
+		select {
+		case m.expireAt <- t:
+			return
+		default:
 		}
 		select {
-		case <-m.runCtx.Done():
-		case <-time.After(backoff):
-			backoff = min(2*backoff, m.cfg.RenewInterval)
+		case <-m.expireAt:
+		default:
 		}
 	}
 }
@@ -477,17 +464,31 @@ func (m *Member) run(sess *session) {
 	defer m.stop()
 
 	slots := map[string]*slot{}
-	watchDone := make(chan struct{})
-	go m.watchLoop(watchDone)
+	feedDone := make(chan struct{})
+	go m.feedLoop(feedDone)
 
-	poll := time.NewTimer(m.cfg.PollInterval)
-	defer poll.Stop()
-	// expiry wakes the loop when the first other session would expire if it
-	// is not renewed, so a crashed member is noticed at its TTL without
-	// depending on the store to announce expiries.
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
+	// later wakes the loop when plan asked to look again (the end of
+	// JoinSettle or of a hold, a contested claim): the replica is read
+	// again, not the store.
+	later := time.NewTimer(time.Hour)
+	later.Stop()
+	defer later.Stop()
+	// expire fires just after the earliest session of the group would
+	// expire if it is not renewed (renewals say when: noteExpiry), to
+	// have the store end it: a crashed member's session ends on time, and
+	// every replica learns it from the log.
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
+	expireAfter := func(d time.Duration) {
+		// Just after the store would expire it; never spin.
+		expire.Reset(max(d, 0) + max(m.cfg.SessionTTL/100, 5*time.Millisecond))
+	}
+	// backstop: the log shows every change herd makes, but not a record
+	// written, broken or repaired by hand; the group is read anew every
+	// PollInterval so that such an edit is noticed (see Config).
+	backstop := time.NewTicker(m.cfg.PollInterval)
+	defer backstop.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -573,7 +574,7 @@ func (m *Member) run(sess *session) {
 			delete(slots, sl.claim.Partition)
 		}
 		m.stop() // ends the change feed
-		<-watchDone
+		<-feedDone
 		m.mu.Lock()
 		clear(m.owned)
 		m.sess = ""
@@ -665,9 +666,24 @@ func (m *Member) run(sess *session) {
 			}
 			continue
 		case <-m.wake:
-		case <-poll.C:
-		case <-expiry.C:
-			m.urgent.Store(true)
+		case <-later.C:
+		case <-backstop.C:
+			m.rep.resync()
+			continue
+		case t := <-m.expireAt:
+			expireAfter(time.Until(t))
+			continue
+		case <-expire.C:
+			if sess == nil || leaving {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
+			next, err := m.st.ExpireSessions(ctx, m.cfg.Group)
+			cancel()
+			if err == nil && next > 0 {
+				expireAfter(next)
+			}
+			continue
 		case <-retry.C:
 			openDue = true
 		}
@@ -679,34 +695,25 @@ func (m *Member) run(sess *session) {
 			if sess.ctx.Err() == nil && m.runCtx.Err() == nil {
 				m.reconcileFailed(err)
 			}
-			m.urgent.Store(true) // finish what the failed call left undone
 			retryLater()
 		} else {
 			backoff = 20 * time.Millisecond
 		}
 		if next > 0 {
-			expiry.Reset(next)
-			m.dueAt = time.Now().Add(next)
+			later.Reset(next)
 		}
-		poll.Reset(m.cfg.PollInterval)
 	}
 }
 
-// reconcile reads the group, computes the target assignment and moves this
-// member toward it: drops partitions it lost, hands off those the target
-// gives to others, claims free ones the target gives it. It returns when to
-// look again (for an expiring session, or after a read it put off; 0: no
-// need).
+// reconcile computes the target assignment from the replica and moves
+// this member toward it: drops partitions it lost, hands off those the
+// target gives to others, claims free ones the target gives it. It returns
+// when to look again (0: when the replica changes).
 //
-// Reading and computing (plan) costs O(P) time for P partitions, whatever
-// the share of this member; claiming and releasing, which wait on the
-// store, hold only the list of partitions to change, not the snapshot.
-// Every claim and release wakes every member, so a rebalance that moves
-// many partitions would make each member read the whole group once per
-// store round trip while it lasts; reads are therefore spaced (readGap):
-// the events that arrive in between are acted on by one read at the end of
-// the gap. A lone event (a crash, a graceful handoff) is read at once.
-func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration, error) {
+// Planning (plan) costs O(P) time for P partitions, whatever the share of
+// this member, and no store operation: the replica is fed by the group's
+// log. Claiming and releasing go to the store in batches.
+func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Duration, err error) {
 	defer m.logStep()
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
 	defer cancel()
@@ -715,29 +722,9 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	if !ok {
 		return 0, nil // the session is being fenced; the loop opens a new one
 	}
-	// Partitions handed to us since the last read need no read: the target
-	// that gave them to us was computed then. (If it has changed since,
-	// the next read hands them on; the store lets only one owner in.)
-	if done, err := m.claimAll(ctx, sess, slots, m.takeReleased()); done || err != nil {
-		return 0, err
-	}
-	gap := m.readGap
-	if m.urgent.Load() {
-		gap = m.urgentGap
-	}
-	if wait := gap - time.Since(m.readAt); wait > 0 {
-		// Read again at the end of the gap: the wake-ups until then,
-		// whatever their number, cost one read. A read already due
-		// earlier (the end of JoinSettle, an expiring session) stays due.
-		if due := time.Until(m.dueAt); due > 0 && due < wait {
-			wait = due
-		}
-		return wait, nil
-	}
-	m.urgent.Store(false)
 	pl, err := m.plan(ctx, sess, slots)
-	if err != nil || pl.expired {
-		return 0, err
+	if err != nil || pl.expired || pl.wait {
+		return pl.next, err
 	}
 
 	// Partitions the target gives us and that are free, in ID order.
@@ -747,128 +734,114 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 
 	// Records the store says are ours but we do not run (a Claim whose reply
 	// was lost) and the target gives to others: release them.
+	var held []store.Ownership
 	for _, r := range pl.release {
-		if slots[r.Partition] != nil {
-			continue
+		if slots[r.Partition] == nil {
+			held = append(held, r)
 		}
-		if err := m.st.Release(ctx, m.cfg.Group, r.Partition, sess.id, r.Epoch); err != nil && !errors.Is(err, store.ErrNotOwner) {
-			return pl.next, fmt.Errorf("release %q: %w", r.Partition, err)
+	}
+	for len(held) > 0 {
+		n := min(len(held), store.MaxBatch)
+		if _, err := m.st.ReleaseBatch(ctx, m.cfg.Group, sess.id, held[:n]); err != nil {
+			if errors.Is(err, store.ErrCorrupt) {
+				// The group's keys broke, which the log cannot show:
+				// read the group, whose failure is reported (once).
+				m.rep.distrust()
+				return pl.next, nil
+			}
+			return pl.next, fmt.Errorf("release %d records: %w", n, err)
 		}
+		// Each is released, or no longer ours (ErrNotOwner), or
+		// malformed (ErrCorrupt, listed at the next read): none is to be
+		// released again, whatever the replica shows until its entry.
+		m.noteReleased(held[:n])
+		held = held[n:]
 	}
 	return pl.next, nil
 }
 
-// claimAll claims the partitions ps, skipping those already running here
-// or claimed by another member first, and starts their handlers. It reports
-// done if the session turned out to be expired.
+// claimAll claims the partitions ps, skipping those already running here,
+// in batches of store.MaxBatch, and starts their handlers. A partition
+// claimed by another member first, or whose record turns out malformed,
+// is skipped (see replica.contested). It reports done if the session
+// turned out to be expired.
 func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string) (done bool, err error) {
-	for _, p := range ps {
-		if slots[p] != nil {
-			continue
-		}
-		o, err := m.st.Claim(ctx, m.cfg.Group, p, sess.id)
+	ps = slices.DeleteFunc(slices.Clone(ps), func(p string) bool { return slots[p] != nil })
+	for len(ps) > 0 {
+		batch := ps[:min(len(ps), store.MaxBatch)]
+		ps = ps[len(batch):]
+		res, err := m.st.ClaimBatch(ctx, m.cfg.Group, sess.id, batch)
 		switch {
-		case err == nil:
-			m.start(sess, slots, o)
-			m.step.claim(p, o.Epoch)
-		case errors.Is(err, store.ErrClaimed):
-			// Someone got there first: their view differed from ours,
-			// so ours is out of date. Read again soon.
-			m.urgent.Store(true)
 		case errors.Is(err, store.ErrSessionExpired):
 			sess.cancel(ErrSessionExpired)
 			return true, nil
 		case errors.Is(err, store.ErrCorrupt):
-			// Its record broke since the read: it costs this partition
-			// only. The next read lists it as malformed (reported once,
-			// not placed), or fails as a whole if the group is corrupt.
-			m.urgent.Store(true)
-		default:
-			return false, fmt.Errorf("claim %q: %w", p, err)
+			// As in reconcile: read the group, whose failure is reported.
+			m.rep.distrust()
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("claim %d partitions: %w", len(batch), err)
+		case len(res) != len(batch):
+			return false, fmt.Errorf("claim %d partitions: the store answered %d results: %w", len(batch), len(res), store.ErrCorrupt)
+		}
+		seq := m.writes.Add(1)
+		for i, r := range res {
+			p := batch[i]
+			switch {
+			case r.Err == nil:
+				m.start(sess, slots, r.Ownership, seq)
+				m.step.claim(p, r.Ownership.Epoch)
+			case errors.Is(r.Err, store.ErrClaimed):
+				// Someone got there first: our replica has not shown it
+				// yet. Its entry is on its way; if it does not come, the
+				// replica is stale and plan reads the group anew.
+				m.rep.contest(p, time.Now())
+			case errors.Is(r.Err, store.ErrCorrupt):
+				// Its record broke since the read: it costs this partition
+				// only. The log does not show that (nothing herd wrote), so
+				// read the group: it lists the record as malformed
+				// (reported once, not placed).
+				m.rep.contest(p, time.Now())
+				m.rep.resync()
+			default:
+				return false, fmt.Errorf("claim %q: %w", p, r.Err)
+			}
 		}
 	}
 	return false, nil
 }
 
-// noteReleased records that the change feed announced partition p released,
-// if the last target gives it to this member.
-func (m *Member) noteReleased(p string) {
-	m.inMu.Lock()
-	defer m.inMu.Unlock()
-	if m.incoming[p] {
-		delete(m.incoming, p)
-		m.released = append(m.released, p)
+// noteReleased records that this member released the records held (or
+// found them not its own), so that plan does not release them again while
+// the replica has not shown the release yet.
+func (m *Member) noteReleased(held []store.Ownership) {
+	m.relMu.Lock()
+	defer m.relMu.Unlock()
+	for _, r := range held {
+		m.released[r.Partition] = r.Epoch
 	}
 }
 
-// takeReleased returns the partitions noteReleased recorded, and forgets them.
-func (m *Member) takeReleased() []string {
-	m.inMu.Lock()
-	defer m.inMu.Unlock()
-	ps := m.released
-	m.released = nil
-	return ps
-}
-
-// setIncoming replaces the partitions the target gives this member while
-// others hold them. Releases already noted are kept if the new target also
-// gives them to this member (they may have happened after the read).
-func (m *Member) setIncoming(ps []string) {
-	m.inMu.Lock()
-	defer m.inMu.Unlock()
-	if m.incoming == nil {
-		m.incoming = map[string]bool{}
+// releasedAlready reports whether this member released partition p at
+// epoch; it forgets p once the replica shows a record that is not that one
+// of this member (cur is the record's epoch, mine whether it names this
+// member's session).
+func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
+	m.relMu.Lock()
+	defer m.relMu.Unlock()
+	e, ok := m.released[p]
+	if ok && (!mine || e != epoch) {
+		delete(m.released, p)
+		return false
 	}
-	clear(m.incoming)
-	for _, p := range ps {
-		m.incoming[p] = true
-	}
-	keep := m.released[:0]
-	for _, p := range m.released {
-		if m.incoming[p] {
-			delete(m.incoming, p)
-			keep = append(keep, p)
-		}
-	}
-	m.released = keep
-}
-
-// forgetIncoming forgets the partitions the last target gave this member:
-// the membership or the partition set has changed, so the target is stale
-// until the next read.
-func (m *Member) forgetIncoming() {
-	m.inMu.Lock()
-	defer m.inMu.Unlock()
-	clear(m.incoming)
-	m.released = nil
-}
-
-// readGap is the least time between two reads of a group of p partitions
-// (or records) and n live members, the last read having taken took. It is
-// the larger of
-//   - 1 µs per record, so that a member reads at most about a million
-//     records a second during a burst of changes (under a thousand
-//     partitions it is less than a store round trip), and
-//   - 4n times the last read: the n members, each reading at most once per
-//     gap, then keep a shared store busy with reads at most a quarter of the
-//     time. A read that took long because the store was busy lengthens the
-//     gap, so the fleet backs off when the store is loaded (16 members
-//     placing 10,000 partitions together over one Redis otherwise queue
-//     every claim behind the others' reads);
-//
-// and never more than limit (SessionTTL/40, 250 ms by default), so a burst
-// delays a member's reaction by at most that. When a member has joined or
-// left, or a session is due to expire, only the first applies (urgentGap):
-// partitions wait for an owner, or the spread is no longer fair. Such
-// events come one per member, not one per partition.
-func readGap(p, n int, took, limit time.Duration) time.Duration {
-	return min(max(time.Duration(p)*time.Microsecond, 4*time.Duration(n)*took), limit)
+	return ok
 }
 
 // reconcilePlan is what plan decided: the store calls left to make.
 type reconcilePlan struct {
-	next    time.Duration // when to look again for an expiring session
+	next    time.Duration // when to look again (JoinSettle, a hold, a contested claim)
 	expired bool          // the store no longer knows the session
+	wait    bool          // the replica does not show the session yet: nothing to do
 	claim   []string      // partitions to claim, in ID order
 	release []store.Ownership
 }
@@ -891,22 +864,24 @@ type reconcileBuf struct {
 
 var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: map[string]int32{}} }}
 
-// plan reads the group, computes the target assignment, drops the partitions
-// this member lost and starts handing off those the target gives to others
-// (neither waits on the store), and returns what is left to claim and to
-// release. The snapshot is not kept.
+// plan computes, from the replica, the target assignment, drops the
+// partitions this member lost and starts handing off those the target
+// gives to others (neither waits on the store), and returns what is left to
+// claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	var pl reconcilePlan
-	m.readAt = time.Now()
-	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
+	snap, base, err := m.rep.current()
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
+	if snap == nil || base < sess.seq {
+		// The read that shows this session is under way; the feed wakes
+		// the loop when it is done.
+		pl.wait = true
+		return pl, nil
+	}
 	m.corruptRepaired()
 	m.reportMalformed(snap.Malformed)
-	records, limit := max(len(snap.Partitions), len(snap.Owners)), m.cfg.SessionTTL/40
-	m.readGap = readGap(records, len(snap.Sessions), time.Since(m.readAt), limit)
-	m.urgentGap = readGap(records, 0, 0, limit)
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
@@ -921,7 +896,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		m.holdAfterLoss(true)
 	}
 	// A linear scan, not snap.Alive: that trusts the store's sort order,
-	// which sorted (below) checks only later.
+	// which sorted (below) checks only later. The replica shows this
+	// session (base >= sess.seq): if it lacks it, the log said the session
+	// expired or was closed, or a new read of the group lacks it.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
 		// The store no longer knows us (expired, or it lost its data):
 		// everything we run is no longer ours.
@@ -936,17 +913,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		if !m.sessions[s.ID] {
 			m.joinedAt = time.Now()
 		}
-		if s.ID != sess.id && (pl.next == 0 || s.Remaining < pl.next) {
-			pl.next = s.Remaining
-		}
 	}
 	clear(m.sessions)
 	for _, s := range snap.Sessions {
 		m.sessions[s.ID] = true
-	}
-	if pl.next > 0 {
-		// Look just after the store would expire it; never spin.
-		pl.next += max(m.cfg.SessionTTL/100, 5*time.Millisecond)
 	}
 	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
@@ -972,6 +942,18 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		owners = sortedOwners(owners)
 		b.join(sessions, parts, owners, sess.id)
 	}
+	// Partitions we claimed that the replica does not show yet are ours:
+	// the target must not move them for want of their entries.
+	for p, sl := range slots {
+		if sl.sess != sess || sl.mode.Load() != modeRun || base >= sl.seq {
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) }); ok && b.owner[i] != me {
+			if r := b.rec[i]; r < 0 || owners[r].Epoch < sl.claim.Epoch {
+				b.owner[i] = me
+			}
+		}
+	}
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	if err != nil {
 		return pl, fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
@@ -987,6 +969,11 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		var rec *store.Ownership
 		if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok {
 			rec = &owners[r]
+		}
+		if (rec == nil || rec.Epoch < sl.claim.Epoch) && base < sl.seq {
+			// Our claim is not in the replica yet: its entry is on its
+			// way (or a new read, if the store lost it, will show that).
+			continue
 		}
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
@@ -1008,8 +995,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 
 	// Partitions the target gives us: claim the free ones, in ID order.
-	var incoming []string
 	now := time.Now()
+	m.incoming = 0
 	if now.Before(m.holdFresh) && m.holdFree.Before(m.holdFresh) && slices.Contains(b.rec, -1) {
 		// Back from a session loss, the store has partitions without a
 		// record: it lost data. Hold every free partition (holdAfterLoss).
@@ -1033,8 +1020,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		if o := b.owner[i]; o >= 0 && o != me {
 			// Still held: its owner hands it off, and we claim it when the
-			// change feed announces the release.
-			incoming = append(incoming, p)
+			// replica shows the release.
+			m.incoming++
 			continue
 		}
 		if !holdUntil.IsZero() {
@@ -1047,23 +1034,39 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			}
 			continue
 		}
+		if at, ok := m.rep.contestedSince(p); ok {
+			// A claim of it failed although the replica showed it free,
+			// and the replica has shown nothing about it since: wait for
+			// the entry that explains it. If none comes within
+			// RenewInterval, the replica is stale: read the group anew
+			// and claim again.
+			if wait := m.cfg.RenewInterval - now.Sub(at); wait > 0 {
+				if pl.next == 0 || wait < pl.next {
+					pl.next = wait
+				}
+				continue
+			}
+			m.rep.uncontest(p)
+			m.rep.resync()
+		}
 		// Free, or a record naming our session that we do not run (a
 		// Claim whose reply was lost, a record a failover brought back):
 		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
 	}
-	m.setIncoming(incoming)
 
 	// Records the store says are ours but we do not run and the target
 	// gives to others: release them (after the claims).
 	for i, o := range b.owner {
 		if o == me && target[i] != me && slots[parts[i].ID] == nil {
 			r := &owners[b.rec[i]]
-			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+			if !m.releasedAlready(r.Partition, r.Epoch, true) {
+				pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+			}
 		}
 	}
 	for _, j := range b.strays {
-		if r := &owners[j]; slots[r.Partition] == nil {
+		if r := &owners[j]; slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
 			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
 		}
 	}
@@ -1305,9 +1308,9 @@ func (m *Member) unown(p string) {
 }
 
 // start runs the handler for a freshly claimed partition.
-func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership) {
+func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64) {
 	hctx, cancel := context.WithCancel(sess.ctx)
-	sl := &slot{sess: sess, cancel: cancel}
+	sl := &slot{sess: sess, cancel: cancel, seq: seq}
 	part, epoch := o.Partition, o.Epoch
 	sl.claim = &Claim{
 		Partition: part,
@@ -1474,6 +1477,16 @@ func (m *Member) release(sl *slot) {
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()
 	err := m.st.Release(ctx, m.cfg.Group, sl.claim.Partition, sl.sess.id, sl.claim.Epoch)
+	if err == nil || errors.Is(err, store.ErrNotOwner) {
+		m.noteReleased([]store.Ownership{{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch}})
+	}
+	if errors.Is(err, store.ErrCorrupt) {
+		// The group's keys broke (by hand): the read the member makes now
+		// reports it, once for all its calls.
+		m.log.Debug("release failed; the partition frees when the session ends", "partition", sl.claim.Partition, "err", err)
+		m.rep.distrust()
+		return
+	}
 	if err != nil && !errors.Is(err, store.ErrNotOwner) {
 		m.log.Warn("release failed; the partition frees when the session ends", "partition", sl.claim.Partition, "err", err)
 	}
