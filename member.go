@@ -25,7 +25,7 @@ import (
 //     for by it;
 //   - one renewal goroutine per session: it only renews and fences, so no
 //     handler and no slow reconcile can delay a renewal;
-//   - one change-feed reader;
+//   - one reader of the group's log, which feeds the replica (feedLoop);
 //   - one goroutine per partition being run (the handler, then the release).
 type Member struct {
 	cfg Config

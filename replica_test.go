@@ -79,4 +79,3 @@ func TestScenarioRebalanceCostsChanges(t *testing.T) {
 		}
 	})
 }
-
