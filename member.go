@@ -43,7 +43,7 @@ type Member struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	wake     chan struct{} // coalesced "re-read the group" signal
+	wake     chan struct{} // coalesced "plan again" signal (the replica changed, a slot ended)
 	slotDone chan *slot    // a partition's goroutine finished
 	errMu    sync.Mutex
 	err      error // why the member stopped, for Leave/Err
@@ -67,6 +67,10 @@ type Member struct {
 
 	step     stepLog // what the current rebalance step changed, for its log line
 	incoming int     // partitions the last plan gave this member that others still hold
+	// plannedAt is when plan last ran, and planGap the least time until
+	// it runs again (see planGap).
+	plannedAt time.Time
+	planGap   time.Duration
 
 	rep replica // the member's copy of the group, fed by feedLoop
 	// writes counts this member's completed writes that the replica must
@@ -395,7 +399,7 @@ func (m *Member) run(sess *session) {
 			sl := <-m.slotDone
 			delete(slots, sl.claim.Partition)
 		}
-		m.stop() // ends the change feed
+		m.stop() // ends the log reader (feedLoop)
 		<-feedDone
 		m.mu.Lock()
 		clear(m.owned)
@@ -482,7 +486,7 @@ func (m *Member) run(sess *session) {
 			delete(slots, sl.claim.Partition)
 			closeOrphans()
 			// A partition was released or dropped: the target may now let
-			// this member claim something, so re-read.
+			// this member claim something, so plan again.
 			if !leaving {
 				m.poke()
 			}
@@ -510,6 +514,12 @@ func (m *Member) run(sess *session) {
 			openDue = true
 		}
 		if leaving || sess == nil {
+			continue
+		}
+		if wait := m.planGap - time.Since(m.plannedAt); wait > 0 {
+			// Plan at the end of the gap: the changes until then, whatever
+			// their number, cost one plan.
+			later.Reset(wait)
 			continue
 		}
 		next, err := m.reconcile(sess, slots)

@@ -48,7 +48,11 @@ var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: ma
 // claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	var pl reconcilePlan
+	m.plannedAt = time.Now()
 	snap, base, err := m.rep.current()
+	if snap != nil {
+		defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
+	}
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
@@ -377,4 +381,16 @@ func resize[T any](s []T, n int) []T {
 		return make([]T, n, n+n/8)
 	}
 	return s[:n]
+}
+
+// planGap is the least time between two plans of a group of p records, the
+// last plan having taken took. A plan costs O(p) CPU time, and during a
+// rebalance every batch of the log wakes the member: plans are spaced by
+// the larger of 1 µs per record and 4 times the last plan's time, so that
+// planning takes at most about a fifth of a core whatever the rate of
+// changes, and never by more than limit (SessionTTL/40, 250 ms by
+// default), so a burst delays a member's reaction by at most that. A lone
+// change, after a quiet period, is planned at once.
+func planGap(p int, took, limit time.Duration) time.Duration {
+	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
 }

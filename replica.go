@@ -205,6 +205,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		switch {
 		case m.runCtx.Err() != nil:
 			return
+		case err == nil && len(cs) == changesPerRead:
+			// More entries are waiting: plan on the replica once it has
+			// caught up, not on a view that is already stale.
+			backoff = 20 * time.Millisecond
 		case err == nil && len(cs) > 0:
 			backoff = 20 * time.Millisecond
 			m.poke()
