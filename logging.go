@@ -106,10 +106,7 @@ func (m *Member) logStep() {
 	if s.empty() {
 		return
 	}
-	m.inMu.Lock()
-	waiting := len(m.incoming)
-	m.inMu.Unlock()
-	if waiting > 0 && time.Since(s.start) < stepWait {
+	if m.incoming > 0 && time.Since(s.start) < stepWait {
 		return
 	}
 	m.mu.Lock()
