@@ -106,7 +106,10 @@ func (m *Member) logStep() {
 	if s.empty() {
 		return
 	}
-	if m.incoming > 0 && time.Since(s.start) < stepWait {
+	m.inMu.Lock()
+	waiting := len(m.incoming)
+	m.inMu.Unlock()
+	if waiting > 0 && time.Since(s.start) < stepWait {
 		return
 	}
 	m.mu.Lock()
