@@ -80,14 +80,16 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			return nil, after, err
 		}
 		l := &s.group(group, true).log
-		first := l.seq - uint64(len(l.entries)) + 1 // seq of entries[0]
+		// Read under the lock: the errors below are made after unlocking.
+		gen, seq := l.gen, l.seq
+		first := seq - uint64(len(l.entries)) + 1 // seq of entries[0]
 		switch {
-		case l.gen != after.Tag:
+		case gen != after.Tag:
 			s.mu.Unlock()
-			return nil, after, fmt.Errorf("memstore: changes after %v: the log is another history (tag %x): %w", after, l.gen, store.ErrVersionGone)
-		case after.Seq > l.seq:
+			return nil, after, fmt.Errorf("memstore: changes after %v: the log is another history (tag %x): %w", after, gen, store.ErrVersionGone)
+		case after.Seq > seq:
 			s.mu.Unlock()
-			return nil, after, fmt.Errorf("memstore: changes after %v: the log ends at %d: %w", after, l.seq, store.ErrVersionGone)
+			return nil, after, fmt.Errorf("memstore: changes after %v: the log ends at %d: %w", after, seq, store.ErrVersionGone)
 		case after.Seq+1 < first:
 			s.mu.Unlock()
 			return nil, after, fmt.Errorf("memstore: changes after %v: the log starts at %d: %w", after, first, store.ErrVersionGone)
