@@ -375,17 +375,8 @@ func TestRunE2EKill(t *testing.T) {
 func TestRunKillsChildIgnoringSIGTERM(t *testing.T) {
 	const grace = 500 * time.Millisecond
 	m := startRun(t, "m", nil, "--store", "mem://", "--group", "g", "--partitions", "0", "--max-shutdown", grace.String(),
-		"--", "sh", "-c", `trap '' TERM; echo "ready $(cut -d' ' -f5 /proc/$$/stat)"; while :; do sleep 0.05; done`)
-	var pgid int
-	eventually(t, 30*time.Second, "the child running", func() bool {
-		for line := range strings.Lines(m.out.String()) {
-			if g, ok := strings.CutPrefix(strings.TrimSpace(line), "[0] ready "); ok {
-				pgid, _ = strconv.Atoi(g)
-				return true
-			}
-		}
-		return false
-	})
+		"--", "sh", "-c", stubbornChild)
+	pgid := readyGroup(t, m)
 	began := time.Now()
 	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -546,17 +537,8 @@ func TestRunKillsChildWhenSessionCannotBeRenewed(t *testing.T) {
 	const ttl = 2 * time.Second
 	m := startRun(t, "m", nil, "--store", srv.URL(), "--group", "g", "--partitions", "0", "--ttl", ttl.String(),
 		"--max-shutdown", "1m",
-		"--", "sh", "-c", `trap '' TERM; echo "ready $(cut -d' ' -f5 /proc/$$/stat)"; while :; do sleep 0.05; done`)
-	var pgid int
-	eventually(t, 30*time.Second, "the child running", func() bool {
-		for line := range strings.Lines(m.out.String()) {
-			if g, ok := strings.CutPrefix(strings.TrimSpace(line), "[0] ready "); ok {
-				pgid, _ = strconv.Atoi(g)
-				return true
-			}
-		}
-		return false
-	})
+		"--", "sh", "-c", stubbornChild)
+	pgid := readyGroup(t, m)
 	srv.Kill()
 	gone := eventually(t, 2*ttl, "the child's group killed", func() bool { return len(groupAlive(pgid)) == 0 })
 	if gone >= ttl {
@@ -646,4 +628,24 @@ func checkRunMetrics(t *testing.T, addr string) {
 			t.Errorf("/metrics lacks %q", name)
 		}
 	}
+}
+
+// stubbornChild ignores SIGTERM and prints "ready PGID" once running.
+const stubbornChild = `trap '' TERM; echo "ready $(cut -d' ' -f5 /proc/$$/stat)"; while :; do sleep 0.05; done`
+
+// readyGroup waits until partition 0's child of m printed "ready PGID" and
+// returns its process group.
+func readyGroup(t *testing.T, m *member) int {
+	t.Helper()
+	var pgid int
+	eventually(t, 30*time.Second, "the child running", func() bool {
+		for line := range strings.Lines(m.out.String()) {
+			if g, ok := strings.CutPrefix(strings.TrimSpace(line), "[0] ready "); ok {
+				pgid, _ = strconv.Atoi(g)
+				return true
+			}
+		}
+		return false
+	})
+	return pgid
 }
