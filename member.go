@@ -351,7 +351,7 @@ func (m *Member) run(sess *session) {
 		for _, sl := range slots {
 			if sl.sess == sess {
 				sl.mode.Store(modeLost)
-				if cp := sl.claim.LastCheckpoint(); cp != nil {
+				if cp := sl.claim.restorePoint(); cp != nil {
 					m.restores = append(m.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
 				}
 			}

@@ -163,7 +163,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
 			m.step.dropLost(p)
-			if cp := sl.claim.LastCheckpoint(); rec == nil && cp != nil {
+			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
 				// Our record vanished: the store lost it. Put it back.
 				m.restores = append(m.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
 				m.holdAfterLoss(true)
