@@ -96,6 +96,7 @@ type Member struct {
 	// may still show as its own: plan does not release them again.
 	relMu    sync.Mutex
 	released map[string]uint64
+	rel      *releaser // batches the releases of handed-off slots
 
 	metrics *memberMetrics          // nil without Config.Metrics (metrics.go)
 	live    atomic.Pointer[session] // the last session opened, for SessionLive
@@ -151,6 +152,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		expireAt:    make(chan time.Time, 1),
 		released:    map[string]uint64{},
 	}
+	m.rel = newReleaser(m)
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err
@@ -291,6 +293,8 @@ func (m *Member) run(sess *session) {
 	slots := map[string]*slot{}
 	feedDone := make(chan struct{})
 	go m.feedLoop(feedDone)
+	relStop, relDone := make(chan struct{}), make(chan struct{})
+	go m.rel.loop(relStop, relDone)
 
 	// later wakes the loop when plan asked to look again (the end of
 	// JoinSettle or of a hold, a contested claim): the replica is read
@@ -399,6 +403,8 @@ func (m *Member) run(sess *session) {
 			sl := <-m.slotDone
 			delete(slots, sl.claim.Partition)
 		}
+		close(relStop) // every slot has returned: nothing more to release
+		<-relDone
 		m.stop() // ends the log reader (feedLoop)
 		<-feedDone
 		m.mu.Lock()
@@ -773,3 +779,4 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	m.restores = keep
 	return wrote
 }
+

@@ -195,30 +195,11 @@ func (m *Member) callHandler(c *Claim) (err error) {
 	return m.cfg.Handler(c)
 }
 
-// release gives the partition up in the store (once).
+// release gives the partition up in the store (once), through the member's
+// releaser, and returns when the store has answered (or the member stopped).
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
 		return
 	}
-	// Released through the member's run context, not the session's (already
-	// cancelled for the handoff): the store still fences it by epoch.
-	if m.cfg.Gate.wait(m.runCtx) != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-	defer cancel()
-	err := m.st.Release(ctx, m.cfg.Group, sl.claim.Partition, sl.sess.id, sl.claim.Epoch)
-	if err == nil || errors.Is(err, store.ErrNotOwner) {
-		m.noteReleased([]store.Ownership{{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch}})
-	}
-	if errors.Is(err, store.ErrCorrupt) {
-		// The group's keys broke (by hand): the read the member makes now
-		// reports it, once for all its calls.
-		m.log.Debug("release failed; the partition frees when the session ends", "partition", sl.claim.Partition, "err", err)
-		m.rep.distrust()
-		return
-	}
-	if err != nil && !errors.Is(err, store.ErrNotOwner) {
-		m.log.Warn("release failed; the partition frees when the session ends", "partition", sl.claim.Partition, "err", err)
-	}
+	m.rel.release(sl)
 }
