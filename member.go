@@ -779,4 +779,3 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	m.restores = keep
 	return wrote
 }
-
