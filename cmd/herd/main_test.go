@@ -61,7 +61,7 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"bench", "--steady-for", "-1s"}, "--steady-for must be between 1s and 24h0m0s (got -1s)"},
 		{[]string{"bench", "--steady-for", "0"}, "--steady-for must be between 1s and 24h0m0s (got 0s)"},
 		{[]string{"bench", "--ttl", "1ms"}, "--ttl must be between 10ms and 1h0m0s (got 1ms)"},
-		{[]string{"bench", "--scenario", "nope"}, `--scenario "nope" is not one of scale-out, leave, crash, steady`},
+		{[]string{"bench", "--scenario", "nope"}, `--scenario "nope" is not one of scale-out, leave, crash, scale-out-large, steady, large`},
 		{[]string{"bench", "--store", "mem://x"}, "the in-process store takes no host, path or query"},
 		{[]string{"bench", "extra-arg"}, `unknown command "extra-arg" for "herd bench"`},
 		{[]string{"nothing"}, `unknown command "nothing" for "herd"`},
