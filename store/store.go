@@ -377,6 +377,22 @@ type Store interface {
 	Close() error
 }
 
+// GroupLister lists the groups a store holds. It is not part of Store,
+// since members never need it; views that show a whole store (herd status
+// without a group, herd groups) use it when the backend offers it, which
+// every backend should. Find it with a type assertion:
+//
+//	if gl, ok := st.(store.GroupLister); ok { groups, err := gl.Groups(ctx) }
+type GroupLister interface {
+	// Groups returns the ids of the groups of which the store holds
+	// anything (a session, a partition set, an ownership record or a log),
+	// sorted, each once. A group deleted with DeleteGroup is not listed.
+	// Groups changes nothing; it is not one consistent read (a group created
+	// or deleted meanwhile may or may not be listed). Keys or rows that are
+	// not a group this backend could have written are skipped.
+	Groups(ctx context.Context) ([]string, error)
+}
+
 // Limits on ids, checked by ValidateID.
 const (
 	MaxIDLength         = 512

@@ -132,6 +132,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"records/order_and_fields", testRecords},
 		{"records/invalid_rejected", testRecordsInvalid},
 		{"records/times", testRecordsTimes},
+		// groups.go
+		{"groups/listed", testGroups},
 		// deletegroup.go
 		{"deletegroup/removes_everything", testDeleteGroup}, {"deletegroup/refuses_live_sessions", testDeleteGroupInUse}, {"deletegroup/expired_sessions_do_not_count", testDeleteGroupExpired}, {"deletegroup/invalid_group", testDeleteGroupInvalid},
 	}
