@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/redistest"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 	"github.com/herdhq/herd/store/redisstore"
@@ -455,4 +456,60 @@ func (w *lineCounter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// BenchmarkStatusRedis reads the status of a group of 10,000 partitions on
+// Redis, one member owning them all with a 100-byte checkpoint each: the
+// default read (counts and the members, no partition listed: they all run)
+// and --all (every partition, so Records of all 10,000 in 10 batches).
+//
+//	go test -run '^$' -bench StatusRedis -benchtime 20x ./cmd/herd/
+func BenchmarkStatusRedis(b *testing.B) {
+	raw := redistest.Need(b)
+	prefix := redistest.Prefix(b, raw, "herdclibench")
+	ctx := context.Background()
+	st, err := redisstore.Open(ctx, redistest.URL(), redisstore.WithPrefix(prefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	const g, n = "big", 10_000
+	if err := st.SetPartitions(ctx, g, herd.Numbered(n)); err != nil {
+		b.Fatal(err)
+	}
+	id, err := st.OpenSession(ctx, g, "m", 1, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cp := bytes.Repeat([]byte{'c'}, 100)
+	for start := 0; start < n; start += store.MaxBatch {
+		ids := make([]string, store.MaxBatch)
+		for i := range ids {
+			ids[i] = fmt.Sprint(start + i)
+		}
+		rs, err := st.ClaimBatch(ctx, g, id, ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			if err := st.Checkpoint(ctx, g, r.Ownership.Partition, r.Ownership.Epoch, cp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		q    statusQuery
+		rows int
+	}{{"default", statusQuery{limit: 50}, 0}, {"all", statusQuery{all: true, limit: 50}, n}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rep, err := readStatus(ctx, st, "x", g, tc.q)
+				if err != nil || rep.Groups[0].Counts.Running != n || len(rep.Groups[0].Partitions) != tc.rows {
+					b.Fatalf("status: %v", err)
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"bytes"
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -75,3 +77,39 @@ func TestRecordsOfOlderVersions(t *testing.T) {
 }
 
 func itoa(us uint64) string { return strconv.FormatUint(us, 10) }
+
+// BenchmarkRecords reads the records of MaxBatch partitions, each owned
+// with a checkpoint of 100 bytes, in one Records call: what herd status
+// pays per batch.
+//
+//	go test -run '^$' -bench Records -benchtime 200x ./store/redisstore/
+func BenchmarkRecords(b *testing.B) {
+	s, _ := newTestStore(b)
+	ctx := context.Background()
+	const g = "bench"
+	id, err := s.OpenSession(ctx, g, "m", 1, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := make([]string, store.MaxBatch)
+	for i := range ps {
+		ps[i] = strconv.Itoa(i)
+	}
+	rs, err := s.ClaimBatch(ctx, g, id, ps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cp := bytes.Repeat([]byte{'c'}, 100)
+	for _, r := range rs {
+		if err := s.Checkpoint(ctx, g, r.Ownership.Partition, r.Ownership.Epoch, cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := s.Records(ctx, g, ps)
+		if err != nil || len(got) != len(ps) {
+			b.Fatalf("Records: %d records, %v", len(got), err)
+		}
+	}
+}
