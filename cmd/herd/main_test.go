@@ -72,6 +72,23 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "a\nb"}, "--group: group id \"a\\nb\" contains a control character"},
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "g", "--timeout", "0"}, "--timeout must be between 100ms and 10m0s (got 0s)"},
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "g", "extra-arg"}, `unknown command "extra-arg" for "herd group delete"`},
+		{[]string{"status"}, `required flag(s) "store" not set`},
+		{[]string{"status", "--store", "mem://"}, "--store mem:// is this process's own store"},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "--group", "a\tb"}, "--group: group id \"a\\tb\" contains a control character"},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "--interval", "10ms"}, "--interval must be between 100ms and 1h0m0s (got 10ms)"},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "--timeout", "0"}, "--timeout must be between 100ms and 10m0s (got 0s)"},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "--limit", "0"}, "--limit must be between 1 and 100,000 (got 0)"},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "--color", "blue"}, `--color "blue" is not one of auto, always, never`},
+		{[]string{"status", "--store", "redis://127.0.0.1:1", "extra-arg"}, `unknown command "extra-arg" for "herd status"`},
+		{[]string{"groups", "--store", "mem://"}, "--store mem:// is this process's own store"},
+		{[]string{"groups", "--store", "redis://127.0.0.1:1", "--timeout", "1h"}, "--timeout must be between 100ms and 10m0s (got 1h0m0s)"},
+		{[]string{"partitions", "set", "--store", "redis://127.0.0.1:1", "--group", "g"}, "accepts 1 arg(s), received 0"},
+		{[]string{"partitions", "set", "--store", "redis://127.0.0.1:1", "--group", "g", "5-3"}, `SPEC: range "5-3" ends before it starts`},
+		{[]string{"partitions", "set", "--store", "redis://127.0.0.1:1", "--group", "g", "a,,b"}, "SPEC: partition id is empty"},
+		{[]string{"partitions", "set", "--store", "redis://127.0.0.1:1", "--group", "g", "0-200000"}, "SPEC: more than 100,000 partitions"},
+		{[]string{"partitions", "set", "--store", "redis://127.0.0.1:1", "--group", "g", ""}, `SPEC "" holds no partition: that would remove every partition of group "g" and stop all its work; pass --allow-empty to mean it`},
+		{[]string{"partitions", "set", "--store", "mem://", "--group", "g", "0-3"}, "--store mem:// is this process's own store"},
+		{[]string{"partitions", "show", "--store", "redis://127.0.0.1:1"}, `required flag(s) "group" not set`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			start := time.Now()

@@ -38,7 +38,7 @@ func WithSeed(seed uint64) Option {
 
 // Counts are the calls a Store received, including those it failed.
 type Counts struct {
-	Reads  int64 // Snapshot calls
+	Reads  int64 // Snapshot and Records calls
 	Feeds  int64 // Changes calls
 	Writes int64 // every other call except Watch and Close
 	Failed int64 // calls failed by the wrapper (cut or random failure)
