@@ -22,8 +22,10 @@ const (
 	DefaultSessionTTL   = 10 * time.Second
 	DefaultMaxShutdown  = 30 * time.Second
 	DefaultPollInterval = 30 * time.Second
-	DefaultRestartDelay = time.Second
-	DefaultJoinSettle   = 100 * time.Millisecond
+	// DefaultResyncInterval: see Config.ResyncInterval.
+	DefaultResyncInterval = 10 * time.Minute
+	DefaultRestartDelay   = time.Second
+	DefaultJoinSettle     = 100 * time.Millisecond
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
@@ -86,13 +88,25 @@ type Config struct {
 	// handler is still running; the epoch still rejects the old handler's
 	// checkpoints. Off by default.
 	ForceHandoff bool
-	// PollInterval is the backstop re-read of the whole group. A member
-	// learns every change herd makes from the group's log; what the log
-	// cannot show is a record written, broken or repaired by hand (or by
-	// another program), which a member notices at its next read of the
-	// group: one every PollInterval. Default 30s, or 5 x SessionTTL if
-	// that is shorter.
+	// PollInterval is the backstop re-read of the whole group while
+	// something in it is broken. A member learns every change herd makes
+	// from the group's log; what the log cannot show is a record written,
+	// broken or repaired by hand (or by another program). A broken record
+	// shows when a read lists it as malformed or a claim of it fails; from
+	// then on, until nothing is broken, the member reads the whole group
+	// every PollInterval, so that the repair is noticed. Otherwise a member
+	// checks only its own records every PollInterval (Store.Records, a few
+	// reads of store.MaxBatch records), and reads the whole group only
+	// every ResyncInterval.
+	// Default 30s, or 5 x SessionTTL if that is shorter.
 	PollInterval time.Duration
+	// ResyncInterval is the slow backstop: every ResyncInterval a member
+	// reads the whole group even if nothing looks broken, so that a record
+	// broken by hand that it neither owns nor tried to claim (which only
+	// its owner's check shows) cannot leave its plan apart from the
+	// others' for longer. Default 10m, or 60 x SessionTTL if that is
+	// shorter.
+	ResyncInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
 	// long before claiming or handing off, so that members joining at
 	// nearly the same time (a deployment scaling out) are balanced in one
@@ -154,6 +168,9 @@ func (c Config) withDefaults() Config {
 	if c.PollInterval == 0 {
 		c.PollInterval = min(DefaultPollInterval, 5*c.SessionTTL)
 	}
+	if c.ResyncInterval == 0 {
+		c.ResyncInterval = min(DefaultResyncInterval, 60*c.SessionTTL)
+	}
 	if c.RestartDelay == 0 {
 		c.RestartDelay = DefaultRestartDelay
 	}
@@ -202,6 +219,7 @@ func (c Config) Validate() error {
 	}{
 		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
 		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
+		{"ResyncInterval", c.ResyncInterval},
 		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval},
 	} {
 		if d.v < 0 {

@@ -43,9 +43,12 @@
 // of the group per member per change. Each renewal tells a member when the
 // group's earliest session expires; if that member is not renewed by then,
 // the member asks the store to expire it (ExpireSessions), which logs the
-// expiry for every replica. As a backstop against records edited by hand,
-// which the log cannot show, a member reads the whole group every
-// PollInterval.
+// expiry for every replica. A member reads the whole group only when it
+// starts a session, when the log cannot be continued from its copy
+// (trimmed past it, or the store lost data), while a record edited by
+// hand is broken (which the log cannot show) every PollInterval until it
+// is repaired, and as a slow backstop every ResyncInterval (10 minutes).
+// Otherwise it checks its own records every PollInterval.
 //
 // # What is guaranteed
 //

@@ -314,10 +314,17 @@ func (m *Member) run(sess *session) {
 		expire.Reset(max(d, 0) + max(m.cfg.SessionTTL/100, 5*time.Millisecond))
 	}
 	// backstop: the log shows every change herd makes, but not a record
-	// written, broken or repaired by hand; the group is read anew every
-	// PollInterval so that such an edit is noticed (see Config).
+	// written, broken or repaired by hand. While the replica shows a
+	// record broken that way (malformed, or a claim the store refused
+	// although the replica showed the partition free), the group is read
+	// anew every PollInterval, so that its repair is noticed (see Config).
+	// Otherwise each member checks only its own records every
+	// PollInterval (a few reads of MaxBatch records; see
+	// ownRecordsIntact), and reads the whole group every ResyncInterval.
 	backstop := time.NewTicker(m.cfg.PollInterval)
 	defer backstop.Stop()
+	resync := time.NewTicker(m.cfg.ResyncInterval)
+	defer resync.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -501,6 +508,11 @@ func (m *Member) run(sess *session) {
 		case <-m.wake:
 		case <-later.C:
 		case <-backstop.C:
+			if m.rep.broken() || (sess != nil && !m.ownRecordsIntact(sess)) {
+				m.rep.resync()
+			}
+			continue
+		case <-resync.C:
 			m.rep.resync()
 			continue
 		case t := <-m.expireAt:
@@ -778,4 +790,42 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	}
 	m.restores = keep
 	return wrote
+}
+
+// ownRecordsIntact reads the records of the partitions this member runs
+// (Store.Records, MaxBatch at a time) and reports whether each still names
+// this session at the epoch it runs. One edited by hand (broken, deleted
+// or rewritten), which the log cannot show, makes the member read the
+// whole group, which drops the partition (and lists a broken record as
+// malformed). A failed read reports true: the next check, or a write,
+// tells.
+func (m *Member) ownRecordsIntact(sess *session) bool {
+	m.mu.Lock()
+	own := make(map[string]uint64, len(m.owned))
+	for p, e := range m.owned {
+		own[p] = e
+	}
+	m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(own))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), store.MaxBatch)]
+		ids = ids[len(batch):]
+		ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
+		recs, err := m.st.Records(ctx, m.cfg.Group, batch)
+		cancel()
+		if err != nil {
+			return !errors.Is(err, store.ErrCorrupt)
+		}
+		if len(recs) != len(batch) {
+			return false // missing or malformed
+		}
+		for _, r := range recs {
+			if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
+				// Another claim's entry may be on its way: the copy shows
+				// it soon, and a read costs one more read at worst.
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -49,8 +49,11 @@ func (f *redisFleet) join(id string) *herd.Member {
 	f.t.Helper()
 	m, err := herd.Join(f.ctx, f.st, herd.Config{
 		Group: "g", Member: id, Partitions: herd.Numbered(16), SessionTTL: 2 * time.Second,
-		Logger:  slog.New(f.logs).With("member", id),
-		Handler: func(c *herd.Claim) error { <-c.Context().Done(); return nil },
+		// A member that neither owns nor claims the broken record learns of
+		// it at its slow full read.
+		ResyncInterval: 500 * time.Millisecond,
+		Logger:         slog.New(f.logs).With("member", id),
+		Handler:        func(c *herd.Claim) error { <-c.Context().Done(); return nil },
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -85,6 +85,16 @@ func (r *replica) distrust() {
 	r.resync()
 }
 
+// broken reports whether the copy shows something broken by hand, which
+// the log cannot show the repair of: a malformed record, a claim the store
+// refused although the copy showed the partition free, or a read that
+// failed.
+func (r *replica) broken() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0 || len(r.contested) > 0
+}
+
 // contest notes that a claim of p failed although the copy showed it free.
 func (r *replica) contest(p string, now time.Time) {
 	r.mu.Lock()
