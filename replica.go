@@ -150,7 +150,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			// Writes this member completed before the read began are in
 			// what it returns (see Member.writes).
 			base := m.writes.Load()
-			ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+			// A read of a large group is long (100,000 records: about
+			// 0.1 s of a Redis core), and one given up on is read again
+			// from the start: give it the TTL, not a renewal's time.
+			ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 			cancel()
 			r.mu.Lock()
