@@ -41,12 +41,29 @@ type Run struct {
 	// Takeover is set when the previous owner stopped in the middle of a
 	// run of this slot (it crashed or lost the key), so this run repeats it.
 	Takeover bool
-	// SessionDone is closed when the session under which the run started
-	// has ended (the member fenced itself, its session expired, or it
-	// stopped): another member may then run the key at any moment after
-	// the store expires the session, so a run still finishing after its
-	// context was cancelled for a handoff must stop at once.
-	SessionDone <-chan struct{}
+
+	claim *herd.Claim
+}
+
+// SessionDone is closed when the member's session under which the run
+// started has ended (the member fenced itself, its session expired, or it
+// stopped): another member may then run the key as soon as the store
+// expires the session, so a run still finishing after its context was
+// cancelled for a handoff must stop at once. Nil for a Run made outside a
+// Scheduler (a test of a Run function).
+func (r Run) SessionDone() <-chan struct{} {
+	if r.claim == nil {
+		return nil
+	}
+	return r.claim.SessionDone()
+}
+
+// SessionCause says why the run's session ended, nil while it lives.
+func (r Run) SessionCause() error {
+	if r.claim == nil {
+		return nil
+	}
+	return r.claim.SessionCause()
 }
 
 // Config describes a member of a jobs group. The zero value of an optional

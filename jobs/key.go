@@ -129,7 +129,7 @@ func (k *keyRun) pendingFrom(rec Record, now time.Time) pending {
 func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	s, c := k.s, k.c
 	now := time.Now()
-	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, SessionDone: c.SessionDone()}
+	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, claim: c}
 	if last := k.slots.latest(now); last.After(p.slot) {
 		// Later slots are due already: run the latest, once.
 		r.Missed = k.slots.count(p.slot, last)

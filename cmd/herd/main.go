@@ -3,6 +3,8 @@
 //	herd demo                     a small cluster in one process, step by step
 //	herd bench [--json]           time to balance after scale-out, leave, crash
 //	herd group delete             delete a group's data from a store
+//	herd run                      run a child process per owned partition
+//	herd jobs                     run a child process per owned key per interval
 //	herd --version
 //
 // Every flag can also be given as an environment variable HERD_<FLAG>
@@ -62,6 +64,6 @@ never appears in them, nor in an error.`,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), runCmd(), checkpointCmd(), childShimCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd())
 	return root
 }

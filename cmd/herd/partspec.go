@@ -21,11 +21,17 @@ const maxRunPartitions = 100_000
 // trimmed). A range is two decimal numbers without leading zeros, the first
 // not above the second; anything else is an id as written. Ids must be unique.
 func parsePartitions(spec string) ([]store.Partition, error) {
+	return parseIDSpec("partitions", "partition", spec)
+}
+
+// parseIDSpec is parsePartitions for the flag --flag, whose ids are each a
+// noun ("partition", "key") in messages.
+func parseIDSpec(flag, noun, spec string) ([]store.Partition, error) {
 	var ids []string
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("--partitions: %w", err)
+			return nil, fmt.Errorf("--%s: %w", flag, err)
 		}
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 1<<20)
@@ -34,32 +40,32 @@ func parsePartitions(spec string) ([]store.Partition, error) {
 			if id == "" || strings.HasPrefix(id, "#") {
 				continue
 			}
-			if err := store.ValidateID("partition", id); err != nil {
-				return nil, fmt.Errorf("--partitions %s line %d: %w", spec, n, err)
+			if err := store.ValidateID(noun, id); err != nil {
+				return nil, fmt.Errorf("--%s %s line %d: %w", flag, spec, n, err)
 			}
 			ids = append(ids, id)
 			if len(ids) > maxRunPartitions {
-				return nil, fmt.Errorf("--partitions %s: more than %s partitions", spec, commas(maxRunPartitions))
+				return nil, fmt.Errorf("--%s %s: more than %s %ss", flag, spec, commas(maxRunPartitions), noun)
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("--partitions %s: %w", spec, err)
+			return nil, fmt.Errorf("--%s %s: %w", flag, spec, err)
 		}
 	} else {
 		for item := range strings.SplitSeq(spec, ",") {
 			lo, hi, ok := numRange(item)
 			if !ok {
-				if err := store.ValidateID("partition", item); err != nil {
-					return nil, fmt.Errorf("--partitions: %w; write ids and ranges separated by commas (0-31,a,b) or @file", err)
+				if err := store.ValidateID(noun, item); err != nil {
+					return nil, fmt.Errorf("--%s: %w; write ids and ranges separated by commas (0-31,a,b) or @file", flag, err)
 				}
 				ids = append(ids, item)
 				continue
 			}
 			if hi < lo {
-				return nil, fmt.Errorf("--partitions: range %q ends before it starts", item)
+				return nil, fmt.Errorf("--%s: range %q ends before it starts", flag, item)
 			}
 			if hi-lo >= maxRunPartitions-len(ids) {
-				return nil, fmt.Errorf("--partitions: more than %s partitions", commas(maxRunPartitions))
+				return nil, fmt.Errorf("--%s: more than %s %ss", flag, commas(maxRunPartitions), noun)
 			}
 			for i := lo; i <= hi; i++ {
 				ids = append(ids, strconv.Itoa(i))
@@ -67,13 +73,13 @@ func parsePartitions(spec string) ([]store.Partition, error) {
 		}
 	}
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("--partitions %s: no partition", spec)
+		return nil, fmt.Errorf("--%s %s: no %s", flag, spec, noun)
 	}
 	ps := make([]store.Partition, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
 		if seen[id] {
-			return nil, fmt.Errorf("--partitions: %q appears twice", id)
+			return nil, fmt.Errorf("--%s: %q appears twice", flag, id)
 		}
 		seen[id] = true
 		ps[i] = store.Partition{ID: id, Weight: 1}
