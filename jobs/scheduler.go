@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -70,6 +71,9 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		Gate:        cfg.Gate,
 	}
 	if err := hc.Validate(); err != nil {
+		if !errors.Is(err, store.ErrInvalid) {
+			err = fmt.Errorf("%w: %w", err, store.ErrInvalid)
+		}
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	if s.met, err = newMetrics(cfg.Metrics, cfg.Group, cfg.Member); err != nil {
