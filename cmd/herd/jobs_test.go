@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd"
 )
 
 // The child of the herd jobs end-to-end test: it holds an exclusive lock on
@@ -253,6 +256,7 @@ func TestJobsRejects(t *testing.T) {
 		{j("--every", "1h", "--member", "a\tb", "--", "true"), "--member: member id"},
 		{j("--every", "1h", "--", ""), "no command"},
 		{[]string{"jobs", "--store", "ftp://x", "--group", "g", "--every", "1h", "--", "true"}, `--store: unknown scheme "ftp"`},
+		{[]string{"bench", "--scenario", "jobs", "--every", "10ms"}, "--every must be between 1s and 24h0m0s (got 10ms)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, err := execute(t, tc.args...)
@@ -298,5 +302,26 @@ func TestJobsExitStatusIsTheResult(t *testing.T) {
 	if strings.Contains(out, "[ok] ran ok") && strings.Contains(out, `key=ok`) && strings.Contains(out, "run failed") &&
 		strings.Contains(out, `key=ok slot`) {
 		t.Errorf("the succeeding key was logged as failed:\n%s", out)
+	}
+}
+
+// bench --scenario jobs runs and reports its figures (the figures
+// themselves are for the README, not checked here, but for the two
+// checkpoint writes each run costs).
+func TestBenchJobs(t *testing.T) {
+	var out bytes.Buffer
+	err := runBench(t.Context(), &out, benchOpts{storeURL: "mem://", ttl: herd.DefaultSessionTTL, steadyFor: time.Second,
+		scenarios: []string{"jobs"}, partitions: 50, every: time.Second, jsonOut: true})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out.String())
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	j := r.Jobs
+	if r.Scenario != "jobs" || j == nil || j.KeysRun != 50 || j.Runs < 80 || j.Runs > 120 ||
+		j.CheckpointWritesPerRun < 1.9 || j.CheckpointWritesPerRun > 2.1 || j.LatenessP99Seconds < j.LatenessP50Seconds {
+		t.Errorf("figures: %s", out.String())
 	}
 }
