@@ -154,7 +154,12 @@ func keyHash(key string) uint64 {
 // slotOf returns the slot of the period that starts at base b (zero if the
 // schedule has no time after b).
 func (sl slots) slotOf(b time.Time) time.Time {
-	n := sl.s.Next(b)
+	return sl.slotIn(b, sl.s.Next(b))
+}
+
+// slotIn returns the slot of the period from base b to the next base n
+// (zero if n is zero).
+func (sl slots) slotIn(b, n time.Time) time.Time {
 	if n.IsZero() {
 		return time.Time{}
 	}
@@ -252,9 +257,22 @@ func (sl slots) count(from, to time.Time) uint64 {
 		// Every slot is one period after the one before.
 		return uint64((to.Sub(from) + e.D - 1) / e.D)
 	}
+	// One slot per period: walk the periods from the one holding from.
+	b := sl.baseAtOrBefore(from)
+	if b.IsZero() {
+		b = sl.s.Next(from)
+	}
 	var n uint64
-	for s := from; !s.IsZero() && s.Before(to) && n < maxCount; s = sl.next(s) {
-		n++
+	for !b.IsZero() && n < maxCount {
+		next := sl.s.Next(b)
+		s := sl.slotIn(b, next)
+		if s.IsZero() || !s.Before(to) || !next.After(b) {
+			break
+		}
+		if !s.Before(from) {
+			n++
+		}
+		b = next
 	}
 	return n
 }

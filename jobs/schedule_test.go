@@ -102,6 +102,12 @@ func TestCountEvery(t *testing.T) {
 	if n := cs.count(ca, cs.latest(ca.Add(24*time.Hour))); n != 144 {
 		t.Errorf("a day of */10 cron slots: %d", n)
 	}
+	m, _ := ParseCron("* * * * *")
+	ms := newSlots(m, "k", true)
+	ma := ms.next(t0)
+	if n := ms.count(ma, ms.latest(ma.Add(30*24*time.Hour))); n != 30*24*60 {
+		t.Errorf("30 days of minutely cron slots: %d", n)
+	}
 }
 
 func TestParseCron(t *testing.T) {
