@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -11,27 +10,6 @@ import (
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 )
-
-// recordsStore is a memstore with a Records method of the contract's shape
-// (store.Store.Records), reading the checkpoints the memstore holds.
-type recordsStore struct {
-	*memstore.Store
-}
-
-type testRecord struct {
-	store.Ownership
-	Since, CheckpointAge time.Duration
-}
-
-func (s recordsStore) Records(_ context.Context, group string, partitions []string) ([]testRecord, error) {
-	var out []testRecord
-	for _, p := range partitions {
-		if cp, ok := s.StoredCheckpoint(group, p); ok {
-			out = append(out, testRecord{Ownership: store.Ownership{Partition: p, Checkpoint: cp}, CheckpointAge: time.Second})
-		}
-	}
-	return out, nil
-}
 
 func TestBlackboard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -51,7 +29,7 @@ func TestBlackboard(t *testing.T) {
 			time.Sleep(10 * time.Second)
 		}
 
-		bb, err := jobs.Blackboard(ctx, recordsStore{f.st}, f.group)
+		bb, err := jobs.Blackboard(ctx, f.st, f.group)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +38,7 @@ func TestBlackboard(t *testing.T) {
 		}
 		running := 0
 		for _, k := range bb[:6] {
-			if k.Owner == "" || k.Epoch == 0 || k.Record == nil || k.Err != nil || k.Age != time.Second {
+			if k.Owner == "" || k.Epoch == 0 || k.Record == nil || k.Err != nil || k.Age <= 0 || k.Age > 10*time.Minute {
 				t.Errorf("%s: %+v", k.Key, k)
 				continue
 			}
@@ -78,11 +56,6 @@ func TestBlackboard(t *testing.T) {
 			t.Errorf("bad record: %+v", bad)
 		}
 
-		// Without Records: owners only, and an error saying so.
-		bb, err = jobs.Blackboard(ctx, f.st, f.group)
-		if !errors.Is(err, jobs.ErrRecordsUnavailable) || len(bb) != 7 || bb[0].Owner == "" || bb[0].Record != nil {
-			t.Errorf("without Records: %v, %+v", err, bb)
-		}
 		var nilStore *memstore.Store
 		if _, err := jobs.Blackboard(ctx, nilStore, f.group); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("nil store: %v", err)

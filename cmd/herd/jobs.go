@@ -184,9 +184,12 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 	}
 	var keys []string
 	if o.keys != "" {
-		ps, err := parseIDSpec("keys", "key", o.keys)
+		ps, err := parseIDSpec("--keys", "key", o.keys)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(ps) == 0 {
+			return nil, nil, fmt.Errorf("--keys %s: no key", o.keys)
 		}
 		for _, p := range ps {
 			keys = append(keys, p.ID)
