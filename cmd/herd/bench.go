@@ -44,6 +44,8 @@ type benchResult struct {
 	StoreOpsPerMemberPerSecond *float64 `json:"store_ops_per_member_per_second,omitempty"`
 	CPUSecondsPerMemberPerSec  *float64 `json:"cpu_seconds_per_member_per_second,omitempty"`
 	HeapBytesPerMember         *uint64  `json:"heap_bytes_per_member,omitempty"`
+	// Scenario "jobs" only.
+	Jobs *jobsFigures `json:"jobs,omitempty"`
 }
 
 type benchOpts struct {
@@ -52,7 +54,8 @@ type benchOpts struct {
 	scenarios  []string
 	jsonOut    bool
 	ttl        time.Duration
-	partitions int // 0: each scenario's own
+	partitions int           // 0: each scenario's own
+	every      time.Duration // the jobs scenario's interval (0: its default)
 }
 
 // validate checks every flag of bench. partitionsSet says whether
@@ -68,6 +71,11 @@ func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
 	}
 	if err := checkDuration("steady-for", o.steadyFor, time.Second, 24*time.Hour); err != nil {
 		return nil, err
+	}
+	if o.every != 0 {
+		if err := checkDuration("every", o.every, time.Second, 24*time.Hour); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range o.scenarios {
 		if !slices.ContainsFunc(benchScenarios, func(b benchScenario) bool { return b.name == s }) {
@@ -91,6 +99,8 @@ type benchScenario struct {
 	placement bool
 	// optIn: run only when named with --scenario (it takes minutes).
 	optIn bool
+	// jobs: the recurring jobs scenario (bench_jobs.go).
+	jobs bool
 }
 
 // phase is one measured change of a scenario.
@@ -156,6 +166,7 @@ var benchScenarios = []benchScenario{
 	{name: "steady", parts: 10000, before: 16, steady: true},
 	{name: "large", parts: 100000, before: 100, placement: true, optIn: true,
 		run: phases(joinPhase("join", 10), crashPhase("crash", 10))},
+	{name: "jobs", parts: jobsBenchKeys, before: jobsBenchMembers, optIn: true, jobs: true},
 }
 
 func benchCmd() *cobra.Command {
@@ -172,13 +183,19 @@ store when it ends, or on Ctrl-C.
 
 Scenarios: ` + scenarioNames() + `
 
+jobs: 10,000 keys on 10 members, each once per --every (default 1m, which
+scales "every hour" down); it reports the lateness of runs (start minus due
+time) and the store operations per run, over two intervals after one to
+warm up.
+
 --partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
 goroutine in this one process (see the README for the memory this costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
   herd bench --scenario steady --partitions 10000 --steady-for 1m
-  herd bench --store redis://127.0.0.1:6379/0 --scenario scale-out-large,large --json`,
+  herd bench --store redis://127.0.0.1:6379/0 --scenario scale-out-large,large --json
+  herd bench --scenario jobs --every 1m --store redis://127.0.0.1:6379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			conn, err := o.validate(cmd.Flags().Changed("partitions"))
@@ -194,6 +211,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())
 	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions, 1 to "+commas(maxPartitions)+" (default: each scenario's own)")
 	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet, 1s to 24h")
+	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
 	return cmd
 }
 
@@ -228,7 +246,15 @@ func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts
 		if (len(want) > 0 && !want[sc.name]) || (len(want) == 0 && sc.optIn) {
 			continue
 		}
-		rs, err := runScenario(ctx, conn, sc, o)
+		var rs []benchResult
+		var err error
+		if sc.jobs {
+			var r benchResult
+			r, err = runJobsScenario(ctx, conn, o)
+			rs = []benchResult{r}
+		} else {
+			rs, err = runScenario(ctx, conn, sc, o)
+		}
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", sc.name, err)
 		}
@@ -315,10 +341,13 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 func printBenchTable(out io.Writer, rs []benchResult) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tmoves\tmin moves\tmax owners at once\tops/member\trows read/member\tserver CPU\t")
-	var steady []benchResult
+	var steady, jobs []benchResult
 	for _, r := range rs {
 		if r.StoreOpsPerMemberPerSecond != nil {
 			steady = append(steady, r)
+		}
+		if r.Jobs != nil {
+			jobs = append(jobs, r)
 		}
 		cpu := "-"
 		if r.ServerCPUSeconds != nil {
@@ -336,6 +365,9 @@ func printBenchTable(out io.Writer, rs []benchResult) {
 		fmt.Fprintf(out, "\nsteady (%d members, %d partitions, balanced): %.3f store ops per member per second, "+
 			"%.2f%% of a core and %.1f MiB of heap per member\n", r.MembersAfter, r.Partitions,
 			*r.StoreOpsPerMemberPerSecond, *r.CPUSecondsPerMemberPerSec*100, float64(*r.HeapBytesPerMember)/(1<<20))
+	}
+	for _, r := range jobs {
+		printJobsLine(out, r)
 	}
 }
 

@@ -6,6 +6,8 @@
 //	herd groups                   list the groups in a store
 //	herd partitions set|show      replace or print a group's partition set
 //	herd group delete             delete a group's data from a store
+//	herd run                      run a child process per owned partition
+//	herd jobs                     run a child process per owned key per interval
 //	herd --version
 //
 // Every flag can also be given as an environment variable HERD_<FLAG>
@@ -66,6 +68,6 @@ never appears in them, nor in an error.`,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), checkpointCmd(), childShimCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd())
 	return root
 }

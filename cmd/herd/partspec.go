@@ -32,6 +32,12 @@ func parsePartitions(spec string) ([]store.Partition, error) {
 // spec in messages ("--partitions", "SPEC"). An empty spec, or a file with
 // no id, is an empty set, which the caller refuses or allows.
 func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
+	return parseIDSpec(what, "partition", spec)
+}
+
+// parseIDSpec is parsePartitionSpec for ids that are each a noun
+// ("partition", "key") in messages.
+func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 	var ids []string
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
 		b, err := os.ReadFile(name)
@@ -45,12 +51,12 @@ func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
 			if id == "" || strings.HasPrefix(id, "#") {
 				continue
 			}
-			if err := store.ValidateID("partition", id); err != nil {
+			if err := store.ValidateID(noun, id); err != nil {
 				return nil, fmt.Errorf("%s %s line %d: %w", what, spec, n, err)
 			}
 			ids = append(ids, id)
 			if len(ids) > maxRunPartitions {
-				return nil, fmt.Errorf("%s %s: more than %s partitions", what, spec, commas(maxRunPartitions))
+				return nil, fmt.Errorf("%s %s: more than %s %ss", what, spec, commas(maxRunPartitions), noun)
 			}
 		}
 		if err := sc.Err(); err != nil {
@@ -60,7 +66,7 @@ func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
 		for item := range strings.SplitSeq(spec, ",") {
 			lo, hi, ok := numRange(item)
 			if !ok {
-				if err := store.ValidateID("partition", item); err != nil {
+				if err := store.ValidateID(noun, item); err != nil {
 					return nil, fmt.Errorf("%s: %w; write ids and ranges separated by commas (0-31,a,b) or @file", what, err)
 				}
 				ids = append(ids, item)
@@ -70,7 +76,7 @@ func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
 				return nil, fmt.Errorf("%s: range %q ends before it starts", what, item)
 			}
 			if hi-lo >= maxRunPartitions-len(ids) {
-				return nil, fmt.Errorf("%s: more than %s partitions", what, commas(maxRunPartitions))
+				return nil, fmt.Errorf("%s: more than %s %ss", what, commas(maxRunPartitions), noun)
 			}
 			for i := lo; i <= hi; i++ {
 				ids = append(ids, strconv.Itoa(i))

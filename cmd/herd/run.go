@@ -192,13 +192,11 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	if err != nil {
 		return err
 	}
-	// The shim is herd itself. /proc/self/exe still runs this binary after
-	// it was replaced or deleted on disk (an upgrade while herd run runs).
-	exe := "/proc/self/exe"
-	if _, err := os.Stat(exe); err != nil {
-		if exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("run: finding herd's own executable (the children's shim): %w", err)
-		}
+	// The shim is herd itself, through /proc/self/exe (an upgrade of the
+	// binary on disk while herd run runs does not matter).
+	exe, err := shimExecutable()
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.NewTextHandler(errOut, nil))
@@ -263,39 +261,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		defer stop()
 	}
 
-	signals := 0
-	select {
-	case <-ctx.Done():
-	case <-sigs:
-		signals++
-	case <-m.Done():
-		return fmt.Errorf("run: the member stopped: %w", m.Err())
-	}
-	r.log.Info("leaving: stopping children and handing partitions off (a second signal kills them at once)")
-	leaveCtx, cancelLeave := context.WithCancel(context.Background())
-	defer cancelLeave()
-	left := make(chan error, 1)
-	go func() { left <- m.Leave(leaveCtx) }()
-	for {
-		select {
-		case err := <-left:
-			crash()
-			<-m.Done()
-			if signals >= 2 {
-				return fmt.Errorf("run: forced stop: children killed, partitions not handed off (they run elsewhere once the session expires, within --ttl): %w", context.Canceled)
-			}
-			if err != nil {
-				return fmt.Errorf("run: leave: %w", err)
-			}
-			return nil
-		case <-sigs:
-			if signals++; signals == 2 {
-				r.log.Warn("second signal: killing children now")
-				close(r.force)
-				cancelLeave()
-			}
-		}
-	}
+	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
 }
 
 // handle is the member's handler: it runs the partition's child, restarts it
@@ -377,30 +343,7 @@ func (r *runner) backoff(n int) time.Duration {
 // kills it at once, before or during that grace: another member may start
 // the partition as soon as the store expires the session.
 func (r *runner) stop(c *herd.Claim, p *child.Process) {
-	lost := func() {
-		r.log.Warn("session lost: killing the child now", "partition", c.Partition, "cause", c.SessionCause())
-	}
-	select {
-	case <-c.SessionDone():
-		lost()
-		p.Stop(0)
-		return
-	default:
-	}
-	stopped := make(chan bool, 1)
-	go func() { stopped <- p.Stop(r.o.maxShutdown) }()
-	select {
-	case killed := <-stopped:
-		if killed {
-			r.log.Warn("the child did not exit within --max-shutdown after SIGTERM; killed", "partition", c.Partition, "max_shutdown", r.o.maxShutdown)
-		}
-		return
-	case <-c.SessionDone():
-		lost()
-	case <-r.force:
-	}
-	p.Signal(syscall.SIGKILL)
-	<-stopped
+	stopChild(r.log, p, r.o.maxShutdown, c.SessionDone(), c.SessionCause, r.force, "partition", c.Partition)
 }
 
 // start starts the claim's child with its arguments and environment.

@@ -88,9 +88,15 @@ func (s *syncBuffer) String() string {
 // startRun starts herd run with args, killed when the test ends.
 func startRun(t *testing.T, name string, env []string, args ...string) *member {
 	t.Helper()
+	return startHerd(t, name, env, append([]string{"run"}, args...)...)
+}
+
+// startHerd starts herd with args, killed when the test ends.
+func startHerd(t *testing.T, name string, env []string, args ...string) *member {
+	t.Helper()
 	bin := buildHerd(t)
 	m := &member{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	m.cmd = exec.Command(filepath.Join(bin, "herd"), append([]string{"run"}, args...)...)
+	m.cmd = exec.Command(filepath.Join(bin, "herd"), args...)
 	m.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	if err := m.cmd.Start(); err != nil {

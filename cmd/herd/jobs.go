@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/child"
+	"github.com/herdhq/herd/jobs"
+	"github.com/herdhq/herd/store"
+)
+
+type jobsOpts struct {
+	storeURL      string
+	group         string
+	member        string
+	keys          string
+	every         time.Duration
+	cron          string
+	noSpread      bool
+	maxConcurrent int
+	timeout       time.Duration
+	retryDelay    time.Duration
+	retryMax      time.Duration
+	ttl           time.Duration
+	maxShutdown   time.Duration
+	metrics       string
+	logger        *slog.Logger
+	args          []string
+}
+
+// Limits of herd jobs' flags.
+const (
+	minJobsEvery      = time.Second
+	maxJobsEvery      = 366 * 24 * time.Hour
+	maxJobsParallel   = 10_000
+	maxJobsRunTimeout = 7 * 24 * time.Hour
+)
+
+const jobsLong = `jobs joins a jobs group as a member and runs COMMAND once per key and per
+slot, for the keys it owns: every --every (slots are multiples of it since
+the Unix epoch, UTC), or on a --cron schedule (five fields, UTC unless it
+starts with CRON_TZ=Zone). Each key runs at an offset into the period given
+by a hash of the key, so that keys are spread over it (--no-spread: all at
+its start). Keys are spread evenly over the members of the group; when a
+member joins, leaves or crashes, its keys move.
+
+In the arguments, {key}, {slot} (the due time, RFC 3339 UTC), {epoch} and
+{attempt} are replaced. The child's environment also holds HERD_KEY,
+HERD_SLOT, HERD_EPOCH (the owner's fencing token for the key), HERD_ATTEMPT
+(1, more for a retry or a takeover), HERD_MISSED (slots skipped just before
+this one), HERD_GROUP and HERD_MEMBER. Its stdin is /dev/null; each line of
+its output is prefixed with [key].
+
+The exit status is the run's result: 0 is success; anything else is a
+failure, kept on the key's record and retried after --retry-delay (doubled
+per failure up to --retry-max), unless the next slot comes first.
+
+Every run is recorded in the store: before it starts ("running", fenced by
+the epoch: a member that lost the key does not start it) and after it ends.
+If a member crashes during a run, the member that takes the key over runs
+that slot again at once, within --ttl. If the fleet was down and slots
+were missed, each key runs once and the record counts the skipped slots.
+
+--keys sets the group's keys: ids and ranges separated by commas
+(city-1,city-2, 0-99) or @file with one key per line. Without it the
+member follows the keys already stored.
+
+Stopping. When a key moves (a member joined, or this one leaves) during a
+run, the child's process group gets SIGTERM, then SIGKILL after
+--max-shutdown; the next owner runs the slot again. When the member cannot
+renew its session it kills its children at once. No child outlives herd
+jobs, even when it is killed with SIGKILL (Linux). On SIGINT or SIGTERM the
+member leaves gracefully; a second signal kills the children at once.`
+
+func jobsCmd() *cobra.Command {
+	o := jobsOpts{}
+	cmd := &cobra.Command{
+		Use:   "jobs --store URL --group G (--every D | --cron EXPR) [--keys SPEC] -- COMMAND [ARGS...]",
+		Short: "Be a member: run COMMAND once per key per interval, for the keys it owns",
+		Long:  jobsLong,
+		Example: `  # aggregate each city every 8 hours, on whichever member owns it
+  herd jobs --store redis://127.0.0.1:6379 --group aggregate --every 8h \
+    --keys westlafcals,networksierra,localist,aroundfred -- ./aggregate --city {key}
+
+  # tenants from a file, at 06:00 Paris time, 4 runs at most at once per member
+  herd jobs --store redis://127.0.0.1:6379 --group reports --keys @tenants.txt \
+    --cron 'CRON_TZ=Europe/Paris 0 6 * * *' --max-concurrent 4 --timeout 30m \
+    -- sh -c 'report "$HERD_KEY" --as-of "$HERD_SLOT"'
+
+  # another member of the same group follows the keys already stored
+  herd jobs --store redis://127.0.0.1:6379 --group aggregate --every 8h -- ./aggregate --city {key}`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.args = args
+			o.logger = logger(cmd)
+			return runJobs(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false) // everything after COMMAND is the command's
+	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], or mem:// (required)")
+	f.StringVar(&o.group, "group", "", "the jobs group to join (required)")
+	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
+	f.StringVar(&o.keys, "keys", "", "the group's keys: a,b,c, 0-99, combined, or @file (default: the keys stored)")
+	f.DurationVar(&o.every, "every", 0, "run each key once per interval, "+minJobsEvery.String()+" to 366 days (or --cron)")
+	f.StringVar(&o.cron, "cron", "", "run each key on a cron schedule: 5 fields, UTC unless CRON_TZ=Zone comes first (or --every)")
+	f.BoolVar(&o.noSpread, "no-spread", false, "run every key at the start of each period instead of spread over it by a hash of the key")
+	f.IntVar(&o.maxConcurrent, "max-concurrent", jobs.DefaultMaxConcurrent, "runs under way at once on this member, 1 to "+commas(maxJobsParallel))
+	f.DurationVar(&o.timeout, "timeout", 0, "stop a run (SIGTERM, then SIGKILL after --max-shutdown) after this long and count it failed; 0: no limit")
+	f.DurationVar(&o.retryDelay, "retry-delay", jobs.DefaultRetryDelay, "pause before a failed run is tried again, 1ms to 1h")
+	f.DurationVar(&o.retryMax, "retry-max", jobs.DefaultRetryMax, "the longest pause between tries, --retry-delay to 24h")
+	f.DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL: a crashed member's keys, and its runs, are taken over after it, 10ms to 1h")
+	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
+	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
+	_ = cmd.MarkFlagRequired("store")
+	_ = cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+// validate checks every flag and argument of jobs, and returns the store's
+// connector and the keys (nil: follow the stored ones).
+func (o jobsOpts) validate() (*connector, []string, error) {
+	if err := store.ValidateID("group", o.group); err != nil {
+		return nil, nil, fmt.Errorf("--group: %w", err)
+	}
+	if o.member != "" {
+		if err := store.ValidateID("member", o.member); err != nil {
+			return nil, nil, fmt.Errorf("--member: %w", err)
+		}
+	}
+	switch {
+	case o.every != 0 && o.cron != "":
+		return nil, nil, errors.New("--every and --cron are both set; give one")
+	case o.every == 0 && o.cron == "":
+		return nil, nil, errors.New("no schedule: give --every (an interval, such as 8h) or --cron (an expression, such as '0 6 * * *')")
+	case o.every != 0:
+		if err := checkDuration("every", o.every, minJobsEvery, maxJobsEvery); err != nil {
+			return nil, nil, err
+		}
+	default:
+		if _, err := jobs.ParseCron(o.cron); err != nil {
+			return nil, nil, fmt.Errorf("--cron: %w", err)
+		}
+	}
+	if err := checkInt("max-concurrent", o.maxConcurrent, 1, maxJobsParallel); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("timeout", o.timeout, 0, maxJobsRunTimeout); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("retry-delay", o.retryDelay, time.Millisecond, time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("retry-max", o.retryMax, o.retryDelay, 24*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkTTL(o.ttl); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("max-shutdown", o.maxShutdown, 0, time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if o.metrics != "" {
+		if _, err := metricsAddr(o.metrics); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(o.args) == 0 || o.args[0] == "" {
+		return nil, nil, errors.New("no command: write herd jobs [flags] -- COMMAND [ARGS...]")
+	}
+	var keys []string
+	if o.keys != "" {
+		ps, err := parseIDSpec("--keys", "key", o.keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(ps) == 0 {
+			return nil, nil, fmt.Errorf("--keys %s: no key", o.keys)
+		}
+		for _, p := range ps {
+			keys = append(keys, p.ID)
+		}
+	}
+	conn, err := newConnector(o.storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, keys, nil
+}
+
+// jobsRunner runs the children of one herd jobs member.
+type jobsRunner struct {
+	o      jobsOpts
+	shim   []string
+	member string
+	log    *slog.Logger
+	out    io.Writer
+	errOut io.Writer
+	outMu  sync.Mutex
+	errMu  sync.Mutex
+	force  chan struct{} // closed on a second signal: kill children at once
+}
+
+func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
+	conn, keys, err := o.validate()
+	if err != nil {
+		return err
+	}
+	exe, err := shimExecutable()
+	if err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(errOut, nil))
+	}
+	r := &jobsRunner{o: o, shim: []string{exe, "__child"}, log: o.logger, out: out, errOut: errOut, force: make(chan struct{})}
+	// As in herd run: this handler keeps catching signals after main's
+	// first one, so that a second signal forces the stop.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	st, err := conn.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cfg := jobs.Config{
+		Store: st, Group: o.group, Member: o.member, Keys: keys,
+		Every: o.every, Cron: o.cron, NoSpread: o.noSpread,
+		Run: r.run, MaxConcurrent: o.maxConcurrent, Timeout: o.timeout,
+		RetryDelay: o.retryDelay, RetryMax: o.retryMax,
+		SessionTTL: o.ttl,
+		// The run kills its child after --max-shutdown; the member's own
+		// watchdog only warns, a little later.
+		MaxShutdown: o.maxShutdown + time.Second,
+		Logger:      r.log,
+	}
+	var reg *prometheus.Registry
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		cfg.Metrics = reg
+	}
+	life, crash := context.WithCancel(context.WithoutCancel(ctx))
+	defer crash()
+	s, err := jobs.Start(life, cfg)
+	if err != nil {
+		return err
+	}
+	r.member = s.Member().ID()
+	r.log.Info("joined", "group", o.group, "member", r.member)
+	if reg != nil {
+		_, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(s.Member()) }, r.log)
+		if err != nil {
+			crash()
+			<-s.Done()
+			return err
+		}
+		defer stop()
+	}
+	return leaveOnSignal(ctx, sigs, s.Done(), s.Err, s.Leave, crash, r.force, r.log, "jobs")
+}
+
+// shimExecutable is the children's shim: herd itself. /proc/self/exe still
+// runs this binary after it was replaced or deleted on disk.
+func shimExecutable() (string, error) {
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("finding herd's own executable (the children's shim): %w", err)
+		}
+	}
+	return exe, nil
+}
+
+// run runs one key's child for one slot: its exit status is the result.
+func (j *jobsRunner) run(ctx context.Context, r jobs.Run) error {
+	slot := r.Slot.UTC().Format(time.RFC3339Nano)
+	epoch, attempt := strconv.FormatUint(r.Epoch, 10), strconv.Itoa(r.Attempt)
+	repl := strings.NewReplacer("{key}", r.Key, "{slot}", slot, "{epoch}", epoch, "{attempt}", attempt)
+	args := make([]string, len(j.o.args))
+	for i, a := range j.o.args {
+		args[i] = repl.Replace(a)
+	}
+	env := make([]string, 0, len(os.Environ())+8)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HERD_KEY", "HERD_SLOT", "HERD_EPOCH", "HERD_ATTEMPT", "HERD_MISSED", "HERD_GROUP", "HERD_MEMBER":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "HERD_KEY="+r.Key, "HERD_SLOT="+slot, "HERD_EPOCH="+epoch, "HERD_ATTEMPT="+attempt,
+		"HERD_MISSED="+strconv.FormatUint(r.Missed, 10), "HERD_GROUP="+j.o.group, "HERD_MEMBER="+j.member)
+	prefix := "[" + r.Key + "] "
+	outs := []*child.Lines{child.NewLines(j.out, &j.outMu, prefix), child.NewLines(j.errOut, &j.errMu, prefix)}
+	select {
+	case <-j.force:
+		return errors.New("not started: herd jobs is being stopped")
+	default:
+	}
+	p, err := child.Start(child.Spec{Shim: j.shim, Args: args, Env: env, Stdout: outs[0], Stderr: outs[1]})
+	if err != nil {
+		return fmt.Errorf("starting the child: %w", err)
+	}
+	j.log.Debug("child started", "key", r.Key, "slot", slot, "attempt", r.Attempt, "pid", p.Pid())
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		stopChild(j.log, p, j.o.maxShutdown, r.SessionDone(), r.SessionCause, j.force, "key", r.Key)
+		flush(outs)
+		return fmt.Errorf("stopped (%s): %w", p.Describe(), ctx.Err())
+	case <-j.force:
+		p.Stop(0)
+		flush(outs)
+		return errors.New("killed: herd jobs was stopped by a second signal")
+	}
+	flush(outs)
+	if code, sig := p.Status(); code == 0 && sig == 0 {
+		return nil
+	}
+	return errors.New(p.Describe())
+}
