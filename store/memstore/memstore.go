@@ -424,6 +424,9 @@ func (s *Store) claimLocked(g *group, partition, session string, now time.Time) 
 	r.own.Session = session
 	r.own.Member = g.byID[session].member
 	r.own.Epoch = store.NextEpoch(r.own.Epoch, now)
+	if r.own.GivenBack == session {
+		r.own.GivenBack = "" // the giver took it again
+	}
 	g.touch(r)
 	s.logChange(g, store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: r.own.Member, Epoch: r.own.Epoch})
 	g.publish(store.Event{Kind: store.EventClaimed, Session: session, Partition: partition})
@@ -442,21 +445,44 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return err
 	}
 	defer s.mu.Unlock()
-	return s.releaseLocked(s.group(group, false), partition, session, epoch)
+	return s.releaseLocked(s.group(group, false), partition, session, epoch, false)
 }
 
-// releaseLocked is Release; g may be nil.
-func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64) error {
+// GiveBack implements store.Store.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	if err := validate(group, "partition", partition, "session", session); err != nil {
+		return fmt.Errorf("memstore: give back: %w", err)
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("memstore: give back %q: %w", partition, err)
+	}
+	if _, err := s.begin(ctx, "give back"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	return s.releaseLocked(s.group(group, false), partition, session, epoch, true)
+}
+
+// releaseLocked is Release, or GiveBack if giveBack is set; g may be nil.
+func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64, giveBack bool) error {
 	var r *record
 	if g != nil {
 		r = g.records[partition]
 	}
 	if r == nil || r.own.Epoch != epoch || r.own.Session != session || !g.alive(session) {
-		return fmt.Errorf("memstore: release %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
+		op := "release"
+		if giveBack {
+			op = "give back"
+		}
+		return fmt.Errorf("memstore: %s %q at epoch %d by session %q: %w", op, partition, epoch, session, store.ErrNotOwner)
 	}
 	r.own.Session, r.own.Member = "", ""
+	c := store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch}
+	if giveBack {
+		r.own.GivenBack, c.GivenBack = session, session
+	}
 	g.touch(r)
-	s.logChange(g, store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch})
+	s.logChange(g, c)
 	g.publish(store.Event{Kind: store.EventReleased, Session: session, Partition: partition})
 	return nil
 }
@@ -514,7 +540,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		}
 		// A released record with a lower epoch: restored after a data loss
 		// by a member that lost the partition before this caller had it.
-		r.own.Epoch, r.own.Checkpoint = epoch, value
+		r.own.Epoch, r.own.Checkpoint, r.own.GivenBack = epoch, value, ""
 		g.touch(r)
 		s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
 		g.publish(store.Event{Kind: store.EventReleased, Partition: partition})

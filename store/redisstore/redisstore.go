@@ -180,7 +180,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
-	partset                                                    string // see scripts.go
+	partset, givenback                                         string // see scripts.go
 	log, version                                               string // see log.go
 }
 
@@ -193,6 +193,7 @@ func (s *Store) keys(group string) keys {
 		partset:     base + "partset",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
+		givenback:   base + "givenback",
 		events:      base + "events",
 		log:         base + "log",
 		version:     base + "version",
@@ -480,7 +481,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	k := s.keys(group)
-	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
+	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset, k.givenback}, k.events)
 	res, err := s.eval(ctx, snapshotScript, ks, args...)
 	if err != nil {
 		return nil, fail("Snapshot", err)
@@ -493,23 +494,32 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 // listed in Snapshot.Malformed: one bad record never fails the whole read.
 // Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 7 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 7", len(res))
+	if len(res) != 8 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 8", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
 	}
-	lists := make([][]string, 4)
-	for i := range lists {
-		arr, _ := res[i+1].([]any)
+	strs := func(v any) []string {
+		arr, _ := v.([]any)
 		l := make([]string, len(arr))
-		for j, v := range arr {
-			l[j], _ = v.(string)
+		for j, x := range arr {
+			l[j], _ = x.(string)
 		}
-		lists[i] = l
+		return l
 	}
-	live, metas, parts, owners := lists[0], lists[1], lists[2], lists[3]
+	live, metas, parts, owners := strs(res[1]), strs(res[2]), strs(res[3]), strs(res[4])
+	// The GivenBack marks (see mark).
+	var marks map[string]string
+	if l := strs(res[7]); len(l) > 0 {
+		marks = make(map[string]string, len(l)/2)
+		for i := 0; i+1 < len(l); i += 2 {
+			if m := mark(l[i+1]); m != "" {
+				marks[l[i]] = m
+			}
+		}
+	}
 
 	meta := make(map[string]string, len(metas)/2)
 	for i := 0; i+1 < len(metas); i += 2 {
@@ -601,7 +611,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(owners[i+1]))
 			continue
 		}
-		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch})
+		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, GivenBack: marks[p]})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
@@ -686,7 +696,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints}, k.events, partition, session)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.givenback}, k.events, partition, session)
 	if err != nil {
 		return store.Ownership{}, err
 	}
@@ -702,6 +712,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 			Member:     str(res, 1),
 			Epoch:      epoch,
 			Checkpoint: bytesAt(res, 2),
+			GivenBack:  mark(str(res, 3)),
 		}, nil
 	case "expired":
 		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q by session %q: %w", partition, session, store.ErrSessionExpired)
@@ -732,6 +743,40 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return fmt.Errorf("redisstore: Release of %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
 	}
 	return unexpected("Release", status)
+}
+
+// GiveBack implements store.Store: Release, and the partition's field in
+// the givenback hash set to session, in one script.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("redisstore: GiveBack of %q: %w", partition, err)
+	}
+	k := s.keys(group)
+	status, _, err := s.runLogged(ctx, "GiveBack", giveBackScript, k, []string{k.sessions, k.members, k.owners, k.givenback},
+		k.events, partition, session, strconv.FormatUint(epoch, 10))
+	if err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "notowner":
+		return fmt.Errorf("redisstore: GiveBack of %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
+	}
+	return unexpected("GiveBack", status)
+}
+
+// mark is a GivenBack mark as read from the givenback hash. One that is
+// not a session id this store makes (written by something else) names no
+// session that can be alive, so it is moot and reads as none.
+func mark(v string) string {
+	if !isSessionID(v) {
+		return ""
+	}
+	return v
 }
 
 // Checkpoint implements store.Store.
@@ -780,7 +825,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		value = []byte{}
 	}
 	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints},
+	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.givenback},
 		k.events, partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err
