@@ -169,9 +169,10 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 
 // slot modes, read by a partition's goroutine after its context is cancelled.
 const (
-	modeRun     int32 = iota // owned and running
-	modeHandoff              // handing off: release after the handler returns
-	modeLost                 // lost: return without releasing
+	modeRun      int32 = iota // owned and running
+	modeHandoff               // handing off: release after the handler returns
+	modeLost                  // lost: return without releasing
+	modeGiveBack              // the handler returned ErrGiveBack: give the partition back (GiveBack)
 )
 
 // slot is one partition this member runs or is stopping.
@@ -747,6 +748,9 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (time.Duration
 	if done, err := m.claimAll(ctx, sess, slots, pl.claim); done || err != nil {
 		return pl.next, err
 	}
+	if pl.settle {
+		m.poke()
+	}
 
 	// Records the store says are ours but we do not run (a Claim whose reply
 	// was lost) and the target gives to others: release them.
@@ -872,7 +876,11 @@ func readGap(p, n int, took, limit time.Duration) time.Duration {
 type reconcilePlan struct {
 	next    time.Duration // when to look again for an expiring session
 	expired bool          // the store no longer knows the session
-	claim   []string      // partitions to claim, in ID order
+	// settle: a partition to claim was given back by another member, and
+	// kept off it (avoidGivers): once it is claimed, read again, because
+	// balancing may then move another partition to the giver.
+	settle  bool
+	claim   []string // partitions to claim, in ID order
 	release []store.Ownership
 }
 
@@ -887,6 +895,7 @@ type reconcileBuf struct {
 	rec      []int32           // per partition: index of its record in the snapshot, or -1
 	target   []int32           // per partition: index in members of its target owner
 	strays   []int32           // records of ours for partitions outside the set
+	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
 	checked  []store.Partition // the last partition set found sorted
 	from     []store.Partition // the partition set parts was made from
 	assigner balance.Assigner
@@ -983,6 +992,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		return pl, fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
 	}
 	b.target = target
+	// Partitions given back (ErrGiveBack) go to another member than the
+	// one that gave them back, while it lives (givenback.go).
+	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 
 	// Partitions we run: keep, drop (lost) or hand off.
 	for p, sl := range slots {
@@ -1007,7 +1019,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			m.unown(p)
 		case !inSet || target[i] != me:
 			m.step.handingOff(p)
-			sl.mode.Store(modeHandoff)
+			// Not over a give-back the handler has just begun: the
+			// partition is released either way, and keeps its mark.
+			sl.mode.CompareAndSwap(modeRun, modeHandoff)
 			sl.cancel()
 			m.unown(p)
 		}
@@ -1057,6 +1071,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		// Claim whose reply was lost, a record a failover brought back):
 		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
+		if len(b.avoid) > 0 && b.avoid[i] >= 0 {
+			pl.settle = true
+		}
 	}
 	m.setIncoming(incoming)
 
@@ -1376,6 +1393,9 @@ func (m *Member) runSlot(sl *slot) {
 	defer func() { m.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
+		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {
+			break
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -1394,9 +1414,23 @@ func (m *Member) runSlot(sl *slot) {
 	w.disarm()
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
-	if sl.mode.Load() == modeHandoff {
+	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
 	}
+}
+
+// giveBack switches a slot whose handler returned ErrGiveBack to giving the
+// partition back, unless it is lost (then it is only dropped), and reports
+// whether it did.
+func (m *Member) giveBack(sl *slot, err error) bool {
+	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
+		return false
+	}
+	c := sl.claim
+	m.log.Warn("handler gave the partition back; another member will run it if there is one", "partition", c.Partition, "epoch", c.Epoch, "err", err)
+	sl.cancel() // the claim's context: the handler has returned, anything it started stops
+	m.unown(c.Partition)
+	return true
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
@@ -1484,7 +1518,12 @@ func (m *Member) release(sl *slot) {
 	}
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()
-	err := m.st.Release(ctx, m.cfg.Group, sl.claim.Partition, sl.sess.id, sl.claim.Epoch)
+	var err error
+	if sl.mode.Load() == modeGiveBack {
+		err = m.st.GiveBack(ctx, m.cfg.Group, sl.claim.Partition, sl.sess.id, sl.claim.Epoch)
+	} else {
+		err = m.st.Release(ctx, m.cfg.Group, sl.claim.Partition, sl.sess.id, sl.claim.Epoch)
+	}
 	if err != nil && !errors.Is(err, store.ErrNotOwner) {
 		m.log.Warn("release failed; the partition frees when the session ends", "partition", sl.claim.Partition, "err", err)
 	}
