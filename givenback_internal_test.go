@@ -1,6 +1,7 @@
 package herd
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -45,5 +46,45 @@ func TestAvoidGivers(t *testing.T) {
 	_, moved = avoidGivers(members[:1], parts, owners, rec, []int32{-1, -1, -1, -1}, target, map[string]int32{"A": 0}, nil)
 	if moved != 0 || !slices.Equal(target, []int32{0, 0, 0, 0}) {
 		t.Fatalf("one member: target %v, moved %d; want nothing moved", target, moved)
+	}
+}
+
+// BenchmarkAvoidGivers: the cost avoidGivers adds to every plan of 100,000
+// partitions on 16 members, without marks and with 100 marks of live
+// sessions (each partition's target the giver, so that each one moves).
+//
+//	go test -run '^$' -bench AvoidGivers .
+//
+// On a shared 2-core Xeon: 0.43-0.47 ms without marks (reading the mark of
+// 100,000 records, 9.6 MB, is most of it), 0.64-0.68 ms with 100.
+func BenchmarkAvoidGivers(b *testing.B) {
+	const P, N = 100_000, 16
+	members := make([]balance.Member, N)
+	sessIdx := map[string]int32{}
+	for i := range members {
+		members[i] = balance.Member{ID: fmt.Sprintf("S%02d", i)}
+		sessIdx[members[i].ID] = int32(i)
+	}
+	parts := make([]balance.Partition, P)
+	owners := make([]store.Ownership, P)
+	rec, owner, target := make([]int32, P), make([]int32, P), make([]int32, P)
+	for i := range parts {
+		parts[i] = balance.Partition{ID: fmt.Sprintf("p%06d", i)}
+		owners[i] = store.Ownership{Partition: parts[i].ID, Epoch: 1}
+		rec[i], owner[i], target[i] = int32(i), -1, int32(i%N)
+	}
+	for _, marks := range []int{0, 100} {
+		b.Run(fmt.Sprintf("marks=%d", marks), func(b *testing.B) {
+			for i := range marks {
+				p := i * (P / max(marks, 1))
+				owners[p].GivenBack = members[target[p]].ID
+			}
+			var buf []int32
+			work := make([]int32, P)
+			for b.Loop() {
+				copy(work, target)
+				buf, _ = avoidGivers(members, parts, owners, rec, owner, work, sessIdx, buf)
+			}
+		})
 	}
 }
