@@ -88,8 +88,12 @@ type Config struct {
 	// handler is still running; the epoch still rejects the old handler's
 	// checkpoints. Off by default.
 	ForceHandoff bool
-	// PollInterval is the backstop re-read of the group in case change
-	// notifications are lost. Default 30s.
+	// PollInterval is the backstop re-read of the whole group. A member
+	// learns every change herd makes from the group's log; what the log
+	// cannot show is a record written, broken or repaired by hand (or by
+	// another program), which a member notices at its next read of the
+	// group: one every PollInterval. Default 30s, or 5 x SessionTTL if
+	// that is shorter.
 	PollInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
 	// long before claiming or handing off, so that members joining at
@@ -150,7 +154,7 @@ func (c Config) withDefaults() Config {
 		c.MaxShutdown = DefaultMaxShutdown
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = min(DefaultPollInterval, 5*c.SessionTTL)
 	}
 	if c.RestartDelay == 0 {
 		c.RestartDelay = DefaultRestartDelay

@@ -31,15 +31,21 @@
 // Each member holds one session in the store, renewed by one goroutine
 // every SessionTTL/3 whatever the number of partitions. Each partition has
 // one ownership record: owning session, epoch, checkpoint. Every member
-// reads the same snapshot (live sessions, partition set, owners) and runs
-// the same pure function, balance.Assign, to compute the target owner of
-// every partition; no leader is needed and members do not race for
-// partitions. A member claims the free partitions the target gives it and
-// hands off those it gives to others: it cancels the handler, waits for it
-// to return, then releases the record. Joins, leaves and releases are
-// pushed to every member through the store's change feed; a member also
-// re-reads the group when another session is due to expire and, as a
-// backstop, every PollInterval.
+// keeps a replica of the group (live sessions, partition set, owners): one
+// snapshot read when its session opens, then fed by the group's log, to
+// which the store appends every change in the same atomic step. Every
+// member runs the same pure function, balance.Assign, on its replica to
+// compute the target owner of every partition; no leader is needed and
+// members do not race for partitions. A member claims (in batches) the free
+// partitions the target gives it and hands off those it gives to others: it
+// cancels the handler, waits for it to return, then releases the record.
+// A rebalance thus costs the store the entries of its changes, not a read
+// of the group per member per change. Each renewal tells a member when the
+// group's earliest session expires; if that member is not renewed by then,
+// the member asks the store to expire it (ExpireSessions), which logs the
+// expiry for every replica. As a backstop against records edited by hand,
+// which the log cannot show, a member reads the whole group every
+// PollInterval.
 //
 // A handler that keeps failing on one member can give its partition back
 // by returning an error wrapping ErrGiveBack: the partition is released

@@ -81,6 +81,34 @@ func (d *deafStore) Restore(ctx context.Context, g, p string, e uint64, v []byte
 	return d.Store.Restore(ctx, g, p, e, v)
 }
 
+func (d *deafStore) ClaimBatch(ctx context.Context, g, s string, ps []string) ([]store.ClaimResult, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
+	return d.Store.ClaimBatch(ctx, g, s, ps)
+}
+
+func (d *deafStore) ReleaseBatch(ctx context.Context, g, s string, held []store.Ownership) ([]error, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
+	return d.Store.ReleaseBatch(ctx, g, s, held)
+}
+
+func (d *deafStore) Changes(ctx context.Context, g string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, after, err
+	}
+	return d.Store.Changes(ctx, g, after, max)
+}
+
+func (d *deafStore) ExpireSessions(ctx context.Context, g string) (time.Duration, error) {
+	if err := d.wait(ctx); err != nil {
+		return 0, err
+	}
+	return d.Store.ExpireSessions(ctx, g)
+}
+
 func (d *deafStore) KeepAlive(ctx context.Context, g, s string, ttl time.Duration) (time.Duration, error) {
 	if err := d.wait(ctx); err != nil {
 		return 0, err

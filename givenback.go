@@ -1,7 +1,9 @@
 package herd
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/store"
@@ -62,4 +64,54 @@ func avoidGivers(members []balance.Member, parts []balance.Partition, owners []s
 		return avoid, 0
 	}
 	return avoid, balance.Avoid(members, parts, owner, avoid, target)
+}
+
+// giveBack switches a slot whose handler returned ErrGiveBack to giving the
+// partition back, unless it is lost (then it is only dropped), and reports
+// whether it did. It runs on the slot's goroutine.
+func (m *Member) giveBack(sl *slot, err error) bool {
+	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
+		return false
+	}
+	c := sl.claim
+	m.log.Warn("handler gave the partition back; another member will run it if there is one", "partition", c.Partition, "epoch", c.Epoch, "err", err)
+	sl.cancel() // the claim's context: the handler has returned, anything it started stops
+	m.unown(c.Partition)
+	return true
+}
+
+// sendGiveBack gives a slot's partition back in the store (store.Store.GiveBack),
+// on the slot's goroutine, after its last Mark was written. Give-backs are
+// rare and go one by one, not through the releaser's batches.
+//
+// Until the replica shows the Released entry, it still shows the record as
+// this member's, which plan would claim again (a record of ours that we do
+// not run), clearing the mark: the partition is marked contested first, so
+// plan leaves it alone until an entry about it arrives, or for
+// RenewInterval (then it reads the group anew), as after a failed claim.
+func (m *Member) sendGiveBack(sl *slot) {
+	if m.cfg.Gate.wait(m.runCtx) != nil {
+		return
+	}
+	c := sl.claim
+	m.rep.contest(c.Partition, time.Now())
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	defer cancel()
+	err := m.st.GiveBack(ctx, m.cfg.Group, c.Partition, sl.sess.id, c.Epoch)
+	switch {
+	case err == nil:
+		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
+		return
+	case errors.Is(err, store.ErrNotOwner):
+		// No longer ours (lost meanwhile): nothing to give back.
+		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
+	case errors.Is(err, store.ErrCorrupt):
+		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
+		m.rep.distrust()
+	default:
+		// The record stays this member's: plan may claim it again, and
+		// the handler will give it back again if it fails again.
+		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
+	}
+	m.rep.uncontest(c.Partition)
 }

@@ -106,12 +106,7 @@ func (m *Member) logStep() {
 	if s.empty() {
 		return
 	}
-	// Still on their way: partitions held by others (incoming), and those
-	// whose release was announced but that the loop has not claimed yet.
-	m.inMu.Lock()
-	waiting := len(m.incoming) + len(m.released)
-	m.inMu.Unlock()
-	if waiting > 0 && time.Since(s.start) < stepWait {
+	if m.incoming > 0 && time.Since(s.start) < stepWait {
 		return
 	}
 	m.mu.Lock()

@@ -26,6 +26,10 @@ type progress struct {
 	shared   bool   // mark has been handed to a write: the next Mark must not reuse it
 	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
 	wroteSeq uint64
+	// sending is the value of the write under way (valid if sendingSeq >
+	// 0): the store may have it before the write returns (see restorePoint).
+	sending    []byte
+	sendingSeq uint64
 
 	timer   *time.Timer    // armed while a marked value waits for its timed write
 	flushes sync.WaitGroup // armed timers whose function has not returned
@@ -133,10 +137,12 @@ func (c *Claim) flush(ctx context.Context) error {
 
 	err := c.m.cfg.Gate.wait(ctx)
 	if err == nil {
+		p.send(c, v, seq)
 		err = p.inner(ctx, v)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	p.sending, p.sendingSeq = nil, 0
 	switch {
 	case err == nil:
 		p.wrote, p.wroteSeq = v, seq
@@ -149,6 +155,35 @@ func (c *Claim) flush(ctx context.Context) error {
 			"partition", c.Partition, "epoch", c.Epoch, "err", err)
 	}
 	return err
+}
+
+// send notes the value of a write about to be made (see restorePoint).
+func (p *progress) send(c *Claim, v []byte, seq uint64) {
+	c.mu.Lock()
+	p.sending, p.sendingSeq = v, seq
+	c.mu.Unlock()
+}
+
+// restorePoint is the value to restore if the store loses the partition's
+// record: the newest value this claim marked, wrote or is writing. A write
+// under way counts: the store may have accepted it already (a successor must
+// never start below an accepted value), and if it refuses it, the value is
+// still progress the handler made while it owned the partition, as an
+// unwritten mark is. LastCheckpoint, which counts only writes that returned,
+// could be one value behind the store.
+func (c *Claim) restorePoint() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &c.prog
+	switch {
+	case p.sendingSeq > max(p.wroteSeq, p.markSeq):
+		return p.sending
+	case p.markSeq > p.wroteSeq:
+		return append([]byte(nil), p.mark...) // Mark reuses its buffer
+	case p.wroteSeq > 0:
+		return p.wrote
+	}
+	return c.last
 }
 
 // errRejected marks p.stop when the store refused one of the claim's writes.
@@ -196,9 +231,11 @@ func (c *Claim) trackProgress() {
 		if overtaken {
 			return nil // a later Mark (from another goroutine) is already written
 		}
+		p.send(c, append([]byte(nil), v...), seq)
 		err := inner(ctx, v)
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		p.sending, p.sendingSeq = nil, 0
 		switch {
 		case err == nil:
 			p.wrote, p.wroteSeq = append([]byte(nil), v...), seq

@@ -208,3 +208,21 @@ func TestScenarioCorruptClaimSkipsOnlyItsPartition(t *testing.T) {
 		}
 	})
 }
+
+// ClaimBatch is Claim of each partition: a batch that names bad gets
+// ErrCorrupt for it alone.
+func (s *malformedStore) ClaimBatch(ctx context.Context, g, sess string, ps []string) ([]store.ClaimResult, error) {
+	i := slices.Index(ps, s.bad)
+	if i < 0 {
+		return s.Store.ClaimBatch(ctx, g, sess, ps)
+	}
+	rest := slices.Delete(slices.Clone(ps), i, i+1)
+	var res []store.ClaimResult
+	if len(rest) > 0 {
+		var err error
+		if res, err = s.Store.ClaimBatch(ctx, g, sess, rest); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Insert(res, i, store.ClaimResult{Err: fmt.Errorf("test: record of %q cannot be decoded: %w", s.bad, store.ErrCorrupt)}), nil
+}

@@ -36,6 +36,28 @@ func (s *lostClaimStore) Claim(ctx context.Context, g, p, sess string) (store.Ow
 	return store.Ownership{}, fmt.Errorf("lost reply: %w", store.ErrUnavailable)
 }
 
+// ClaimBatch applies the batch and loses its reply if it holds the first
+// claim of a partition.
+func (s *lostClaimStore) ClaimBatch(ctx context.Context, g, sess string, ps []string) ([]store.ClaimResult, error) {
+	res, err := s.Store.ClaimBatch(ctx, g, sess, ps)
+	if err != nil {
+		return res, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lost := false
+	for i, r := range res {
+		if _, done := s.lost[ps[i]]; r.Err == nil && !done {
+			s.lost[ps[i]] = r.Ownership.Epoch
+			lost = true
+		}
+	}
+	if lost {
+		return nil, fmt.Errorf("lost reply: %w", store.ErrUnavailable)
+	}
+	return res, nil
+}
+
 // TestScenarioClaimOfOwnRecordGetsFreshEpoch: a record naming the member's
 // own session that it is not running (here: a Claim whose reply was lost) is
 // claimed again at a fresh epoch, never run at the record's old one, and the

@@ -30,8 +30,9 @@ import "math/bits"
 // over its quota and the avoided member one under; balancing may move
 // another partition from the one to the other (never the avoided one), and
 // that ripple ends in a fixed point: in TestAvoidSettles' 3,000 random
-// fleets, within three steps when every planned move is made at once, and
-// within 19 when moves are made a random part at a time. At the fixed
+// fleets, within two steps when every planned move is made at once, and
+// within 20 when moves are made a random part at a time (the test logs
+// both). At the fixed
 // point the members hold, in total, no more partitions over their quotas
 // than there are partitions to avoid. When the mark is lifted (avoid[i]
 // back to -1), balancing treats the partition like any other.

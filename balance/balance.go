@@ -102,6 +102,9 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 		prev = nil
 	}
 	a.valid = false
+	if len(partitions) != len(p.parts) || prev == nil {
+		a.w.idealOK = false
+	}
 	p.parts = resize(p.parts, len(partitions))
 	n := int32(len(members))
 	same := false // partitions[i-1] is the ID found at i-1 last time
@@ -121,6 +124,7 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 			}
 			same = true
 		} else {
+			a.w.idealOK = false // the partition set changed
 			h = hashString(pt.ID)
 			if i > 0 && partitions[i-1].ID >= pt.ID {
 				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
@@ -145,6 +149,13 @@ type work struct {
 	ring  []slot
 	buf   []slot
 	next  []int32
+	ideal []int32 // the target of every partition without owners
+	all   []int32
+	// idealOK: ideal is that of the same partitions (cleared by the
+	// Assigner when they change), members (idealFor) and quotas (idealQuota).
+	idealOK    bool
+	idealFor   []member
+	idealQuota []int
 }
 
 // slot is one missing unit k of member m, at ring position pos.
@@ -224,11 +235,63 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		return target
 	}
 
-	// One slot per missing unit of each under-quota member, placed on a hash
-	// ring. len(slots) == len(pool) because the quotas sum to len(p.parts).
+	if len(pool) < len(p.parts) {
+		// Some partitions stay where they are. Pool partitions go first to
+		// the member the assignment from nothing would give them (the
+		// ideal), while it has room: then a fleet that is still filling up
+		// an assignment (claims under way) is given the same assignment
+		// again, rather than a new spread of what is left, on which members
+		// that read the group at different moments would disagree. Any
+		// matching of the pool moves the same partitions (the pool is what
+		// moves), so this keeps the moves minimal.
+		if !w.idealOK || !slices.Equal(w.idealFor, p.members) || !slices.Equal(w.idealQuota, quota) {
+			// Computed once per membership: the calls of a rebalance
+			// differ in owners only.
+			w.ideal = resize(w.ideal, len(p.parts))
+			all := resize(w.all, len(p.parts))[:0]
+			for pi := range p.parts {
+				all = append(all, int32(pi))
+			}
+			w.all = all
+			w.match(p, all, quota, nil, w.ideal)
+			w.idealFor = append(w.idealFor[:0], p.members...)
+			w.idealQuota = append(w.idealQuota[:0], quota...)
+			w.idealOK = true
+		}
+		w.ringOrder(p, pool) // which partitions get a member's room must not depend on input order
+		rest := pool[:0]
+		for _, pi := range pool {
+			if m := w.ideal[pi]; m >= 0 && kept[m] < quota[m] {
+				target[pi] = m
+				kept[m]++
+				continue
+			}
+			rest = append(rest, pi)
+		}
+		pool = rest
+		if len(pool) == 0 {
+			return target
+		}
+	}
+	w.match(p, pool, quota, kept, target)
+	return target
+}
+
+// match places the partitions of pool (indices into p.parts) on the
+// members' missing units: one slot per unit k from kept[m] (0 if kept is
+// nil) to quota[m] of each member m, on a hash ring, and each pool
+// partition, in ring order, takes the first free slot clockwise from its
+// position (consistent hashing with bounded loads). The pool must have as
+// many partitions as there are missing units. It sets target[pi] for every
+// pi in pool, and reorders pool.
+func (w *work) match(p *problem, pool []int32, quota []int, kept []int, target []int32) {
 	slots := resize(w.slots, len(pool))[:0]
 	for m := range p.members {
-		for k := kept[m]; k < quota[m]; k++ {
+		k := 0
+		if kept != nil {
+			k = kept[m]
+		}
+		for ; k < quota[m]; k++ {
 			slots = append(slots, slot{pos: slotPos(p.members[m].h, k), m: int32(m), k: int32(k)})
 		}
 	}
@@ -239,18 +302,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		}
 		return cmp.Compare(a.k, b.k)
 	})
-	// The pool in ring order (by hash, then ID), as slots{pos: hash, m: index}.
-	ring := resize(w.ring, len(pool))[:0]
-	for _, pi := range pool {
-		ring = append(ring, slot{pos: p.parts[pi].h, m: pi})
-	}
-	w.ring = ring
-	w.buf = sortSlots(ring, w.buf, func(a, b slot) int {
-		return strings.Compare(p.parts[a.m].id, p.parts[b.m].id)
-	})
-	for i := range ring {
-		pool[i] = ring[i].m
-	}
+	w.ringOrder(p, pool)
 
 	// Walk the pool in ring order; each partition takes the first free slot
 	// at or after its ring position, wrapping around. next is a union-find
@@ -281,12 +333,28 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		if int(s) == S {
 			// Unreachable: there are exactly as many slots as pool
 			// partitions. Kept so odd input can never cause a panic.
-			break
+			target[pi] = -1
+			continue
 		}
 		target[pi] = slots[s].m
 		next[s] = s + 1
 	}
-	return target
+}
+
+// ringOrder sorts pool (indices into p.parts) in ring order: by hash, then
+// ID, whatever the order of the input.
+func (w *work) ringOrder(p *problem, pool []int32) {
+	ring := resize(w.ring, len(pool))[:0]
+	for _, pi := range pool {
+		ring = append(ring, slot{pos: p.parts[pi].h, m: pi})
+	}
+	w.ring = ring
+	w.buf = sortSlots(ring, w.buf, func(a, b slot) int {
+		return strings.Compare(p.parts[a.m].id, p.parts[b.m].id)
+	})
+	for i := range ring {
+		pool[i] = ring[i].m
+	}
 }
 
 // sortSlots sorts s by pos, then by tie (which is called only for equal

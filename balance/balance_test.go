@@ -812,3 +812,41 @@ func TestAssignSortedChecksOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialFillKeepsTarget: members that have claimed part of the
+// assignment computed from nothing (the others' claims still on their way)
+// are given that same assignment again, whichever part was claimed: members
+// that read the group at different moments of a first placement agree.
+func TestPartialFillKeepsTarget(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for iter := range 200 {
+		nm := 1 + rng.IntN(40)
+		np := rng.IntN(3000)
+		var in Input
+		for i := range nm {
+			w := 1
+			if iter%2 == 1 {
+				w = 1 + rng.IntN(4)
+			}
+			in.Members = append(in.Members, Member{ID: fmt.Sprintf("m%d", i), Weight: w})
+		}
+		for i := range np {
+			in.Partitions = append(in.Partitions, Partition{ID: fmt.Sprint(i)})
+		}
+		ideal := Assign(in)
+		frac := rng.Float64()
+		in.Owners = map[string]string{}
+		for p, m := range ideal {
+			if rng.Float64() < frac {
+				in.Owners[p] = m
+			}
+		}
+		got := Assign(in)
+		for p, m := range ideal {
+			if got[p] != m {
+				t.Fatalf("iter %d (%d members, %d partitions, %.0f%% claimed): partition %s goes to %s, not %s as from nothing",
+					iter, nm, np, frac*100, p, got[p], m)
+			}
+		}
+	}
+}

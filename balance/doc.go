@@ -48,6 +48,17 @@
 //     as many partitions as there are slots, so every partition is placed and
 //     every member ends at exactly its quota. The spread is pseudo-random,
 //     and a small change to the pool only perturbs the placement locally.
+//     When some partitions are kept, the pool first goes to the "ideal"
+//     member of each partition (its target in the assignment computed with
+//     no owners at all, with the same quotas), taken in ring order while
+//     that member is below quota; only the rest is matched on the ring of
+//     the remaining missing units. So a fleet part way through claiming an
+//     assignment (each member claims its share in batches, and members see
+//     each other's claims at different moments) is given the same
+//     assignment again, and members never race for a partition the plan
+//     they read a moment earlier gave to another. The pool moves either
+//     way, so the moves stay minimal. The ideal is cached by an [Assigner]
+//     while the partitions, members and quotas stay the same.
 //
 // # Guarantees
 //

@@ -218,6 +218,7 @@ func copySnapshot(s *store.Snapshot) (*store.Snapshot, int64) {
 		Owners:             make([]store.Ownership, len(s.Owners)),
 		PartitionSetStored: s.PartitionSetStored,
 		Malformed:          s.Malformed, // read-only, like the snapshot
+		Version:            s.Version,
 	}
 	for i, x := range s.Sessions {
 		x.ID, x.Member = str(x.ID), str(x.Member)

@@ -30,7 +30,7 @@ func (s *shufflingStore) Snapshot(ctx context.Context, group string) (*store.Sna
 	if err != nil {
 		return nil, err
 	}
-	out := &store.Snapshot{Sessions: slices.Clone(snap.Sessions), Partitions: slices.Clone(snap.Partitions), Owners: slices.Clone(snap.Owners), PartitionSetStored: snap.PartitionSetStored}
+	out := &store.Snapshot{Sessions: slices.Clone(snap.Sessions), Partitions: slices.Clone(snap.Partitions), Owners: slices.Clone(snap.Owners), PartitionSetStored: snap.PartitionSetStored, Version: snap.Version}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rng.Shuffle(len(out.Sessions), func(i, j int) { out.Sessions[i], out.Sessions[j] = out.Sessions[j], out.Sessions[i] })

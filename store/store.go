@@ -124,6 +124,20 @@ type Ownership struct {
 	GivenBack string
 }
 
+// Record is one partition's ownership record as Records returns it, for
+// views (herd status, job blackboards); the run loop never reads it.
+type Record struct {
+	Ownership // Checkpoint included (nil if none was ever written)
+	// Since is how long ago, on the store's clock, the record got its
+	// current epoch (by Claim, ClaimBatch or Restore). 0 if unknown (a
+	// record written by an older version).
+	Since time.Duration
+	// CheckpointAge is how long ago, on the store's clock, the checkpoint
+	// was last written (Checkpoint, or Restore with a value); 0 if the
+	// record has no checkpoint or the time is unknown.
+	CheckpointAge time.Duration
+}
+
 // Snapshot is one consistent read of a group. It is read-only: backends
 // may share one snapshot between callers. "Sorted" means Go string order.
 type Snapshot struct {
@@ -262,6 +276,14 @@ type Store interface {
 	// when the group cannot be read at all (a key of the wrong type).
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
 
+	// Records reads the ownership records of the given partitions, with their
+	// checkpoints and times, in one consistent read. At most MaxBatch
+	// partitions, valid ids, none twice (ValidateBatch), else ErrInvalid.
+	// The result is in the order asked; a partition with no record is left
+	// out, and so is a record that cannot be decoded (Snapshot lists it in
+	// Malformed). It changes nothing and logs nothing.
+	Records(ctx context.Context, group string, partitions []string) ([]Record, error)
+
 	// Claim makes session the owner of partition, at a new epoch
 	// (NextEpoch of the record's), if the partition has no record, or its
 	// record is released, or its owning session is dead, or its owning
@@ -374,14 +396,30 @@ type Store interface {
 	Close() error
 }
 
+// GroupLister lists the groups a store holds. It is not part of Store,
+// since members never need it; views that show a whole store (herd status
+// without a group, herd groups) use it when the backend offers it, which
+// every backend should. Find it with a type assertion:
+//
+//	if gl, ok := st.(store.GroupLister); ok { groups, err := gl.Groups(ctx) }
+type GroupLister interface {
+	// Groups returns the ids of the groups of which the store holds
+	// anything (a session, a partition set, an ownership record or a log),
+	// sorted, each once. A group deleted with DeleteGroup is not listed.
+	// Groups changes nothing; it is not one consistent read (a group created
+	// or deleted meanwhile may or may not be listed). Keys or rows that are
+	// not a group this backend could have written are skipped.
+	Groups(ctx context.Context) ([]string, error)
+}
+
 // Limits on ids, checked by ValidateID.
 const (
 	MaxIDLength         = 512
 	MaxCheckpointLength = 1 << 20
-	// MaxBatch bounds the partitions of one ClaimBatch or ReleaseBatch, so
-	// that one batch bounds the time the store spends on it (on Redis, one
-	// script blocks the server while it runs: about a millisecond per
-	// hundred claims).
+	// MaxBatch bounds the partitions of one ClaimBatch, ReleaseBatch or
+	// Records, so that one batch bounds the time the store spends on it (on
+	// Redis, one script blocks the server while it runs: about a
+	// millisecond per hundred claims).
 	MaxBatch = 1000
 )
 
@@ -450,8 +488,8 @@ func NextEpoch(prev uint64, storeNow time.Time) uint64 {
 	return now
 }
 
-// ValidateBatch checks the partitions of a ClaimBatch or ReleaseBatch: at
-// most MaxBatch, valid ids, none listed twice.
+// ValidateBatch checks the partitions of a ClaimBatch, ReleaseBatch or
+// Records: at most MaxBatch, valid ids, none listed twice.
 func ValidateBatch(partitions []string) error {
 	if len(partitions) > MaxBatch {
 		return fmt.Errorf("batch of %d partitions is more than the limit of %d: %w", len(partitions), MaxBatch, ErrInvalid)

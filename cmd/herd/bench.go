@@ -30,6 +30,16 @@ type benchResult struct {
 	MinMoves            int     `json:"min_moves"`
 	SessionTTLSeconds   float64 `json:"session_ttl_seconds"`
 	MaxConcurrentOwners int     `json:"max_concurrent_owners"`
+	// What the rebalance cost the store, from the change until balanced,
+	// per member (after the change): operations (renewals, log reads and
+	// writes included), reads of the whole group among them, and records
+	// returned by reads (group reads and log entries). ServerCPUSeconds is
+	// the store server's CPU time over the same span, when the store can
+	// tell (Redis: INFO cpu), for the whole server.
+	StoreOpsPerMember  float64  `json:"store_ops_per_member"`
+	FullReadsPerMember float64  `json:"full_reads_per_member"`
+	RowsReadPerMember  float64  `json:"rows_read_per_member"`
+	ServerCPUSeconds   *float64 `json:"server_cpu_seconds,omitempty"`
 	// Steady-state figures (scenario "steady" only).
 	StoreOpsPerMemberPerSecond *float64 `json:"store_ops_per_member_per_second,omitempty"`
 	CPUSecondsPerMemberPerSec  *float64 `json:"cpu_seconds_per_member_per_second,omitempty"`
@@ -67,33 +77,85 @@ func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
 	return newConnector(o.storeURL)
 }
 
-// benchScenario sets up a fleet, applies one change, and measures it.
+// benchScenario sets up a fleet, applies changes, and measures each.
 type benchScenario struct {
-	name    string
-	parts   int // default partitions
-	before  int
-	run     func(ctx context.Context, c *cluster, o benchOpts) (step, error)
-	members func(before int) int
+	name   string
+	parts  int // default partitions
+	before int
+	// run applies the scenario's changes to the balanced fleet and returns
+	// one phase for each.
+	run func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error)
 	// steady: no change; measure what a balanced fleet costs over a window.
 	steady bool
+	// placement: the first placement is a result of its own.
+	placement bool
+	// optIn: run only when named with --scenario (it takes minutes).
+	optIn bool
+}
+
+// phase is one measured change of a scenario.
+type phase struct {
+	name   string // "" for a scenario's only change
+	before int    // members before the change
+	s      step
+}
+
+// change measures one change of the fleet as a phase.
+func change(ctx context.Context, c *cluster, name string, timeout time.Duration, f func() error) ([]phase, error) {
+	before := len(c.live())
+	s, err := c.measure(ctx, timeout, f)
+	if err != nil {
+		return nil, err
+	}
+	return []phase{{name: name, before: before, s: s}}, nil
+}
+
+func joinPhase(name string, n int) func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+	return func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+		return change(ctx, c, name, 30*time.Second+balanceAllowance(len(c.parts)), func() error { _, err := c.join(n); return err })
+	}
+}
+
+func crashPhase(name string, n int) func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+	return func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+		return change(ctx, c, name, o.ttl+30*time.Second+balanceAllowance(len(c.parts)), func() error {
+			live := c.live()
+			for _, id := range live[len(live)-n:] {
+				if err := c.crash(id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func phases(fs ...func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error)) func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+	return func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
+		var all []phase
+		for _, f := range fs {
+			p, err := f(ctx, c, o)
+			if err != nil {
+				return all, err
+			}
+			all = append(all, p...)
+		}
+		return all, nil
+	}
 }
 
 var benchScenarios = []benchScenario{
-	{name: "scale-out", parts: 32, before: 1, members: func(int) int { return 4 },
-		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
-			return c.measure(ctx, 30*time.Second+balanceAllowance(len(c.parts)), func() error { _, err := c.join(3); return err })
-		}},
-	{name: "leave", parts: 32, before: 4, members: func(b int) int { return b - 1 },
-		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
+	{name: "scale-out", parts: 32, before: 1, run: joinPhase("", 3)},
+	{name: "leave", parts: 32, before: 4,
+		run: func(ctx context.Context, c *cluster, o benchOpts) ([]phase, error) {
 			last := c.live()[len(c.live())-1]
-			return c.measure(ctx, 30*time.Second+balanceAllowance(len(c.parts)), func() error { return c.leave(last) })
+			return change(ctx, c, "", 30*time.Second+balanceAllowance(len(c.parts)), func() error { return c.leave(last) })
 		}},
-	{name: "crash", parts: 32, before: 4, members: func(b int) int { return b - 1 },
-		run: func(ctx context.Context, c *cluster, o benchOpts) (step, error) {
-			last := c.live()[len(c.live())-1]
-			return c.measure(ctx, o.ttl+30*time.Second+balanceAllowance(len(c.parts)), func() error { return c.crash(last) })
-		}},
-	{name: "steady", parts: 10000, before: 16, members: func(b int) int { return b }, steady: true},
+	{name: "crash", parts: 32, before: 4, run: crashPhase("", 1)},
+	{name: "scale-out-large", parts: 1024, before: 10, run: joinPhase("", 10)},
+	{name: "steady", parts: 10000, before: 16, steady: true},
+	{name: "large", parts: 100000, before: 100, placement: true, optIn: true,
+		run: phases(joinPhase("join", 10), crashPhase("crash", 10))},
 }
 
 func benchCmd() *cobra.Command {
@@ -115,7 +177,8 @@ goroutine in this one process (see the README for the memory this costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
-  herd bench --scenario steady --partitions 10000 --steady-for 1m`,
+  herd bench --scenario steady --partitions 10000 --steady-for 1m
+  herd bench --store redis://127.0.0.1:6379/0 --scenario scale-out-large,large --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			conn, err := o.validate(cmd.Flags().Changed("partitions"))
@@ -137,7 +200,11 @@ goroutine in this one process (see the README for the memory this costs).`,
 func scenarioNames() string {
 	var n []string
 	for _, s := range benchScenarios {
-		n = append(n, s.name)
+		if s.optIn {
+			n = append(n, s.name+" (only when named: it takes minutes)")
+		} else {
+			n = append(n, s.name)
+		}
 	}
 	return strings.Join(n, ", ")
 }
@@ -158,17 +225,19 @@ func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts
 	}
 	var results []benchResult
 	for _, sc := range benchScenarios {
-		if len(want) > 0 && !want[sc.name] {
+		if (len(want) > 0 && !want[sc.name]) || (len(want) == 0 && sc.optIn) {
 			continue
 		}
-		r, err := runScenario(ctx, conn, sc, o)
+		rs, err := runScenario(ctx, conn, sc, o)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", sc.name, err)
 		}
-		results = append(results, r)
+		results = append(results, rs...)
 		if o.jsonOut {
-			b, _ := json.Marshal(r)
-			fmt.Fprintln(out, string(b))
+			for _, r := range rs {
+				b, _ := json.Marshal(r)
+				fmt.Fprintln(out, string(b))
+			}
 		}
 	}
 	if !o.jsonOut {
@@ -177,7 +246,7 @@ func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts
 	return nil
 }
 
-func runScenario(ctx context.Context, conn *connector, sc benchScenario, o benchOpts) (_ benchResult, err error) {
+func runScenario(ctx context.Context, conn *connector, sc benchScenario, o benchOpts) (_ []benchResult, err error) {
 	parts := sc.parts
 	if o.partitions > 0 {
 		parts = o.partitions
@@ -186,45 +255,83 @@ func runScenario(ctx context.Context, conn *connector, sc benchScenario, o bench
 	c := newCluster(group, parts, herd.Config{SessionTTL: o.ttl}, conn.connect)
 	defer func() { err = errors.Join(err, c.close()) }()
 	if err := c.setup(ctx); err != nil {
-		return benchResult{}, err
+		return nil, err
+	}
+	if closeCPU := c.watchServerCPU(ctx); closeCPU != nil {
+		defer closeCPU()
 	}
 	initial, err := c.measure(ctx, o.ttl+60*time.Second+balanceAllowance(parts), func() error { _, err := c.join(sc.before); return err })
 	if err != nil {
-		return benchResult{}, fmt.Errorf("initial balance: %w", err)
+		return nil, fmt.Errorf("initial balance: %w", err)
 	}
 	if sc.steady {
-		return measureSteady(ctx, c, conn, sc, parts, initial, o)
+		r, err := measureSteady(ctx, c, conn, sc, parts, initial, o)
+		return []benchResult{r}, err
 	}
-	s, err := sc.run(ctx, c, o)
+	var rs []benchResult
+	if sc.placement {
+		rs = append(rs, result(sc.name+"/placement", conn, parts, 0, initial, o))
+	}
+	ps, err := sc.run(ctx, c, o)
 	if err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
-	return benchResult{
-		Scenario:            sc.name,
+	for _, p := range ps {
+		name := sc.name
+		if p.name != "" {
+			name += "/" + p.name
+		}
+		rs = append(rs, result(name, conn, parts, p.before, p.s, o))
+	}
+	return rs, nil
+}
+
+// result is the report of one measured step.
+func result(name string, conn *connector, parts, before int, s step, o benchOpts) benchResult {
+	r := benchResult{
+		Scenario:            name,
 		Store:               conn.name(),
 		Partitions:          parts,
-		MembersBefore:       sc.before,
-		MembersAfter:        sc.members(sc.before),
+		MembersBefore:       before,
+		MembersAfter:        s.Members,
 		SecondsToBalance:    s.Elapsed.Seconds(),
 		Moves:               s.Moves,
 		MinMoves:            s.MinMoves,
 		SessionTTLSeconds:   o.ttl.Seconds(),
 		MaxConcurrentOwners: s.MaxConcurrent,
-	}, nil
+	}
+	if n := float64(max(s.Members, 1)); n > 0 {
+		r.StoreOpsPerMember = float64(s.Ops) / n
+		r.FullReadsPerMember = float64(s.FullReads) / n
+		r.RowsReadPerMember = float64(s.Rows) / n
+	}
+	if s.ServerCPU != nil {
+		sec := s.ServerCPU.Seconds()
+		r.ServerCPUSeconds = &sec
+	}
+	return r
 }
 
 func printBenchTable(out io.Writer, rs []benchResult) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tmoves\tmin moves\tmax owners at once\tsession TTL\t")
+	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tmoves\tmin moves\tmax owners at once\tops/member\trows read/member\tserver CPU\t")
 	var steady []benchResult
 	for _, r := range rs {
 		if r.StoreOpsPerMemberPerSecond != nil {
 			steady = append(steady, r)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d→%d\t%.3fs\t%d\t%d\t%d\t%gs\t\n", r.Scenario, r.Store, r.Partitions,
-			r.MembersBefore, r.MembersAfter, r.SecondsToBalance, r.Moves, r.MinMoves, r.MaxConcurrentOwners, r.SessionTTLSeconds)
+		cpu := "-"
+		if r.ServerCPUSeconds != nil {
+			cpu = fmt.Sprintf("%.3fs", *r.ServerCPUSeconds)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d→%d\t%.3fs\t%d\t%d\t%d\t%.1f\t%.0f\t%s\t\n", r.Scenario, r.Store, r.Partitions,
+			r.MembersBefore, r.MembersAfter, r.SecondsToBalance, r.Moves, r.MinMoves, r.MaxConcurrentOwners,
+			r.StoreOpsPerMember, r.RowsReadPerMember, cpu)
 	}
 	w.Flush()
+	if len(rs) > 0 {
+		fmt.Fprintf(out, "(session TTL %gs; ops and rows read are per member from the change until balanced)\n", rs[0].SessionTTLSeconds)
+	}
 	for _, r := range steady {
 		fmt.Fprintf(out, "\nsteady (%d members, %d partitions, balanced): %.3f store ops per member per second, "+
 			"%.2f%% of a core and %.1f MiB of heap per member\n", r.MembersAfter, r.Partitions,

@@ -33,7 +33,10 @@ type cluster struct {
 	members map[string]*running
 	nextID  int
 	counted []*faultstore.Store // every member's store handle, for operation counts
-	touched bool                // the store was reached: close deletes the group
+	// serverCPU reads the store server's CPU time so far (nil if the store
+	// cannot tell): a rebalance's cost to the server, whoever else uses it.
+	serverCPU func(context.Context) (time.Duration, error)
+	touched   bool // the store was reached: close deletes the group
 }
 
 type running struct {
@@ -48,6 +51,13 @@ type step struct {
 	Moves         int
 	MinMoves      int
 	MaxConcurrent int
+	Members       int   // members after the change
+	Ops           int64 // store operations of every member until balanced
+	FullReads     int64 // of which reads of the whole group (Snapshot)
+	Rows          int64 // records those reads and the log reads returned
+	// ServerCPU is the store server's CPU time until balanced (nil if the
+	// store does not report it, see watchServerCPU).
+	ServerCPU *time.Duration
 }
 
 func newCluster(group string, partitions int, cfg herd.Config, connect func(context.Context) (store.Store, error)) *cluster {
@@ -232,6 +242,10 @@ func (c *cluster) close() error {
 func (c *cluster) measure(ctx context.Context, timeout time.Duration, change func() error) (step, error) {
 	before := c.tr.Owners()
 	c.tr.Reset()
+	counts0, cpu0, cpuErr := c.storeCounts(), time.Duration(0), error(nil)
+	if c.serverCPU != nil {
+		cpu0, cpuErr = c.serverCPU(ctx)
+	}
 	start := time.Now()
 	if err := change(); err != nil {
 		return step{}, err
@@ -242,19 +256,63 @@ func (c *cluster) measure(ctx context.Context, timeout time.Duration, change fun
 	if err := c.tr.WaitBalanced(wctx, c.parts, after); err != nil {
 		return step{}, err
 	}
-	s := step{Elapsed: time.Since(start), Moves: c.tr.Moves(), MaxConcurrent: c.tr.MaxConcurrent()}
+	s := step{Elapsed: time.Since(start), Moves: c.tr.Moves(), MaxConcurrent: c.tr.MaxConcurrent(), Members: len(after)}
 	s.MinMoves = tracker.MinMoves(c.parts, before, after)
+	counts := c.storeCounts()
+	s.Ops = counts.Reads + counts.Feeds + counts.Writes - (counts0.Reads + counts0.Feeds + counts0.Writes)
+	s.FullReads = counts.Reads - counts0.Reads
+	s.Rows = counts.Rows - counts0.Rows
+	if c.serverCPU != nil && cpuErr == nil {
+		if cpu1, err := c.serverCPU(ctx); err == nil {
+			d := cpu1 - cpu0
+			s.ServerCPU = &d
+		}
+	}
 	return s, nil
 }
 
-// storeOps is the number of store operations all members made so far.
+// storeOps is the number of store operations all members made so far:
+// reads of the whole group, reads of its log, and writes (renewals
+// included).
 func (c *cluster) storeOps() int64 {
+	o := c.storeCounts()
+	return o.Reads + o.Feeds + o.Writes
+}
+
+// storeCounts sums the operation counts of every member's store handle.
+func (c *cluster) storeCounts() faultstore.Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var n int64
+	var n faultstore.Counts
 	for _, st := range c.counted {
 		o := st.Ops()
-		n += o.Reads + o.Writes
+		n.Reads += o.Reads
+		n.Feeds += o.Feeds
+		n.Writes += o.Writes
+		n.Failed += o.Failed
+		n.Rows += o.Rows
 	}
 	return n
+}
+
+// watchServerCPU opens a connection of its own to the store, if the store
+// can report its server's CPU time, for measure to read before and after
+// each change. It returns the function that closes it (nil if none).
+func (c *cluster) watchServerCPU(ctx context.Context) func() {
+	st, err := c.connect(ctx)
+	if err != nil {
+		return nil
+	}
+	cpu, ok := st.(interface {
+		ServerCPU(context.Context) (time.Duration, error)
+	})
+	if !ok {
+		st.Close()
+		return nil
+	}
+	c.serverCPU = cpu.ServerCPU
+	return func() {
+		c.serverCPU = nil
+		st.Close()
+	}
 }

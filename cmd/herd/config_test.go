@@ -125,6 +125,11 @@ func TestPasswordNeverShown(t *testing.T) {
 			{"", []string{"group", "delete", "--group", "g", "--store", "redis://u:" + pw + "%40x@127.0.0.1:1/0"}},
 			{"", []string{"group", "delete", "--group", "g", "--store", "redis+sentinel://127.0.0.1:1/m?sentinel_password=" + pw}},
 			{"", []string{"demo", "--ttl", "redis://u:" + pw + "@h"}},
+			{"", []string{"status", "--store", "redis://u:" + pw + "@127.0.0.1:1/0", "--timeout", "200ms"}},
+			{"redis://:" + pw + "@127.0.0.1:1/0", []string{"status", "--group", "g", "--json", "--timeout", "200ms"}},
+			{"redis://u:" + pw + "@127.0.0.1:1/0", []string{"groups", "--timeout", "200ms"}},
+			{"redis://u:" + pw + "@127.0.0.1:1/0", []string{"partitions", "set", "--group", "g", "--timeout", "200ms", "0-3"}},
+			{"", []string{"partitions", "show", "--group", "g", "--store", "redis://u:" + pw + "%40x@127.0.0.1:1/0", "--timeout", "200ms"}},
 			{"redis://u:" + pw + "@127.0.0.1:1/0", []string{"demo", "--help"}},
 			{"redis://u:" + pw + "@127.0.0.1:1/0", []string{"--help"}},
 		} {

@@ -71,14 +71,7 @@ func (o groupDeleteOpts) validate() (*connector, error) {
 	if err := checkDuration("timeout", o.timeout, 100*time.Millisecond, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	conn, err := newConnector(o.storeURL)
-	if err != nil {
-		return nil, err
-	}
-	if conn.mem != nil {
-		return nil, errors.New("--store mem:// is this process's own store, which starts empty: give the URL of the store the group is in")
-	}
-	return conn, nil
+	return storeConnector(o.storeURL)
 }
 
 func runGroupDelete(ctx context.Context, out io.Writer, o groupDeleteOpts) error {

@@ -2,6 +2,9 @@
 //
 //	herd demo                     a small cluster in one process, step by step
 //	herd bench [--json]           time to balance after scale-out, leave, crash
+//	herd status                   members, partitions, owners, checkpoints of a store's groups
+//	herd groups                   list the groups in a store
+//	herd partitions set|show      replace or print a group's partition set
 //	herd group delete             delete a group's data from a store
 //	herd --version
 //
@@ -54,6 +57,7 @@ never appears in them, nor in an error.`,
 		Example: `  herd demo                                   # a cluster of members in this process
   herd demo --store redis://127.0.0.1:6379/0 --metrics :9090
   herd bench --json --scenario crash
+  herd status --store redis://127.0.0.1:6379/0 --group orders --watch
   HERD_STORE=redis://:pw@redis:6379 herd group delete --group orders
   herd demo --log-level debug --log-format json`,
 		Version:       version(),
@@ -62,6 +66,6 @@ never appears in them, nor in an error.`,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), runCmd(), checkpointCmd(), childShimCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), checkpointCmd(), childShimCmd())
 	return root
 }

@@ -21,11 +21,22 @@ const maxRunPartitions = 100_000
 // trimmed). A range is two decimal numbers without leading zeros, the first
 // not above the second; anything else is an id as written. Ids must be unique.
 func parsePartitions(spec string) ([]store.Partition, error) {
+	ps, err := parsePartitionSpec("--partitions", spec)
+	if err == nil && len(ps) == 0 {
+		return nil, fmt.Errorf("--partitions %s: no partition", spec)
+	}
+	return ps, err
+}
+
+// parsePartitionSpec is parsePartitions for any command: what names the
+// spec in messages ("--partitions", "SPEC"). An empty spec, or a file with
+// no id, is an empty set, which the caller refuses or allows.
+func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
 	var ids []string
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("--partitions: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 1<<20)
@@ -35,45 +46,42 @@ func parsePartitions(spec string) ([]store.Partition, error) {
 				continue
 			}
 			if err := store.ValidateID("partition", id); err != nil {
-				return nil, fmt.Errorf("--partitions %s line %d: %w", spec, n, err)
+				return nil, fmt.Errorf("%s %s line %d: %w", what, spec, n, err)
 			}
 			ids = append(ids, id)
 			if len(ids) > maxRunPartitions {
-				return nil, fmt.Errorf("--partitions %s: more than %s partitions", spec, commas(maxRunPartitions))
+				return nil, fmt.Errorf("%s %s: more than %s partitions", what, spec, commas(maxRunPartitions))
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("--partitions %s: %w", spec, err)
+			return nil, fmt.Errorf("%s %s: %w", what, spec, err)
 		}
-	} else {
+	} else if spec != "" { // "" is no partition, not one empty id
 		for item := range strings.SplitSeq(spec, ",") {
 			lo, hi, ok := numRange(item)
 			if !ok {
 				if err := store.ValidateID("partition", item); err != nil {
-					return nil, fmt.Errorf("--partitions: %w; write ids and ranges separated by commas (0-31,a,b) or @file", err)
+					return nil, fmt.Errorf("%s: %w; write ids and ranges separated by commas (0-31,a,b) or @file", what, err)
 				}
 				ids = append(ids, item)
 				continue
 			}
 			if hi < lo {
-				return nil, fmt.Errorf("--partitions: range %q ends before it starts", item)
+				return nil, fmt.Errorf("%s: range %q ends before it starts", what, item)
 			}
 			if hi-lo >= maxRunPartitions-len(ids) {
-				return nil, fmt.Errorf("--partitions: more than %s partitions", commas(maxRunPartitions))
+				return nil, fmt.Errorf("%s: more than %s partitions", what, commas(maxRunPartitions))
 			}
 			for i := lo; i <= hi; i++ {
 				ids = append(ids, strconv.Itoa(i))
 			}
 		}
 	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("--partitions %s: no partition", spec)
-	}
 	ps := make([]store.Partition, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
 		if seen[id] {
-			return nil, fmt.Errorf("--partitions: %q appears twice", id)
+			return nil, fmt.Errorf("%s: %q appears twice", what, id)
 		}
 		seen[id] = true
 		ps[i] = store.Partition{ID: id, Weight: 1}
@@ -103,4 +111,40 @@ func decimal(s string) (int, bool) {
 	}
 	n, err := strconv.Atoi(s)
 	return n, err == nil
+}
+
+// formatSpec writes ids as a partition spec that parsePartitionSpec reads
+// back as the same ids, in the same order: runs of consecutive decimal ids
+// (without leading zeros) as ranges, the rest as written. An id holding a
+// comma, or one that would read as a range, cannot be written in a spec;
+// ok is false then (write the ids to a file, one per line, instead).
+func formatSpec(ids []string) (spec string, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(ids); {
+		if strings.Contains(ids[i], ",") || strings.HasPrefix(ids[i], "@") && i == 0 {
+			return "", false
+		}
+		if _, _, isRange := numRange(ids[i]); isRange {
+			return "", false
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		lo, isNum := decimal(ids[i])
+		j := i + 1
+		for isNum && j < len(ids) {
+			n, ok := decimal(ids[j])
+			if !ok || n != lo+(j-i) {
+				break
+			}
+			j++
+		}
+		if j-i >= 2 {
+			fmt.Fprintf(&b, "%d-%d", lo, lo+(j-i-1))
+		} else {
+			b.WriteString(ids[i])
+		}
+		i = j
+	}
+	return b.String(), true
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -127,6 +128,28 @@ func TestRunGivesBackFailingPartition(t *testing.T) {
 	}
 	if m1 == "" || rec.GivenBack != m1 || rec.Member != now {
 		t.Errorf("record of %s: %+v, m1's session %q; want owned by %s and given back by m1's live session", p, rec, m1, now)
+	}
+	// And as herd status shows it.
+	out, err = execute(t, "status", "--store", u, "--group", group, "--json")
+	if err != nil {
+		t.Fatalf("herd status: %v\n%s", err, out)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Groups) != 1 {
+		t.Fatalf("herd status --json: %v\n%s", err, out)
+	}
+	g := rep.Groups[0]
+	for _, ps := range g.Partitions {
+		if ps.Partition == p && (ptrVal(ps.GivenBackBy) != "m1" || ptrVal(ps.GivenBackSess) != m1 || ptrVal(ps.Member) != now) {
+			t.Errorf("herd status shows partition %s as %+v; want running on %s, given back by m1", p, ps, now)
+		}
+	}
+	if g.Counts.GivenBack != 1 {
+		t.Errorf("herd status counts %+v; want 1 given back", g.Counts)
+	}
+	text, err := execute(t, "status", "--store", u, "--group", group)
+	if err != nil || !strings.Contains(text, "1 given back") || !strings.Contains(text, "given back by m1") {
+		t.Errorf("herd status (text): %v; want the count and the note of the partition given back by m1:\n%s", err, text)
 	}
 
 	// It stays where it went: m1 neither fails nor starts it again.

@@ -85,7 +85,8 @@ func (c *connector) connect(ctx context.Context) (store.Store, error) {
 	return openers[c.scheme](ctx, c.url)
 }
 
-// sharedStore is a handle on a store shared by several members.
-type sharedStore struct{ store.Store }
+// sharedStore is a handle on the in-process store shared by several
+// members (and what else it offers, store.GroupLister).
+type sharedStore struct{ *memstore.Store }
 
 func (sharedStore) Close() error { return nil }

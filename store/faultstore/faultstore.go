@@ -38,10 +38,14 @@ func WithSeed(seed uint64) Option {
 
 // Counts are the calls a Store received, including those it failed.
 type Counts struct {
-	Reads  int64 // Snapshot calls
+	Reads  int64 // Snapshot and Records calls
 	Feeds  int64 // Changes calls
 	Writes int64 // every other call except Watch and Close
 	Failed int64 // calls failed by the wrapper (cut or random failure)
+	// Rows is the records the calls returned that read the group:
+	// sessions, partitions, ownership and malformed records of each
+	// Snapshot, and entries of each Changes.
+	Rows int64
 }
 
 // Store is a fault-injecting store.Store. Its controls are safe for
@@ -50,6 +54,7 @@ type Store struct {
 	inner store.Store
 
 	reads, feeds, writes, failed atomic.Int64
+	rows                         atomic.Int64
 
 	mu       sync.Mutex
 	cut      bool
@@ -112,7 +117,7 @@ func (s *Store) SetFailureRate(p float64) {
 
 // Ops returns the calls counted so far.
 func (s *Store) Ops() Counts {
-	return Counts{Reads: s.reads.Load(), Feeds: s.feeds.Load(), Writes: s.writes.Load(), Failed: s.failed.Load()}
+	return Counts{Reads: s.reads.Load(), Feeds: s.feeds.Load(), Writes: s.writes.Load(), Failed: s.failed.Load(), Rows: s.rows.Load()}
 }
 
 // fate is what happens to one call.
@@ -224,6 +229,9 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	snap, err := s.inner.Snapshot(ctx, group)
+	if snap != nil {
+		s.rows.Add(int64(len(snap.Sessions) + len(snap.Partitions) + len(snap.Owners) + len(snap.Malformed)))
+	}
 	if f == failAfter {
 		return nil, lostReply("snapshot")
 	}

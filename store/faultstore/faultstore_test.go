@@ -270,8 +270,43 @@ func TestCounts(t *testing.T) {
 	cancel()
 	for range feed {
 	}
-	if c := fs.Ops(); c != (faultstore.Counts{Reads: 4, Feeds: 1, Writes: 11}) {
+	c := fs.Ops()
+	c.Rows = 0 // TestCountsRows
+	if c != (faultstore.Counts{Reads: 4, Feeds: 1, Writes: 11}) {
 		t.Fatalf("counts %+v; want 4 reads, 1 feed and 11 writes, none failed", c)
+	}
+}
+
+// TestCountsRows: the records returned by Snapshot and the entries returned
+// by Changes are counted.
+func TestCountsRows(t *testing.T) {
+	ctx := t.Context()
+	fs := faultstore.Wrap(memstore.New())
+	if err := fs.SetPartitions(ctx, "g", []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := fs.OpenSession(ctx, "g", "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Claim(ctx, "g", "a", sess); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := fs.Snapshot(ctx, "g") // 1 session, 3 partitions, 1 owner
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Ops().Rows; got != 5 {
+		t.Fatalf("rows after a snapshot of 1 session, 3 partitions and 1 record: %d, want 5", got)
+	}
+	if _, err := fs.Claim(ctx, "g", "b", sess); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fs.Changes(ctx, "g", snap.Version, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Ops().Rows; got != 6 {
+		t.Fatalf("rows after one log entry more: %d, want 6", got)
 	}
 }
 

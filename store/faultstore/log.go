@@ -18,6 +18,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		return nil, after, err
 	}
 	cs, v, err := s.inner.Changes(ctx, group, after, max)
+	s.rows.Add(int64(len(cs)))
 	if f == failAfter {
 		return nil, after, lostReply("changes")
 	}

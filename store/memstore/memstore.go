@@ -109,6 +109,10 @@ type record struct {
 	own   store.Ownership // Checkpoint is replaced on write, never mutated; never shown in a snapshot
 	pos   int             // index in group.sorted; -1 while in group.pending
 	dirty bool            // changed since group.view was built
+	// since is when the record got its epoch (Claim, Restore), checkpointed
+	// when its checkpoint was last written (zero: never), on the store's
+	// clock; Records reports them as ages.
+	since, checkpointed time.Time
 }
 
 type group struct {
@@ -427,6 +431,7 @@ func (s *Store) claimLocked(g *group, partition, session string, now time.Time) 
 	if r.own.GivenBack == session {
 		r.own.GivenBack = "" // the giver took it again
 	}
+	r.since = now
 	g.touch(r)
 	s.logChange(g, store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: r.own.Member, Epoch: r.own.Epoch})
 	g.publish(store.Event{Kind: store.EventClaimed, Session: session, Partition: partition})
@@ -499,7 +504,8 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 		return fmt.Errorf("memstore: checkpoint %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	value = bytes.Clone(value) // outside the lock: it may be a megabyte
-	if _, err := s.begin(ctx, "checkpoint"); err != nil {
+	now, err := s.begin(ctx, "checkpoint")
+	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -513,7 +519,7 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	}
 	// Replaced, never mutated: a Claim's copy is made under the lock, but
 	// the value is not shown in snapshots, so the shared view is untouched.
-	r.own.Checkpoint = value
+	r.own.Checkpoint, r.checkpointed = value, now
 	return nil
 }
 
@@ -529,7 +535,8 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		return fmt.Errorf("memstore: restore %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	value = bytes.Clone(value)
-	if _, err := s.begin(ctx, "restore"); err != nil {
+	now, err := s.begin(ctx, "restore")
+	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -541,12 +548,13 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		// A released record with a lower epoch: restored after a data loss
 		// by a member that lost the partition before this caller had it.
 		r.own.Epoch, r.own.Checkpoint, r.own.GivenBack = epoch, value, ""
+		r.since, r.checkpointed = now, now
 		g.touch(r)
 		s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
 		g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
 		return nil
 	}
-	r := &record{own: store.Ownership{Partition: partition, Epoch: epoch, Checkpoint: value}, pos: -1}
+	r := &record{own: store.Ownership{Partition: partition, Epoch: epoch, Checkpoint: value}, pos: -1, since: now, checkpointed: now}
 	g.records[partition] = r
 	g.pending = append(g.pending, r)
 	g.touch(r)

@@ -43,7 +43,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		return err
 	}
 	k := s.keys(group)
-	ks := []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.partset, k.givenback, k.log, k.version}
+	ks := []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.givenback, k.log, k.version}
 	base := strings.TrimSuffix(k.sessions, "sessions")
 	extra, err := s.scanKeys(ctx, globEscape(base)+"*")
 	if err != nil {
@@ -72,14 +72,18 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 	return unexpected("DeleteGroup", status)
 }
 
-// scanKeys lists the keys matching pattern. On Redis Cluster every master
-// is scanned (a group's keys share one slot, but which node holds it is the
+// scanCount is the COUNT of each SCAN call: how many keys the server looks
+// at per call, which bounds the time one call holds it.
+const scanCount = 1000
+
+// scanKeys lists the keys matching pattern, with SCAN (never KEYS), COUNT
+// scanCount. On Redis Cluster every master is scanned (a group's keys share one slot, but which node holds it is the
 // cluster's business).
 func (s *Store) scanKeys(ctx context.Context, pattern string) ([]string, error) {
 	var mu sync.Mutex
 	var out []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
 		for iter.Next(ctx) {
 			mu.Lock()
 			out = append(out, iter.Val())

@@ -56,6 +56,8 @@
 //	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
+//	<prefix>:{<b64 group>}:epochat      HASH  partition id -> "<epoch>:<µs>" (server time the record got that epoch)
+//	<prefix>:{<b64 group>}:ckptat       HASH  partition id -> "<µs>" (server time of the last checkpoint write)
 //	<prefix>:{<b64 group>}:givenback    HASH  partition id -> session id of the last GiveBack (the record's GivenBack mark)
 //	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
 //	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry

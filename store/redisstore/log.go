@@ -385,7 +385,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		args = append(args, p)
 	}
 	status, res, err := s.runLogged(ctx, "ClaimBatch", claimBatchScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.givenback}, args...)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, args...)
 	if err != nil {
 		return nil, err
 	}

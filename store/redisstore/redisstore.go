@@ -181,6 +181,7 @@ func (s *Store) Close() error {
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
 	partset, givenback                                         string // see scripts.go
+	epochat, ckptat                                            string // see scripts.go
 	log, version                                               string // see log.go
 }
 
@@ -193,6 +194,8 @@ func (s *Store) keys(group string) keys {
 		partset:     base + "partset",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
+		epochat:     base + "epochat",
+		ckptat:      base + "ckptat",
 		givenback:   base + "givenback",
 		events:      base + "events",
 		log:         base + "log",
@@ -696,7 +699,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.givenback}, k.events, partition, session)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, k.events, partition, session)
 	if err != nil {
 		return store.Ownership{}, err
 	}
@@ -795,7 +798,7 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 		value = []byte{}
 	}
 	k := s.keys(group)
-	status, _, err := s.run(ctx, "Checkpoint", checkpointScript, []string{k.sessions, k.owners, k.checkpoints},
+	status, _, err := s.run(ctx, "Checkpoint", checkpointScript, []string{k.sessions, k.owners, k.checkpoints, k.ckptat},
 		partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err
@@ -825,7 +828,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		value = []byte{}
 	}
 	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.givenback},
+	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.epochat, k.ckptat, k.givenback},
 		k.events, partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err

@@ -210,7 +210,7 @@ func TestKeysShareHashTag(t *testing.T) {
 	for _, g := range []string{"g", "{g}", "}{", "{", "}", "a:b", "with space", "日本", "{}", strings.Repeat("{x}", 170)} {
 		k := s.keys(g)
 		var tag string
-		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.events, k.partset} {
+		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.events, k.partset, k.log, k.version} {
 			open := strings.IndexByte(name, '{')
 			close := strings.IndexByte(name[open+1:], '}')
 			if open < 0 || close <= 0 {
@@ -709,7 +709,7 @@ func TestGroupKeysLost(t *testing.T) {
 		must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
 	}
 	k := s.keys(g)
-	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.partset).Err(), "DEL")
+	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset).Err(), "DEL")
 	wantIs(t, keepErr(s.KeepAlive(ctx, g, id, time.Minute)), store.ErrSessionExpired, "KeepAlive after loss")
 	id2, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")

@@ -8,7 +8,7 @@ import (
 )
 
 // GiveBack (store.Store.GiveBack): fenced as Release is; the record's
-// GivenBack mark is shown by Snapshot and Claim, kept through releases,
+// GivenBack mark is shown by Snapshot, Claim and Records, kept through releases,
 // claims by other sessions and the end of the giver's session, cleared by
 // the giver's own claim (Claim or ClaimBatch) and by Restore; the log
 // carries it, so a replica shows the same marks.
@@ -97,6 +97,11 @@ func testGiveBackMark(e *env) {
 		}
 	}
 
+	// Records shows the mark too (herd status reads it there).
+	if rs := e.records("p"); len(rs) != 1 || rs[0].GivenBack != a || rs[0].Session != "" {
+		t.Fatalf("Records(p) after GiveBack: %+v; want the released record with GivenBack %q", rs, a)
+	}
+
 	// Another session's claim keeps the mark, and gets the checkpoint.
 	ob := e.wantCheckpoint("p", b, "progress", "GiveBack keeps the checkpoint")
 	if ob.GivenBack != a {
@@ -104,6 +109,9 @@ func testGiveBackMark(e *env) {
 	}
 	if got := e.mustRecord("p"); got.Session != b || got.GivenBack != a {
 		t.Fatalf("record after another session's claim: %s; want owned by %q with GivenBack %q", fmtOwner(got), b, a)
+	}
+	if rs := e.records("p"); len(rs) != 1 || rs[0].GivenBack != a || rs[0].Session != b {
+		t.Fatalf("Records(p) after another session's claim: %+v; want owned by %q with GivenBack %q", rs, b, a)
 	}
 	// A plain release keeps it, and so does a batch claim by another session.
 	e.release("p", b, ob.Epoch)
@@ -137,6 +145,9 @@ func testGiveBackMark(e *env) {
 	}
 	if got := e.mustRecord("p"); got.GivenBack != "" {
 		t.Fatalf("record after the giver's own claim: %s; want no mark", fmtOwner(got))
+	}
+	if rs := e.records("p"); len(rs) != 1 || rs[0].GivenBack != "" {
+		t.Fatalf("Records(p) after the giver's own claim: %+v; want no mark", rs)
 	}
 	// The giver's batch claim clears it too.
 	if err := e.s.GiveBack(e.ctx, e.group, "p", c, oc.Epoch); err != nil {

@@ -214,6 +214,7 @@ func testCancelledContext(e *env) {
 			"CloseSession":  func() error { return e.s.CloseSession(ctx, e.group, "no-such-session") },
 			"SetPartitions": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p"}}) },
 			"Snapshot":      func() error { _, err := e.s.Snapshot(ctx, e.group); return err },
+			"Records":       func() error { _, err := e.s.Records(ctx, e.group, []string{"p"}); return err },
 			"Claim":         func() error { _, err := e.s.Claim(ctx, e.group, "q", s); return err },
 			"Release":       func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
 			"GiveBack":      func() error { return e.s.GiveBack(ctx, e.group, "p", s, o.Epoch+1) },

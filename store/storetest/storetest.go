@@ -15,6 +15,9 @@
 // each backend that can hold them, with its raw client (redisstore's
 // malformed_test.go).
 //
+// Records (records.go) is checked for order, fields and checkpoints, and
+// its ages against the local clock within a tolerance.
+//
 // The log (log.go) is checked through the contract alone: ordered and
 // gap-free under concurrent writers, a snapshot plus the entries after it
 // equals a later snapshot (a seeded property test), ErrVersionGone,
@@ -128,6 +131,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"log/expiry_logged_once", testLogExpiry},
 		{"batch/claim_like_single", testClaimBatch},
 		{"batch/release_like_single", testReleaseBatch},
+		// records.go
+		{"records/order_and_fields", testRecords},
+		{"records/invalid_rejected", testRecordsInvalid},
+		{"records/times", testRecordsTimes},
+		// groups.go
+		{"groups/listed", testGroups},
 		// deletegroup.go
 		{"deletegroup/removes_everything", testDeleteGroup}, {"deletegroup/refuses_live_sessions", testDeleteGroupInUse}, {"deletegroup/expired_sessions_do_not_count", testDeleteGroupExpired}, {"deletegroup/invalid_group", testDeleteGroupInvalid},
 	}

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// The document `herd status --json` prints, one JSON object per line (one
+// line per redraw with --watch). The schema is stable: fields are added,
+// never renamed or removed, and a field whose value is unknown is null, not
+// left out.
+//
+//	{
+//	  "store":  "redis://:xxxxx@redis:6379/0",    the store URL, password replaced by xxxxx
+//	  "time":   "2026-11-23T10:00:00.123Z",       when the read began (local clock, RFC 3339)
+//	  "groups": [ {                                one per group, sorted by id
+//	    "group": "orders",
+//	    "partition_set_stored": true,              false: no set is stored (never set, or lost)
+//	    "counts": {
+//	      "partitions": 32,                        in the partition set
+//	      "running": 30,                           owned by a live session
+//	      "released": 1,                           released by its owner, waiting for a claim
+//	      "unowned": 1,                            no record, or its session is gone
+//	      "malformed": 0,                          partition or record the store cannot decode
+//	      "outside_set": 0,                        records of partitions no longer in the set
+//	      "given_back": 0                          partitions of the set given back by a live session
+//	    },
+//	    "members": [ {                             one per live session, sorted by member then session
+//	      "member": "web-1-4242",                  the member id (herd run: <hostname>-<pid> unless --member)
+//	      "session": "G5TQ...",
+//	      "weight": 1,
+//	      "ttl_remaining_ms": 8123,                time left on the session's TTL, on the store's clock
+//	      "owned": 8,                              partitions of the set its session holds
+//	      "partitions": ["0", "1"]                 those partitions, when "listed" is "all"; else null
+//	    } ],
+//	    "listed": "all",                           "all": every partition and record is listed;
+//	                                               "not_running": only partitions of the set not running, at most --limit
+//	    "not_listed": 0,                           partitions left out of "partitions"
+//	    "partitions": [ {                          sorted by id, numbers in numeric order first
+//	      "partition": "0",
+//	      "in_set": true,                          false: a record kept for a partition removed from the set
+//	      "state": "running",                      running, released, unowned or malformed
+//	      "member": "web-1-4242",                  the record's owner (null unless running or owner gone)
+//	      "session": "G5TQ...",                    likewise
+//	      "epoch": 1766480000123456,               the record's epoch (null without a record)
+//	      "since_ms": 120345,                      time since the record got its epoch (null: unknown)
+//	      "checkpoint_bytes": 12,                  size of the checkpoint (null: none)
+//	      "checkpoint_age_ms": 1034,               time since it was written (null: none or unknown)
+//	      "given_back_by": "web-2-77",             the member whose session gave it back (its handler kept
+//	                                               failing there; herd run: --max-failures) and is still
+//	                                               alive: members keep the partition off it; null if none
+//	      "given_back_session": "H7QX...",         that session (null likewise)
+//	      "reason": ""                             why it is not running ("" when running)
+//	    } ],
+//	    "malformed": [ {"kind": "ownership", "id": "7", "reason": "..."} ],
+//	    "error": null                              a read of this group that failed (the rest is then empty)
+//	  } ]
+//	}
+
+type statusReport struct {
+	Store  string        `json:"store"`
+	Time   time.Time     `json:"time"`
+	Groups []groupStatus `json:"groups"`
+}
+
+type groupStatus struct {
+	Group              string            `json:"group"`
+	PartitionSetStored bool              `json:"partition_set_stored"`
+	Counts             statusCounts      `json:"counts"`
+	Members            []memberStatus    `json:"members"`
+	Listed             string            `json:"listed"`
+	NotListed          int               `json:"not_listed"`
+	Partitions         []partitionStatus `json:"partitions"`
+	Malformed          []malformedStatus `json:"malformed"`
+	Error              *string           `json:"error"`
+}
+
+type statusCounts struct {
+	Partitions int `json:"partitions"`
+	Running    int `json:"running"`
+	Released   int `json:"released"`
+	Unowned    int `json:"unowned"`
+	Malformed  int `json:"malformed"`
+	OutsideSet int `json:"outside_set"`
+	GivenBack  int `json:"given_back"`
+}
+
+type memberStatus struct {
+	Member     string   `json:"member"`
+	Session    string   `json:"session"`
+	Weight     int      `json:"weight"`
+	TTLLeftMS  int64    `json:"ttl_remaining_ms"`
+	Owned      int      `json:"owned"`
+	Partitions []string `json:"partitions"`
+	owned      []string // the partitions it owns, for the text table whatever is listed
+}
+
+type partitionStatus struct {
+	Partition       string  `json:"partition"`
+	InSet           bool    `json:"in_set"`
+	State           string  `json:"state"`
+	Member          *string `json:"member"`
+	Session         *string `json:"session"`
+	Epoch           *uint64 `json:"epoch"`
+	SinceMS         *int64  `json:"since_ms"`
+	CheckpointBytes *int    `json:"checkpoint_bytes"`
+	CheckpointAgeMS *int64  `json:"checkpoint_age_ms"`
+	GivenBackBy     *string `json:"given_back_by"`
+	GivenBackSess   *string `json:"given_back_session"`
+	Reason          string  `json:"reason"`
+}
+
+type malformedStatus struct {
+	Kind   string `json:"kind"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// Partition states.
+const (
+	stateRunning   = "running"
+	stateReleased  = "released"
+	stateUnowned   = "unowned"
+	stateMalformed = "malformed"
+)
+
+// Values of groupStatus.Listed.
+const (
+	listedAll        = "all"
+	listedNotRunning = "not_running"
+)
+
+// statusQuery says what to read and how much to list.
+type statusQuery struct {
+	all   bool // --partitions: list every partition and record
+	limit int  // --limit: otherwise list at most this many (all if the set is no larger)
+}
+
+// readGroup reads one group: a snapshot for sessions, the set and the
+// owners, then Records (in batches of store.MaxBatch) for the checkpoints
+// and times of the partitions it lists. An error is the group's, not the
+// report's.
+func readGroup(ctx context.Context, st store.Store, group string, q statusQuery) groupStatus {
+	gs := groupStatus{Group: group, Members: []memberStatus{}, Partitions: []partitionStatus{}, Malformed: []malformedStatus{}}
+	snap, err := st.Snapshot(ctx, group)
+	if err != nil {
+		msg := err.Error()
+		gs.Error = &msg
+		return gs
+	}
+	gs.PartitionSetStored = snap.PartitionSetStored
+	members := map[string]*memberStatus{} // by session
+	for _, si := range snap.Sessions {
+		gs.Members = append(gs.Members, memberStatus{Member: si.Member, Session: si.ID, Weight: max(si.Weight, 1), TTLLeftMS: si.Remaining.Milliseconds()})
+	}
+	for i := range gs.Members {
+		members[gs.Members[i].Session] = &gs.Members[i]
+	}
+	badRecord := map[string]string{} // partition -> reason, malformed ownership records
+	for _, m := range snap.Malformed {
+		gs.Malformed = append(gs.Malformed, malformedStatus{Kind: m.Kind, ID: m.ID, Reason: m.Reason})
+		if m.Kind == store.MalformedOwnership {
+			badRecord[m.ID] = m.Reason
+		}
+	}
+	owners := make(map[string]store.Ownership, len(snap.Owners))
+	for _, o := range snap.Owners {
+		owners[o.Partition] = o
+	}
+	inSet := make(map[string]bool, len(snap.Partitions))
+	var all []partitionStatus
+	for _, p := range snap.Partitions {
+		inSet[p.ID] = true
+		all = append(all, partitionOf(p.ID, true, owners, badRecord, snap, members))
+	}
+	// Partitions whose set entry is malformed: in the set, never placed.
+	for _, m := range snap.Malformed {
+		if m.Kind == store.MalformedPartition && !inSet[m.ID] {
+			inSet[m.ID] = true
+			all = append(all, partitionStatus{Partition: m.ID, InSet: true, State: stateMalformed,
+				Reason: "malformed partition set entry (" + m.Reason + "): no member places it until it is repaired"})
+		}
+	}
+	var outside []partitionStatus
+	for _, o := range snap.Owners {
+		if !inSet[o.Partition] {
+			outside = append(outside, partitionOf(o.Partition, false, owners, badRecord, snap, members))
+		}
+	}
+	for id := range badRecord {
+		if !inSet[id] {
+			outside = append(outside, partitionOf(id, false, owners, badRecord, snap, members))
+		}
+	}
+	for _, p := range all {
+		gs.Counts.Partitions++
+		switch p.State {
+		case stateRunning:
+			gs.Counts.Running++
+		case stateReleased:
+			gs.Counts.Released++
+		case stateUnowned:
+			gs.Counts.Unowned++
+		case stateMalformed:
+			gs.Counts.Malformed++
+		}
+		if p.GivenBackBy != nil {
+			gs.Counts.GivenBack++
+		}
+	}
+	gs.Counts.OutsideSet = len(outside)
+
+	// What to list.
+	sortPartitions(all)
+	sortPartitions(outside)
+	for _, p := range all {
+		if m := members[ptrVal(p.Session)]; m != nil && p.State == stateRunning {
+			m.owned = append(m.owned, p.Partition)
+		}
+	}
+	switch {
+	case q.all || len(all)+len(outside) <= q.limit:
+		gs.Listed = listedAll
+		gs.Partitions = append(all, outside...)
+		for i := range gs.Members {
+			gs.Members[i].Partitions = append([]string{}, gs.Members[i].owned...)
+		}
+	default:
+		gs.Listed = listedNotRunning
+		for _, p := range all {
+			if p.State != stateRunning && len(gs.Partitions) < q.limit {
+				gs.Partitions = append(gs.Partitions, p)
+			}
+		}
+		gs.NotListed = len(all) + len(outside) - len(gs.Partitions)
+	}
+	if err := addRecords(ctx, st, group, gs.Partitions); err != nil {
+		msg := err.Error()
+		gs.Error = &msg
+	}
+	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
+		if c := strings.Compare(a.Member, b.Member); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Session, b.Session)
+	})
+	return gs
+}
+
+// partitionOf is partition id's status from the snapshot, owned counted
+// in its member's entry.
+func partitionOf(id string, inSet bool, owners map[string]store.Ownership, badRecord map[string]string,
+	snap *store.Snapshot, members map[string]*memberStatus) partitionStatus {
+	p := partitionStatus{Partition: id, InSet: inSet}
+	noMember := ""
+	if len(snap.Sessions) == 0 {
+		noMember = "no live member; "
+	}
+	if reason, bad := badRecord[id]; bad {
+		p.State = stateMalformed
+		p.Reason = "malformed ownership record (" + reason + "): no member claims it until it is repaired or deleted"
+		return p
+	}
+	o, ok := owners[id]
+	if !ok {
+		p.State = stateUnowned
+		p.Reason = noMember + "never claimed: waiting for a claim"
+		if !inSet {
+			p.Reason = "not in the partition set"
+		}
+		return p
+	}
+	p.Epoch = &o.Epoch
+	if o.GivenBack != "" && snap.Alive(o.GivenBack) {
+		// A mark naming a session that has ended is moot: not shown.
+		if m := members[o.GivenBack]; m != nil {
+			p.GivenBackBy, p.GivenBackSess = ptr(m.Member), ptr(o.GivenBack)
+		}
+	}
+	switch {
+	case o.Session == "":
+		p.State = stateReleased
+		p.Reason = noMember + "released: waiting for a claim"
+	case snap.Alive(o.Session):
+		p.State = stateRunning
+		p.Member, p.Session = &o.Member, &o.Session
+		if m := members[o.Session]; m != nil && inSet {
+			m.Owned++
+		}
+	default:
+		p.State = stateUnowned
+		p.Member, p.Session = &o.Member, &o.Session
+		p.Reason = noMember + "owner's session is gone (expired or closed): waiting for a claim"
+	}
+	if !inSet {
+		p.Reason = "not in the partition set: its record (and checkpoint) is kept until it returns"
+		if p.State == stateRunning {
+			p.Reason = "not in the partition set: its owner stops it"
+		}
+	}
+	return p
+}
+
+// addRecords fills the checkpoint sizes and ages of ps from Records, in
+// batches of store.MaxBatch. A record whose epoch changed since the
+// snapshot keeps unknown times: the listing shows one moment.
+func addRecords(ctx context.Context, st store.Store, group string, ps []partitionStatus) error {
+	var ids []string
+	var idx []int
+	for i, p := range ps {
+		if p.Epoch != nil {
+			ids = append(ids, p.Partition)
+			idx = append(idx, i)
+		}
+	}
+	for start := 0; start < len(ids); start += store.MaxBatch {
+		end := min(start+store.MaxBatch, len(ids))
+		rs, err := st.Records(ctx, group, ids[start:end])
+		if err != nil {
+			return fmt.Errorf("reading checkpoints: %w", err)
+		}
+		byID := make(map[string]store.Record, len(rs))
+		for _, r := range rs {
+			byID[r.Partition] = r
+		}
+		for k := start; k < end; k++ {
+			p := &ps[idx[k]]
+			r, ok := byID[p.Partition]
+			if !ok || r.Epoch != *p.Epoch {
+				continue
+			}
+			if r.Since > 0 {
+				p.SinceMS = ptr(r.Since.Milliseconds())
+			}
+			if r.Checkpoint != nil {
+				p.CheckpointBytes = ptr(len(r.Checkpoint))
+				if r.CheckpointAge > 0 {
+					p.CheckpointAgeMS = ptr(r.CheckpointAge.Milliseconds())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sortPartitions sorts by id, decimal ids first in numeric order.
+func sortPartitions(ps []partitionStatus) {
+	slices.SortFunc(ps, func(a, b partitionStatus) int { return compareIDs(a.Partition, b.Partition) })
+}
+
+// compareIDs orders ids for people: decimal numbers first, by value, then
+// the others in byte order.
+func compareIDs(a, b string) int {
+	na, errA := strconv.ParseUint(a, 10, 64)
+	nb, errB := strconv.ParseUint(b, 10, 64)
+	switch {
+	case errA == nil && errB == nil && na != nb:
+		if na < nb {
+			return -1
+		}
+		return 1
+	case errA == nil && errB != nil:
+		return -1
+	case errA != nil && errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ptrVal[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

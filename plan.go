@@ -1,0 +1,405 @@
+package herd
+
+// The plan: from the replica, the target assignment and what this member
+// must claim, hand off, drop and release to reach it.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
+)
+
+// reconcilePlan is what plan decided: the store calls left to make.
+type reconcilePlan struct {
+	next    time.Duration // when to look again (JoinSettle, a hold, a contested claim)
+	expired bool          // the store no longer knows the session
+	wait    bool          // the replica does not show the session yet: nothing to do
+	claim   []string      // partitions to claim, in ID order
+	release []store.Ownership
+}
+
+// reconcileBuf is plan's working memory, O(P) for P partitions. It is
+// reused from one reconcile to the next (and between the members of one
+// process) so that a reconcile of a large group allocates next to nothing.
+type reconcileBuf struct {
+	sessIdx  map[string]int32 // live session id -> index in members
+	members  []balance.Member // live sessions, sorted by id
+	parts    []balance.Partition
+	owner    []int32           // per partition: index in members of its live owner, or -1
+	rec      []int32           // per partition: index of its record in the snapshot, or -1
+	target   []int32           // per partition: index in members of its target owner
+	strays   []int32           // records of ours for partitions outside the set
+	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
+	checked  []store.Partition // the last partition set found sorted
+	from     []store.Partition // the partition set parts was made from
+	assigner balance.Assigner
+}
+
+var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: map[string]int32{}} }}
+
+// plan computes, from the replica, the target assignment, drops the
+// partitions this member lost and starts handing off those the target
+// gives to others (neither waits on the store), and returns what is left to
+// claim and to release. The replica's copy is not kept.
+func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
+	var pl reconcilePlan
+	m.plannedAt = time.Now()
+	snap, base, err := m.rep.current()
+	if snap != nil {
+		defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
+	}
+	if err != nil {
+		return pl, fmt.Errorf("read group: %w", err)
+	}
+	if snap == nil || base < sess.seq {
+		// The read that shows this session is under way; the feed wakes
+		// the loop when it is done.
+		pl.wait = true
+		return pl, nil
+	}
+	m.corruptRepaired()
+	m.reportMalformed(snap.Malformed)
+	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
+		m.lastParts = snap.Partitions // follows a set emptied on purpose
+	}
+	if len(snap.Owners) < m.lastRecords {
+		// Records are never deleted: the store lost data (a failover to a
+		// replica that missed the last writes may keep our session).
+		m.log.Warn("ownership records vanished from the store: it lost data", "records", len(snap.Owners), "before", m.lastRecords)
+		m.holdAfterLoss(true)
+	}
+	m.lastRecords = len(snap.Owners)
+	// Restores that failed before this session opened, or a partition set
+	// the store lost (put back even when no checkpoint is pending).
+	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
+	if (len(m.restores) > 0 || lostSet) && m.restore(ctx) {
+		m.holdAfterLoss(true)
+	}
+	// A linear scan, not snap.Alive: that trusts the store's sort order,
+	// which sorted (below) checks only later. The replica shows this
+	// session (base >= sess.seq): if it lacks it, the log said the session
+	// expired or was closed, or a new read of the group lacks it.
+	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
+		// The store no longer knows us (expired, or it lost its data):
+		// everything we run is no longer ours.
+		sess.cancel(ErrSessionExpired)
+		pl.expired = true
+		return pl, nil
+	}
+	if m.sessions == nil {
+		m.sessions = map[string]bool{}
+	}
+	for _, s := range snap.Sessions {
+		if !m.sessions[s.ID] {
+			m.joinedAt = time.Now()
+		}
+	}
+	clear(m.sessions)
+	for _, s := range snap.Sessions {
+		m.sessions[s.ID] = true
+	}
+	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
+		// A member just joined: others may be joining with it. Wait for
+		// the membership to settle so the fleet moves once.
+		pl.next = wait
+		return pl, nil
+	}
+
+	b := reconcileBufs.Get().(*reconcileBuf)
+	defer reconcileBufs.Put(b)
+	sessions, parts, owners := b.sorted(snap)
+	parts = unplaceable(parts, snap.Malformed)
+	clear(b.sessIdx)
+	b.members = b.members[:0]
+	for i, s := range sessions {
+		b.sessIdx[s.ID] = int32(i)
+		b.members = append(b.members, balance.Member{ID: s.ID, Weight: s.Weight})
+	}
+	me := b.sessIdx[sess.id]
+
+	if !b.join(sessions, parts, owners, sess.id) {
+		// The store broke its promise of records sorted by partition.
+		owners = sortedOwners(owners)
+		b.join(sessions, parts, owners, sess.id)
+	}
+	// Partitions we claimed that the replica does not show yet are ours:
+	// the target must not move them for want of their entries.
+	for p, sl := range slots {
+		if sl.sess != sess || sl.mode.Load() != modeRun || base >= sl.seq {
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) }); ok && b.owner[i] != me {
+			if r := b.rec[i]; r < 0 || owners[r].Epoch < sl.claim.Epoch {
+				b.owner[i] = me
+			}
+		}
+	}
+	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
+	if err != nil {
+		return pl, fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
+	}
+	b.target = target
+	// Partitions given back (ErrGiveBack) go to another member than the
+	// one that gave them back, while it lives (givenback.go).
+	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
+
+	// Partitions we run: keep, drop (lost) or hand off.
+	for p, sl := range slots {
+		if sl.sess != sess || sl.mode.Load() != modeRun {
+			continue
+		}
+		i, inSet := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+		var rec *store.Ownership
+		if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok {
+			rec = &owners[r]
+		}
+		if (rec == nil || rec.Epoch < sl.claim.Epoch) && base < sl.seq {
+			// Our claim is not in the replica yet: its entry is on its
+			// way (or a new read, if the store lost it, will show that).
+			continue
+		}
+		switch {
+		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
+			m.step.dropLost(p)
+			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
+				// Our record vanished: the store lost it. Put it back.
+				m.restores = append(m.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.holdAfterLoss(true)
+			}
+			sl.mode.Store(modeLost)
+			sl.cancel()
+			m.unown(p)
+		case !inSet || target[i] != me:
+			m.step.handingOff(p)
+			// Not over a give-back the handler has just begun: the
+			// partition is released either way, and keeps its mark.
+			sl.mode.CompareAndSwap(modeRun, modeHandoff)
+			sl.cancel()
+			m.unown(p)
+		}
+	}
+
+	// Partitions the target gives us: claim the free ones, in ID order.
+	now := time.Now()
+	m.incoming = 0
+	if now.Before(m.holdFresh) && m.holdFree.Before(m.holdFresh) && slices.Contains(b.rec, -1) {
+		// Back from a session loss, the store has partitions without a
+		// record: it lost data. Hold every free partition (holdAfterLoss).
+		m.holdFree = m.holdFresh
+	}
+	for i, t := range target {
+		if t != me {
+			continue
+		}
+		p := parts[i].ID
+		if slots[p] != nil {
+			continue
+		}
+		holdUntil := time.Time{}
+		switch {
+		case b.owner[i] >= 0:
+		case now.Before(m.holdFree):
+			holdUntil = m.holdFree
+		case b.rec[i] < 0 && now.Before(m.holdFresh):
+			holdUntil = m.holdFresh
+		}
+		if o := b.owner[i]; o >= 0 && o != me {
+			// Still held: its owner hands it off, and we claim it when the
+			// replica shows the release.
+			m.incoming++
+			continue
+		}
+		if !holdUntil.IsZero() {
+			// The store may just have lost its data: its previous owners
+			// may be about to restore this record (or a newer one over a
+			// stale restore); see holdAfterLoss.
+			wait := holdUntil.Sub(now)
+			if pl.next == 0 || wait < pl.next {
+				pl.next = wait
+			}
+			continue
+		}
+		if at, ok := m.rep.contestedSince(p); ok {
+			// A claim of it failed although the replica showed it free,
+			// and the replica has shown nothing about it since: wait for
+			// the entry that explains it. If none comes within
+			// RenewInterval, the replica is stale: read the group anew
+			// and claim again.
+			if wait := m.cfg.RenewInterval - now.Sub(at); wait > 0 {
+				if pl.next == 0 || wait < pl.next {
+					pl.next = wait
+				}
+				continue
+			}
+			m.rep.uncontest(p)
+			m.rep.resync()
+		}
+		// Free, or a record naming our session that we do not run (a
+		// Claim whose reply was lost, a record a failover brought back):
+		// Claim gives it a fresh epoch, so we never run the record's old one.
+		pl.claim = append(pl.claim, p)
+	}
+
+	// Records the store says are ours but we do not run and the target
+	// gives to others: release them (after the claims).
+	for i, o := range b.owner {
+		if o == me && target[i] != me && slots[parts[i].ID] == nil {
+			r := &owners[b.rec[i]]
+			if !m.releasedAlready(r.Partition, r.Epoch, true) {
+				pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+			}
+		}
+	}
+	for _, j := range b.strays {
+		if r := &owners[j]; slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
+			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
+	return pl, nil
+}
+
+// sorted returns the snapshot's sessions and partitions, each sorted by id
+// without duplicates, as the store contract promises (join checks the
+// records). A backend that breaks the promise costs a sorted copy, in which
+// the first of duplicates is kept, as balance.Assign does. A partition set
+// already checked (the same read-only slice, shared between snapshots) is
+// not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
+	ss, ps := snap.Sessions, snap.Partitions
+	for i := 1; i < len(ss); i++ {
+		if ss[i-1].ID >= ss[i].ID {
+			ss = slices.Clone(ss)
+			slices.SortStableFunc(ss, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+			ss = slices.CompactFunc(ss, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
+			break
+		}
+	}
+	if !sameSlice(ps, b.checked) {
+		b.checked = nil
+		for i := 1; i < len(ps); i++ {
+			if ps[i-1].ID >= ps[i].ID {
+				ps = slices.Clone(ps)
+				slices.SortStableFunc(ps, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+				ps = slices.CompactFunc(ps, func(a, b store.Partition) bool { return a.ID == b.ID })
+				break
+			}
+		}
+		if sameSlice(ps, snap.Partitions) {
+			b.checked = ps
+		}
+	}
+	return ss, ps, snap.Owners
+}
+
+// sortedOwners returns a copy of rs sorted by partition, keeping the last
+// of duplicate records (as a map would).
+func sortedOwners(rs []store.Ownership) []store.Ownership {
+	rs = slices.Clone(rs)
+	slices.Reverse(rs)
+	slices.SortStableFunc(rs, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	return slices.CompactFunc(rs, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
+}
+
+// sameSlice reports whether a and b are the same non-empty slice (same
+// array, same length).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// join joins the partition set with the records, both sorted by partition:
+// it sets b.parts, and for each partition its record (b.rec) and live owner
+// (b.owner), and lists our records for partitions outside the set
+// (b.strays). It reports false, and the result is to be discarded, if the
+// records turn out not to be sorted: the records it consumes are checked to
+// increase strictly, at no cost where a record matches its partition.
+//
+// The owner found at the same index last time (by this member or, in a
+// process running many, another) is tried before the map: it is usually
+// right.
+func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partition, owners []store.Ownership, mine string) bool {
+	P := len(parts)
+	if !sameSlice(parts, b.from) {
+		b.from = nil
+		b.parts = resize(b.parts, P)
+		for i, pt := range parts {
+			b.parts[i] = balance.Partition{ID: pt.ID, Weight: pt.Weight}
+		}
+		b.from = parts
+	}
+	prev := b.owner
+	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
+	b.strays = b.strays[:0]
+	// stray consumes owners[j], which matches no partition.
+	stray := func(j int) bool {
+		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
+			return false
+		}
+		if owners[j].Session == mine {
+			b.strays = append(b.strays, int32(j))
+		}
+		return true
+	}
+	j := 0
+	for i, pt := range parts {
+		guess := int32(-1)
+		if i < len(prev) {
+			guess = prev[i] // read before b.owner[i] (the same array) is written
+		}
+		b.owner[i], b.rec[i] = -1, -1
+		if j < len(owners) && owners[j].Partition != pt.ID {
+			for j < len(owners) && owners[j].Partition < pt.ID {
+				if !stray(j) {
+					return false
+				}
+				j++
+			}
+			if j == len(owners) || owners[j].Partition != pt.ID {
+				continue // no record
+			}
+		}
+		if j == len(owners) {
+			continue
+		}
+		b.rec[i] = int32(j)
+		if s := owners[j].Session; s != "" {
+			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
+				b.owner[i] = guess
+			} else if k, ok := b.sessIdx[s]; ok {
+				b.owner[i] = k
+			}
+		}
+		j++
+	}
+	for ; j < len(owners); j++ {
+		if !stray(j) {
+			return false
+		}
+	}
+	return true
+}
+
+// resize returns s with length n, reallocated only if its capacity is short.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/8)
+	}
+	return s[:n]
+}
+
+// planGap is the least time between two plans of a group of p records, the
+// last plan having taken took. A plan costs O(p) CPU time, and during a
+// rebalance every batch of the log wakes the member: plans are spaced by
+// the larger of 1 µs per record and 4 times the last plan's time, so that
+// planning takes at most about a fifth of a core whatever the rate of
+// changes, and never by more than limit (SessionTTL/40, 250 ms by
+// default), so a burst delays a member's reaction by at most that. A lone
+// change, after a quiet period, is planned at once.
+func planGap(p int, took, limit time.Duration) time.Duration {
+	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
+}

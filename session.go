@@ -1,0 +1,176 @@
+package herd
+
+// A session: one incarnation of the member in the store, its renewal
+// goroutine and its fence time.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// session is one incarnation of the member in the store.
+type session struct {
+	id     string
+	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
+	cancel context.CancelCauseFunc
+	renew  chan struct{} // closed when the renewal goroutine has returned
+	// seq numbers the opening among the member's writes (Member.writes):
+	// plan waits for a replica that shows it.
+	seq uint64
+	// fence is when the renewal goroutine fences the session unless a
+	// renewal succeeds first: the last successful renewal's send time plus
+	// SessionTTL-FenceMargin. Store calls made for the session's handlers
+	// get it as their deadline, so none of them keeps a handler running
+	// past it (a store client may honour deadlines but not cancellation).
+	fence atomic.Pointer[time.Time]
+}
+
+// setFence records that the session is safe until t.
+func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
+
+// pastFence reports whether the session's fence time has come (a store
+// call may fail at that instant before its context's timer fires).
+func (s *session) pastFence() bool {
+	t := s.fence.Load()
+	return t != nil && !time.Now().Before(*t)
+}
+
+// withFence returns ctx bounded by the session's fence time, whatever ctx
+// is (context.Background() included): every store call made for one of the
+// session's handlers goes through it, so none can keep a handler inside
+// herd's code past the time after which another member may start its
+// partition. It returns ok false, and the call must not be made, once that
+// time has come or the session is cancelled (lost, or fenced):
+//
+//   - past the fence time the renewal goroutine is about to fence the
+//     session (or the store about to expire it);
+//   - a cancelled session has no fence time left to bound the call by. Its
+//     handlers have been told, and may well save their last progress with
+//     a context of their own (theirs is cancelled); on a slow store that
+//     call would run past the session's expiry while a successor runs the
+//     partition. At the very instant of the fence the renewal goroutine's
+//     timer and a handler's periodic checkpoint may both fire: the session
+//     is then cancelled although the clock reads exactly the fence time,
+//     and the call is refused the same way.
+//
+// A handoff cancels a handler's context, not the session's: its final
+// checkpoint goes through, bounded by the fence time.
+func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
+	if s.ctx.Err() != nil {
+		return ctx, func() {}, false
+	}
+	t := s.fence.Load()
+	if t == nil {
+		return ctx, func() {}, true // unreachable: openSession sets it
+	}
+	if !time.Now().Before(*t) {
+		return ctx, func() {}, false
+	}
+	fctx, cancel := context.WithDeadlineCause(ctx, *t, ErrFenced)
+	return fctx, cancel, true
+}
+
+// openSession opens a session and starts its renewal goroutine. ctx bounds
+// the attempt only; the session lives until the member stops.
+func (m *Member) openSession(ctx context.Context) (*session, error) {
+	if err := m.cfg.Gate.wait(ctx); err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	id, err := m.st.OpenSession(ctx, m.cfg.Group, m.cfg.Member, m.cfg.Weight, m.cfg.SessionTTL)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	sctx, scancel := context.WithCancelCause(m.runCtx)
+	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1)}
+	// A new session starts from a new read of the group (the replica may
+	// have diverged while there was none).
+	m.rep.resync()
+	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
+	m.mu.Lock()
+	m.sess = id
+	m.mu.Unlock()
+	m.live.Store(s)
+	m.log.Debug("session opened", "session", id)
+	go m.renewLoop(s, sent)
+	return s, nil
+}
+
+// renewLoop keeps one session alive. It never waits on handlers or on the
+// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin since
+// the last successful one was sent, it cancels the session's context, which
+// cancels every handler of that session before the store can expire it
+// (self-fencing); the reconcile loop then opens a new session.
+func (m *Member) renewLoop(s *session, lastSent time.Time) {
+	defer close(s.renew)
+	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
+	fence := time.NewTimer(fenceAfter)
+	defer fence.Stop()
+	next := time.NewTimer(m.cfg.RenewInterval)
+	defer next.Stop()
+	retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-fence.C:
+		case <-next.C:
+		}
+		if m.cfg.Gate.wait(s.ctx) != nil {
+			return
+		}
+		left := fenceAfter - time.Since(lastSent)
+		if left <= 0 {
+			m.log.Warn("session not renewed in time: cancelling handlers", "session", s.id, "since_last_renewal", time.Since(lastSent))
+			s.cancel(ErrFenced)
+			return
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
+		nextExpiry, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+		cancel()
+		m.metrics.renewed(s.ctx, time.Since(sent), err)
+		switch {
+		case err == nil:
+			if nextExpiry > 0 {
+				m.noteExpiry(time.Now().Add(nextExpiry))
+			}
+			lastSent = sent
+			s.setFence(sent.Add(fenceAfter))
+			fence.Reset(fenceAfter - time.Since(sent))
+			next.Reset(m.cfg.RenewInterval - time.Since(sent))
+		case errors.Is(err, store.ErrSessionExpired):
+			m.log.Warn("session expired in the store: cancelling handlers", "session", s.id)
+			s.cancel(ErrSessionExpired)
+			return
+		case s.ctx.Err() != nil:
+			return
+		default:
+			m.log.Warn("session renewal failed; retrying", "session", s.id, "err", err)
+			next.Reset(retry)
+		}
+	}
+}
+
+// noteExpiry tells the reconcile loop when the earliest session of the
+// group expires; the latest news replaces what it has not read yet.
+func (m *Member) noteExpiry(t time.Time) {
+	for {
+		select {
+		case m.expireAt <- t:
+			return
+		default:
+		}
+		select {
+		case <-m.expireAt:
+		default:
+		}
+	}
+}

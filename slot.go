@@ -1,0 +1,214 @@
+package herd
+
+// A slot: one partition this member runs, from its claim to its handler
+// returning and its release (handoff), with the handoff watchdog.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// slot modes, read by a partition's goroutine after its context is cancelled.
+const (
+	modeRun      int32 = iota // owned and running
+	modeHandoff               // handing off: release after the handler returns
+	modeLost                  // lost: return without releasing
+	modeGiveBack              // the handler returned ErrGiveBack: give the partition back (GiveBack)
+)
+
+// slot is one partition this member runs or is stopping.
+type slot struct {
+	claim    *Claim
+	sess     *session
+	cancel   context.CancelFunc
+	mode     atomic.Int32
+	released atomic.Bool // set once released (normal path or ForceHandoff)
+	seq      uint64      // the claim's number among the member's writes (Member.writes)
+}
+
+func (m *Member) unown(p string) {
+	m.mu.Lock()
+	delete(m.owned, p)
+	m.mu.Unlock()
+}
+
+// start runs the handler for a freshly claimed partition.
+func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64) {
+	hctx, cancel := context.WithCancel(sess.ctx)
+	sl := &slot{sess: sess, cancel: cancel, seq: seq}
+	part, epoch := o.Partition, o.Epoch
+	sl.claim = &Claim{
+		Partition: part,
+		Epoch:     epoch,
+		ctx:       hctx,
+		m:         m,
+		sess:      sess,
+		last:      o.Checkpoint,
+		write:     m.claimWrite(sess, part, epoch),
+	}
+	sl.claim.trackProgress()
+	slots[part] = sl
+	m.mu.Lock()
+	m.owned[part] = epoch
+	m.mu.Unlock()
+	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
+	go m.runSlot(sl)
+}
+
+// claimWrite returns a claim's write function: the one path by which every
+// store call made for a handler (Claim.Checkpoint, and anything else that
+// writes for a claim) reaches the store. It bounds the call by the session's
+// fence time whatever context the handler passes, and refuses it at once,
+// with an error wrapping ErrFenced and ErrNotOwner, past that time or once
+// the session is lost (see session.withFence).
+func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
+	group := m.cfg.Group
+	return m.metrics.countFencing(func(ctx context.Context, v []byte) error {
+		fctx, cancel, ok := sess.withFence(ctx)
+		defer cancel()
+		if !ok {
+			why := "the session was not renewed in time"
+			if sess.ctx.Err() != nil {
+				why = "the session is lost or fenced"
+			}
+			return fmt.Errorf("%w: nothing written, as %s: %w", ErrFenced, why, store.ErrNotOwner)
+		}
+		err := m.st.Checkpoint(fctx, group, part, epoch, v)
+		if err != nil && ctx.Err() == nil && (errors.Is(context.Cause(fctx), ErrFenced) || sess.pastFence()) {
+			return fmt.Errorf("%w: the write did not complete before the session's fence time (it may have been applied; its epoch fences it): %w", ErrFenced, err)
+		}
+		return err
+	})
+}
+
+// runSlot runs one partition's handler until its context is cancelled, then
+// releases the partition if it is being handed off, and reports to the loop.
+func (m *Member) runSlot(sl *slot) {
+	c := sl.claim
+	ctx := c.ctx
+	w := &watchdog{m: m, sl: sl}
+	// Armed by the cancellation, on context.AfterFunc's goroutine; disarmed
+	// as soon as the handler has returned, so it can neither fire for a
+	// handler that returned in time nor outlive this goroutine.
+	stopArm := context.AfterFunc(ctx, w.arm)
+	defer func() { m.slotDone <- sl }()
+	for {
+		err := m.callHandler(c)
+		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			m.log.Error("handler failed; restarting it", "partition", c.Partition, "err", err, "after", m.cfg.RestartDelay)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(m.cfg.RestartDelay):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	stopArm()
+	w.disarm()
+	m.handlerReturned(c.Partition)
+	m.finishProgress(sl) // the last Mark is written before the release
+	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
+		m.release(sl)
+	}
+}
+
+// watchdog warns, or with ForceHandoff releases the partition, when a
+// handler being handed off has not returned within MaxShutdown.
+//
+// The race it must avoid: the handler's context is cancelled; the handler
+// returns at once and runSlot cleans up; only then does context.AfterFunc's
+// goroutine get to run and arm the timer, which nothing stops any more, and
+// MaxShutdown later it reports a handler that returned long ago. So arm and
+// disarm share a lock and a flag: an arm after the disarm does nothing, and
+// a timer armed before it is stopped, or waited for if it already fired.
+type watchdog struct {
+	m  *Member
+	sl *slot
+
+	mu       sync.Mutex
+	returned bool          // the handler has returned: never arm, never act
+	timer    *time.Timer   // armed at the handoff's cancellation
+	fired    chan struct{} // closed when the timer's function has returned
+}
+
+// arm starts the timer if the handler is being handed off and has not
+// returned yet.
+func (w *watchdog) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	w.fired = make(chan struct{})
+	w.timer = time.AfterFunc(w.m.cfg.MaxShutdown, w.expire)
+}
+
+// expire runs MaxShutdown after the handoff began.
+func (w *watchdog) expire() {
+	defer close(w.fired)
+	w.mu.Lock()
+	returned := w.returned
+	w.mu.Unlock()
+	if returned || w.sl.mode.Load() != modeHandoff {
+		return
+	}
+	m, p := w.m, w.sl.claim.Partition
+	if m.cfg.ForceHandoff {
+		m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", p)
+		m.release(w.sl)
+		return
+	}
+	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
+}
+
+// disarm is called once the handler has returned, before the partition is
+// released. It returns after any forced release the timer began, so that
+// the partition's goroutine waits for it.
+func (w *watchdog) disarm() {
+	w.mu.Lock()
+	w.returned = true
+	t, fired := w.timer, w.fired
+	w.mu.Unlock()
+	if t != nil && !t.Stop() {
+		<-fired
+	}
+}
+
+// callHandler runs the handler, turning a panic into an error so one bad
+// partition does not take the process down with partitions still held.
+func (m *Member) callHandler(c *Claim) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return m.cfg.Handler(c)
+}
+
+// release gives the partition up in the store (once), through the member's
+// releaser, or gives it back (sendGiveBack), and returns when the store has
+// answered (or the member stopped).
+func (m *Member) release(sl *slot) {
+	if !sl.released.CompareAndSwap(false, true) {
+		return
+	}
+	if sl.mode.Load() == modeGiveBack {
+		m.sendGiveBack(sl)
+		return
+	}
+	m.rel.release(sl)
+}
