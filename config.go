@@ -43,7 +43,9 @@ const (
 // which).
 //
 // A handler that returns while the partition is still owned (with or without
-// an error) is started again after Config.RestartDelay.
+// an error) is started again after Config.RestartDelay, unless the error
+// wraps ErrGiveBack: then the partition is given back, for another member
+// to run (see ErrGiveBack).
 type Handler func(c *Claim) error
 
 // Config describes how a member joins a group. The zero value of every timing

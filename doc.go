@@ -50,6 +50,12 @@
 // is repaired, and as a slow backstop every ResyncInterval (10 minutes).
 // Otherwise it checks its own records every PollInterval.
 //
+// A handler that keeps failing on one member can give its partition back
+// by returning an error wrapping ErrGiveBack: the partition is released
+// with a mark naming the member's session (store.Ownership.GivenBack), and
+// while that session lives every member places the partition on another
+// live member if there is one (balance.Avoid, after balance.Assign).
+//
 // # What is guaranteed
 //
 // Under these assumptions: the store is linearizable for each group (every
@@ -87,7 +93,9 @@
 //     member weight; partitions count one each, their weights are not
 //     used yet), sticky (nothing moves when it is already fair) and every
 //     rebalance moves the minimum number of partitions, once members agree
-//     on the snapshot.
+//     on the snapshot. A partition given back (ErrGiveBack) is the
+//     exception: kept off the member that gave it back, it may leave its
+//     new owner one over its share and the giver one under.
 //   - A crashed member's partitions are claimed again shortly after its
 //     session expires (SessionTTL after its last renewal); a graceful Leave
 //     hands them over as soon as its handlers return.

@@ -71,6 +71,7 @@ const (
 	opSnapshot      = "snapshot"
 	opClaim         = "claim"
 	opRelease       = "release"
+	opGiveBack      = "give_back"
 	opCheckpoint    = "checkpoint"
 	opRestore       = "restore"
 	opWatch         = "watch"
@@ -81,7 +82,7 @@ const (
 )
 
 var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
-	opClaim, opRelease, opCheckpoint, opRestore, opWatch, opChanges, opExpire, opClaimBatch, opReleaseBatch}
+	opClaim, opRelease, opGiveBack, opCheckpoint, opRestore, opWatch, opChanges, opExpire, opClaimBatch, opReleaseBatch}
 
 // newMemberMetrics creates m's metrics (not registered).
 func newMemberMetrics(m *Member) *memberMetrics {
@@ -325,6 +326,12 @@ func (s metricStore) Claim(ctx context.Context, group, partition, session string
 func (s metricStore) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
 	err := s.Store.Release(ctx, group, partition, session, epoch)
 	s.mm.storeErr(ctx, opRelease, err)
+	return err
+}
+
+func (s metricStore) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	err := s.Store.GiveBack(ctx, group, partition, session, epoch)
+	s.mm.storeErr(ctx, opGiveBack, err)
 	return err
 }
 

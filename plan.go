@@ -35,6 +35,7 @@ type reconcileBuf struct {
 	rec      []int32           // per partition: index of its record in the snapshot, or -1
 	target   []int32           // per partition: index in members of its target owner
 	strays   []int32           // records of ours for partitions outside the set
+	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
 	checked  []store.Partition // the last partition set found sorted
 	from     []store.Partition // the partition set parts was made from
 	assigner balance.Assigner
@@ -144,6 +145,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		return pl, fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
 	}
 	b.target = target
+	// Partitions given back (ErrGiveBack) go to another member than the
+	// one that gave them back, while it lives (givenback.go).
+	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 
 	// Partitions we run: keep, drop (lost) or hand off.
 	for p, sl := range slots {
@@ -173,7 +177,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			m.unown(p)
 		case !inSet || target[i] != me:
 			m.step.handingOff(p)
-			sl.mode.Store(modeHandoff)
+			// Not over a give-back the handler has just begun: the
+			// partition is released either way, and keeps its mark.
+			sl.mode.CompareAndSwap(modeRun, modeHandoff)
 			sl.cancel()
 			m.unown(p)
 		}

@@ -16,9 +16,10 @@ import (
 
 // slot modes, read by a partition's goroutine after its context is cancelled.
 const (
-	modeRun     int32 = iota // owned and running
-	modeHandoff              // handing off: release after the handler returns
-	modeLost                 // lost: return without releasing
+	modeRun      int32 = iota // owned and running
+	modeHandoff               // handing off: release after the handler returns
+	modeLost                  // lost: return without releasing
+	modeGiveBack              // the handler returned ErrGiveBack: give the partition back (GiveBack)
 )
 
 // slot is one partition this member runs or is stopping.
@@ -99,6 +100,9 @@ func (m *Member) runSlot(sl *slot) {
 	defer func() { m.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
+		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {
+			break
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -117,7 +121,7 @@ func (m *Member) runSlot(sl *slot) {
 	w.disarm()
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
-	if sl.mode.Load() == modeHandoff {
+	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
 	}
 }
@@ -196,9 +200,14 @@ func (m *Member) callHandler(c *Claim) (err error) {
 }
 
 // release gives the partition up in the store (once), through the member's
-// releaser, and returns when the store has answered (or the member stopped).
+// releaser, or gives it back (sendGiveBack), and returns when the store has
+// answered (or the member stopped).
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
+		return
+	}
+	if sl.mode.Load() == modeGiveBack {
+		m.sendGiveBack(sl)
 		return
 	}
 	m.rel.release(sl)

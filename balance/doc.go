@@ -72,6 +72,16 @@
 //   - It never panics on odd input (no members, no partitions, unknown
 //     owners, non-positive or huge weights).
 //
+// # Partitions to avoid
+//
+// [Avoid] is a separate, deterministic step after [Assigner.AssignSorted]:
+// it moves each partition whose target is a member it must avoid (herd: the
+// session that gave it back, while that session lives) to its current owner
+// if that is another member, else to the least loaded other member (ties by
+// rendezvous score). Assign itself knows nothing of it, and the guarantees
+// below are Assign's; after Avoid, quotas hold up to one partition per
+// avoided placement.
+//
 // # Complexity
 //
 // For N members and P partitions: O(N log N) for the quotas, O(P) for

@@ -37,13 +37,17 @@ const (
 	SessionClosed
 	// SessionExpired: Session's TTL passed on the store's clock.
 	SessionExpired
-	// Claimed: Partition's record names Session (of Member) at Epoch.
+	// Claimed: Partition's record names Session (of Member) at Epoch. The
+	// record keeps its GivenBack mark, unless the mark names Session.
 	Claimed
 	// Released: Partition's record was released by Session at Epoch; the
-	// record keeps its epoch and names no session.
+	// record keeps its epoch and names no session. GivenBack is set
+	// (to Session) when the release was a GiveBack: the record's mark
+	// becomes it; a plain release ("") keeps the record's mark.
 	Released
 	// Restored: Partition's record was put back released at Epoch (Restore):
-	// created, or written over a released record with a lower epoch.
+	// created, or written over a released record with a lower epoch; it has
+	// no GivenBack mark.
 	Restored
 	// PartitionsSet: the group's partition set is now Partitions (the
 	// whole set, sorted by ID).
@@ -81,6 +85,7 @@ type Change struct {
 	Partition  string
 	Epoch      uint64
 	Partitions []Partition // PartitionsSet only; read-only
+	GivenBack  string      // Released by GiveBack only: the giving session
 }
 
 // Clone returns a copy of s whose slices are its own, so that Apply may
@@ -133,6 +138,7 @@ func (s *Snapshot) Apply(c Change) error {
 			if c.Epoch <= s.Owners[i].Epoch {
 				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
 			}
+			o.GivenBack = keptMark(s.Owners[i].GivenBack, c.Session)
 			s.Owners[i] = o
 		} else {
 			s.Owners = slices.Insert(s.Owners, i, o)
@@ -143,6 +149,9 @@ func (s *Snapshot) Apply(c Change) error {
 			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
 		}
 		s.Owners[i].Session, s.Owners[i].Member = "", ""
+		if c.GivenBack != "" {
+			s.Owners[i].GivenBack = c.GivenBack
+		}
 	case Restored:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
 		if found {
@@ -222,6 +231,7 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 			}
 			o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
 			if cur != nil {
+				o.GivenBack = keptMark(cur.GivenBack, c.Session)
 				*cur = o
 			} else {
 				if added == nil {
@@ -234,13 +244,16 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 				return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
 			}
 			cur.Session, cur.Member = "", ""
+			if c.GivenBack != "" {
+				cur.GivenBack = c.GivenBack
+			}
 		case Restored:
 			if cur != nil {
 				// Restore writes over a released record with a lower epoch only.
 				if cur.Session != "" || cur.Epoch >= c.Epoch {
 					return fmt.Errorf("apply: entry %d restores %q at epoch %d over a record it may not replace (session %q, epoch %d)", c.Version.Seq, c.Partition, c.Epoch, cur.Session, cur.Epoch)
 				}
-				cur.Epoch = c.Epoch
+				cur.Epoch, cur.GivenBack = c.Epoch, ""
 				break
 			}
 			if added == nil {
@@ -252,4 +265,14 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 	}
 	flush()
 	return nil
+}
+
+// keptMark is the GivenBack mark of a record after a claim by session: the
+// record's mark, unless it names session (the giver took the partition
+// again: the mark is cleared).
+func keptMark(mark, session string) string {
+	if mark == session {
+		return ""
+	}
+	return mark
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // randomLog is a valid log of n entries from an empty group: sessions
-// opening and ending, claims (new records and existing ones), releases,
-// restores and partition sets.
+// opening and ending, claims (new records and existing ones), releases and
+// give-backs, restores and partition sets.
 func randomLog(seed uint64, n int) []store.Change {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var cs []store.Change
@@ -38,12 +38,20 @@ func randomLog(seed uint64, n int) []store.Change {
 			records[p] = o
 			next(store.Change{Kind: store.Claimed, Partition: p, Session: s, Member: o.Member, Epoch: o.Epoch})
 		case op < 8 && has && r.Session != "":
-			next(store.Change{Kind: store.Released, Partition: p, Session: r.Session, Epoch: r.Epoch})
+			c := store.Change{Kind: store.Released, Partition: p, Session: r.Session, Epoch: r.Epoch}
+			if rng.IntN(2) == 0 {
+				c.GivenBack = r.Session
+			}
+			next(c)
 			r.Session, r.Member = "", ""
 			records[p] = r
 		case op == 8 && !has:
 			records[p] = store.Ownership{Partition: p, Epoch: 5}
 			next(store.Change{Kind: store.Restored, Partition: p, Epoch: 5})
+		case op == 8 && r.Session == "":
+			r.Epoch++
+			records[p] = r
+			next(store.Change{Kind: store.Restored, Partition: p, Epoch: r.Epoch})
 		case op == 9:
 			next(store.Change{Kind: store.PartitionsSet, Partitions: []store.Partition{{ID: p, Weight: 1}, {ID: "a"}}})
 		}
@@ -71,6 +79,53 @@ func TestApplyAllEqualsApply(t *testing.T) {
 		}
 		if fmt.Sprint(one) != fmt.Sprint(all) {
 			t.Fatalf("seed %d: ApplyAll gave\n%v\nApply gave\n%v", seed, all, one)
+		}
+	}
+}
+
+// The GivenBack mark: set by a give-back, kept by a plain release and by a
+// claim of another session, cleared by the giver's claim and by a restore;
+// Apply and ApplyAll agree.
+func TestApplyGivenBack(t *testing.T) {
+	seq := uint64(0)
+	at := func(c store.Change) store.Change {
+		seq++
+		c.Version = store.Version{Seq: seq, Tag: 1}
+		return c
+	}
+	steps := []struct {
+		c    store.Change
+		want string // the record's mark after c
+	}{
+		{at(store.Change{Kind: store.SessionOpened, Session: "A", Member: "a"}), ""},
+		{at(store.Change{Kind: store.SessionOpened, Session: "B", Member: "b"}), ""},
+		{at(store.Change{Kind: store.Claimed, Partition: "p", Session: "A", Member: "a", Epoch: 1}), ""},
+		{at(store.Change{Kind: store.Released, Partition: "p", Session: "A", Epoch: 1, GivenBack: "A"}), "A"},
+		{at(store.Change{Kind: store.Claimed, Partition: "p", Session: "B", Member: "b", Epoch: 2}), "A"},
+		{at(store.Change{Kind: store.Released, Partition: "p", Session: "B", Epoch: 2}), "A"},
+		{at(store.Change{Kind: store.Claimed, Partition: "p", Session: "B", Member: "b", Epoch: 3}), "A"},
+		{at(store.Change{Kind: store.Released, Partition: "p", Session: "B", Epoch: 3, GivenBack: "B"}), "B"},
+		{at(store.Change{Kind: store.Claimed, Partition: "p", Session: "A", Member: "a", Epoch: 4}), "B"},
+		{at(store.Change{Kind: store.Released, Partition: "p", Session: "A", Epoch: 4, GivenBack: "A"}), "A"},
+		{at(store.Change{Kind: store.Claimed, Partition: "p", Session: "A", Member: "a", Epoch: 5}), ""},
+		{at(store.Change{Kind: store.Released, Partition: "p", Session: "A", Epoch: 5, GivenBack: "A"}), "A"},
+		{at(store.Change{Kind: store.Restored, Partition: "p", Epoch: 9}), ""},
+	}
+	one, all := &store.Snapshot{}, &store.Snapshot{}
+	for i, st := range steps {
+		if err := one.Apply(st.c); err != nil {
+			t.Fatalf("step %d: Apply(%+v): %v", i, st.c, err)
+		}
+		if err := all.ApplyAll([]store.Change{st.c}); err != nil {
+			t.Fatalf("step %d: ApplyAll(%+v): %v", i, st.c, err)
+		}
+		for name, s := range map[string]*store.Snapshot{"Apply": one, "ApplyAll": all} {
+			if len(s.Owners) == 0 {
+				continue
+			}
+			if got := s.Owners[0].GivenBack; got != st.want {
+				t.Fatalf("step %d (%v by %q): %s leaves GivenBack %q; want %q", i, st.c.Kind, st.c.Session, name, got, st.want)
+			}
 		}
 	}
 }

@@ -22,15 +22,15 @@
 //   - Epochs strictly increase on every successful Claim of a partition
 //     and never repeat, even if the store loses its data: a backend derives
 //     a new epoch as max(previous+1, store time in microseconds).
-//   - Checkpoint and Release are fenced: they succeed only if the record's
-//     epoch equals the caller's and the record's session is alive. Otherwise
-//     nothing is written and ErrNotOwner is returned.
+//   - Checkpoint, Release and GiveBack are fenced: they succeed only if
+//     the record's epoch equals the caller's and the record's session is
+//     alive. Otherwise nothing is written and ErrNotOwner is returned.
 //   - Every change to a group appends one entry to the group's log (see
 //     Change and Changes), in the same atomic operation as the change:
 //     a session opened (OpenSession), closed (CloseSession) or expired (by
 //     any call that notices it, ExpireSessions among them), a claim (Claim,
-//     ClaimBatch), a release (Release, ReleaseBatch), a record restored
-//     (Restore), a partition set stored (SetPartitions). Renewals and
+//     ClaimBatch), a release (Release, ReleaseBatch, GiveBack), a record
+//     restored (Restore), a partition set stored (SetPartitions). Renewals and
 //     checkpoints are not changes of the group and log nothing. The log is
 //     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
 //     version v plus the entries after v (Snapshot.Apply) is the group as a
@@ -114,6 +114,14 @@ type Ownership struct {
 	// use and which would make every read of the group cost the size of
 	// every checkpoint (256 partitions of 256 KiB: 64 MiB per read).
 	Checkpoint []byte
+	// GivenBack is the session that last gave the partition back
+	// (GiveBack), "" if none. While that session is alive, members place
+	// the partition on another live member if there is one. The mark
+	// stays through releases and through claims by other sessions; a
+	// claim by that session itself clears it, and so does Restore. A
+	// mark naming a session that has ended is moot: readers check
+	// Snapshot.Alive.
+	GivenBack string
 }
 
 // Record is one partition's ownership record as Records returns it, for
@@ -287,14 +295,24 @@ type Store interface {
 	// replica that missed later writes), and a member must never run a
 	// partition at an epoch older than the newest it could know of. A
 	// retried Claim is still harmless: the caller runs the newest epoch and
-	// the old one is fenced. ErrClaimed if another live session owns it;
+	// the old one is fenced. The record's GivenBack mark is kept, unless it
+	// names session, which clears it (the returned Ownership shows the
+	// result). ErrClaimed if another live session owns it;
 	// ErrSessionExpired if session is not alive. Publishes EventClaimed.
 	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
 	// Release gives the partition up: if the record's epoch equals epoch and
 	// its session is session and alive, the record's session is cleared
-	// (checkpoint and epoch kept). ErrNotOwner otherwise; ErrInvalid for
-	// epoch 0 or a malformed session id. Publishes EventReleased.
+	// (checkpoint, epoch and GivenBack mark kept). ErrNotOwner otherwise;
+	// ErrInvalid for epoch 0 or a malformed session id. Publishes
+	// EventReleased.
 	Release(ctx context.Context, group, partition, session string, epoch uint64) error
+	// GiveBack is Release that also marks the record as given back by
+	// session: while that session lives, members place the partition on
+	// another live member if there is one (the mark stays on the record
+	// through later claims by other sessions; a claim by session itself,
+	// or the end of session, makes it moot). Same conditions and errors as
+	// Release. Logs one Released entry with GivenBack set to session.
+	GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error
 	// Checkpoint stores value in the partition's record if the record's
 	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
 	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
@@ -302,7 +320,8 @@ type Store interface {
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 	// Restore re-creates a lost record: if the partition has no record at
 	// all, or a released record (no session) whose epoch is lower than
-	// epoch, it writes a released record with this epoch and checkpoint.
+	// epoch, it writes a released record with this epoch and checkpoint
+	// (and no GivenBack mark).
 	// ErrNotOwner otherwise (nothing is written). Members call it after
 	// losing their session, with the last checkpoint they had written, so
 	// that a store that lost its data (restarted without persistence) gets

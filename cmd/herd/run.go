@@ -35,6 +35,7 @@ type runOpts struct {
 	maxShutdown  time.Duration
 	restartDelay time.Duration
 	restartMax   time.Duration
+	maxFailures  int          // --max-failures: failures in a row before the partition is given back; 0: never
 	metrics      string       // --metrics ADDR: /metrics and /healthz
 	logger       *slog.Logger // from --log-format and --log-level; nil: text at INFO
 	args         []string
@@ -73,6 +74,15 @@ Restarts. A child that exits on its own is started again after
 --restart-delay, doubled after each exit up to --restart-max, with jitter;
 a child that ran for --restart-max or longer starts the count afresh.
 
+Giving back. After --max-failures failures in a row (a non-zero exit
+status, death by a signal, or a command that cannot be started) the
+partition is given back: this member releases it with a mark, and while
+this member lives the group places it on another member if there is one
+(alone, this member takes it again at once). The mark shows in the
+partition's record (herd status). A child that exits 0, or that ran for
+--restart-max or longer before it failed, starts the count afresh.
+--max-failures 0 never gives back.
+
 On SIGINT or SIGTERM the member hands its partitions off and leaves; a second
 signal kills the children at once and exits (the session then expires after
 --ttl). Each line of the children's output is prefixed with [partition].`
@@ -106,6 +116,7 @@ func runCmd() *cobra.Command {
 	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
 	f.DurationVar(&o.restartDelay, "restart-delay", time.Second, "pause before a child that exited is started again, 1ms to 1h")
 	f.DurationVar(&o.restartMax, "restart-max", time.Minute, "the longest pause between restarts, --restart-delay to 24h")
+	f.IntVar(&o.maxFailures, "max-failures", defaultMaxFailures, "failures in a row of a partition's child before the partition is given back to the group, 0 (never) to 1000000")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
 	_ = cmd.MarkFlagRequired("store")
 	_ = cmd.MarkFlagRequired("group")
@@ -150,6 +161,9 @@ func (o runOpts) validate() (*connector, []store.Partition, error) {
 	}
 	if err := checkDuration("restart-max", o.restartMax, o.restartDelay, 24*time.Hour); err != nil {
 		return nil, nil, err
+	}
+	if o.maxFailures < 0 || o.maxFailures > maxMaxFailures {
+		return nil, nil, fmt.Errorf("--max-failures must be between 0 (never give back) and %d (got %d)", maxMaxFailures, o.maxFailures)
 	}
 	if len(o.args) == 0 || o.args[0] == "" {
 		return nil, nil, errors.New("no command: write herd run [flags] -- COMMAND [ARGS...]")
@@ -264,8 +278,15 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
 }
 
+// Defaults and bounds of --max-failures.
+const (
+	defaultMaxFailures = 5
+	maxMaxFailures     = 1_000_000
+)
+
 // handle is the member's handler: it runs the partition's child, restarts it
-// with backoff when it exits on its own, and stops it when the claim ends.
+// with backoff when it exits on its own, gives the partition back after
+// --max-failures failures in a row, and stops it when the claim ends.
 func (r *runner) handle(c *herd.Claim) error {
 	r.mu.Lock()
 	r.claims[c.Partition] = c
@@ -276,7 +297,8 @@ func (r *runner) handle(c *herd.Claim) error {
 		r.mu.Unlock()
 	}()
 	ctx := c.Context()
-	failures := 0
+	failures := 0 // exits in a row, for the backoff
+	failed := streak{max: r.o.maxFailures, longRun: r.o.restartMax}
 	for {
 		select {
 		case <-r.force:
@@ -305,11 +327,18 @@ func (r *runner) handle(c *herd.Claim) error {
 			}
 		}
 		failures++
-		d := r.backoff(failures)
-		how := "the child could not be started"
+		how, ok := "the child could not be started: "+fmt.Sprint(err), false
 		if p != nil {
 			how = p.Describe()
+			code, sig := p.Status()
+			ok = code == 0 && sig == 0
 		}
+		if failed.exited(ok, time.Since(began)) {
+			r.log.Warn("child failed too many times in a row; giving the partition back", "partition", c.Partition, "epoch", c.Epoch,
+				"how", how, "failures_in_a_row", failed.n, "max_failures", r.o.maxFailures)
+			return fmt.Errorf("partition %s: child failed %d times in a row, last %s: %w", c.Partition, failed.n, how, herd.ErrGiveBack)
+		}
+		d := r.backoff(failures)
 		r.log.Warn("child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
 			"how", how, "exits_in_a_row", failures, "after", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
@@ -323,6 +352,30 @@ func (r *runner) handle(c *herd.Claim) error {
 			return nil
 		}
 	}
+}
+
+// streak counts the failures in a row of a partition's child, for
+// --max-failures: a non-zero exit status, death by a signal, or a command
+// that could not be started. An exit with status 0 ends the streak, and so
+// does a run of longRun (--restart-max) or longer: a child that fails after
+// running that long starts a new streak.
+type streak struct {
+	n       int           // failures in the current streak
+	max     int           // give back at this many; 0: never
+	longRun time.Duration // a run this long ends the streak
+}
+
+// exited records how a child ended (ok: exit status 0) after running for
+// ran, and reports whether the partition is to be given back.
+func (s *streak) exited(ok bool, ran time.Duration) bool {
+	if ok || ran >= s.longRun {
+		s.n = 0
+	}
+	if ok {
+		return false
+	}
+	s.n++
+	return s.max > 0 && s.n >= s.max
 }
 
 // backoff is the pause before start number n+1 after n exits in a row:

@@ -212,7 +212,7 @@ func readEvents(t *testing.T, path string) []runEvent {
 			ev.n, _ = strconv.Atoi(f[5])
 		case ev.kind == "saved" && len(f) == 3:
 			ev.n, _ = strconv.Atoi(f[2])
-		case (ev.kind == "stop" || ev.kind == "overlap") && len(f) == 4:
+		case (ev.kind == "stop" || ev.kind == "overlap" || ev.kind == "fail") && len(f) == 4:
 			ev.member = f[2]
 			ev.pid, _ = strconv.Atoi(f[3])
 		case ev.kind == "fenced":
@@ -423,6 +423,7 @@ func TestRunRejects(t *testing.T) {
 		{r("--max-shutdown", "-1s", "--", "true"), "--max-shutdown must be between 0s and 1h0m0s (got -1s)"},
 		{r("--restart-delay", "0", "--", "true"), "--restart-delay must be between 1ms and 1h0m0s (got 0s)"},
 		{r("--restart-delay", "2s", "--restart-max", "1s", "--", "true"), "--restart-max must be between 2s and 24h0m0s (got 1s)"},
+		{r("--max-failures", "-1", "--", "true"), "--max-failures must be between 0 (never give back) and 1000000 (got -1)"},
 		{r("--member", "a\tb", "--", "true"), "--member: member id"},
 		{r("--partitions", "5-3", "--", "true"), `range "5-3" ends before it starts`},
 		{r("--partitions", "0-200000", "--", "true"), "more than 100,000 partitions"},
@@ -561,7 +562,7 @@ func TestRunKillsChildWhenSessionCannotBeRenewed(t *testing.T) {
 // status and count.
 func TestRunRestartsFailingChild(t *testing.T) {
 	m := startRun(t, "m", nil, "--store", "mem://", "--group", "g", "--partitions", "p",
-		"--restart-delay", "20ms", "--restart-max", "160ms", "--", "sh", "-c", "echo started; exit 7")
+		"--restart-delay", "20ms", "--restart-max", "160ms", "--max-failures", "0", "--", "sh", "-c", "echo started; exit 7")
 	eventually(t, 30*time.Second, "five exits in a row", func() bool {
 		return strings.Contains(m.out.String(), "exits_in_a_row=5")
 	})

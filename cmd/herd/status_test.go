@@ -343,7 +343,7 @@ func TestStatusTextGolden(t *testing.T) {
 	s := func(v string) *string { return &v }
 	rep := &statusReport{Store: "redis://127.0.0.1:6379/0", Groups: []groupStatus{{
 		Group: "orders", PartitionSetStored: true,
-		Counts: statusCounts{Partitions: 5, Running: 2, Released: 1, Unowned: 1, Malformed: 1},
+		Counts: statusCounts{Partitions: 5, Running: 2, Released: 1, Unowned: 1, Malformed: 1, GivenBack: 1},
 		Members: []memberStatus{
 			{Member: "web-1-4242", Session: "SESSIONA", Weight: 1, TTLLeftMS: 8123, Owned: 2, owned: []string{"0", "1"}},
 			{Member: "web-2-77", Session: "SESSIONB", Weight: 2, TTLLeftMS: 950, Owned: 0},
@@ -352,7 +352,8 @@ func TestStatusTextGolden(t *testing.T) {
 		Partitions: []partitionStatus{
 			{Partition: "0", InSet: true, State: stateRunning, Member: s("web-1-4242"), Session: s("SESSIONA"), Epoch: ep(1766480000123456),
 				SinceMS: ms(125_000), CheckpointBytes: ptr(12), CheckpointAgeMS: ms(1034)},
-			{Partition: "1", InSet: true, State: stateRunning, Member: s("web-1-4242"), Session: s("SESSIONA"), Epoch: ep(7), SinceMS: ms(3_700_000)},
+			{Partition: "1", InSet: true, State: stateRunning, Member: s("web-1-4242"), Session: s("SESSIONA"), Epoch: ep(7), SinceMS: ms(3_700_000),
+				GivenBackBy: s("web-2-77"), GivenBackSess: s("SESSIONB")},
 			{Partition: "2", InSet: true, State: stateReleased, Epoch: ep(5), CheckpointBytes: ptr(2048), Reason: "released: waiting for a claim"},
 			{Partition: "3", InSet: true, State: stateUnowned, Reason: "never claimed: waiting for a claim"},
 			{Partition: "x", InSet: true, State: stateMalformed, Reason: "malformed ownership record (bad): no member claims it until it is repaired or deleted"},
@@ -365,7 +366,7 @@ func TestStatusTextGolden(t *testing.T) {
 	if err := writeText(&b, rep, textStyle{}); err != nil {
 		t.Fatal(err)
 	}
-	want := `group orders: 5 partitions, 2 running, 1 released, 1 unowned, 1 malformed; 2 members
+	want := `group orders: 5 partitions, 2 running, 1 released, 1 unowned, 1 malformed, 1 given back; 2 members
 
 MEMBER      SESSION   WEIGHT  TTL LEFT  OWNED  PARTITIONS
 web-1-4242  SESSIONA  1       8.1s      2      0-1
@@ -373,7 +374,7 @@ web-2-77    SESSIONB  2       950ms     0      -
 
 PARTITION  STATE      MEMBER      EPOCH             CLAIMED    CHECKPOINT      NOTE
 0          running    web-1-4242  1766480000123456  2m05s ago  12 B, 1.0s ago
-1          running    web-1-4242  7                 1h01m ago  -
+1          running    web-1-4242  7                 1h01m ago  -               given back by web-2-77: kept off it while its session lives
 2          released   -           5                 -          2.0 KiB
 3          unowned    -           -                 -          -               never claimed: waiting for a claim
 x          malformed  -           -                 -          -               malformed ownership record (bad): no member claims it until it is repaired or deleted

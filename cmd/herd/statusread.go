@@ -28,7 +28,8 @@ import (
 //	      "released": 1,                           released by its owner, waiting for a claim
 //	      "unowned": 1,                            no record, or its session is gone
 //	      "malformed": 0,                          partition or record the store cannot decode
-//	      "outside_set": 0                         records of partitions no longer in the set
+//	      "outside_set": 0,                        records of partitions no longer in the set
+//	      "given_back": 0                          partitions of the set given back by a live session
 //	    },
 //	    "members": [ {                             one per live session, sorted by member then session
 //	      "member": "web-1-4242",                  the member id (herd run: <hostname>-<pid> unless --member)
@@ -51,6 +52,10 @@ import (
 //	      "since_ms": 120345,                      time since the record got its epoch (null: unknown)
 //	      "checkpoint_bytes": 12,                  size of the checkpoint (null: none)
 //	      "checkpoint_age_ms": 1034,               time since it was written (null: none or unknown)
+//	      "given_back_by": "web-2-77",             the member whose session gave it back (its handler kept
+//	                                               failing there; herd run: --max-failures) and is still
+//	                                               alive: members keep the partition off it; null if none
+//	      "given_back_session": "H7QX...",         that session (null likewise)
 //	      "reason": ""                             why it is not running ("" when running)
 //	    } ],
 //	    "malformed": [ {"kind": "ownership", "id": "7", "reason": "..."} ],
@@ -83,6 +88,7 @@ type statusCounts struct {
 	Unowned    int `json:"unowned"`
 	Malformed  int `json:"malformed"`
 	OutsideSet int `json:"outside_set"`
+	GivenBack  int `json:"given_back"`
 }
 
 type memberStatus struct {
@@ -105,6 +111,8 @@ type partitionStatus struct {
 	SinceMS         *int64  `json:"since_ms"`
 	CheckpointBytes *int    `json:"checkpoint_bytes"`
 	CheckpointAgeMS *int64  `json:"checkpoint_age_ms"`
+	GivenBackBy     *string `json:"given_back_by"`
+	GivenBackSess   *string `json:"given_back_session"`
 	Reason          string  `json:"reason"`
 }
 
@@ -202,6 +210,9 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 		case stateMalformed:
 			gs.Counts.Malformed++
 		}
+		if p.GivenBackBy != nil {
+			gs.Counts.GivenBack++
+		}
 	}
 	gs.Counts.OutsideSet = len(outside)
 
@@ -266,6 +277,12 @@ func partitionOf(id string, inSet bool, owners map[string]store.Ownership, badRe
 		return p
 	}
 	p.Epoch = &o.Epoch
+	if o.GivenBack != "" && snap.Alive(o.GivenBack) {
+		// A mark naming a session that has ended is moot: not shown.
+		if m := members[o.GivenBack]; m != nil {
+			p.GivenBackBy, p.GivenBackSess = ptr(m.Member), ptr(o.GivenBack)
+		}
+	}
 	switch {
 	case o.Session == "":
 		p.State = stateReleased

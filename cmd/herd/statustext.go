@@ -76,6 +76,9 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 			b.WriteString(", " + ts.paint(stateColour(x.state), fmt.Sprintf("%d %s", x.n, x.state)))
 		}
 	}
+	if c.GivenBack > 0 {
+		fmt.Fprintf(b, ", %d given back", c.GivenBack)
+	}
 	fmt.Fprintf(b, "; %s", plural(len(g.Members), "member"))
 	if c.OutsideSet > 0 {
 		fmt.Fprintf(b, "; %s of partitions outside the set", plural(c.OutsideSet, "record"))
@@ -129,8 +132,16 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 					ckpt += ", " + fmtMS(p.CheckpointAgeMS) + " ago"
 				}
 			}
+			note := p.Reason
+			if p.GivenBackBy != nil {
+				gb := "given back by " + *p.GivenBackBy + ": kept off it while its session lives"
+				if note != "" {
+					gb = "; " + gb
+				}
+				note += gb
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, ts.paint(stateColour(p.State), p.State), member, epoch,
-				claimed, ckpt, p.Reason)
+				claimed, ckpt, note)
 		}
 		t.writeTo(b)
 	}

@@ -264,6 +264,19 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 	return err
 }
 
+// GiveBack implements store.Store.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	f, err := s.enter(ctx, "give back", &s.writes)
+	if err != nil {
+		return err
+	}
+	err = s.inner.GiveBack(ctx, group, partition, session, epoch)
+	if f == failAfter {
+		return lostReply("give back")
+	}
+	return err
+}
+
 // Checkpoint implements store.Store.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	f, err := s.enter(ctx, "checkpoint", &s.writes)

@@ -177,7 +177,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 	g := s.group(group, false)
 	out := make([]error, len(held))
 	for i, o := range held {
-		out[i] = s.releaseLocked(g, o.Partition, session, o.Epoch)
+		out[i] = s.releaseLocked(g, o.Partition, session, o.Epoch, false)
 	}
 	return out, nil
 }

@@ -428,6 +428,9 @@ func (s *Store) claimLocked(g *group, partition, session string, now time.Time) 
 	r.own.Session = session
 	r.own.Member = g.byID[session].member
 	r.own.Epoch = store.NextEpoch(r.own.Epoch, now)
+	if r.own.GivenBack == session {
+		r.own.GivenBack = "" // the giver took it again
+	}
 	r.since = now
 	g.touch(r)
 	s.logChange(g, store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: r.own.Member, Epoch: r.own.Epoch})
@@ -447,21 +450,29 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return err
 	}
 	defer s.mu.Unlock()
-	return s.releaseLocked(s.group(group, false), partition, session, epoch)
+	return s.releaseLocked(s.group(group, false), partition, session, epoch, false)
 }
 
-// releaseLocked is Release; g may be nil.
-func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64) error {
+// releaseLocked is Release, or GiveBack if giveBack is set; g may be nil.
+func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64, giveBack bool) error {
 	var r *record
 	if g != nil {
 		r = g.records[partition]
 	}
 	if r == nil || r.own.Epoch != epoch || r.own.Session != session || !g.alive(session) {
-		return fmt.Errorf("memstore: release %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
+		op := "release"
+		if giveBack {
+			op = "give back"
+		}
+		return fmt.Errorf("memstore: %s %q at epoch %d by session %q: %w", op, partition, epoch, session, store.ErrNotOwner)
 	}
 	r.own.Session, r.own.Member = "", ""
+	c := store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch}
+	if giveBack {
+		r.own.GivenBack, c.GivenBack = session, session
+	}
 	g.touch(r)
-	s.logChange(g, store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch})
+	s.logChange(g, c)
 	g.publish(store.Event{Kind: store.EventReleased, Session: session, Partition: partition})
 	return nil
 }
@@ -521,7 +532,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		}
 		// A released record with a lower epoch: restored after a data loss
 		// by a member that lost the partition before this caller had it.
-		r.own.Epoch, r.own.Checkpoint = epoch, value
+		r.own.Epoch, r.own.Checkpoint, r.own.GivenBack = epoch, value, ""
 		r.since, r.checkpointed = now, now
 		g.touch(r)
 		s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})

@@ -58,6 +58,7 @@
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
 //	<prefix>:{<b64 group>}:epochat      HASH  partition id -> "<epoch>:<µs>" (server time the record got that epoch)
 //	<prefix>:{<b64 group>}:ckptat       HASH  partition id -> "<µs>" (server time of the last checkpoint write)
+//	<prefix>:{<b64 group>}:givenback    HASH  partition id -> session id of the last GiveBack (the record's GivenBack mark)
 //	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
 //	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry
 //	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
@@ -68,6 +69,12 @@
 // (Snapshot.PartitionSetStored). A separate key, not a marker field in the
 // partitions hash, so that members of a version that predates it read the
 // hash as before during a rolling upgrade.
+//
+// The GivenBack mark of a record is likewise a field of its own hash, not a
+// part of the owners value, which every version reads: GiveBack sets it, the
+// giver's own claim and Restore delete it. A record without one (written
+// before GiveBack existed) has no mark, and a Released entry of the log
+// without the fifth field is a plain release.
 //
 // Partition, member and session ids are hash fields and values, which are
 // binary safe. A record that does not decode (written by hand, by another

@@ -55,7 +55,7 @@ import (
 //	X\n<session>                          SessionClosed
 //	E\n<session>                          SessionExpired
 //	C\n<partition>\n<session>\n<epoch>\n<member>   Claimed
-//	R\n<partition>\n<session>\n<epoch>    Released
+//	R\n<partition>\n<session>\n<epoch>[\n<giver>]   Released (by GiveBack: with the giving session)
 //	T\n<partition>\n<epoch>               Restored
 //	P(\n<partition>\n<weight>)*           PartitionsSet (the whole set)
 //
@@ -191,8 +191,15 @@ func decodeChange(version store.Version, v string) (store.Change, error) {
 		if c.Epoch, ok = epoch(f[3]); !ok {
 			return bad()
 		}
-	case f[0] == "R" && len(f) == 4:
+	case f[0] == "R" && (len(f) == 4 || len(f) == 5):
 		c.Kind, c.Partition, c.Session = store.Released, f[1], f[2]
+		if len(f) == 5 {
+			// A GiveBack. Entries of a plain release, and every entry
+			// written before GiveBack existed, have four fields.
+			if c.GivenBack = f[4]; c.GivenBack == "" {
+				return bad()
+			}
+		}
 		if c.Epoch, ok = epoch(f[3]); !ok {
 			return bad()
 		}
@@ -378,7 +385,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		args = append(args, p)
 	}
 	status, res, err := s.runLogged(ctx, "ClaimBatch", claimBatchScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat}, args...)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +410,8 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 				out[i].Err = corrupt(k.owners, p, "epoch %q", str(r, 1))
 				continue
 			}
-			out[i].Ownership = store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, Checkpoint: bytesAt(r, 2)}
+			out[i].Ownership = store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch,
+				Checkpoint: bytesAt(r, 2), GivenBack: mark(str(r, 3))}
 		case "claimed":
 			out[i].Err = fmt.Errorf("redisstore: ClaimBatch of %q: owned by live session %q: %w", p, str(r, 1), store.ErrClaimed)
 		case "corrupt":

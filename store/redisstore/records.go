@@ -11,9 +11,9 @@ import (
 )
 
 // Records implements store.Store: one read-only script (HMGET of the
-// owners, checkpoints, epochat and ckptat hashes, and the server's time),
-// so the records and their ages are one consistent read. It expires no
-// session and logs nothing. A record whose owners value does not decode is
+// owners, checkpoints, epochat, ckptat and givenback hashes, and the
+// server's time), so the records, their GivenBack marks and their ages are
+// one consistent read. It expires no session and logs nothing. A record whose owners value does not decode is
 // left out, as Snapshot leaves it out (and lists it in Malformed). A time
 // that is missing (a record written by a version that predates the time
 // keys) or does not decode is reported as 0, unknown; so is the claim time
@@ -37,7 +37,7 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 	for i, p := range partitions {
 		args[i] = p
 	}
-	res, err := s.eval(ctx, recordsScript, []string{k.owners, k.checkpoints, k.epochat, k.ckptat}, args...)
+	res, err := s.eval(ctx, recordsScript, []string{k.owners, k.checkpoints, k.epochat, k.ckptat, k.givenback}, args...)
 	if err != nil {
 		return nil, fail("Records", err)
 	}
@@ -46,21 +46,21 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 
 // decodeRecords decodes the records script's reply for partitions.
 func decodeRecords(partitions []string, res []any) ([]store.Record, error) {
-	if len(res) != 5 {
-		return nil, fmt.Errorf("redisstore: Records: script reply has %d elements, want 5", len(res))
+	if len(res) != 6 {
+		return nil, fmt.Errorf("redisstore: Records: script reply has %d elements, want 6", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Records: bad server time %q", str(res, 0))
 	}
-	var cols [4][]any
+	var cols [5][]any
 	for i := range cols {
 		cols[i], _ = res[i+1].([]any)
 		if len(cols[i]) != len(partitions) {
 			return nil, fmt.Errorf("redisstore: Records: script reply has %d values for %d partitions", len(cols[i]), len(partitions))
 		}
 	}
-	owners, ckpts, epochAt, ckptAt := cols[0], cols[1], cols[2], cols[3]
+	owners, ckpts, epochAt, ckptAt, marks := cols[0], cols[1], cols[2], cols[3], cols[4]
 	out := make([]store.Record, 0, len(partitions))
 	for i, p := range partitions {
 		v, ok := owners[i].(string)
@@ -74,6 +74,7 @@ func decodeRecords(partitions []string, res []any) ([]store.Record, error) {
 		}
 		r := store.Record{Ownership: store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch}}
 		r.Checkpoint = bytesAt(ckpts, i)
+		r.GivenBack = mark(str(marks, i))
 		if at, ok := epochAt[i].(string); ok {
 			e, us, found := strings.Cut(at, ":")
 			if found && e == strconv.FormatUint(epoch, 10) {

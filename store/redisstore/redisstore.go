@@ -180,7 +180,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints, events string
-	partset                                                    string // see scripts.go
+	partset, givenback                                         string // see scripts.go
 	epochat, ckptat                                            string // see scripts.go
 	log, version                                               string // see log.go
 }
@@ -196,6 +196,7 @@ func (s *Store) keys(group string) keys {
 		checkpoints: base + "checkpoints",
 		epochat:     base + "epochat",
 		ckptat:      base + "ckptat",
+		givenback:   base + "givenback",
 		events:      base + "events",
 		log:         base + "log",
 		version:     base + "version",
@@ -483,7 +484,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	k := s.keys(group)
-	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset}, k.events)
+	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset, k.givenback}, k.events)
 	res, err := s.eval(ctx, snapshotScript, ks, args...)
 	if err != nil {
 		return nil, fail("Snapshot", err)
@@ -496,23 +497,32 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 // listed in Snapshot.Malformed: one bad record never fails the whole read.
 // Only a reply that is not the script's shape is an error.
 func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 7 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 7", len(res))
+	if len(res) != 8 {
+		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 8", len(res))
 	}
 	now, err := strconv.ParseInt(str(res, 0), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
 	}
-	lists := make([][]string, 4)
-	for i := range lists {
-		arr, _ := res[i+1].([]any)
+	strs := func(v any) []string {
+		arr, _ := v.([]any)
 		l := make([]string, len(arr))
-		for j, v := range arr {
-			l[j], _ = v.(string)
+		for j, x := range arr {
+			l[j], _ = x.(string)
 		}
-		lists[i] = l
+		return l
 	}
-	live, metas, parts, owners := lists[0], lists[1], lists[2], lists[3]
+	live, metas, parts, owners := strs(res[1]), strs(res[2]), strs(res[3]), strs(res[4])
+	// The GivenBack marks (see mark).
+	var marks map[string]string
+	if l := strs(res[7]); len(l) > 0 {
+		marks = make(map[string]string, len(l)/2)
+		for i := 0; i+1 < len(l); i += 2 {
+			if m := mark(l[i+1]); m != "" {
+				marks[l[i]] = m
+			}
+		}
+	}
 
 	meta := make(map[string]string, len(metas)/2)
 	for i := 0; i+1 < len(metas); i += 2 {
@@ -604,7 +614,7 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(owners[i+1]))
 			continue
 		}
-		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch})
+		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, GivenBack: marks[p]})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
@@ -689,7 +699,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat}, k.events, partition, session)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, k.events, partition, session)
 	if err != nil {
 		return store.Ownership{}, err
 	}
@@ -705,6 +715,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 			Member:     str(res, 1),
 			Epoch:      epoch,
 			Checkpoint: bytesAt(res, 2),
+			GivenBack:  mark(str(res, 3)),
 		}, nil
 	case "expired":
 		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q by session %q: %w", partition, session, store.ErrSessionExpired)
@@ -783,7 +794,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		value = []byte{}
 	}
 	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.epochat, k.ckptat},
+	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.epochat, k.ckptat, k.givenback},
 		k.events, partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err

@@ -29,6 +29,10 @@ import "github.com/redis/go-redis/v9"
 //	                  record got that epoch (Claim, ClaimBatch, Restore)
 //	ckptat      HASH  partition -> "<µs>": server time of the last checkpoint
 //	                  write (Checkpoint, Restore)
+//	givenback   HASH  partition -> the session of the last GiveBack (the
+//	                  record's GivenBack mark; no field: no mark). A separate
+//	                  hash, so that owners values keep the form every version
+//	                  of this store reads.
 //	log         STREAM the group's log (see log.go): ids "<seq>-<tag>",
 //	                  one field "e" = the entry (see log.go)
 //	version     STRING "<tag>:<seq>" of the log's last entry
@@ -250,7 +254,7 @@ redis.call('PUBLISH', ARGV[1], 'P\n\n')
 return {'ok'}
 `)
 
-// KEYS: sessions, members, partitions, owners, partset. ARGV: channel.
+// KEYS: sessions, members, partitions, owners, partset, givenback. ARGV: channel.
 // Checkpoints are not read: a snapshot carries none (Claim returns the one
 // it needs), so a read costs O(records) whatever the checkpoints' size, and
 // does not block the server while it copies them. Every due session is
@@ -269,14 +273,17 @@ return {
   redis.call('HGETALL', KEYS[4]),
   redis.call('EXISTS', KEYS[5]),
   ver,
+  redis.call('HGETALL', KEYS[6]),
 }
 `)
 
 // claimFn claims partition p for the live session s of member m: it
-// answers {'ok', epoch, checkpoint}, {'claimed', owner} or {'corrupt',
-// key, field}, logs a claim and notes its time in epochat (at).
+// answers {'ok', epoch, checkpoint, mark}, {'claimed', owner} or {'corrupt',
+// key, field}, logs a claim and notes its time in epochat (at). The
+// record's GivenBack mark (in gb) is kept, unless it names s: the giver's
+// claim clears it.
 const claimFn = `
-local function claim_one(sess, owners, ckpt, at, ch, p, s, m)
+local function claim_one(sess, owners, ckpt, at, gb, ch, p, s, m)
   local prev = '0'
   local cur = redis.call('HGET', owners, p)
   if cur then
@@ -291,9 +298,14 @@ local function claim_one(sess, owners, ckpt, at, ch, p, s, m)
   if #e > 20 or (#e == 20 and e > MAXE) then return {'corrupt', owners, p} end
   redis.call('HSET', owners, p, e .. ':' .. s .. ':' .. m)
   redis.call('HSET', at, p, e .. ':' .. now_s)
+  local mark = redis.call('HGET', gb, p)
+  if mark == s then
+    redis.call('HDEL', gb, p)
+    mark = false
+  end
   append('C\n' .. p .. '\n' .. s .. '\n' .. e .. '\n' .. m)
   redis.call('PUBLISH', ch, 'C\n' .. s .. '\n' .. p)
-  return {'ok', e, redis.call('HGET', ckpt, p)}
+  return {'ok', e, redis.call('HGET', ckpt, p), mark or ''}
 end
 
 -- member_of returns the member of session s, or nil if its record is bad.
@@ -303,25 +315,25 @@ local function member_of(meta, s)
 end
 `
 
-// KEYS: sessions, members, owners, checkpoints, epochat. ARGV: channel,
-// partition, session.
+// KEYS: sessions, members, owners, checkpoints, epochat, givenback. ARGV:
+// channel, partition, session. Answers {'ok', epoch, member, checkpoint, mark}.
 var claimScript = logged(claimFn + `
-local sess, meta, owners, ckpt, at = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sess, meta, owners, ckpt, at, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ch, p, s = ARGV[1], ARGV[2], ARGV[3]
 prune(sess, meta, ch)
 if not alive(sess, s) then return {'expired'} end
 local m = member_of(meta, s)
 if not m then return {'corrupt', meta, s} end
-local r = claim_one(sess, owners, ckpt, at, ch, p, s, m)
-if r[1] == 'ok' then return {'ok', r[2], m, r[3]} end
+local r = claim_one(sess, owners, ckpt, at, gb, ch, p, s, m)
+if r[1] == 'ok' then return {'ok', r[2], m, r[3], r[4]} end
 return r
 `)
 
-// KEYS: sessions, members, owners, checkpoints, epochat. ARGV: channel,
-// session, then the partitions. Answers {'ok', member, {result}...}, one
-// claim_one result per partition.
+// KEYS: sessions, members, owners, checkpoints, epochat, givenback. ARGV:
+// channel, session, then the partitions. Answers {'ok', member,
+// {result}...}, one claim_one result per partition.
 var claimBatchScript = logged(claimFn + `
-local sess, meta, owners, ckpt, at = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sess, meta, owners, ckpt, at, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ch, s = ARGV[1], ARGV[2]
 prune(sess, meta, ch)
 if not alive(sess, s) then return {'expired'} end
@@ -329,22 +341,29 @@ local m = member_of(meta, s)
 if not m then return {'corrupt', meta, s} end
 local out = {'ok', m}
 for i = 3, NARGV do
-  out[#out + 1] = claim_one(sess, owners, ckpt, at, ch, ARGV[i], s, m)
+  out[#out + 1] = claim_one(sess, owners, ckpt, at, gb, ch, ARGV[i], s, m)
 end
 return out
 `)
 
 // releaseFn releases partition p held by session s at epoch: it answers
-// {'ok'}, {'notowner'} or {'corrupt', key, field}, and logs a release.
+// {'ok'}, {'notowner'} or {'corrupt', key, field}, and logs a release. With
+// gb (the givenback key) it is a GiveBack: the record's mark becomes s and
+// the entry carries s as a fifth field.
 const releaseFn = `
-local function release_one(sess, owners, ch, p, s, epoch)
+local function release_one(sess, owners, ch, p, s, epoch, gb)
   local cur = redis.call('HGET', owners, p)
   if not cur then return {'notowner'} end
   local e, owner = parse(cur)
   if not e then return {'corrupt', owners, p} end
   if e ~= epoch or owner ~= s or s == '' or not alive(sess, s) then return {'notowner'} end
   redis.call('HSET', owners, p, e .. '::')
-  append('R\n' .. p .. '\n' .. s .. '\n' .. e)
+  if gb then
+    redis.call('HSET', gb, p, s)
+    append('R\n' .. p .. '\n' .. s .. '\n' .. e .. '\n' .. s)
+  else
+    append('R\n' .. p .. '\n' .. s .. '\n' .. e)
+  end
   redis.call('PUBLISH', ch, 'R\n' .. s .. '\n' .. p)
   return {'ok'}
 end
@@ -355,6 +374,14 @@ var releaseScript = logged(releaseFn + `
 local sess, meta, owners = KEYS[1], KEYS[2], KEYS[3]
 prune(sess, meta, ARGV[1])
 return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+`)
+
+// KEYS: sessions, members, owners, givenback. ARGV: channel, partition,
+// session, epoch.
+var giveBackScript = logged(releaseFn + `
+local sess, meta, owners, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+prune(sess, meta, ARGV[1])
+return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], ARGV[4], gb)
 `)
 
 // KEYS: sessions, members, owners. ARGV: channel, session, then partition,
@@ -384,11 +411,11 @@ redis.call('HSET', KEYS[4], p, now_s)
 return {'ok'}
 `)
 
-// KEYS: owners, checkpoints, epochat, ckptat. ARGV: channel, partition,
-// epoch, value.
+// KEYS: owners, checkpoints, epochat, ckptat, givenback. ARGV: channel,
+// partition, epoch, value.
 // Restore writes where the partition has no record, or a released record
 // with a lower epoch (itself restored after a data loss, by a member that
-// lost the partition earlier).
+// lost the partition earlier), and leaves it without a GivenBack mark.
 var restoreScript = logged(`
 local owners, ckpt = KEYS[1], KEYS[2]
 local ch, p = ARGV[1], ARGV[2]
@@ -402,6 +429,7 @@ redis.call('HSET', owners, p, ARGV[3] .. '::')
 redis.call('HSET', ckpt, p, ARGV[4])
 redis.call('HSET', KEYS[3], p, ARGV[3] .. ':' .. now_s)
 redis.call('HSET', KEYS[4], p, now_s)
+redis.call('HDEL', KEYS[5], p)
 append('T\n' .. p .. '\n' .. ARGV[3])
 redis.call('PUBLISH', ch, 'R\n\n' .. p)
 return {'ok'}
@@ -422,10 +450,11 @@ if after == last and g ~= ARGV[1] then return {'gone', 'the log is another histo
 return {'ok'}
 `)
 
-// KEYS: owners, checkpoints, epochat, ckptat. ARGV: the partitions.
-// Answers {now, owners, checkpoints, epochat, ckptat}: the server time and
-// one HMGET of each hash (false where a field is missing). It reads only:
-// Records is a view, and never expires sessions.
+// KEYS: owners, checkpoints, epochat, ckptat, givenback. ARGV: the
+// partitions. Answers {now, owners, checkpoints, epochat, ckptat,
+// givenback}: the server time and one HMGET of each hash (false where a
+// field is missing). It reads only: Records is a view, and never expires
+// sessions.
 var recordsScript = redis.NewScript(prelude + `
 return {
   now_s,
@@ -433,5 +462,6 @@ return {
   redis.call('HMGET', KEYS[2], unpack(ARGV)),
   redis.call('HMGET', KEYS[3], unpack(ARGV)),
   redis.call('HMGET', KEYS[4], unpack(ARGV)),
+  redis.call('HMGET', KEYS[5], unpack(ARGV)),
 }
 `)

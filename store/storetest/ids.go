@@ -170,6 +170,8 @@ func testMalformedIDs(e *env) {
 			"Claim(partition)":         func() error { _, err := e.s.Claim(ctx, e.group, bad, s); return err },
 			"Release(group)":           func() error { return e.s.Release(ctx, bad, "p", s, o.Epoch) },
 			"Release(partition)":       func() error { return e.s.Release(ctx, e.group, bad, s, o.Epoch) },
+			"GiveBack(group)":          func() error { return e.s.GiveBack(ctx, bad, "p", s, o.Epoch) },
+			"GiveBack(partition)":      func() error { return e.s.GiveBack(ctx, e.group, bad, s, o.Epoch) },
 			"Checkpoint(group)":        func() error { return e.s.Checkpoint(ctx, bad, "p", o.Epoch, []byte("x")) },
 			"Checkpoint(partition)":    func() error { return e.s.Checkpoint(ctx, e.group, bad, o.Epoch, []byte("x")) },
 			"Watch(group)": func() error {
@@ -215,6 +217,7 @@ func testCancelledContext(e *env) {
 			"Records":       func() error { _, err := e.s.Records(ctx, e.group, []string{"p"}); return err },
 			"Claim":         func() error { _, err := e.s.Claim(ctx, e.group, "q", s); return err },
 			"Release":       func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
+			"GiveBack":      func() error { return e.s.GiveBack(ctx, e.group, "p", s, o.Epoch+1) },
 			"Checkpoint":    func() error { return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, []byte("x")) },
 		}
 		for name, call := range calls {

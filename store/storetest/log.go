@@ -288,8 +288,8 @@ func testLogReplicaProperty(e *env) {
 }
 
 // randomOps runs n random operations on the env's group with its own
-// session(s): open, close, claim, release, batch claim and release,
-// checkpoint, restore, set partitions, expire. Errors the race allows
+// session(s): open, close, claim, release, give back, batch claim and
+// release, checkpoint, restore, set partitions, expire. Errors the race allows
 // (ErrClaimed, ErrNotOwner, ErrSessionExpired) are ignored.
 func (e *env) randomOps(seed uint64, n int) {
 	t := e.t
@@ -320,9 +320,14 @@ func (e *env) randomOps(seed uint64, n int) {
 			if err == nil {
 				held[p] = o.Epoch
 			}
-		case op < 10:
+		case op < 9:
 			if ep, ok := held[p]; ok {
 				allowed("Release", e.s.Release(e.ctx, e.group, p, s, ep))
+				delete(held, p)
+			}
+		case op < 10:
+			if ep, ok := held[p]; ok {
+				allowed("GiveBack", e.s.GiveBack(e.ctx, e.group, p, s, ep))
 				delete(held, p)
 			}
 		case op < 11:

@@ -97,6 +97,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"checkpoint/size_limit", testCheckpointLimit},
 		{"release/fenced", testReleaseFenced},
 		{"release/keeps_checkpoint_and_epoch", testReleaseKeeps},
+		// giveback.go
+		{"giveback/fenced", testGiveBackFenced},
+		{"giveback/mark", testGiveBackMark},
 		{"epoch/strictly_increases", testEpochsIncrease},
 		{"restore/only_where_no_record", testRestore},
 		{"partitions/set_replaces", testSetPartitions},
@@ -338,14 +341,14 @@ func findSession(s *store.Snapshot, id string) (store.SessionInfo, bool) {
 }
 
 func fmtOwner(o store.Ownership) string {
-	return fmt.Sprintf("{Partition %q, Session %q, Member %q, Epoch %d, Checkpoint %q}", o.Partition, o.Session, o.Member, o.Epoch, o.Checkpoint)
+	return fmt.Sprintf("{Partition %q, Session %q, Member %q, Epoch %d, Checkpoint %q, GivenBack %q}", o.Partition, o.Session, o.Member, o.Epoch, o.Checkpoint, o.GivenBack)
 }
 
 // sameOwner compares two records as a snapshot shows them: the checkpoint,
 // which only Claim returns, is not compared.
 func sameOwner(a, b store.Ownership) bool {
 	return a.Partition == b.Partition && a.Session == b.Session && a.Member == b.Member &&
-		a.Epoch == b.Epoch
+		a.Epoch == b.Epoch && a.GivenBack == b.GivenBack
 }
 
 // checkSorted fails the test unless the snapshot's three lists are sorted

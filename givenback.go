@@ -1,0 +1,117 @@
+package herd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
+)
+
+// ErrGiveBack, returned by a Handler (wrapped or not), gives the partition
+// back instead of having the handler started again: the member writes the
+// last value recorded with Claim.Mark, then releases the partition with
+// store.Store.GiveBack, which marks its record as given back by this
+// member's session. While that session lives, every member places the
+// partition on another live member if there is one (see avoidGivers), so
+// another member can try; the mark stays on the record (Ownership.GivenBack)
+// for views such as herd status. If this member is the only one alive, it
+// claims the partition again at once and the mark is cleared.
+//
+// A handler that fails the same way every time on one member (a missing
+// file, a bad local disk, a dependency unreachable from that host) returns
+// it after as many failures as it sees fit; herd run does so after
+// --max-failures exits in a row of its child.
+var ErrGiveBack = errors.New("herd: partition given back")
+
+// avoidGivers is the placement step for partitions given back: it changes
+// target, the assignment balance computed from members, parts and owner (as
+// the reconcile loop passes them to balance.Assigner.AssignSorted), so that
+// a partition whose record carries a GivenBack mark naming a live session
+// is not placed on that session while there is another live member (see
+// balance.Avoid for the rule and why the plan does not flap). owners are
+// the snapshot's records, rec[i] the index in owners of parts[i]'s record
+// or -1, and sessIdx maps each live session to its index in members. buf is
+// scratch memory, returned for reuse; moved is how many partitions went
+// elsewhere.
+//
+// It costs O(P) to find the marks and nothing more when there are none.
+// Every member calls it on the same snapshot and gets the same plan.
+func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
+	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
+	if len(members) < 2 {
+		return buf, 0
+	}
+	avoid := buf[:0]
+	for i, r := range rec {
+		if r < 0 || int(r) >= len(owners) || owners[r].GivenBack == "" {
+			continue
+		}
+		g, alive := sessIdx[owners[r].GivenBack]
+		if !alive {
+			continue // the giver's session has ended: the mark is moot
+		}
+		if len(avoid) == 0 {
+			avoid = resize(avoid, len(rec))
+			for j := range avoid {
+				avoid[j] = -1
+			}
+		}
+		avoid[i] = g
+	}
+	if len(avoid) == 0 {
+		return avoid, 0
+	}
+	return avoid, balance.Avoid(members, parts, owner, avoid, target)
+}
+
+// giveBack switches a slot whose handler returned ErrGiveBack to giving the
+// partition back, unless it is lost (then it is only dropped), and reports
+// whether it did. It runs on the slot's goroutine.
+func (m *Member) giveBack(sl *slot, err error) bool {
+	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
+		return false
+	}
+	c := sl.claim
+	m.log.Warn("handler gave the partition back; another member will run it if there is one", "partition", c.Partition, "epoch", c.Epoch, "err", err)
+	sl.cancel() // the claim's context: the handler has returned, anything it started stops
+	m.unown(c.Partition)
+	return true
+}
+
+// sendGiveBack gives a slot's partition back in the store (store.Store.GiveBack),
+// on the slot's goroutine, after its last Mark was written. Give-backs are
+// rare and go one by one, not through the releaser's batches.
+//
+// Until the replica shows the Released entry, it still shows the record as
+// this member's, which plan would claim again (a record of ours that we do
+// not run), clearing the mark: the partition is marked contested first, so
+// plan leaves it alone until an entry about it arrives, or for
+// RenewInterval (then it reads the group anew), as after a failed claim.
+func (m *Member) sendGiveBack(sl *slot) {
+	if m.cfg.Gate.wait(m.runCtx) != nil {
+		return
+	}
+	c := sl.claim
+	m.rep.contest(c.Partition, time.Now())
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	defer cancel()
+	err := m.st.GiveBack(ctx, m.cfg.Group, c.Partition, sl.sess.id, c.Epoch)
+	switch {
+	case err == nil:
+		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
+		return
+	case errors.Is(err, store.ErrNotOwner):
+		// No longer ours (lost meanwhile): nothing to give back.
+		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
+	case errors.Is(err, store.ErrCorrupt):
+		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
+		m.rep.distrust()
+	default:
+		// The record stays this member's: plan may claim it again, and
+		// the handler will give it back again if it fails again.
+		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
+	}
+	m.rep.uncontest(c.Partition)
+}
