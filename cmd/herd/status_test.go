@@ -431,7 +431,10 @@ func (w *lineCounter) String() string {
 // BenchmarkStatusRedis reads the status of a group of 10,000 partitions on
 // Redis, one member owning them all with a 100-byte checkpoint each: the
 // default read (counts and the members, no partition listed: they all run)
-// and --all (every partition, so Records of all 10,000 in 10 batches).
+// and --all (every partition, so Records of all 10,000 in 10 batches), and
+// --jobs (the default read, then the blackboard: another snapshot and
+// Records of every key; the checkpoints are no job records, so each is
+// decoded and found unreadable).
 //
 //	go test -run '^$' -bench StatusRedis -benchtime 20x ./cmd/herd/
 func BenchmarkStatusRedis(b *testing.B) {
@@ -471,7 +474,7 @@ func BenchmarkStatusRedis(b *testing.B) {
 		name string
 		q    statusQuery
 		rows int
-	}{{"default", statusQuery{limit: 50}, 0}, {"all", statusQuery{all: true, limit: 50}, n}} {
+	}{{"default", statusQuery{limit: 50}, 0}, {"all", statusQuery{all: true, limit: 50}, n}, {"jobs", statusQuery{limit: 50, jobs: true}, 0}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
