@@ -22,6 +22,7 @@ type statusOpts struct {
 	interval time.Duration
 	json     bool
 	all      bool
+	jobs     bool
 	limit    int
 	color    string
 	timeout  time.Duration
@@ -57,6 +58,16 @@ all of them; a larger one lists only those not running, at most --limit,
 and counts the rest; --all lists every partition (and the records of
 partitions removed from the set).
 
+--jobs shows each group as a jobs group (herd jobs, package jobs): instead
+of the partitions, its blackboard, one line per key: the member that owns
+it, whether a run is under way and since when, the last start and stop, the
+last result (ok, interrupted, or the error, cut), when the next run is due,
+the slots missed and the runs ended. A record that is not a job record shows
+as unreadable, with the reason under the table. --limit and --all apply to
+keys as to partitions: a larger group lists only the keys that need a look
+(unreadable record, no owner, a run stopped mid-way, a last run that failed
+or was interrupted). Without --group every group is shown this way.
+
 --json prints one JSON object per read (one line; one per redraw with
 --watch), with a stable schema described in the README ("Seeing the state").
 --watch redraws every --interval until Ctrl-C or SIGTERM; on a terminal the
@@ -66,13 +77,14 @@ screen is cleared before each redraw. Colour is used on a terminal only
 func statusCmd() *cobra.Command {
 	o := statusOpts{}
 	cmd := &cobra.Command{
-		Use:   "status --store URL [--group G] [--watch] [--json] [--all]",
+		Use:   "status --store URL [--group G] [--jobs] [--watch] [--json] [--all]",
 		Short: "Show members, partitions, owners, checkpoints, and why a partition is not running",
 		Long:  statusLong,
 		Example: `  herd status --store redis://127.0.0.1:6379/0 --group orders
   herd status --store redis://127.0.0.1:6379/0                 # every group in the store
   herd status --store redis://127.0.0.1:6379/0 --group orders --watch --interval 2s
   herd status --store redis://127.0.0.1:6379/0 --group orders --json | jq '.groups[0].counts'
+  herd status --store redis://127.0.0.1:6379/0 --group aggregate --jobs
   HERD_STORE=redis://:pw@redis:6379 HERD_GROUP=orders herd status --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -86,6 +98,7 @@ func statusCmd() *cobra.Command {
 	f.DurationVar(&o.interval, "interval", time.Second, "time between redraws with --watch, 100ms to 1h")
 	f.BoolVar(&o.json, "json", false, "print JSON (one object per read) instead of tables")
 	f.BoolVar(&o.all, "all", false, "list every partition, running ones included, and records outside the set")
+	f.BoolVar(&o.jobs, "jobs", false, "show the blackboard of jobs groups (herd jobs): each key's owner, runs, result, next due")
 	f.IntVar(&o.limit, "limit", 50, "without --all: list every partition of a group of at most this many, else at most this many not running, 1 to "+commas(maxStatusLimit))
 	f.StringVar(&o.color, "color", "auto", "colour the table: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and each read may take, 100ms to 10m")
@@ -148,7 +161,7 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	}
 	defer st.Close()
 	ts := textStyle{colour: o.color == "always" || o.color == "auto" && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
-	q := statusQuery{all: o.all, limit: o.limit}
+	q := statusQuery{all: o.all, limit: o.limit, jobs: o.jobs}
 	shown := redact(o.storeURL, secrets)
 	if conn.mem != nil {
 		shown = "mem://"
@@ -159,9 +172,11 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 		rep, err := readStatus(rctx, st, shown, o.group, q)
 		if rep != nil {
 			for i := range rep.Groups {
-				if e := rep.Groups[i].Error; e != nil {
-					r := redact(*e, secrets)
-					rep.Groups[i].Error = &r
+				g := &rep.Groups[i]
+				redactPtr(&g.Error, secrets)
+				for j := range g.Jobs {
+					redactPtr(&g.Jobs[j].Error, secrets)
+					redactPtr(&g.Jobs[j].RecordError, secrets)
 				}
 			}
 		}
@@ -229,6 +244,14 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// redactPtr redacts the passwords out of *p, if it is not nil.
+func redactPtr(p **string, secrets []string) {
+	if *p != nil {
+		r := redact(**p, secrets)
+		*p = &r
 	}
 }
 

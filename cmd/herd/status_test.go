@@ -292,42 +292,12 @@ func checkTable(t *testing.T, text string, n int, f *fleet) {
 	if want := fmt.Sprintf("group orders: %d partitions, %d running; %d members", n, n, len(f.members)); lines[0] != want {
 		t.Fatalf("first line %q; want %q\n%s", lines[0], want, text)
 	}
-	var tables [][]string
-	var cur []string
-	for _, l := range lines[1:] {
-		if l == "" {
-			if cur != nil {
-				tables = append(tables, cur)
-			}
-			cur = nil
-			continue
-		}
-		cur = append(cur, l)
-	}
+	tables := splitTables(text)
 	if len(tables) != 2 || len(tables[0]) != 1+len(f.members) || len(tables[1]) != 1+n {
 		t.Fatalf("want a member table of %d rows and a partition table of %d:\n%s", len(f.members), n, text)
 	}
 	for _, tb := range tables {
-		header := tb[0]
-		var starts []int
-		for i := range header {
-			if header[i] != ' ' && (i == 0 || header[i-1] == ' ' && header[i-2] == ' ') {
-				starts = append(starts, i)
-			}
-		}
-		for _, row := range tb[1:] {
-			if strings.HasSuffix(row, " ") {
-				t.Fatalf("row %q ends with spaces", row)
-			}
-			for _, s := range starts[1:] {
-				if s >= len(row) {
-					break
-				}
-				if row[s] == ' ' || row[s-1] != ' ' {
-					t.Fatalf("row %q: no cell starts at column %d, where the header's does:\n%s", row, s, strings.Join(tb, "\n"))
-				}
-			}
-		}
+		checkAligned(t, tb)
 	}
 	for i, m := range f.members {
 		if !strings.HasPrefix(tables[0][1+i], m.ID()+"  ") {
@@ -462,7 +432,10 @@ func (w *lineCounter) String() string {
 // BenchmarkStatusRedis reads the status of a group of 10,000 partitions on
 // Redis, one member owning them all with a 100-byte checkpoint each: the
 // default read (counts and the members, no partition listed: they all run)
-// and --all (every partition, so Records of all 10,000 in 10 batches).
+// and --all (every partition, so Records of all 10,000 in 10 batches), and
+// --jobs (the default read, then the blackboard: another snapshot and
+// Records of every key; the checkpoints are no job records, so each is
+// decoded and found unreadable).
 //
 //	go test -run '^$' -bench StatusRedis -benchtime 20x ./cmd/herd/
 func BenchmarkStatusRedis(b *testing.B) {
@@ -502,7 +475,7 @@ func BenchmarkStatusRedis(b *testing.B) {
 		name string
 		q    statusQuery
 		rows int
-	}{{"default", statusQuery{limit: 50}, 0}, {"all", statusQuery{all: true, limit: 50}, n}} {
+	}{{"default", statusQuery{limit: 50}, 0}, {"all", statusQuery{all: true, limit: 50}, n}, {"jobs", statusQuery{limit: 50, jobs: true}, 0}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

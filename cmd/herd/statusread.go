@@ -59,7 +59,42 @@ import (
 //	      "reason": ""                             why it is not running ("" when running)
 //	    } ],
 //	    "malformed": [ {"kind": "ownership", "id": "7", "reason": "..."} ],
-//	    "error": null                              a read of this group that failed (the rest is then empty)
+//	    "error": null,                             a read of this group that failed (the rest is then empty)
+//
+//	    The blackboard of a jobs group: null without --jobs. Times are UTC, RFC 3339, to the
+//	    second, null when there is none; they come from the members' clocks.
+//	    "jobs_counts": {
+//	      "keys": 4,                               keys of the group
+//	      "running": 1,                            runs under way (record running, written by the key's owner)
+//	      "failed": 1,                             keys whose last run ended in an error
+//	      "unowned": 0,                            keys no live member owns
+//	      "unreadable": 0,                         records that are not job records
+//	      "never_run": 0                           keys without a record
+//	    },
+//	    "jobs_listed": "all",                      "all": every key is in "jobs"; "attention": only keys with an
+//	                                               unreadable record, no owner, a run stopped mid-way or a last
+//	                                               run failed or interrupted, at most --limit
+//	    "jobs_not_listed": 0,                      keys left out of "jobs"
+//	    "jobs": [ {                                sorted by key, numbers in numeric order first
+//	      "key": "westlafcals",
+//	      "owner": "web-1-4242",                   the member that owns the key now (null: none)
+//	      "epoch": 1766480000123456,               its epoch for the key (null: no owner)
+//	      "record_error": null,                    why the record cannot be decoded (the fields below are then empty)
+//	      "record_owner": "web-1-4242",            the member that wrote the record (null: no record)
+//	      "record_epoch": 1766480000123456,        its epoch then; "running" with another epoch than "epoch":
+//	                                               the writer stopped mid-run, the owner runs the slot again
+//	      "record_age_ms": 1034,                   time since the record was written, on the store's clock
+//	      "running": false,                        the record says a run is under way
+//	      "slot": "2026-11-23T08:00:00Z",          due time of the current or last run
+//	      "attempt": 1,                            its attempt (more after failures and takeovers)
+//	      "last_start": "2026-11-23T08:00:03Z",
+//	      "last_stop": "2026-11-23T08:02:44Z",
+//	      "result": "ok",                          last run ended: ok, error, interrupted (null: none yet)
+//	      "error": null,                           its error text (at most 4 KiB)
+//	      "next_due": "2026-11-23T16:00:03Z",      null while a run is under way
+//	      "retry": false,                          the next run is another attempt at "slot"
+//	      "runs": 12, "failures": 1, "takeovers": 0, "missed": 0
+//	    } ]
 //	  } ]
 //	}
 
@@ -79,6 +114,10 @@ type groupStatus struct {
 	Partitions         []partitionStatus `json:"partitions"`
 	Malformed          []malformedStatus `json:"malformed"`
 	Error              *string           `json:"error"`
+	JobsCounts         *jobsCounts       `json:"jobs_counts"`
+	JobsListed         *string           `json:"jobs_listed"`
+	JobsNotListed      *int              `json:"jobs_not_listed"`
+	Jobs               []jobStatus       `json:"jobs"`
 }
 
 type statusCounts struct {
@@ -140,6 +179,7 @@ const (
 type statusQuery struct {
 	all   bool // --partitions: list every partition and record
 	limit int  // --limit: otherwise list at most this many (all if the set is no larger)
+	jobs  bool // --jobs: read the blackboard too
 }
 
 // readGroup reads one group: a snapshot for sessions, the set and the
@@ -152,6 +192,9 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 	if err != nil {
 		msg := err.Error()
 		gs.Error = &msg
+		if q.jobs {
+			gs.Jobs = []jobStatus{}
+		}
 		return gs
 	}
 	gs.PartitionSetStored = snap.PartitionSetStored
@@ -243,6 +286,9 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 	if err := addRecords(ctx, st, group, gs.Partitions); err != nil {
 		msg := err.Error()
 		gs.Error = &msg
+	}
+	if q.jobs {
+		addJobs(ctx, st, &gs, q)
 	}
 	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
 		if c := strings.Compare(a.Member, b.Member); c != 0 {

@@ -59,7 +59,11 @@ func writeText(w io.Writer, r *statusReport, ts textStyle) error {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		writeGroup(&b, g, ts)
+		if g.Jobs != nil {
+			writeJobsGroup(&b, g, ts, r.Time)
+		} else {
+			writeGroup(&b, g, ts)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -91,22 +95,7 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 		fmt.Fprintf(b, "error: %s\n", *g.Error)
 	}
 
-	if len(g.Members) > 0 {
-		b.WriteString("\n")
-		t := newTable()
-		tw := t.tw
-		fmt.Fprintln(tw, "MEMBER\tSESSION\tWEIGHT\tTTL LEFT\tOWNED\tPARTITIONS")
-		for _, m := range g.Members {
-			owned := compactIDs(m.owned, 60)
-			if len(m.owned) == 0 {
-				owned = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", m.Member, m.Session, m.Weight,
-				fmtAge(time.Duration(m.TTLLeftMS)*time.Millisecond), m.Owned, owned)
-		}
-		t.writeTo(b)
-	}
-
+	writeMembers(b, g, "PARTITIONS")
 	if len(g.Partitions) > 0 {
 		b.WriteString("\n")
 		t := newTable()
@@ -152,6 +141,31 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 		}
 		fmt.Fprintf(b, "(%d more %s not listed; --all lists every one)\n", g.NotListed, what)
 	}
+	writeMalformed(b, g)
+}
+
+// writeMembers writes the group's member table, if it has members; last
+// names its last column.
+func writeMembers(b *strings.Builder, g groupStatus, last string) {
+	if len(g.Members) > 0 {
+		b.WriteString("\n")
+		t := newTable()
+		tw := t.tw
+		fmt.Fprintln(tw, "MEMBER\tSESSION\tWEIGHT\tTTL LEFT\tOWNED\t"+last)
+		for _, m := range g.Members {
+			owned := compactIDs(m.owned, 60)
+			if len(m.owned) == 0 {
+				owned = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", m.Member, m.Session, m.Weight,
+				fmtAge(time.Duration(m.TTLLeftMS)*time.Millisecond), m.Owned, owned)
+		}
+		t.writeTo(b)
+	}
+}
+
+// writeMalformed lists the records the store could not decode.
+func writeMalformed(b *strings.Builder, g groupStatus) {
 	if len(g.Malformed) > 0 {
 		b.WriteString("\nmalformed records (left out; members log each once):\n")
 		for _, m := range g.Malformed {
