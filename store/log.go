@@ -81,6 +81,9 @@ type Change struct {
 	Partition  string
 	Epoch      uint64
 	Partitions []Partition // PartitionsSet only; read-only
+	// GivenBack is set on the Released entry GiveBack logs (the session
+	// that gave the partition back).
+	GivenBack string
 }
 
 // Clone returns a copy of s whose slices are its own, so that Apply may
