@@ -115,6 +115,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
+  herd bench --store postgres://herd@db.internal/herd?schema=bench --scenario steady
   herd bench --scenario steady --partitions 10000 --steady-for 1m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -125,7 +126,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 			return runBenchOn(cmd.Context(), cmd.OutOrStdout(), conn, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
+	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), redis://host:port or postgres://host/db")
 	cmd.Flags().StringSliceVar(&o.scenarios, "scenario", nil, "scenarios to run (default all): "+scenarioNames())
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())

@@ -41,6 +41,10 @@ var errListenUnverified = errors.New("LISTEN does not deliver notifications on t
 type hub struct {
 	s       *Store
 	connCfg *pgx.ConnConfig
+	// listenOn is the channel the connection LISTENs on: the store's
+	// (tests name another to see LISTEN fail its check).
+	listenOn string
+	verify   time.Duration // listenVerify (tests shorten it)
 
 	mu      sync.Mutex
 	waits   map[string]chan struct{} // closed by the group's next notification
@@ -54,7 +58,7 @@ type hub struct {
 }
 
 func newHub(s *Store, cfg *pgx.ConnConfig) *hub {
-	return &hub{s: s, connCfg: cfg, waits: map[string]chan struct{}{}}
+	return &hub{s: s, connCfg: cfg, listenOn: s.channel, verify: listenVerify, waits: map[string]chan struct{}{}}
 }
 
 // wait returns a channel closed at the group's next notification (or when
@@ -189,14 +193,14 @@ func (h *hub) listen(ctx context.Context) (verified bool, err error) {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, `LISTEN "`+h.s.channel+`"`); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN "`+h.listenOn+`"`); err != nil {
 		return false, err
 	}
 	token := pingPrefix + rand.Text()
 	if _, err := h.s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", h.s.channel, token); err != nil {
 		return false, err
 	}
-	vctx, cancel := context.WithTimeout(ctx, listenVerify)
+	vctx, cancel := context.WithTimeout(ctx, h.verify)
 	for {
 		n, err := conn.WaitForNotification(vctx)
 		if err != nil {

@@ -75,6 +75,10 @@ func WithPollInterval(d time.Duration) Option {
 	}
 }
 
+// withBackstop sets how often a waiting Changes call reads the log while
+// LISTEN works (tests make it long, to show that notifications wake it).
+func withBackstop(d time.Duration) Option { return func(c *config) { c.backstop = d } }
+
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {
 	pool     *pgxpool.Pool
@@ -228,6 +232,12 @@ func (s *Store) where() string {
 }
 
 func (s *Store) connectErr(err error) error {
+	switch pgCode(err) {
+	case "3D000", "42704", "22023":
+		// no such database; an unknown setting or a bad value (pgx passes
+		// every URL option it does not know to the server as a setting)
+		return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrInvalid)
+	}
 	return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrUnavailable)
 }
 

@@ -1,0 +1,127 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// A schema written by a newer herd is refused with a message that says
+// so; one of this version is used as it is.
+func TestSchemaVersionNewerRefused(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	s.Close()
+	s = openIn(t, schema) // the same version: used as it is
+	s.Close()
+	admin(t, `UPDATE "`+schema+`".schema_version SET version = 99`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Open(ctx, withOptions(testURL(), "schema", schema))
+	if err == nil {
+		t.Fatal("Open of a schema at version 99: nil error; want a refusal")
+	}
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "version 99") || !strings.Contains(err.Error(), "newer herd") {
+		t.Fatalf("Open of a schema at version 99: %v; want ErrInvalid naming the version and a newer herd", err)
+	}
+}
+
+// Epochs keep increasing after the schema is dropped and created again,
+// whether the same store goes on (it creates the schema again at its next
+// call) or a new one is opened; versions of the dropped log are gone.
+func TestEpochsAfterDropAndRecreate(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "drop"
+	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for range 3 {
+		o, err := s.Claim(ctx, group, "p", sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = o.Epoch
+	}
+	snap, err := s.Snapshot(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	admin(t, `DROP SCHEMA "`+schema+`" CASCADE`)
+	if _, err := s.KeepAlive(ctx, group, sess, time.Minute); !errors.Is(err, store.ErrSessionExpired) {
+		t.Fatalf("KeepAlive after the schema was dropped: %v; want ErrSessionExpired (the session is gone)", err)
+	}
+	if _, _, err := s.Changes(ctx, group, snap.Version, 10); !errors.Is(err, store.ErrVersionGone) {
+		t.Fatalf("Changes after a version of the dropped log: %v; want ErrVersionGone", err)
+	}
+	sess, err = s.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Claim(ctx, group, "p", sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Epoch <= last || o.Checkpoint != nil {
+		t.Fatalf("Claim after the schema was dropped: %+v; want a fresh record with an epoch above %d", o, last)
+	}
+	last = o.Epoch
+
+	admin(t, `DROP SCHEMA "`+schema+`" CASCADE`)
+	s2 := openIn(t, schema)
+	sess2, err := s2.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err = s2.Claim(ctx, group, "p", sess2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Epoch <= last {
+		t.Fatalf("Claim by a store opened after the schema was dropped again: epoch %d; want above %d", o.Epoch, last)
+	}
+}
+
+// Concurrent Opens of a new schema install it once, without errors.
+func TestConcurrentInstall(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := Open(ctx, withOptions(testURL(), "schema", schema))
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Open of a new schema: %v", err)
+		}
+	}
+}
+
+// Open refuses an unusable server with a clear error.
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Open of a closed port: %v; want ErrUnavailable", err)
+	}
+}
