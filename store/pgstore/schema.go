@@ -37,6 +37,10 @@ const (
 // appends its entries, then bumps the group's version, trims the log and
 // notifies, all in the same transaction.
 //
+// The functions with set-based statements use generic plans: a custom plan
+// per call costs more to make (about 0.5 ms) than a single claim does to run,
+// and performs no better on a batch of a thousand.
+//
 // Times come from clock_timestamp(), the server's clock, read once per call
 // after the group's lock is taken. Epochs are numeric(20,0), every uint64;
 // they are passed as text.
@@ -276,7 +280,7 @@ END $$;
 -- row with r_ord 0 and status expired if the session is not alive.
 CREATE FUNCTION {{S}}.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
 RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE g {{S}}.groups; v_now timestamptz; v_us numeric; v_member text; v_seq bigint; v_tag bigint;
 BEGIN
   g := {{S}}.lock_group(p_group, false);
@@ -332,7 +336,7 @@ END $$;
 -- per partition with status ok or notowner.
 CREATE FUNCTION {{S}}.release_batch(p_group text, p_session text, p_parts text[], p_epochs text[], p_give_back boolean, p_limit integer)
 RETURNS TABLE (r_ord bigint, r_status text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint;
 BEGIN
   g := {{S}}.lock_group(p_group, false);
