@@ -135,6 +135,18 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
 	}
+	cfg := config{schema: DefaultSchema}
+	for _, o := range append(t.opts, opts...) {
+		o(&cfg)
+	}
+	// Connections are made ready in the background: pool_min_conns of
+	// them (default 2) at once, each warmed up (warm.go).
+	if !t.minConnsSet {
+		pc.MinConns = min(2, pc.MaxConns)
+	}
+	if checkSchema(cfg.schema) == nil {
+		pc.AfterConnect = warmUp(buildQueries(quoteIdent(cfg.schema)))
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, parseErr(t, err)
@@ -420,9 +432,11 @@ type queries struct {
 	fenceLock, fenceWrite                                                      string // InTx
 }
 
-func (s *Store) makeQueries() queries {
-	S := s.qschema
-	lock, write := s.fenceQueries()
+func (s *Store) makeQueries() queries { return buildQueries(s.qschema) }
+
+// buildQueries makes the statements for the schema S (quoted).
+func buildQueries(S string) queries {
+	lock, write := fenceQueries(S)
 	return queries{
 		fenceLock:     lock,
 		fenceWrite:    write,

@@ -433,7 +433,11 @@ func quoteLiteral(v string) string { return `'` + v + `'` }
 func (s *Store) ensureSchema(ctx context.Context) error {
 	var err error
 	for range 5 {
-		err = s.installOnce(ctx)
+		var installed bool
+		installed, err = s.installOnce(ctx)
+		if err == nil && installed {
+			s.warmIdle(ctx)
+		}
 		var pe *pgconn.PgError
 		if err == nil || !errors.As(err, &pe) {
 			return err
@@ -447,10 +451,11 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	return err
 }
 
-func (s *Store) installOnce(ctx context.Context) error {
+// installOnce reports whether it created the schema's tables.
+func (s *Store) installOnce(ctx context.Context) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	for _, q := range []string{
@@ -459,12 +464,12 @@ func (s *Store) installOnce(ctx context.Context) error {
 		"LOCK TABLE " + s.qschema + ".schema_version IN EXCLUSIVE MODE",
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return err
+			return false, err
 		}
 	}
 	var v *int // max over no rows is NULL: nothing installed yet
 	if err := tx.QueryRow(ctx, "SELECT max(version) FROM "+s.qschema+".schema_version").Scan(&v); err != nil {
-		return err
+		return false, err
 	}
 	version := 0
 	if v != nil {
@@ -472,20 +477,20 @@ func (s *Store) installOnce(ctx context.Context) error {
 	}
 	switch {
 	case version > SchemaVersion:
-		return newerSchema{schema: s.schema, version: version}
+		return false, newerSchema{schema: s.schema, version: version}
 	case version == SchemaVersion:
-		return nil
+		return false, nil
 	case version != 0:
-		return fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
+		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
 			s.schema, version, SchemaVersion, store.ErrInvalid)
 	}
 	if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL)); err != nil {
-		return fmt.Errorf("creating the tables: %w", err)
+		return false, fmt.Errorf("creating the tables: %w", err)
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
-		return err
+		return false, err
 	}
-	return tx.Commit(ctx)
+	return true, tx.Commit(ctx)
 }
 
 // newerSchema is ensureSchema's refusal of a schema written by a newer herd.

@@ -125,3 +125,48 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Fatalf("Open of a closed port: %v; want ErrUnavailable", err)
 	}
 }
+
+// The pool's connections are warmed up in the background with a
+// transaction that leaves nothing behind.
+func TestWarmUpLeavesNothing(t *testing.T) {
+	s := openTest(t)
+	waitForConns := time.Now().Add(10 * time.Second)
+	for s.Pool().Stat().TotalConns() < 2 {
+		if time.Now().After(waitForConns) {
+			t.Fatalf("the pool has %d connections 10s after Open; want pool_min_conns 2", s.Pool().Stat().TotalConns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx := context.Background()
+	// Make more connections than the minimum: each is warmed up too.
+	conns := make([]interface{ Release() }, 0, 4)
+	for range 4 {
+		c, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	// The warm-ups ran: each created its group, and the identity sequence
+	// keeps the values their rolled-back rows took.
+	var last int64
+	var called bool
+	if err := s.Pool().QueryRow(ctx, "SELECT last_value, is_called FROM "+s.qschema+".groups_gid_seq").Scan(&last, &called); err != nil {
+		t.Fatal(err)
+	}
+	if !called || last < 4 {
+		t.Fatalf("the groups' id sequence is at %d (called %v) after 4 connections; want each warmed up", last, called)
+	}
+	for _, table := range []string{"groups", "sessions", "owners", "log"} {
+		var n int
+		if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM "+s.qschema+"."+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("%d rows in %s after warm-ups; want none", n, table)
+		}
+	}
+}

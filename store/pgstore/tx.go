@@ -121,8 +121,7 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	return nil
 }
 
-func (s *Store) fenceQueries() (lock, write string) {
-	S := s.qschema
+func fenceQueries(S string) (lock, write string) {
 	cond := ` AND o.partition = $2 AND o.epoch = $3::numeric AND o.session <> ''
   AND EXISTS (SELECT 1 FROM ` + S + `.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > clock_timestamp())`
 	lock = `SELECT o.checkpoint FROM ` + S + `.owners o JOIN ` + S + `.groups g ON g.gid = o.gid
