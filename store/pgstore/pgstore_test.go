@@ -2,27 +2,26 @@ package pgstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/storetest"
 )
 
-// The conformance suite against the real server: all subtests share one
-// schema (each works in its own group), dropped at the end.
+// The conformance suite against the real server, each subtest in a schema
+// of its own, dropped when it ends.
 func TestConformance(t *testing.T) {
 	requireServer(t)
-	schema := newSchema(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openIn(t, schema)
+		return openTest(t)
 	})
 }
 
 // The conformance suite with LISTEN off: Changes wakes by polling alone.
 func TestConformanceListenOff(t *testing.T) {
 	requireServer(t)
-	schema := newSchema(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openIn(t, schema, WithListen(false), WithPollInterval(50_000_000))
+		return openTest(t, WithListen(false), WithPollInterval(50*time.Millisecond))
 	})
 }
 
