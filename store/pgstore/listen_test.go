@@ -256,3 +256,75 @@ func TestChangesCancelWhileWaiting(t *testing.T) {
 		t.Fatal("Changes did not return within 2s of its context's end")
 	}
 }
+
+// A reader waiting through a run of single changes takes their entries
+// from the notifications, without reading the log table each time; a
+// change whose notification does not carry its entries (a partition set)
+// is read from the table.
+func TestNotificationsCarryEntries(t *testing.T) {
+	s := openTest(t, WithPollInterval(time.Hour), withBackstop(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "notes"
+	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustSnap(t, s, group).Version
+	ch := changesAsync(ctx, s, group, v)
+	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
+	if _, err := s.Claim(ctx, group, "p0", sess); err != nil {
+		t.Fatal(err)
+	}
+	v = wantEntry(t, ch, store.Claimed, 5*time.Second, "the first claim")
+	before := s.logReads.Load()
+	var got []store.Change
+	for i := 1; i <= 50; i++ {
+		ch := changesAsync(ctx, s, group, v)
+		o, err := s.Claim(ctx, group, "p"+string(rune('0'+i%10)), sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		if r.err != nil || len(r.cs) != 1 || r.cs[0].Epoch != o.Epoch || r.cs[0].Partition != o.Partition || r.cs[0].Session != sess || r.cs[0].Member != "m" {
+			t.Fatalf("claim %d: Changes returned %+v, %v; want the claim of %s at epoch %d", i, r.cs, r.err, o.Partition, o.Epoch)
+		}
+		got = append(got, r.cs...)
+		v = r.next
+	}
+	if reads := s.logReads.Load() - before; reads > 5 {
+		t.Fatalf("a reader read the log table %d times through 50 single claims; want the entries from the notifications", reads)
+	}
+	// The same entries as the table holds.
+	snap := mustSnap(t, s, group)
+	if snap.Version != v {
+		t.Fatalf("the reader is at %v, the group at %v", v, snap.Version)
+	}
+	ch = changesAsync(ctx, s, group, v)
+	if err := s.SetPartitions(ctx, group, []store.Partition{{ID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEntry(t, ch, store.PartitionsSet, 5*time.Second, "a partition set (read from the table)")
+	for i, c := range got {
+		cs, _, err := s.readChanges(ctx, group, versionBefore(t, s, group, c.Version), 1, false)
+		if err != nil || len(cs) != 1 || !sameChange(cs[0], c) {
+			t.Fatalf("entry %d from a notification %+v; the table has %+v, %v", i, c, cs, err)
+		}
+	}
+}
+
+// versionBefore is the version of the entry before v, read from the table.
+func versionBefore(t *testing.T, s *Store, group string, v store.Version) store.Version {
+	t.Helper()
+	var tag int64
+	if err := s.Pool().QueryRow(context.Background(), "SELECT l.tag FROM "+s.qschema+".log l JOIN "+s.qschema+
+		".groups g ON g.gid = l.gid WHERE g.name = $1 AND l.seq = $2", group, int64(v.Seq-1)).Scan(&tag); err != nil {
+		t.Fatal(err)
+	}
+	return store.Version{Seq: v.Seq - 1, Tag: uint64(tag)}
+}
+
+func sameChange(a, b store.Change) bool {
+	return a.Version == b.Version && a.Kind == b.Kind && a.Session == b.Session && a.Member == b.Member &&
+		a.Weight == b.Weight && a.Partition == b.Partition && a.Epoch == b.Epoch && a.GivenBack == b.GivenBack
+}

@@ -56,10 +56,19 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 func (s *Store) changes(ctx context.Context, group string, after store.Version, max int, fromStart bool) ([]store.Change, store.Version, error) {
 	max = min(max, maxChangesRows)
 	for {
-		woken := s.hub.wait(group) // before the read: a notification after it wakes us
-		cs, next, err := s.readChanges(ctx, group, after, max, fromStart && after.Seq == 0)
-		if err != nil || len(cs) > 0 {
-			return cs, next, err
+		// Register before reading: a notification after it wakes us. The
+		// notes of the group's notifications may hold the entries, or say
+		// that there are none yet; else the table is read.
+		woken := s.hub.wait(group)
+		if cs := s.hub.cached(group, after, max); len(cs) > 0 {
+			return cs, cs[len(cs)-1].Version, nil
+		}
+		if !s.hub.upToDate(group, after) {
+			s.logReads.Add(1)
+			cs, next, err := s.readChanges(ctx, group, after, max, fromStart && after.Seq == 0)
+			if err != nil || len(cs) > 0 {
+				return cs, next, err
+			}
 		}
 		t := time.NewTimer(s.hub.interval())
 		select {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,6 +92,7 @@ type Store struct {
 	secrets  []string // kept out of every message
 	q        queries
 	hub      *hub
+	logReads atomic.Int64 // reads of the log table by Changes (tests)
 
 	mu       sync.Mutex
 	closed   bool

@@ -159,18 +159,32 @@ END $$;
 
 -- finish records the log's new end in the group's row, trims the log to
 -- p_limit entries (in steps of a quarter of it), and notifies listeners,
--- if anything was appended.
+-- if anything was appended. The notification carries the new entries when
+-- they are few and small (see listen.go): group, 0x1d, the version they
+-- follow, then each entry, fields separated by 0x1f, entries by 0x1e (ids
+-- hold no control characters); otherwise the group alone.
 CREATE FUNCTION {{S}}.finish(g {{S}}.groups, p_seq bigint, p_tag bigint, p_limit integer) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE ls bigint := g.log_start;
+DECLARE ls bigint := g.log_start; v_payload text := g.name; v_n bigint; v_entries text;
 BEGIN
   IF p_seq = g.seq THEN RETURN; END IF;
+  IF p_seq - g.seq <= 32 THEN
+    SELECT count(*), string_agg(l.seq || E'\x1f' || l.tag || E'\x1f' || l.kind
+        || E'\x1f' || coalesce(l.session, '') || E'\x1f' || coalesce(l.member, '') || E'\x1f' || coalesce(l.weight::text, '')
+        || E'\x1f' || coalesce(l.partition, '') || E'\x1f' || coalesce(l.epoch::text, '') || E'\x1f' || coalesce(l.given_back, ''),
+        E'\x1e' ORDER BY l.seq)
+      INTO v_n, v_entries
+      FROM {{S}}.log l WHERE l.gid = g.gid AND l.seq > g.seq AND l.kind <> 7;
+    IF v_n = p_seq - g.seq AND octet_length(g.name) + octet_length(v_entries) < 7500 THEN
+      v_payload := g.name || E'\x1d' || g.seq || E'\x1f' || g.tag || E'\x1e' || v_entries;
+    END IF;
+  END IF;
   IF p_seq - ls + 1 > p_limit + p_limit / 4 THEN
     ls := p_seq - p_limit + 1;
     DELETE FROM {{S}}.log WHERE gid = g.gid AND seq < ls;
   END IF;
   UPDATE {{S}}.groups SET seq = p_seq, tag = p_tag, log_start = ls WHERE gid = g.gid;
-  PERFORM pg_notify({{CHAN}}, g.name);
+  PERFORM pg_notify({{CHAN}}, v_payload);
 END $$;
 
 CREATE FUNCTION {{S}}.open_session(p_group text, p_id text, p_member text, p_weight integer, p_ttl_us bigint, p_limit integer)
