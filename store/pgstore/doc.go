@@ -59,7 +59,11 @@
 // notification: every function that appends sends pg_notify(<schema>_changes,
 // <group>), delivered at commit; renewals and checkpoints append nothing
 // and notify nothing. One connection per store, outside the pool, LISTENs
-// and wakes the waiting calls of the group; its connection is checked (a
+// and wakes the waiting calls of the group. A notification carries the
+// entries it announces when they are few and small, so a waiting reader
+// usually takes them from there, and knows without a read that nothing
+// else was appended; a big batch or a partition set is read from the
+// table. The connection is checked (a
 // notification the store sends itself must come back) and made again after
 // it is lost, and then every waiting call reads once from its own version.
 // Without it (?listen=off, a failed check, or while it is down) a waiting
