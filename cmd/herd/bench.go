@@ -195,6 +195,7 @@ goroutine in this one process (see the README for the memory this costs).`,
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
   herd bench --scenario steady --partitions 10000 --steady-for 1m
   herd bench --store redis://127.0.0.1:6379/0 --scenario scale-out-large,large --json
+  herd bench --store postgres://herd@db.internal/herd?schema=bench --scenario steady
   herd bench --scenario jobs --every 1m --store redis://127.0.0.1:6379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -205,7 +206,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 			return runBenchOn(cmd.Context(), cmd.OutOrStdout(), conn, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process) or redis://host:port")
+	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), redis://host:port or postgres://host/db")
 	cmd.Flags().StringSliceVar(&o.scenarios, "scenario", nil, "scenarios to run (default all): "+scenarioNames())
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())

@@ -108,7 +108,7 @@ func runCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false) // everything after COMMAND is the command's
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], or mem:// (required)")
+	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd], or mem:// (required)")
 	f.StringVar(&o.group, "group", "", "the group to join (required)")
 	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
 	f.StringVar(&o.partitions, "partitions", "", "the partition set: 0-31, a,b,c, combined, or @file (default: the set stored)")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
 )
 
@@ -60,10 +61,16 @@ var openers = map[string]func(ctx context.Context, url string) (store.Store, err
 	"rediss+cluster":  openRedis,
 	"redis+sentinel":  openRedis,
 	"rediss+sentinel": openRedis,
+	"postgres":        openPostgres,
+	"postgresql":      openPostgres,
 }
 
 func openRedis(ctx context.Context, url string) (store.Store, error) {
 	return redisstore.Open(ctx, url)
+}
+
+func openPostgres(ctx context.Context, url string) (store.Store, error) {
+	return pgstore.Open(ctx, url)
 }
 
 func supportedSchemes() string {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herdhq/herd/internal/pgtest"
+	"github.com/herdhq/herd/store/pgstore"
+)
+
+// pgURL returns the test server's URL with a schema of the test's own,
+// dropped when t ends.
+func pgURL(t *testing.T) (string, string) {
+	t.Helper()
+	pgtest.Need(t)
+	schema := pgtest.Schema(t)
+	return pgtest.WithOptions(pgtest.URL(), "schema", schema), schema
+}
+
+// noRows fails the test if any row of a group is left in schema.
+func noRows(t *testing.T, schema string) {
+	t.Helper()
+	for _, table := range []string{"groups", "sessions", "partitions", "owners", "log"} {
+		if n := pgtest.Count(t, `SELECT count(*) FROM "`+schema+`".`+table); n > 0 {
+			t.Errorf("%d rows left in %s.%s; want none", n, schema, table)
+		}
+	}
+}
+
+func TestDemoPostgresLeavesNoRow(t *testing.T) {
+	u, schema := pgURL(t)
+	var out bytes.Buffer
+	if err := runDemo(t.Context(), &out, demoOpts{storeURL: u, partitions: 32, ttl: 200 * time.Millisecond}); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	noRows(t, schema)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := &cancelWriter{after: "step 1:", cancel: cancel}
+	err := runDemo(ctx, w, demoOpts{storeURL: u, partitions: 32, ttl: 2 * time.Second})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "did not leave") || strings.Contains(err.Error(), "deleting") {
+		t.Fatalf("interrupted demo: %v; want only context.Canceled\n%s", err, w.String())
+	}
+	noRows(t, schema)
+}
+
+func TestBenchPostgres(t *testing.T) {
+	u, schema := pgURL(t)
+	benchJSON(t, u, 500*time.Millisecond)
+	noRows(t, schema)
+}
+
+// group delete refuses while a member is alive, deletes with --force, and
+// leaves no row.
+func TestGroupDeletePostgres(t *testing.T) {
+	u, schema := pgURL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := pgstore.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.OpenSession(ctx, "orders", "m1", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_, err = execute(t, "group", "delete", "--store", u, "--group", "orders")
+	if err == nil || !strings.Contains(err.Error(), "live members") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("group delete with a live member: %v; want a refusal that mentions --force", err)
+	}
+	out, err := execute(t, "group", "delete", "--store", u, "--group", "orders", "--force")
+	if err != nil || out != "deleted group \"orders\"\n" {
+		t.Fatalf("group delete --force: %q, %v", out, err)
+	}
+	noRows(t, schema)
+}

@@ -1,0 +1,380 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herdhq/herd/store"
+)
+
+// Wake-ups of Changes. Every function that appends to a group's log sends
+// pg_notify(<schema>_changes, <group>) in the same transaction, so the
+// notification goes out when the entries are committed, and only then
+// (renewals and checkpoints log nothing and notify nothing). One
+// connection per store, outside the pool, LISTENs on the channel and wakes
+// the Changes calls waiting on that group; they read the log table again.
+//
+// A notification carries the entries it announces when they are few
+// (at most 32, in under 7,500 bytes; see finish in schema.go), with the
+// version they follow. The hub keeps the last notes of each group a reader
+// waited on lately, and a reader whose version is the one a note follows
+// takes its entries from there without reading the table: in a burst of
+// single claims, every member's reader would otherwise read the log once
+// per claim. Any other notification of the group (a big batch, a deleted
+// group) drops the group's notes, and readers read the table.
+//
+// The connection is checked when it is made: a notification the store
+// sends itself must come back within listenVerify. Behind a pooler in
+// transaction mode it never does (LISTEN runs on whichever server
+// connection the pooler picked, and that one goes back to the pooler), and
+// the store falls back to polling. While the connection is down, waiting
+// calls read every poll interval; when it is back (and checked), every
+// waiting call reads once at once, from its own last version, so nothing
+// notified in between is missed. While it is up, a waiting call still
+// reads every backstop interval.
+const (
+	listenVerify    = 5 * time.Second  // a LISTEN connection's own notification must come back within this
+	listenIdle      = 30 * time.Second // a LISTEN connection idle this long is pinged
+	listenRetryMax  = 5 * time.Second  // longest pause between attempts to reconnect
+	listenRetryFail = time.Minute      // pause after LISTEN was found not to work
+	pingPrefix      = "\x01herd-ping " // payloads of the store's own checks (group ids have no control characters)
+	notesKept       = 64               // notes kept per group
+	notesInterest   = time.Minute      // notes are kept for groups a reader waited on this recently
+)
+
+// note is one notification's entries, and the version they follow.
+type note struct {
+	after store.Version
+	cs    []store.Change
+}
+
+var errListenUnverified = errors.New("LISTEN does not deliver notifications on this connection (a pooler in transaction mode?)")
+
+type hub struct {
+	s       *Store
+	connCfg *pgx.ConnConfig
+	// listenOn is the channel the connection LISTENs on: the store's
+	// (tests name another to see LISTEN fail its check).
+	listenOn string
+	verify   time.Duration // listenVerify (tests shorten it)
+
+	mu       sync.Mutex
+	waits    map[string]chan struct{} // closed by the group's next notification
+	notes    map[string][]note        // the group's last notes, oldest first
+	latest   map[string]store.Version // the version the group's last note ends at
+	interest map[string]time.Time     // when a reader last waited on the group
+	healthy  bool                     // a checked LISTEN connection is up
+	pid      uint32                   // its backend's process id
+	started  bool
+	closed   bool
+	warned   bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func newHub(s *Store, cfg *pgx.ConnConfig) *hub {
+	return &hub{s: s, connCfg: cfg, listenOn: s.channel, verify: listenVerify,
+		waits: map[string]chan struct{}{}, notes: map[string][]note{}, latest: map[string]store.Version{}, interest: map[string]time.Time{}}
+}
+
+// wait returns a channel closed at the group's next notification (or when
+// the LISTEN connection changes state), starting the listener on first use.
+func (h *hub) wait(group string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.s.cfg.listen && !h.started && !h.closed {
+		h.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancel, h.done = cancel, make(chan struct{})
+		go h.run(ctx)
+	}
+	h.interest[group] = time.Now()
+	ch := h.waits[group]
+	if ch == nil {
+		ch = make(chan struct{})
+		h.waits[group] = ch
+	}
+	return ch
+}
+
+// interval is how long a waiting call waits before it reads again anyway.
+func (h *hub) interval() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.healthy {
+		return h.s.cfg.backstop
+	}
+	return h.s.cfg.poll
+}
+
+func (h *hub) wakeAllLocked() {
+	for g, ch := range h.waits {
+		close(ch)
+		delete(h.waits, g)
+	}
+	clear(h.notes)
+	clear(h.latest)
+}
+
+// upToDate reports whether after is the version the group's last
+// notification announced: then there is nothing to read until the next
+// one (notifications arrive in commit order, and any the hub may have
+// missed cleared what it knew).
+func (h *hub) upToDate(group string, after store.Version) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.latest[group]
+	return ok && h.healthy && v == after && after.Seq != 0
+}
+
+// cached returns the entries after after that notifications brought, if
+// the first of them follows after: up to max, chaining notes.
+func (h *hub) cached(group string, after store.Version, max int) []store.Change {
+	if after.Seq == 0 {
+		return nil // the zero version is never continued (store.Store.Changes)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []store.Change
+	v := after
+	for _, n := range h.notes[group] {
+		if n.after != v {
+			continue
+		}
+		take := n.cs[:min(len(n.cs), max-len(out))]
+		out = append(out, take...)
+		if len(out) == max || len(take) < len(n.cs) {
+			break
+		}
+		v = n.cs[len(n.cs)-1].Version
+	}
+	return out
+}
+
+// dispatch handles one notification: it keeps the note of a group a
+// reader waited on lately, and wakes the group's readers.
+func (h *hub) dispatch(payload string) {
+	if strings.HasPrefix(payload, pingPrefix) {
+		return
+	}
+	group, n, ok := parseNote(payload)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch t, interested := h.interest[group]; {
+	case interested && time.Since(t) > notesInterest:
+		delete(h.interest, group)
+		delete(h.notes, group)
+		delete(h.latest, group)
+	case !interested:
+	case ok:
+		ns := append(h.notes[group], n)
+		if len(ns) > notesKept {
+			ns = slices.Delete(ns, 0, len(ns)-notesKept)
+		}
+		h.notes[group] = ns
+		h.latest[group] = n.cs[len(n.cs)-1].Version
+	default:
+		// a change the notification does not carry
+		delete(h.notes, group)
+		delete(h.latest, group)
+	}
+	if ch := h.waits[group]; ch != nil {
+		close(ch)
+		delete(h.waits, group)
+	}
+}
+
+// parseNote decodes a notification: the group, and the entries if it
+// carries them (see finish in schema.go).
+func parseNote(payload string) (group string, n note, ok bool) {
+	group, rest, found := strings.Cut(payload, "\x1d")
+	if !found {
+		return group, note{}, false
+	}
+	recs := strings.Split(rest, "\x1e")
+	if len(recs) < 2 {
+		return group, note{}, false
+	}
+	head := strings.Split(recs[0], "\x1f")
+	if len(head) != 2 {
+		return group, note{}, false
+	}
+	seq, err1 := strconv.ParseUint(head[0], 10, 64)
+	tag, err2 := strconv.ParseUint(head[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return group, note{}, false
+	}
+	n.after = store.Version{Seq: seq, Tag: tag}
+	v := n.after
+	for _, r := range recs[1:] {
+		f := strings.Split(r, "\x1f")
+		if len(f) != 9 {
+			return group, note{}, false
+		}
+		seq, err1 := strconv.ParseUint(f[0], 10, 64)
+		tag, err2 := strconv.ParseUint(f[1], 10, 64)
+		kind, err3 := strconv.ParseInt(f[2], 10, 16)
+		if err1 != nil || err2 != nil || err3 != nil || seq != v.Seq+1 {
+			return group, note{}, false
+		}
+		var weight *int32
+		if f[5] != "" {
+			w, err := strconv.ParseInt(f[5], 10, 32)
+			if err != nil {
+				return group, note{}, false
+			}
+			w32 := int32(w)
+			weight = &w32
+		}
+		c, err := decodeEntry(store.Version{Seq: seq, Tag: tag}, int16(kind), f[3], f[4], weight, f[6], f[7], f[8], nil, nil)
+		if err != nil || c.Kind == store.PartitionsSet {
+			return group, note{}, false
+		}
+		n.cs = append(n.cs, c)
+		v = c.Version
+	}
+	return group, n, true
+}
+
+// setState records the LISTEN connection's state and wakes every waiting
+// call, which reads the log again from its own version.
+func (h *hub) setState(healthy bool, pid uint32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.healthy, h.pid = healthy, pid
+	h.wakeAllLocked()
+}
+
+// listenerPID is the backend process id of the LISTEN connection, 0 while
+// there is none (for tests).
+func (h *hub) listenerPID() uint32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.healthy {
+		return 0
+	}
+	return h.pid
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	cancel, done := h.cancel, h.done
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	h.setState(false, 0)
+}
+
+// run keeps a LISTEN connection up until ctx ends.
+func (h *hub) run(ctx context.Context) {
+	defer close(h.done)
+	log := slog.Default().With("component", "pgstore", "schema", h.s.schema)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		verified, err := h.listen(ctx)
+		h.setState(false, 0)
+		if ctx.Err() != nil {
+			return
+		}
+		pause := backoff
+		switch {
+		case errors.Is(err, errListenUnverified):
+			h.mu.Lock()
+			warn := !h.warned
+			h.warned = true
+			h.mu.Unlock()
+			if warn {
+				log.Warn("LISTEN/NOTIFY is not working; Changes reads the log every poll interval instead (add ?listen=off to the store URL behind a pooler in transaction mode)",
+					"poll_interval", h.s.cfg.poll)
+			}
+			pause = listenRetryFail
+		case verified:
+			log.Debug("LISTEN connection lost; polling until it is back", "err", h.s.wrap("listen", err, nil))
+			backoff = 100 * time.Millisecond
+			pause = backoff
+		default:
+			log.Debug("LISTEN connection failed; polling until it works", "err", h.s.wrap("listen", err, nil))
+			backoff = min(2*backoff, listenRetryMax)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// listen makes one LISTEN connection, checks it, and dispatches its
+// notifications until it fails. verified says whether it was ever up.
+func (h *hub) listen(ctx context.Context) (verified bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, h.connCfg)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN "`+h.listenOn+`"`); err != nil {
+		return false, err
+	}
+	token := pingPrefix + rand.Text()
+	if _, err := h.s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", h.s.channel, token); err != nil {
+		return false, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, h.verify)
+	for {
+		n, err := conn.WaitForNotification(vctx)
+		if err != nil {
+			cancel()
+			if ctx.Err() == nil && vctx.Err() != nil {
+				return false, errListenUnverified
+			}
+			return false, err
+		}
+		if n.Payload == token {
+			break
+		}
+		h.dispatch(n.Payload)
+	}
+	cancel()
+	h.setState(true, conn.PgConn().PID())
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			h.dispatch(n.Payload)
+		case ctx.Err() != nil:
+			return true, ctx.Err()
+		case wctx.Err() != nil:
+			// Idle: check that the connection is still there.
+			pctx, cancel := context.WithTimeout(ctx, listenVerify)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true, err
+			}
+		default:
+			return true, err
+		}
+	}
+}

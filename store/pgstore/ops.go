@@ -1,0 +1,433 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// newSessionID returns a fresh session id: 130 random bits in base32
+// (A-Z, 2-7), unique for the life of the store without any state in it,
+// so a schema dropped and created again cannot make an id repeat.
+func newSessionID() string { return rand.Text() }
+
+// isSessionID reports whether id has the form newSessionID gives.
+func isSessionID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// ttlMicros rounds a TTL up to whole microseconds.
+func ttlMicros(ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}
+
+func micros(us int64) time.Duration {
+	if us <= 0 {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+func checkValue(op, partition string, value []byte) error {
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("pgstore: %s of %q: value is %d bytes, more than the limit of %d: %w",
+			op, partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	return nil
+}
+
+func unexpected(op, status string) error {
+	return fmt.Errorf("pgstore: %s: unexpected status %q from the database (tables of another version?)", op, status)
+}
+
+// OpenSession implements store.Store.
+func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
+	if err := s.begin(ctx, "OpenSession", "group", group, "member", member); err != nil {
+		return "", err
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("pgstore: OpenSession: TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	if weight < 0 || weight > 1<<31-1 {
+		return "", fmt.Errorf("pgstore: OpenSession: weight %d is negative or too large: %w", weight, store.ErrInvalid)
+	}
+	for range 3 {
+		id := newSessionID()
+		var status string
+		if err := s.queryRow(ctx, "OpenSession", s.q.open,
+			[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status); err != nil {
+			return "", err
+		}
+		switch status {
+		case "ok":
+			return id, nil
+		case "dup":
+			continue
+		default:
+			return "", unexpected("OpenSession", status)
+		}
+	}
+	return "", fmt.Errorf("pgstore: OpenSession: random session ids collided three times")
+}
+
+// KeepAlive implements store.Store. A renewal alone updates one row and
+// logs nothing; if a session of the group is due, the call expires it (and
+// logs that) first.
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
+	if err := s.begin(ctx, "KeepAlive", "group", group, "session", session); err != nil {
+		return 0, err
+	}
+	if ttl <= 0 {
+		return 0, fmt.Errorf("pgstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	var status string
+	var next *int64
+	if err := s.queryRow(ctx, "KeepAlive", s.q.keepAlive,
+		[]any{group, session, ttlMicros(ttl), int32(s.cfg.logLimit)}, &status, &next); err != nil {
+		return 0, err
+	}
+	switch status {
+	case "ok":
+		if next == nil {
+			return 0, nil
+		}
+		return micros(*next), nil
+	case "expired":
+		return 0, fmt.Errorf("pgstore: KeepAlive of session %q: %w", session, store.ErrSessionExpired)
+	}
+	return 0, unexpected("KeepAlive", status)
+}
+
+// CloseSession implements store.Store.
+func (s *Store) CloseSession(ctx context.Context, group, session string) error {
+	if err := s.begin(ctx, "CloseSession", "group", group, "session", session); err != nil {
+		return err
+	}
+	return s.exec(ctx, "CloseSession", s.q.close, group, session, int32(s.cfg.logLimit))
+}
+
+// SetPartitions implements store.Store.
+func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+	if err := s.begin(ctx, "SetPartitions", "group", group); err != nil {
+		return err
+	}
+	if err := store.ValidatePartitions(partitions); err != nil {
+		return fmt.Errorf("pgstore: SetPartitions: %w", err)
+	}
+	ids := make([]string, len(partitions))
+	weights := make([]int32, len(partitions))
+	for i, p := range partitions {
+		if p.Weight > 1<<31-1 {
+			return fmt.Errorf("pgstore: SetPartitions: partition %q has weight %d, more than 2^31-1: %w", p.ID, p.Weight, store.ErrInvalid)
+		}
+		ids[i], weights[i] = p.ID, int32(p.Weight)
+	}
+	return s.exec(ctx, "SetPartitions", s.q.setPartitions, group, ids, weights, int32(s.cfg.logLimit))
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
+	if err := s.begin(ctx, "Claim", "group", group, "partition", partition, "session", session); err != nil {
+		return store.Ownership{}, err
+	}
+	rs, err := s.claim(ctx, "Claim", group, session, []string{partition})
+	if err != nil {
+		return store.Ownership{}, err
+	}
+	return rs[0].Ownership, rs[0].Err
+}
+
+// ClaimBatch implements store.Store: one statement for the whole batch.
+func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	if err := s.begin(ctx, "ClaimBatch", "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateBatch(partitions); err != nil {
+		return nil, fmt.Errorf("pgstore: ClaimBatch: %w", err)
+	}
+	if len(partitions) == 0 {
+		return []store.ClaimResult{}, nil
+	}
+	return s.claim(ctx, "ClaimBatch", group, session, partitions)
+}
+
+func (s *Store) claim(ctx context.Context, op, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	out := make([]store.ClaimResult, len(partitions))
+	expired := false
+	err := s.do(ctx, op, func(ctx context.Context) error {
+		expired = false
+		clear(out)
+		rows, err := s.pool.Query(ctx, s.q.claim, group, session, partitions, int32(s.cfg.logLimit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var ord int64
+			var status string
+			var owner, epoch, member, givenBack *string
+			var checkpoint []byte
+			if err := rows.Scan(&ord, &status, &owner, &epoch, &member, &checkpoint, &givenBack); err != nil {
+				return err
+			}
+			if status == "expired" {
+				expired = true
+				continue
+			}
+			if ord < 1 || ord > int64(len(partitions)) {
+				return fmt.Errorf("result for partition %d of %d", ord, len(partitions))
+			}
+			i := ord - 1
+			p := partitions[i]
+			n++
+			switch status {
+			case "ok":
+				e, err := strconv.ParseUint(deref(epoch), 10, 64)
+				if err != nil || e == 0 {
+					out[i].Err = fmt.Errorf("pgstore: %s of %q: epoch %q: %w", op, p, deref(epoch), store.ErrCorrupt)
+					continue
+				}
+				out[i] = store.ClaimResult{Ownership: store.Ownership{
+					Partition: p, Session: session, Member: deref(member), Epoch: e,
+					Checkpoint: checkpoint, GivenBack: deref(givenBack),
+				}}
+			case "claimed":
+				out[i].Err = fmt.Errorf("pgstore: %s of %q: owned by live session %q: %w", op, p, deref(owner), store.ErrClaimed)
+			case "corrupt":
+				out[i].Err = fmt.Errorf("pgstore: %s of %q: its ownership record cannot be decoded (written by something other than herd?): %w", op, p, store.ErrCorrupt)
+			default:
+				return unexpected(op, status)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if !expired && n != len(partitions) {
+			return fmt.Errorf("%d results for %d partitions", n, len(partitions))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		return nil, fmt.Errorf("pgstore: %s by session %q: %w", op, session, store.ErrSessionExpired)
+	}
+	return out, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
+	return s.releaseOne(ctx, "Release", group, partition, session, epoch, false)
+}
+
+// GiveBack is Release that also marks the record as given back by session:
+// while that session lives, members place the partition on another live
+// member if there is one. Same conditions and errors as Release. Logs one
+// Released entry with GivenBack set to session.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	return s.releaseOne(ctx, "GiveBack", group, partition, session, epoch, true)
+}
+
+func (s *Store) releaseOne(ctx context.Context, op, group, partition, session string, epoch uint64, giveBack bool) error {
+	if err := s.begin(ctx, op, "group", group, "partition", partition, "session", session); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("pgstore: %s of %q: %w", op, partition, err)
+	}
+	errs, err := s.release(ctx, op, group, session, []store.Ownership{{Partition: partition, Epoch: epoch}}, giveBack)
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// ReleaseBatch implements store.Store: one statement for the whole batch.
+func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	if err := s.begin(ctx, "ReleaseBatch", "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(held))
+	for i, o := range held {
+		ids[i] = o.Partition
+		if err := store.ValidateEpoch(o.Epoch); err != nil {
+			return nil, fmt.Errorf("pgstore: ReleaseBatch of %q: %w", o.Partition, err)
+		}
+	}
+	if err := store.ValidateBatch(ids); err != nil {
+		return nil, fmt.Errorf("pgstore: ReleaseBatch: %w", err)
+	}
+	if len(held) == 0 {
+		return []error{}, nil
+	}
+	return s.release(ctx, "ReleaseBatch", group, session, held, false)
+}
+
+func (s *Store) release(ctx context.Context, op, group, session string, held []store.Ownership, giveBack bool) ([]error, error) {
+	parts := make([]string, len(held))
+	epochs := make([]string, len(held))
+	for i, o := range held {
+		parts[i], epochs[i] = o.Partition, strconv.FormatUint(o.Epoch, 10)
+	}
+	out := make([]error, len(held))
+	err := s.do(ctx, op, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, s.q.release, group, session, parts, epochs, giveBack, int32(s.cfg.logLimit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var ord int64
+			var status string
+			if err := rows.Scan(&ord, &status); err != nil {
+				return err
+			}
+			if ord < 1 || ord > int64(len(held)) {
+				return fmt.Errorf("result for record %d of %d", ord, len(held))
+			}
+			n++
+			o := held[ord-1]
+			switch status {
+			case "ok":
+				out[ord-1] = nil
+			case "notowner":
+				out[ord-1] = fmt.Errorf("pgstore: %s of %q at epoch %d by session %q: %w", op, o.Partition, o.Epoch, session, store.ErrNotOwner)
+			default:
+				return unexpected(op, status)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n != len(held) {
+			return fmt.Errorf("%d results for %d records", n, len(held))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Checkpoint implements store.Store: one UPDATE that checks the epoch and
+// the owner's liveness. It takes no group lock and logs nothing.
+func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "Checkpoint", "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("pgstore: Checkpoint of %q: %w", partition, err)
+	}
+	if err := checkValue("Checkpoint", partition, value); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{} // nil would be NULL: "never written"
+	}
+	var n int64
+	err := s.do(ctx, "Checkpoint", func(ctx context.Context) error {
+		tag, err := s.pool.Exec(ctx, s.q.checkpoint, group, partition, strconv.FormatUint(epoch, 10), value)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("pgstore: Checkpoint of %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
+	}
+	return nil
+}
+
+// Restore implements store.Store.
+func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "Restore", "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("pgstore: Restore of %q: %w", partition, err)
+	}
+	if err := checkValue("Restore", partition, value); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	var status string
+	if err := s.queryRow(ctx, "Restore", s.q.restore,
+		[]any{group, partition, strconv.FormatUint(epoch, 10), value, int32(s.cfg.logLimit)}, &status); err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "notowner":
+		return fmt.Errorf("pgstore: Restore of %q: the partition has an owned record or one with an epoch as high: %w", partition, store.ErrNotOwner)
+	}
+	return unexpected("Restore", status)
+}
+
+// ExpireSessions implements store.Store. It takes the group's lock only if
+// a session is due.
+func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
+	if err := s.begin(ctx, "ExpireSessions", "group", group); err != nil {
+		return 0, err
+	}
+	var next int64
+	if err := s.queryRow(ctx, "ExpireSessions", s.q.expire, []any{group, int32(s.cfg.logLimit)}, &next); err != nil {
+		return 0, err
+	}
+	return micros(next), nil
+}
+
+// DeleteGroup implements store.Store: one statement deletes every row of
+// the group, its log included, and wakes the group's readers (who find
+// their version gone).
+func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
+	if err := s.begin(ctx, "DeleteGroup", "group", group); err != nil {
+		return err
+	}
+	var status string
+	var n *int64
+	if err := s.queryRow(ctx, "DeleteGroup", s.q.deleteGroup, []any{group, force}, &status, &n); err != nil {
+		return err
+	}
+	switch status {
+	case "ok":
+		return nil
+	case "inuse":
+		var live int64
+		if n != nil {
+			live = *n
+		}
+		return fmt.Errorf("pgstore: DeleteGroup %q: %d live session(s): %w", group, live, store.ErrGroupInUse)
+	}
+	return unexpected("DeleteGroup", status)
+}

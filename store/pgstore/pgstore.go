@@ -1,0 +1,492 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herdhq/herd/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+const (
+	// DefaultSchema is the schema the store's tables live in unless
+	// WithSchema or the URL's schema option says otherwise.
+	DefaultSchema = "herd"
+	// DefaultLogLimit is how many entries of a group's log the store keeps
+	// at least: a whole first placement of 100,000 partitions.
+	DefaultLogLimit = 100_000
+	// DefaultPollInterval is how often a Changes call waiting at the end of
+	// the log reads it when LISTEN is off or not working.
+	DefaultPollInterval = 500 * time.Millisecond
+	// backstopInterval is how often a waiting Changes call reads the log
+	// while LISTEN works: notifications may be lost with a connection.
+	backstopInterval = 10 * time.Second
+	// MinServerVersion is the oldest PostgreSQL Open accepts (tested on 15).
+	MinServerVersion = 13
+)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	schema   string
+	logLimit int
+	listen   bool
+	poll     time.Duration
+	backstop time.Duration // tests lengthen it to show that LISTEN wakes readers
+}
+
+// WithSchema sets the schema of the store's tables (default "herd"):
+// stores with different schemas share a database without seeing each
+// other. 1 to 48 lower-case letters, digits and underscores, not starting
+// with a digit or pg_. Given to Open, it overrides the URL's schema option.
+func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// WithLogLimit sets how many entries of each group's log the store keeps
+// at least (default DefaultLogLimit; up to a quarter more between trims).
+// A reader further behind gets store.ErrVersionGone. n < 1 is read as 1.
+func WithLogLimit(n int) Option { return func(c *config) { c.logLimit = max(n, 1) } }
+
+// WithListen turns LISTEN/NOTIFY wake-ups of Changes on (the default) or
+// off. Off, a Changes call waiting at the end of the log reads it every
+// poll interval; that is also what happens while LISTEN is not working.
+// Turn it off behind a pooler in transaction mode (PgBouncer), where
+// LISTEN cannot work: the store finds that out itself, after a few seconds.
+func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
+
+// WithPollInterval sets how often a waiting Changes call reads the log
+// when LISTEN is off or not working (default DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
+
+// withBackstop sets how often a waiting Changes call reads the log while
+// LISTEN works (tests make it long, to show that notifications wake it).
+func withBackstop(d time.Duration) Option { return func(c *config) { c.backstop = d } }
+
+// Store is a store.Store on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool     *pgxpool.Pool
+	owned    bool // Close closes pool (Open made it)
+	cfg      config
+	schema   string
+	qschema  string
+	channel  string
+	redacted string   // the URL without secrets ("" for New)
+	secrets  []string // kept out of every message
+	q        queries
+	hub      *hub
+	logReads atomic.Int64 // reads of the log table by Changes (tests)
+
+	mu       sync.Mutex
+	closed   bool
+	watchers map[*watcher]struct{}
+	wg       sync.WaitGroup
+}
+
+// Open connects to the PostgreSQL server at rawURL, creates the store's
+// schema, tables and functions if they are missing, and returns a Store.
+//
+//	postgres://[user[:password]@][host][:port][,host[:port]...][/database][?option=value&...]
+//	postgresql://...
+//
+// herd's options in the query:
+//
+//	schema=name          the schema of herd's tables (default herd)
+//	listen=on|off        LISTEN/NOTIFY wake-ups of Changes (default on)
+//	poll_interval=500ms  how often a waiting Changes reads without them
+//	log_limit=100000     entries kept of each group's log
+//
+// Every other option is pgx's (see pgxpool.ParseConfig and
+// pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout,
+// sslmode, application_name, default_query_exec_mode (exec or
+// simple_protocol behind a pooler that does not keep prepared statements),
+// and so on. Options given to Open override the URL's.
+//
+// Open checks that the server runs PostgreSQL MinServerVersion or later
+// and is not a read-only standby, and refuses a schema written by a newer
+// version of herd (SchemaVersion). A malformed URL or an unusable server
+// gives an error wrapping store.ErrInvalid, a server that cannot be reached
+// one wrapping store.ErrUnavailable. Error messages never contain the
+// password.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	t, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(t.pgxURL)
+	if err != nil {
+		return nil, parseErr(t, err)
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
+	}
+	cfg := config{schema: DefaultSchema}
+	for _, o := range append(t.opts, opts...) {
+		o(&cfg)
+	}
+	// Connections are made ready in the background: pool_min_conns of
+	// them (default 2) at once, each warmed up (warm.go).
+	if !t.minConnsSet {
+		pc.MinConns = min(2, pc.MaxConns)
+	}
+	if checkSchema(cfg.schema) == nil {
+		pc.AfterConnect = warmUp(buildQueries(quoteIdent(cfg.schema)))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, parseErr(t, err)
+	}
+	s, err := newStore(pool, t.redacted, append(t.secrets, pc.ConnConfig.Password), append(t.opts, opts...))
+	if err == nil {
+		err = s.start(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a Store on a pool the caller made (and closes: Close leaves
+// it open), creating the schema if it is missing as Open does. The pool's
+// connection settings are also used for the store's LISTEN connection.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgstore: New was given a nil pool: %w", store.ErrInvalid)
+	}
+	s, err := newStore(pool, "", []string{pool.Config().ConnConfig.Password}, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Option) (*Store, error) {
+	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := checkSchema(cfg.schema); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool:     pool,
+		cfg:      cfg,
+		schema:   cfg.schema,
+		qschema:  quoteIdent(cfg.schema),
+		channel:  cfg.schema + "_changes",
+		redacted: redacted,
+		watchers: map[*watcher]struct{}{},
+	}
+	for _, v := range secrets {
+		// A password of fewer than 4 bytes cannot be told apart from the
+		// text around it; longer ones are never shown.
+		if len(v) >= 4 {
+			s.secrets = append(s.secrets, v, url.PathEscape(v), url.QueryEscape(v))
+		}
+	}
+	s.q = s.makeQueries()
+	lc := pool.Config().ConnConfig.Copy()
+	s.hub = newHub(s, lc)
+	return s, nil
+}
+
+// start checks the server and installs the schema.
+func (s *Store) start(ctx context.Context) error {
+	var version int
+	var standby bool
+	err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, pg_is_in_recovery()").Scan(&version, &standby)
+	if err != nil {
+		return s.connectErr(err)
+	}
+	switch {
+	case version < MinServerVersion*10000:
+		return fmt.Errorf("pgstore: %s runs PostgreSQL %d.%d; herd needs %d or later: %w",
+			s.where(), version/10000, version%10000, MinServerVersion, store.ErrInvalid)
+	case standby:
+		return fmt.Errorf("pgstore: %s is a read-only standby: point the URL at the primary (or list every host with target_session_attrs=read-write): %w",
+			s.where(), store.ErrInvalid)
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		var ns newerSchema
+		if errors.As(err, &ns) || errors.Is(err, store.ErrInvalid) {
+			return err
+		}
+		return s.fail("creating the schema", err)
+	}
+	return nil
+}
+
+func (s *Store) where() string {
+	if s.redacted != "" {
+		return s.redacted
+	}
+	return "the server"
+}
+
+func (s *Store) connectErr(err error) error {
+	switch pgCode(err) {
+	case "3D000", "42704", "22023":
+		// no such database; an unknown setting or a bad value (pgx passes
+		// every URL option it does not know to the server as a setting)
+		return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrInvalid)
+	}
+	return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrUnavailable)
+}
+
+// parseErr is an error of pgx's URL parser, which may quote the URL it was
+// given, password included: its message is rebuilt without it.
+func parseErr(t *target, err error) error {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		msg = strings.ReplaceAll(msg, pe.ConnString, t.redacted)
+	}
+	msg = redactAll(msg, t.secrets)
+	return fmt.Errorf("pgstore: PostgreSQL URL %q: %s (herd's options: %s; the others are pgx's, see pgxpool.ParseConfig): %w",
+		t.redacted, msg, strings.Join(herdOptions, ", "), store.ErrInvalid)
+}
+
+func redactAll(msg string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// Close stops the store's Watch feeds and its LISTEN connection and, if
+// the store was made by Open, closes its pool. Sessions are not closed.
+// Calls after Close fail with store.ErrUnavailable.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ws := make([]*watcher, 0, len(s.watchers))
+	for w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.cancel()
+	}
+	s.wg.Wait()
+	s.hub.close()
+	if s.owned {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// Pool is the store's connection pool, for callers that keep their own
+// tables next to herd's (see InTx).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// begin checks what every call checks: the store's own state, the ids
+// (kind, id pairs) and the context.
+func (s *Store) begin(ctx context.Context, op string, ids ...string) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("pgstore: %s: store is closed: %w", op, store.ErrUnavailable)
+	}
+	for i := 0; i+1 < len(ids); i += 2 {
+		if err := store.ValidateID(ids[i], ids[i+1]); err != nil {
+			return fmt.Errorf("pgstore: %s: %w", op, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// do runs f, the statements of one operation. If the schema is missing
+// (dropped while the store runs) it is created again and f retried once;
+// a serialization failure or deadlock is retried up to three times (every
+// operation is one transaction that either happened or did not).
+func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	err := f(ctx)
+	for attempt := 0; err != nil && attempt < 3; attempt++ {
+		switch {
+		case missingSchema(err) && attempt == 0:
+			if e := s.ensureSchema(ctx); e != nil {
+				if errors.Is(e, store.ErrInvalid) {
+					return e
+				}
+				return s.fail(op, e)
+			}
+		case pgCode(err) == "40001" || pgCode(err) == "40P01":
+		default:
+			return s.fail(op, err)
+		}
+		err = f(ctx)
+	}
+	return s.fail(op, err)
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// missingSchema: the schema, a table or a function is gone.
+func missingSchema(err error) bool {
+	switch pgCode(err) {
+	case "3F000", "42P01", "42883":
+		return true
+	}
+	return false
+}
+
+// fail maps a pgx error onto the store's sentinels: connection failures,
+// timeouts, cancelled contexts and an overloaded or restarting server are
+// store.ErrUnavailable. Other server errors are returned as they are.
+func (s *Store) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	prefix := "pgstore: " + op
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57P"),
+			strings.HasPrefix(pe.Code, "58"), pe.Code == "25006", pe.Code == "57014", pe.Code == "55P03":
+			// connection, resources, shutdown, system, read-only standby,
+			// statement cancelled (a timeout), lock not available
+			return s.wrap(prefix, err, store.ErrUnavailable)
+		}
+		return s.wrap(prefix, err, nil)
+	}
+	return s.wrap(prefix, err, store.ErrUnavailable)
+}
+
+// wrap makes the error prefix: [sentinel: ]err, with every secret
+// redacted. The original error stays in the chain unless its message held
+// a secret.
+func (s *Store) wrap(prefix string, err error, sentinel error) error {
+	msg := err.Error()
+	clean := redactAll(msg, s.secrets)
+	e := &opError{}
+	if sentinel != nil {
+		e.msg = prefix + ": " + sentinel.Error() + ": " + clean
+		e.errs = append(e.errs, sentinel)
+	} else {
+		e.msg = prefix + ": " + clean
+	}
+	if clean == msg {
+		e.errs = append(e.errs, err)
+	}
+	return e
+}
+
+type opError struct {
+	msg  string
+	errs []error
+}
+
+func (e *opError) Error() string   { return e.msg }
+func (e *opError) Unwrap() []error { return e.errs }
+
+// isTimeout reports a timeout or cancellation of a context or connection.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// queries are the statements of the store, with its schema.
+type queries struct {
+	open, keepAlive, close, setPartitions, claim, release, checkpoint, restore string
+	expire, snapshot, changes, deleteGroup, records, watchState                string
+	fenceLock, fenceWrite                                                      string // InTx
+}
+
+func (s *Store) makeQueries() queries { return buildQueries(s.qschema) }
+
+// buildQueries makes the statements for the schema S (quoted).
+func buildQueries(S string) queries {
+	lock, write := fenceQueries(S)
+	return queries{
+		fenceLock:     lock,
+		fenceWrite:    write,
+		open:          "SELECT " + S + ".open_session($1, $2, $3, $4, $5, $6)",
+		keepAlive:     "SELECT r_status, r_next FROM " + S + ".keep_alive($1, $2, $3, $4)",
+		close:         "SELECT " + S + ".close_session($1, $2, $3)",
+		setPartitions: "SELECT " + S + ".set_partitions($1, $2, $3, $4)",
+		claim:         "SELECT r_ord, r_status, r_owner, r_epoch, r_member, r_checkpoint, r_given_back FROM " + S + ".claim_batch($1, $2, $3, $4)",
+		release:       "SELECT r_ord, r_status FROM " + S + ".release_batch($1, $2, $3, $4, $5, $6)",
+		restore:       "SELECT " + S + ".restore($1, $2, $3, $4, $5)",
+		expire:        "SELECT " + S + ".expire_sessions($1, $2)",
+		deleteGroup:   "SELECT r_status, r_n FROM " + S + ".delete_group($1, $2)",
+		checkpoint: `UPDATE ` + S + `.owners o SET checkpoint = $4, checkpoint_at = clock_timestamp()
+FROM ` + S + `.groups g
+WHERE g.name = $1 AND o.gid = g.gid AND o.partition = $2 AND o.epoch = $3::numeric AND o.session <> ''
+  AND EXISTS (SELECT 1 FROM ` + S + `.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > clock_timestamp())`,
+		snapshot: snapshotSQL(S),
+		changes: `SELECT g.seq, g.tag, g.log_start, l.seq, l.tag, l.kind, l.session, l.member, l.weight, l.partition,
+  l.epoch::text, l.given_back, l.part_ids, l.part_weights
+FROM ` + S + `.groups g LEFT JOIN LATERAL (
+  SELECT * FROM ` + S + `.log x WHERE x.gid = g.gid AND x.seq >= $2 ORDER BY x.seq LIMIT $3
+) l ON true
+WHERE g.name = $1 ORDER BY l.seq`,
+		records: `WITH t AS (SELECT clock_timestamp() AS now)
+SELECT o.partition, o.session, o.member, o.epoch::text, o.given_back, o.checkpoint,
+  coalesce(greatest(` + S + `.micros(t.now) - ` + S + `.micros(o.claimed_at), 0), 0)::bigint,
+  CASE WHEN o.checkpoint IS NULL THEN 0
+       ELSE coalesce(greatest(` + S + `.micros(t.now) - ` + S + `.micros(o.checkpoint_at), 0), 0) END::bigint
+FROM t, ` + S + `.groups g JOIN ` + S + `.owners o ON o.gid = g.gid
+WHERE g.name = $1 AND o.partition = ANY($2::text[])`,
+		watchState: `SELECT g.seq, g.tag, g.log_start, coalesce((SELECT array_agg(s.id) FROM ` + S + `.sessions s WHERE s.gid = g.gid), '{}')
+FROM ` + S + `.groups g WHERE g.name = $1`,
+	}
+}
+
+// exec runs a statement that returns nothing the caller needs.
+func (s *Store) exec(ctx context.Context, op, sql string, args ...any) error {
+	return s.do(ctx, op, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
+// queryRow runs a statement that returns one row, scanned into dest.
+func (s *Store) queryRow(ctx context.Context, op, sql string, args []any, dest ...any) error {
+	return s.do(ctx, op, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, sql, args...).Scan(dest...)
+	})
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,521 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/herdhq/herd/store"
+)
+
+// SchemaVersion is the version of the tables and functions this package
+// writes and reads. Open refuses a schema of a later version (written by a
+// newer herd), which it could misread.
+const SchemaVersion = 1
+
+// Log entry kinds as the log table stores them (column kind). They are part
+// of the schema: never renumbered.
+const (
+	kindOpened   = 1
+	kindClosed   = 2
+	kindExpired  = 3
+	kindClaimed  = 4
+	kindReleased = 5
+	kindRestored = 6
+	kindSet      = 7
+)
+
+// The schema. {{S}} is the quoted schema name, {{CHAN}} the notification
+// channel as a string literal. Every operation that reads and writes is one
+// call of one of these functions, so it is one statement and one
+// transaction. Each that changes a group first locks the group's row (every
+// write of the log is made under it, so the log is ordered and gap-free and
+// its entries commit in order), expires due sessions, makes its change and
+// appends its entries, then bumps the group's version, trims the log and
+// notifies, all in the same transaction.
+//
+// The functions with set-based statements use generic plans: a custom plan
+// per call costs more to make (about 0.5 ms) than a single claim does to run,
+// and performs no better on a batch of a thousand.
+//
+// Times come from clock_timestamp(), the server's clock, read once per call
+// after the group's lock is taken. Epochs are numeric(20,0), every uint64;
+// they are passed as text.
+const schemaSQL = `
+CREATE TABLE {{S}}.groups (
+  gid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name text COLLATE "C" NOT NULL UNIQUE,
+  seq bigint NOT NULL DEFAULT 0,       -- the last log entry's sequence number
+  tag bigint NOT NULL DEFAULT 0,       -- the last log entry's tag
+  log_start bigint NOT NULL DEFAULT 1, -- the oldest entry kept
+  partset boolean NOT NULL DEFAULT false
+);
+
+CREATE TABLE {{S}}.sessions (
+  gid bigint NOT NULL,
+  id text COLLATE "C" NOT NULL,
+  member text COLLATE "C" NOT NULL,
+  weight integer NOT NULL CHECK (weight >= 0),
+  expires timestamptz NOT NULL,
+  PRIMARY KEY (gid, id)
+);
+CREATE INDEX sessions_expiry ON {{S}}.sessions (gid, expires);
+
+CREATE TABLE {{S}}.partitions (
+  gid bigint NOT NULL,
+  id text COLLATE "C" NOT NULL,
+  weight integer NOT NULL CHECK (weight >= 0),
+  PRIMARY KEY (gid, id)
+);
+
+CREATE TABLE {{S}}.owners (
+  gid bigint NOT NULL,
+  partition text COLLATE "C" NOT NULL,
+  session text COLLATE "C" NOT NULL DEFAULT '',
+  member text COLLATE "C" NOT NULL DEFAULT '',
+  epoch numeric(20,0) NOT NULL CHECK (epoch >= 1 AND epoch <= 18446744073709551615),
+  given_back text COLLATE "C" NOT NULL DEFAULT '',
+  claimed_at timestamptz,
+  checkpoint bytea,
+  checkpoint_at timestamptz,
+  PRIMARY KEY (gid, partition)
+);
+
+CREATE TABLE {{S}}.log (
+  gid bigint NOT NULL,
+  seq bigint NOT NULL,
+  tag bigint NOT NULL,
+  kind smallint NOT NULL,
+  session text COLLATE "C",
+  member text COLLATE "C",
+  weight integer,
+  partition text COLLATE "C",
+  epoch numeric(20,0),
+  given_back text COLLATE "C",
+  part_ids text[],
+  part_weights integer[],
+  PRIMARY KEY (gid, seq)
+);
+
+-- A random tag for a new entry: 53 bits, never 0.
+CREATE FUNCTION {{S}}.new_tag() RETURNS bigint LANGUAGE sql VOLATILE AS
+$$ SELECT floor(random() * 9007199254740990)::bigint + 1 $$;
+
+-- Microseconds since 1970, exactly.
+CREATE FUNCTION {{S}}.micros(t timestamptz) RETURNS numeric LANGUAGE sql IMMUTABLE AS
+$$ SELECT extract(epoch FROM date_trunc('second', t))::numeric * 1000000
+        + (extract(microseconds FROM t)::numeric % 1000000) $$;
+
+-- What store.ValidateID accepts (up to the control characters a text
+-- column can hold).
+CREATE FUNCTION {{S}}.valid_id(v text) RETURNS boolean LANGUAGE sql IMMUTABLE AS
+$$ SELECT v IS NOT NULL AND v <> '' AND octet_length(v) <= 512 AND v !~ '[\x01-\x1f\x7f]' $$;
+
+-- lock_group locks the group's row, creating it if create is set; all
+-- fields are null if there is none.
+CREATE FUNCTION {{S}}.lock_group(p_group text, p_create boolean) RETURNS {{S}}.groups
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups;
+BEGIN
+  LOOP
+    SELECT * INTO g FROM {{S}}.groups WHERE name = p_group FOR UPDATE;
+    IF FOUND OR NOT p_create THEN RETURN g; END IF;
+    INSERT INTO {{S}}.groups (name) VALUES (p_group) ON CONFLICT (name) DO NOTHING RETURNING * INTO g;
+    IF FOUND THEN RETURN g; END IF;
+  END LOOP;
+END $$;
+
+-- expire ends the group's sessions whose expiry is not after p_now and
+-- logs each; p_seq and p_tag follow the log.
+CREATE FUNCTION {{S}}.expire(p_gid bigint, p_now timestamptz, INOUT p_seq bigint, INOUT p_tag bigint)
+LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  WITH d AS (DELETE FROM {{S}}.sessions WHERE gid = p_gid AND expires <= p_now RETURNING id)
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, session)
+    SELECT p_gid, p_seq + row_number() OVER (ORDER BY d.id), {{S}}.new_tag(), 3, d.id FROM d;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n > 0 THEN
+    p_seq := p_seq + n;
+    SELECT l.tag INTO p_tag FROM {{S}}.log l WHERE l.gid = p_gid AND l.seq = p_seq;
+  END IF;
+END $$;
+
+-- caught_up returns the sequence and tag of the group's last entry after
+-- entries were appended with a set-based insert from p_seq on.
+CREATE FUNCTION {{S}}.caught_up(p_gid bigint, INOUT p_seq bigint, INOUT p_tag bigint)
+LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  SELECT max(l.seq) INTO n FROM {{S}}.log l WHERE l.gid = p_gid AND l.seq > p_seq;
+  IF n IS NOT NULL THEN
+    p_seq := n;
+    SELECT l.tag INTO p_tag FROM {{S}}.log l WHERE l.gid = p_gid AND l.seq = n;
+  END IF;
+END $$;
+
+-- finish records the log's new end in the group's row, trims the log to
+-- p_limit entries (in steps of a quarter of it), and notifies listeners,
+-- if anything was appended. The notification carries the new entries when
+-- they are few and small (see listen.go): group, 0x1d, the version they
+-- follow, then each entry, fields separated by 0x1f, entries by 0x1e (ids
+-- hold no control characters); otherwise the group alone.
+CREATE FUNCTION {{S}}.finish(g {{S}}.groups, p_seq bigint, p_tag bigint, p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE ls bigint := g.log_start; v_payload text := g.name; v_n bigint; v_entries text;
+BEGIN
+  IF p_seq = g.seq THEN RETURN; END IF;
+  IF p_seq - g.seq <= 32 THEN
+    SELECT count(*), string_agg(l.seq || E'\x1f' || l.tag || E'\x1f' || l.kind
+        || E'\x1f' || coalesce(l.session, '') || E'\x1f' || coalesce(l.member, '') || E'\x1f' || coalesce(l.weight::text, '')
+        || E'\x1f' || coalesce(l.partition, '') || E'\x1f' || coalesce(l.epoch::text, '') || E'\x1f' || coalesce(l.given_back, ''),
+        E'\x1e' ORDER BY l.seq)
+      INTO v_n, v_entries
+      FROM {{S}}.log l WHERE l.gid = g.gid AND l.seq > g.seq AND l.kind <> 7;
+    IF v_n = p_seq - g.seq AND octet_length(g.name) + octet_length(v_entries) < 7500 THEN
+      v_payload := g.name || E'\x1d' || g.seq || E'\x1f' || g.tag || E'\x1e' || v_entries;
+    END IF;
+  END IF;
+  IF p_seq - ls + 1 > p_limit + p_limit / 4 THEN
+    ls := p_seq - p_limit + 1;
+    DELETE FROM {{S}}.log WHERE gid = g.gid AND seq < ls;
+  END IF;
+  UPDATE {{S}}.groups SET seq = p_seq, tag = p_tag, log_start = ls WHERE gid = g.gid;
+  PERFORM pg_notify({{CHAN}}, v_payload);
+END $$;
+
+CREATE FUNCTION {{S}}.open_session(p_group text, p_id text, p_member text, p_weight integer, p_ttl_us bigint, p_limit integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, true);
+  v_now := clock_timestamp();
+  SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
+  INSERT INTO {{S}}.sessions (gid, id, member, weight, expires)
+    VALUES (g.gid, p_id, p_member, p_weight, v_now + p_ttl_us * interval '1 microsecond')
+    ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+    RETURN 'dup';
+  END IF;
+  v_seq := v_seq + 1;
+  v_tag := {{S}}.new_tag();
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, session, member, weight) VALUES (g.gid, v_seq, v_tag, 1, p_id, p_member, p_weight);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+  RETURN 'ok';
+END $$;
+
+-- next_expiry is the time in µs until the earliest expiry of a session of
+-- the group (0 if none; at least 1 if one is due).
+CREATE FUNCTION {{S}}.next_expiry(p_gid bigint, p_now timestamptz) RETURNS bigint
+LANGUAGE sql AS $$
+  SELECT CASE WHEN min(expires) IS NULL THEN 0
+              ELSE greatest({{S}}.micros(min(expires)) - {{S}}.micros(p_now), 1) END::bigint
+  FROM {{S}}.sessions WHERE gid = p_gid
+$$;
+
+-- keep_alive renews a live session. It takes the group's lock only when a
+-- session of the group is due (then it expires and logs it): a renewal
+-- alone writes one row and logs nothing.
+CREATE FUNCTION {{S}}.keep_alive(p_group text, p_id text, p_ttl_us bigint, p_limit integer, OUT r_status text, OUT r_next bigint)
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_gid bigint; v_now timestamptz := clock_timestamp(); v_seq bigint; v_tag bigint;
+BEGIN
+  SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
+  IF NOT FOUND THEN r_status := 'expired'; RETURN; END IF;
+  IF EXISTS (SELECT 1 FROM {{S}}.sessions WHERE gid = v_gid AND expires <= v_now) THEN
+    g := {{S}}.lock_group(p_group, false);
+    IF g.gid IS NULL THEN r_status := 'expired'; RETURN; END IF;
+    v_gid := g.gid;
+    v_now := clock_timestamp();
+    SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
+    PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+  END IF;
+  UPDATE {{S}}.sessions SET expires = v_now + p_ttl_us * interval '1 microsecond'
+    WHERE gid = v_gid AND id = p_id AND expires > v_now;
+  IF NOT FOUND THEN r_status := 'expired'; RETURN; END IF;
+  r_status := 'ok';
+  r_next := {{S}}.next_expiry(v_gid, v_now);
+END $$;
+
+-- expire_sessions expires the group's due sessions (taking the lock only
+-- if there are some) and returns the time until the next expiry.
+CREATE FUNCTION {{S}}.expire_sessions(p_group text, p_limit integer) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_gid bigint; v_seq bigint; v_tag bigint;
+BEGIN
+  SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
+  IF NOT FOUND THEN RETURN 0; END IF;
+  IF EXISTS (SELECT 1 FROM {{S}}.sessions WHERE gid = v_gid AND expires <= clock_timestamp()) THEN
+    g := {{S}}.lock_group(p_group, false);
+    IF g.gid IS NULL THEN RETURN 0; END IF;
+    v_gid := g.gid;
+    SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, clock_timestamp(), g.seq, g.tag);
+    PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+  END IF;
+  RETURN {{S}}.next_expiry(v_gid, clock_timestamp());
+END $$;
+
+CREATE FUNCTION {{S}}.close_session(p_group text, p_id text, p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, false);
+  IF g.gid IS NULL THEN RETURN; END IF;
+  SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, clock_timestamp(), g.seq, g.tag);
+  DELETE FROM {{S}}.sessions WHERE gid = g.gid AND id = p_id;
+  IF FOUND THEN
+    v_seq := v_seq + 1;
+    v_tag := {{S}}.new_tag();
+    INSERT INTO {{S}}.log (gid, seq, tag, kind, session) VALUES (g.gid, v_seq, v_tag, 2, p_id);
+  END IF;
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+END $$;
+
+CREATE FUNCTION {{S}}.set_partitions(p_group text, p_ids text[], p_weights integer[], p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, true);
+  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
+  INSERT INTO {{S}}.partitions (gid, id, weight) SELECT g.gid, u.i, u.w FROM unnest(p_ids, p_weights) AS u(i, w);
+  UPDATE {{S}}.groups SET partset = true WHERE gid = g.gid;
+  v_seq := g.seq + 1;
+  v_tag := {{S}}.new_tag();
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, part_ids, part_weights) VALUES (g.gid, v_seq, v_tag, 7, p_ids, p_weights);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+END $$;
+
+-- claim_batch claims p_parts for p_session, in order: one row per
+-- partition (r_ord from 1) with its status (ok, claimed, corrupt), or one
+-- row with r_ord 0 and status expired if the session is not alive.
+CREATE FUNCTION {{S}}.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
+RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE g {{S}}.groups; v_now timestamptz; v_us numeric; v_member text; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, false);
+  IF g.gid IS NULL THEN
+    RETURN QUERY SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text;
+    RETURN;
+  END IF;
+  v_now := clock_timestamp();
+  v_us := {{S}}.micros(v_now);
+  SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
+  SELECT s.member INTO v_member FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = p_session AND s.expires > v_now;
+  IF NOT FOUND THEN
+    PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+    RETURN QUERY SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH req AS (
+    SELECT u.p, u.ord FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord)
+  ), cur AS (
+    SELECT r.p, r.ord, o.session AS osess, o.epoch AS oepoch, o.given_back AS ogb,
+      CASE
+        WHEN o.partition IS NULL THEN 'ok'
+        WHEN o.session <> '' AND (o.session !~ '^[A-Z2-7]{26}$' OR NOT {{S}}.valid_id(o.member)) THEN 'corrupt'
+        WHEN o.session = '' AND o.member <> '' THEN 'corrupt'
+        WHEN o.session <> '' AND o.session <> p_session AND EXISTS (
+          SELECT 1 FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > v_now) THEN 'claimed'
+        WHEN o.epoch >= 18446744073709551615 THEN 'corrupt'
+        ELSE 'ok'
+      END AS st
+    FROM req r LEFT JOIN {{S}}.owners o ON o.gid = g.gid AND o.partition = r.p
+  ), up AS (
+    INSERT INTO {{S}}.owners AS o (gid, partition, session, member, epoch, given_back, claimed_at)
+    SELECT g.gid, c.p, p_session, v_member, greatest(coalesce(c.oepoch, 0) + 1, v_us),
+           CASE WHEN c.ogb = p_session THEN '' ELSE coalesce(c.ogb, '') END, v_now
+    FROM cur c WHERE c.st = 'ok'
+    ON CONFLICT (gid, partition) DO UPDATE SET session = EXCLUDED.session, member = EXCLUDED.member,
+      epoch = EXCLUDED.epoch, given_back = EXCLUDED.given_back, claimed_at = EXCLUDED.claimed_at
+    RETURNING o.partition, o.epoch, o.checkpoint, o.given_back
+  ), lg AS (
+    INSERT INTO {{S}}.log (gid, seq, tag, kind, session, member, partition, epoch, given_back)
+    SELECT g.gid, v_seq + row_number() OVER (ORDER BY c.ord), {{S}}.new_tag(), 4, p_session, v_member, u.partition, u.epoch, u.given_back
+    FROM up u JOIN cur c ON c.p = u.partition
+  )
+  SELECT c.ord, c.st, c.osess, u.epoch::text, v_member, u.checkpoint, u.given_back
+  FROM cur c LEFT JOIN up u ON u.partition = c.p ORDER BY c.ord;
+  SELECT * INTO v_seq, v_tag FROM {{S}}.caught_up(g.gid, v_seq, v_tag);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+END $$;
+
+-- release_batch releases each (p_parts[i], p_epochs[i]) held by
+-- p_session, marking it given back by p_session if p_give_back: one row
+-- per partition with status ok or notowner.
+CREATE FUNCTION {{S}}.release_batch(p_group text, p_session text, p_parts text[], p_epochs text[], p_give_back boolean, p_limit integer)
+RETURNS TABLE (r_ord bigint, r_status text)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, false);
+  IF g.gid IS NOT NULL THEN
+    v_now := clock_timestamp();
+    SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
+    IF NOT EXISTS (SELECT 1 FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = p_session AND s.expires > v_now) THEN
+      PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+      g.gid := NULL;
+    END IF;
+  END IF;
+  IF g.gid IS NULL THEN
+    RETURN QUERY SELECT u.ord, 'notowner'::text FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord);
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH req AS (
+    SELECT u.p, u.e::numeric AS e, u.ord FROM unnest(p_parts, p_epochs) WITH ORDINALITY AS u(p, e, ord)
+  ), up AS (
+    UPDATE {{S}}.owners o SET session = '', member = '',
+      given_back = CASE WHEN p_give_back THEN p_session ELSE o.given_back END
+    FROM req r
+    WHERE o.gid = g.gid AND o.partition = r.p AND o.epoch = r.e AND o.session = p_session
+    RETURNING o.partition, o.epoch, o.given_back
+  ), lg AS (
+    INSERT INTO {{S}}.log (gid, seq, tag, kind, session, partition, epoch, given_back)
+    SELECT g.gid, v_seq + row_number() OVER (ORDER BY r.ord), {{S}}.new_tag(), 5, p_session, u.partition, u.epoch, u.given_back
+    FROM up u JOIN req r ON r.p = u.partition
+  )
+  SELECT r.ord, CASE WHEN u.partition IS NULL THEN 'notowner' ELSE 'ok' END
+  FROM req r LEFT JOIN up u ON u.partition = r.p ORDER BY r.ord;
+  SELECT * INTO v_seq, v_tag FROM {{S}}.caught_up(g.gid, v_seq, v_tag);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+END $$;
+
+-- restore writes a released record at p_epoch with the checkpoint where
+-- the partition has no record, or a released one with a lower epoch.
+CREATE FUNCTION {{S}}.restore(p_group text, p_part text, p_epoch text, p_value bytea, p_limit integer) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint; v_sess text; v_epoch numeric;
+BEGIN
+  g := {{S}}.lock_group(p_group, true);
+  SELECT o.session, o.epoch INTO v_sess, v_epoch FROM {{S}}.owners o WHERE o.gid = g.gid AND o.partition = p_part;
+  IF FOUND AND (v_sess <> '' OR v_epoch >= p_epoch::numeric) THEN RETURN 'notowner'; END IF;
+  v_now := clock_timestamp();
+  INSERT INTO {{S}}.owners AS o (gid, partition, session, member, epoch, given_back, claimed_at, checkpoint, checkpoint_at)
+    VALUES (g.gid, p_part, '', '', p_epoch::numeric, '', v_now, p_value, v_now)
+    ON CONFLICT (gid, partition) DO UPDATE SET session = '', member = '', epoch = EXCLUDED.epoch, given_back = '',
+      claimed_at = EXCLUDED.claimed_at, checkpoint = EXCLUDED.checkpoint, checkpoint_at = EXCLUDED.checkpoint_at;
+  v_seq := g.seq + 1;
+  v_tag := {{S}}.new_tag();
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, partition, epoch) VALUES (g.gid, v_seq, v_tag, 6, p_part, p_epoch::numeric);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+  RETURN 'ok';
+END $$;
+
+-- delete_group deletes everything of the group, log included, unless a
+-- session is alive and p_force is not set (status inuse, r_n live sessions).
+CREATE FUNCTION {{S}}.delete_group(p_group text, p_force boolean, OUT r_status text, OUT r_n bigint)
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups;
+BEGIN
+  r_status := 'ok';
+  g := {{S}}.lock_group(p_group, false);
+  IF g.gid IS NULL THEN RETURN; END IF;
+  SELECT count(*) INTO r_n FROM {{S}}.sessions WHERE gid = g.gid AND expires > clock_timestamp();
+  IF r_n > 0 AND NOT p_force THEN r_status := 'inuse'; RETURN; END IF;
+  DELETE FROM {{S}}.sessions WHERE gid = g.gid;
+  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
+  DELETE FROM {{S}}.owners WHERE gid = g.gid;
+  DELETE FROM {{S}}.log WHERE gid = g.gid;
+  DELETE FROM {{S}}.groups WHERE gid = g.gid;
+  PERFORM pg_notify({{CHAN}}, g.name);
+END $$;
+`
+
+// sqlFor returns the schema's SQL with the store's schema name and channel.
+func (s *Store) sqlFor(text string) string {
+	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel)).Replace(text)
+}
+
+// quoteIdent quotes a validated schema name (lower-case letters, digits
+// and underscores only).
+func quoteIdent(name string) string { return `"` + name + `"` }
+
+// quoteLiteral quotes a string without quotes or backslashes (a channel
+// name made of a validated schema name).
+func quoteLiteral(v string) string { return `'` + v + `'` }
+
+// ensureSchema creates the schema, its version table, tables and functions
+// if they are missing, and refuses a schema of a later version. It runs in
+// one transaction that locks the version table, so concurrent stores
+// install it once; a store that raced another's CREATE SCHEMA retries.
+func (s *Store) ensureSchema(ctx context.Context) error {
+	var err error
+	for range 5 {
+		var installed bool
+		installed, err = s.installOnce(ctx)
+		if err == nil && installed {
+			s.warmIdle(ctx)
+		}
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) {
+			return err
+		}
+		switch pe.Code {
+		case "23505", "42P06", "42P07", "42710", "40001", "40P01":
+			continue // another store created it at the same time
+		}
+		return err
+	}
+	return err
+}
+
+// installOnce reports whether it created the schema's tables.
+func (s *Store) installOnce(ctx context.Context) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, q := range []string{
+		"CREATE SCHEMA IF NOT EXISTS " + s.qschema,
+		"CREATE TABLE IF NOT EXISTS " + s.qschema + ".schema_version (version integer NOT NULL, installed timestamptz NOT NULL DEFAULT now())",
+		"LOCK TABLE " + s.qschema + ".schema_version IN EXCLUSIVE MODE",
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return false, err
+		}
+	}
+	var v *int // max over no rows is NULL: nothing installed yet
+	if err := tx.QueryRow(ctx, "SELECT max(version) FROM "+s.qschema+".schema_version").Scan(&v); err != nil {
+		return false, err
+	}
+	version := 0
+	if v != nil {
+		version = *v
+	}
+	switch {
+	case version > SchemaVersion:
+		return false, newerSchema{schema: s.schema, version: version}
+	case version == SchemaVersion:
+		return false, nil
+	case version != 0:
+		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
+			s.schema, version, SchemaVersion, store.ErrInvalid)
+	}
+	if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL)); err != nil {
+		return false, fmt.Errorf("creating the tables: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// newerSchema is ensureSchema's refusal of a schema written by a newer herd.
+type newerSchema struct {
+	schema  string
+	version int
+}
+
+func (e newerSchema) Error() string {
+	return fmt.Sprintf("pgstore: schema %q is at version %d, written by a newer herd; this one knows version %d and could misread it: "+
+		"upgrade this program, or give it a schema of its own (?schema=name)", e.schema, e.version, SchemaVersion)
+}
+
+func (e newerSchema) Unwrap() error { return store.ErrInvalid }

@@ -1,0 +1,209 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herdhq/herd/store"
+)
+
+// results reads the items the test's transactions wrote.
+func results(t *testing.T, s *Store, table string) []int {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), "SELECT item FROM "+table+" ORDER BY item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// write is an InTx function that inserts item and makes it the checkpoint,
+// after checking that last is the item before it.
+func write(t *testing.T, table string, item int, hook func()) func(pgx.Tx, []byte) ([]byte, error) {
+	return func(tx pgx.Tx, last []byte) ([]byte, error) {
+		if want := strconv.Itoa(item - 1); item > 1 && string(last) != want {
+			t.Errorf("InTx for item %d got last %q; want %q", item, last, want)
+		}
+		if _, err := tx.Exec(context.Background(), "INSERT INTO "+table+" (item) VALUES ($1)", item); err != nil {
+			return nil, err
+		}
+		if hook != nil {
+			hook()
+		}
+		return []byte(strconv.Itoa(item)), nil
+	}
+}
+
+// InTx commits a transaction's writes with the checkpoint only while the
+// fence holds: a stale epoch's writes, and those of a member whose session
+// ended during the transaction, are rolled back with it.
+func TestInTxFenced(t *testing.T) {
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table := s.qschema + ".items"
+	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
+	const group = "tx"
+	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, err := s.Claim(ctx, group, "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := Fence{Group: group, Partition: "p", Epoch: oa.Epoch}
+	if err := s.InTx(ctx, fa, write(t, table, 1, nil)); err != nil {
+		t.Fatalf("InTx by the owner: %v", err)
+	}
+
+	// b takes the partition over; a's next transaction is rolled back.
+	if err := s.CloseSession(ctx, group, a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.OpenSession(ctx, group, "b", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := s.Claim(ctx, group, "p", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ob.Checkpoint) != "1" {
+		t.Fatalf("Claim after the owner's transaction returned checkpoint %q; want \"1\"", ob.Checkpoint)
+	}
+	err = s.InTx(ctx, fa, write(t, table, 2, nil))
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("InTx at the stale epoch %d: %v; want ErrNotOwner", fa.Epoch, err)
+	}
+	if got := results(t, s, table); !slices.Equal(got, []int{1}) {
+		t.Fatalf("after a stale transaction the items are %v; want [1]: its write must be rolled back", got)
+	}
+
+	fb := Fence{Group: group, Partition: "p", Epoch: ob.Epoch}
+	if err := s.InTx(ctx, fb, write(t, table, 2, nil)); err != nil {
+		t.Fatalf("InTx by the new owner: %v", err)
+	}
+	// The session ends while the transaction runs: rolled back at the end.
+	err = s.InTx(ctx, fb, write(t, table, 3, func() {
+		if err := s.CloseSession(ctx, group, b); err != nil {
+			t.Error(err)
+		}
+	}))
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("InTx whose session ended during it: %v; want ErrNotOwner", err)
+	}
+	if got := results(t, s, table); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("items %v; want [1 2]", got)
+	}
+	// A function's own error rolls back and is returned as it is.
+	c, err := s.OpenSession(ctx, group, "c", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := s.Claim(ctx, group, "p", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(oc.Checkpoint) != "2" {
+		t.Fatalf("checkpoint %q; want \"2\"", oc.Checkpoint)
+	}
+	mine := errors.New("mine")
+	err = s.InTx(ctx, Fence{Group: group, Partition: "p", Epoch: oc.Epoch}, func(tx pgx.Tx, last []byte) ([]byte, error) {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (item) VALUES (3)"); err != nil {
+			return nil, err
+		}
+		return nil, mine
+	})
+	if err != mine {
+		t.Fatalf("InTx whose function failed: %v; want its error", err)
+	}
+	if got := results(t, s, table); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("items %v; want [1 2]", got)
+	}
+	if err := s.InTx(ctx, Fence{Group: group, Partition: "p", Epoch: 0}, write(t, table, 3, nil)); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("InTx at epoch 0: %v; want ErrInvalid", err)
+	}
+}
+
+// A claim of the partition by another member waits for a transaction in
+// progress and sees what it committed.
+func TestInTxClaimWaits(t *testing.T) {
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table := s.qschema + ".items"
+	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
+	const group = "tx-wait"
+	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, err := s.Claim(ctx, group, "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.OpenSession(ctx, group, "b", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.InTx(ctx, Fence{Group: group, Partition: "p", Epoch: oa.Epoch}, write(t, table, 1, func() {
+			close(inside)
+			<-release
+		}))
+	}()
+	<-inside
+	claimed := make(chan store.Ownership, 1)
+	// a's session ends while its transaction holds the record; b's claim
+	// finds the record free and waits for the transaction.
+	if err := s.CloseSession(ctx, group, a); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		o, err := s.Claim(ctx, group, "p", b)
+		if err != nil {
+			t.Error(err)
+			close(claimed)
+			return
+		}
+		claimed <- o
+	}()
+	waitFor(t, 10*time.Second, "b's claim waits for the transaction's lock", func() bool {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%claim_batch%'`, s.schema).Scan(&n)
+		return err == nil && n > 0
+	})
+	select {
+	case o := <-claimed:
+		t.Fatalf("b claimed the partition (%+v) while a's transaction held it", o)
+	default:
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("InTx whose session ended during it: %v; want ErrNotOwner", err)
+	}
+	o, ok := <-claimed
+	if !ok {
+		return
+	}
+	if o.Epoch <= oa.Epoch || o.Checkpoint != nil {
+		t.Fatalf("b's claim after the rolled-back transaction: %+v; want a new epoch and no checkpoint", o)
+	}
+	if got := results(t, s, table); len(got) != 0 {
+		t.Fatalf("items %v; want none", got)
+	}
+}

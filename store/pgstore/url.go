@@ -1,0 +1,220 @@
+package pgstore
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// herdOptions are the query options Open reads itself; every other option
+// is pgx's (pgxpool.ParseConfig: pool_max_conns, connect_timeout, sslmode,
+// default_query_exec_mode, ...).
+var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit"}
+
+// secretOptions are the query options whose values never appear in
+// messages.
+var secretOptions = []string{"password", "sslpassword"}
+
+// target is a parsed store URL.
+type target struct {
+	pgxURL   string   // the URL for pgxpool.ParseConfig: herd's options removed
+	redacted string   // the URL without secrets, for messages
+	secrets  []string // values to keep out of every message
+	opts     []Option // herd's options from the query
+	// minConnsSet: the query sets pgx's pool_min_conns.
+	minConnsSet bool
+}
+
+func invalid(redacted, format string, args ...any) error {
+	if redacted == "" {
+		return fmt.Errorf("pgstore: PostgreSQL URL: %s: %w", fmt.Sprintf(format, args...), store.ErrInvalid)
+	}
+	return fmt.Errorf("pgstore: PostgreSQL URL %q: %s: %w", redacted, fmt.Sprintf(format, args...), store.ErrInvalid)
+}
+
+// parseURL splits a store URL into herd's options and what pgx parses.
+// Every error wraps store.ErrInvalid and never contains the password: the
+// user info is split off first, and nothing of it is ever echoed.
+//
+//	postgres://[user[:password]@][host][:port][,host[:port]...][/database][?option=value&...]
+func parseURL(raw string) (*target, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, invalid("", "does not start with postgres:// or postgresql://")
+	}
+	scheme = strings.ToLower(scheme)
+	if scheme != "postgres" && scheme != "postgresql" {
+		return nil, invalid("", "unknown scheme %q: want postgres:// or postgresql://", abbrev(scheme))
+	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, invalid("", "contains a control character")
+	}
+	// The authority ends at the first '/' or '?'; its user info ends at its
+	// last '@'. A '@' further on means the password holds an unescaped '/'
+	// or '?', and the split would be wrong: say so without echoing anything.
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth, tail := rest[:end], rest[end:]
+	if strings.Contains(tail, "@") {
+		return nil, invalid("", "malformed: an '@' after the host (percent-encode '/', '?', '#', '@' and '%%' in the user name and password)")
+	}
+	if strings.Contains(auth, "#") || strings.Contains(tail, "#") {
+		return nil, invalid("", "has a fragment ('#'); percent-encode '#' in the user name and password")
+	}
+	t := &target{}
+	var user, rawPass string
+	var hasUser, hasPass bool
+	hosts := auth
+	if at := strings.LastIndex(auth, "@"); at >= 0 {
+		info := auth[:at]
+		hosts = auth[at+1:]
+		hasUser = true
+		u, p, colon := strings.Cut(info, ":")
+		var err error
+		if user, err = url.PathUnescape(u); err != nil {
+			return nil, invalid("", "the user name is not validly percent-encoded")
+		}
+		if colon {
+			hasPass = true
+			rawPass = p
+			pass, err := url.PathUnescape(p)
+			if err != nil {
+				return nil, invalid("", "the password is not validly percent-encoded")
+			}
+			t.secrets = append(t.secrets, pass, p)
+		}
+	}
+	path, query, _ := strings.Cut(tail, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, invalid("", "malformed query: options are name=value pairs separated by '&', percent-encoded")
+	}
+	for _, k := range secretOptions {
+		for _, v := range q[k] {
+			t.secrets = append(t.secrets, v, url.QueryEscape(v))
+		}
+	}
+	t.redacted = redact(scheme, hasUser, user, hasPass, hosts, path, q)
+	for k, v := range q {
+		if len(v) > 1 {
+			return nil, invalid(t.redacted, "option %s is given %d times", k, len(v))
+		}
+	}
+	t.minConnsSet = q.Has("pool_min_conns")
+	for _, k := range herdOptions {
+		if !q.Has(k) {
+			continue
+		}
+		v := q.Get(k)
+		q.Del(k)
+		switch k {
+		case "schema":
+			if err := checkSchema(v); err != nil {
+				return nil, invalid(t.redacted, "schema: %v", strings.TrimPrefix(err.Error(), "pgstore: "))
+			}
+			t.opts = append(t.opts, WithSchema(v))
+		case "listen":
+			switch strings.ToLower(v) {
+			case "on", "true", "1", "yes":
+				t.opts = append(t.opts, WithListen(true))
+			case "off", "false", "0", "no":
+				t.opts = append(t.opts, WithListen(false))
+			default:
+				return nil, invalid(t.redacted, "listen=%q: want on or off", abbrev(v))
+			}
+		case "poll_interval":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 10*time.Millisecond || d > time.Hour {
+				return nil, invalid(t.redacted, "poll_interval=%q: want a Go duration from 10ms to 1h, such as 500ms", abbrev(v))
+			}
+			t.opts = append(t.opts, WithPollInterval(d))
+		case "log_limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100_000_000 {
+				return nil, invalid(t.redacted, "log_limit=%q: want a number of entries from 1 to 100000000", abbrev(v))
+			}
+			t.opts = append(t.opts, WithLogLimit(n))
+		}
+	}
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	if hasUser {
+		b.WriteString(url.PathEscape(user))
+		if hasPass {
+			b.WriteString(":" + rawPass)
+		}
+		b.WriteString("@")
+	}
+	b.WriteString(hosts + path)
+	if len(q) > 0 {
+		b.WriteString("?" + q.Encode())
+	}
+	t.pgxURL = b.String()
+	return t, nil
+}
+
+// redact rebuilds the URL for messages: the password and the secret
+// options become "xxxxx".
+func redact(scheme string, hasUser bool, user string, hasPass bool, hosts, path string, q url.Values) string {
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	if hasUser {
+		b.WriteString(url.PathEscape(user))
+		if hasPass {
+			b.WriteString(":xxxxx")
+		}
+		b.WriteString("@")
+	}
+	b.WriteString(hosts)
+	b.WriteString(path)
+	if len(q) > 0 {
+		c := url.Values{}
+		for k, v := range q {
+			for _, s := range secretOptions {
+				if k == s {
+					v = []string{"xxxxx"}
+				}
+			}
+			c[k] = v
+		}
+		b.WriteString("?" + c.Encode())
+	}
+	return b.String()
+}
+
+// checkSchema accepts schema names that need no quoting anywhere: 1 to 48
+// lower-case ASCII letters, digits and underscores, not starting with a
+// digit or "pg_" (reserved by PostgreSQL). 48 bytes leave room for the
+// notification channel's suffix within PostgreSQL's 63-byte names.
+func checkSchema(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("pgstore: schema name is empty: %w", store.ErrInvalid)
+	case len(name) > 48:
+		return fmt.Errorf("pgstore: schema name is %d bytes, more than 48: %w", len(name), store.ErrInvalid)
+	case strings.HasPrefix(name, "pg_"):
+		return fmt.Errorf("pgstore: schema name %q starts with pg_, which PostgreSQL reserves: %w", name, store.ErrInvalid)
+	case name[0] >= '0' && name[0] <= '9':
+		return fmt.Errorf("pgstore: schema name %q starts with a digit: %w", abbrev(name), store.ErrInvalid)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return fmt.Errorf("pgstore: schema name %q: use lower-case letters, digits and underscores only: %w", abbrev(name), store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func abbrev(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

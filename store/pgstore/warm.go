@@ -1,0 +1,58 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// warmUpSession is a session id of the form the store makes, used only in
+// the warm-up transaction.
+const warmUpSession = "AAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+// warmUp returns the pool's AfterConnect hook. A new server connection
+// compiles each PL/pgSQL function and plans each of its statements the
+// first time it runs them, a few milliseconds per function; a member whose
+// handlers release their partitions at once would otherwise pay that on
+// each new connection, on its critical path. The hook runs every operation
+// once, in one round trip, in a transaction it rolls back (in a group whose
+// name, with a control character, no caller can use), so the connection's
+// functions, plans and prepared statements are ready before it serves a
+// call. It never fails the connection: on a server where the schema does
+// not exist yet it just does nothing useful.
+func warmUp(q queries) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return nil
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		g, id, limit := "\x01herd warm-up", warmUpSession, int32(100)
+		b := &pgx.Batch{}
+		b.Queue(q.open, g, id, "warm-up", int32(1), int64(60_000_000), limit)
+		b.Queue(q.claim, g, id, []string{"p"}, limit)
+		b.Queue(q.checkpoint, g, "p", "1", []byte{})
+		b.Queue(q.release, g, id, []string{"p"}, []string{"1"}, false, limit)
+		b.Queue(q.keepAlive, g, id, int64(60_000_000), limit)
+		b.Queue(q.expire, g, limit)
+		b.Queue(q.snapshot, g)
+		b.Queue(q.changes, g, int64(0), int64(2))
+		b.Queue(q.records, g, []string{"p"})
+		b.Queue(q.close, g, id, limit)
+		_ = tx.SendBatch(ctx, b).Close()
+		return nil
+	}
+}
+
+// warmIdle warms up the pool's idle connections: those made before this
+// store created the schema, whose warm-up found nothing to run.
+func (s *Store) warmIdle(ctx context.Context) {
+	warm := warmUp(s.q)
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		_ = warm(ctx, c.Conn())
+		c.Release()
+	}
+}
