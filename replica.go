@@ -3,6 +3,7 @@ package herd
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -257,4 +258,42 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 		}
 	}
 	return c
+}
+
+// ownRecordsIntact reads the records of the partitions this member runs
+// (Store.Records, MaxBatch at a time) and reports whether each still names
+// this session at the epoch it runs. One edited by hand (broken, deleted
+// or rewritten), which the log cannot show, makes the member read the
+// whole group, which drops the partition (and lists a broken record as
+// malformed). A failed read reports true: the next check, or a write,
+// tells.
+func (m *Member) ownRecordsIntact(sess *session) bool {
+	m.mu.Lock()
+	own := make(map[string]uint64, len(m.owned))
+	for p, e := range m.owned {
+		own[p] = e
+	}
+	m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(own))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), store.MaxBatch)]
+		ids = ids[len(batch):]
+		ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
+		recs, err := m.st.Records(ctx, m.cfg.Group, batch)
+		cancel()
+		if err != nil {
+			return !errors.Is(err, store.ErrCorrupt)
+		}
+		if len(recs) != len(batch) {
+			return false // missing or malformed
+		}
+		for _, r := range recs {
+			if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
+				// Another claim's entry may be on its way: the copy shows
+				// it soon, and a read costs one more read at worst.
+				return false
+			}
+		}
+	}
+	return true
 }

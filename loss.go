@@ -1,0 +1,119 @@
+package herd
+
+// After a lost session: holding free partitions while their previous owners
+// restore what the store may have lost, and restoring this member's own.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// holdAfterLoss makes the member leave partitions alone for SessionTTL,
+// because the store may just have lost its data and their previous owners
+// may be about to restore their records: record-less partitions, and if
+// all (the store showed that it lost data), every partition without a live
+// owner.
+//
+// It is called when a new session opens after one was lost: whether the
+// store forgot the session or this member could not reach the store and
+// fenced itself, the store may have lost data meanwhile. all is set if the
+// store forgot the session, or one of this member's restores wrote
+// something; plan also holds every free partition if it finds a
+// record-less one during the hold, and when records vanish from a snapshot
+// (records are never deleted otherwise).
+//
+// Why SessionTTL (or RenewInterval+2*RenewTimeout if longer): a member cut
+// off from the store tries again at least every RenewInterval/4 (500 ms at
+// most), each attempt restoring first (bounded by RenewTimeout) and then
+// opening a session (bounded by RenewTimeout), so every member whose
+// connection comes back when the first one's does has restored before the
+// first one claims anything. A member that comes back later may find its partitions taken
+// (doc.go says what is lost then). Why every
+// free partition after a loss, not only record-less ones: a member that
+// lost a partition long ago may restore its stale checkpoint first, and
+// the newer owner's Restore (with a higher epoch) replaces it only while
+// nobody has claimed it (see store.Store.Restore). Only record-less ones
+// when there is no sign of a loss, so that a member back from a mere
+// outage takes its share of handed-off partitions at once.
+func (m *Member) holdAfterLoss(all bool) {
+	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
+	if until.After(m.holdFresh) {
+		m.holdFresh = until
+	}
+	if all && until.After(m.holdFree) {
+		m.holdFree = until
+	}
+}
+
+// restore puts back the last checkpoint this member wrote for each
+// partition of a lost session, where the store has no record any more or
+// only a released one with a lower epoch. Restore writes nothing over an
+// owned record or one with an epoch as high, so this is harmless when the
+// store kept its data, and keeps checkpoints from going backwards when it
+// did not: of all the members that held a partition, the last one (the
+// highest epoch) wins.
+//
+// The whole pass is bounded by one RenewTimeout, and stops at the first
+// call the store does not answer: during an outage it costs one timeout,
+// not one per partition. What is left is tried again before the next
+// session is opened, or at the next read. The partition set is put back
+// too if the store holds none, whether or not any checkpoint is pending (a
+// member whose handlers never checkpointed still knows the set). A pending
+// restore is kept until
+// the store answers it, however long that takes: it can never beat a newer
+// owner's (see above). It reports whether it wrote anything, which shows
+// that the store had lost data.
+func (m *Member) restore(ctx context.Context) (wrote bool) {
+	if len(m.restores) == 0 && len(m.lastParts) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	defer cancel()
+	if len(m.lastParts) > 0 {
+		// A store that lost its data lost the partition set too.
+		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
+		// Only a set the store does not hold at all was lost; an empty
+		// one was emptied on purpose and stays so.
+		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
+			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
+				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
+				wrote = true
+			}
+		}
+	}
+	// Several lost sessions may have held one partition: keep the last.
+	slices.SortStableFunc(m.restores, func(a, b store.Ownership) int {
+		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Epoch, a.Epoch)
+	})
+	m.restores = slices.CompactFunc(m.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
+	keep := m.restores[:0]
+	for i, r := range m.restores {
+		err := ctx.Err()
+		if err == nil {
+			err = m.st.Restore(ctx, m.cfg.Group, r.Partition, r.Epoch, r.Checkpoint)
+		}
+		switch {
+		case err == nil:
+			m.log.Info("restored a checkpoint the store had lost", "partition", r.Partition, "epoch", r.Epoch)
+			wrote = true
+		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
+			// A newer record is there, or this one can never be written.
+		default:
+			// Store unreachable, or the pass is out of time: keep this one
+			// and the rest for the next pass.
+			m.restores = append(keep, m.restores[i:]...)
+			return wrote
+		}
+	}
+	m.restores = keep
+	return wrote
+}

@@ -1,0 +1,146 @@
+package herd
+
+// One reconcile: from the plan to the store calls that carry it out
+// (claims and releases in batches).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// reconcile computes the target assignment from the replica and moves
+// this member toward it: drops partitions it lost, hands off those the
+// target gives to others, claims free ones the target gives it. It returns
+// when to look again (0: when the replica changes).
+//
+// Planning (plan) costs O(P) time for P partitions, whatever the share of
+// this member, and no store operation: the replica is fed by the group's
+// log. Claiming and releasing go to the store in batches.
+func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Duration, err error) {
+	defer m.logStep()
+	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
+	defer cancel()
+	ctx, fcancel, ok := sess.withFence(tctx)
+	defer fcancel()
+	if !ok {
+		return 0, nil // the session is being fenced; the loop opens a new one
+	}
+	pl, err := m.plan(ctx, sess, slots)
+	if err != nil || pl.expired || pl.wait {
+		return pl.next, err
+	}
+
+	// Partitions the target gives us and that are free, in ID order.
+	if done, err := m.claimAll(ctx, sess, slots, pl.claim); done || err != nil {
+		return pl.next, err
+	}
+
+	// Records the store says are ours but we do not run (a Claim whose reply
+	// was lost) and the target gives to others: release them.
+	var held []store.Ownership
+	for _, r := range pl.release {
+		if slots[r.Partition] == nil {
+			held = append(held, r)
+		}
+	}
+	for len(held) > 0 {
+		n := min(len(held), store.MaxBatch)
+		if _, err := m.st.ReleaseBatch(ctx, m.cfg.Group, sess.id, held[:n]); err != nil {
+			if errors.Is(err, store.ErrCorrupt) {
+				// The group's keys broke, which the log cannot show:
+				// read the group, whose failure is reported (once).
+				m.rep.distrust()
+				return pl.next, nil
+			}
+			return pl.next, fmt.Errorf("release %d records: %w", n, err)
+		}
+		// Each is released, or no longer ours (ErrNotOwner), or
+		// malformed (ErrCorrupt, listed at the next read): none is to be
+		// released again, whatever the replica shows until its entry.
+		m.noteReleased(held[:n])
+		held = held[n:]
+	}
+	return pl.next, nil
+}
+
+// claimAll claims the partitions ps, skipping those already running here,
+// in batches of store.MaxBatch, and starts their handlers. A partition
+// claimed by another member first, or whose record turns out malformed,
+// is skipped (see replica.contested). It reports done if the session
+// turned out to be expired.
+func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string) (done bool, err error) {
+	ps = slices.DeleteFunc(slices.Clone(ps), func(p string) bool { return slots[p] != nil })
+	for len(ps) > 0 {
+		batch := ps[:min(len(ps), store.MaxBatch)]
+		ps = ps[len(batch):]
+		res, err := m.st.ClaimBatch(ctx, m.cfg.Group, sess.id, batch)
+		switch {
+		case errors.Is(err, store.ErrSessionExpired):
+			sess.cancel(ErrSessionExpired)
+			return true, nil
+		case errors.Is(err, store.ErrCorrupt):
+			// As in reconcile: read the group, whose failure is reported.
+			m.rep.distrust()
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("claim %d partitions: %w", len(batch), err)
+		case len(res) != len(batch):
+			return false, fmt.Errorf("claim %d partitions: the store answered %d results: %w", len(batch), len(res), store.ErrCorrupt)
+		}
+		seq := m.writes.Add(1)
+		for i, r := range res {
+			p := batch[i]
+			switch {
+			case r.Err == nil:
+				m.start(sess, slots, r.Ownership, seq)
+				m.step.claim(p, r.Ownership.Epoch)
+			case errors.Is(r.Err, store.ErrClaimed):
+				// Someone got there first: our replica has not shown it
+				// yet. Its entry is on its way; if it does not come, the
+				// replica is stale and plan reads the group anew.
+				m.rep.contest(p, time.Now())
+			case errors.Is(r.Err, store.ErrCorrupt):
+				// Its record broke since the read: it costs this partition
+				// only. The log does not show that (nothing herd wrote), so
+				// read the group: it lists the record as malformed
+				// (reported once, not placed).
+				m.rep.contest(p, time.Now())
+				m.rep.resync()
+			default:
+				return false, fmt.Errorf("claim %q: %w", p, r.Err)
+			}
+		}
+	}
+	return false, nil
+}
+
+// noteReleased records that this member released the records held (or
+// found them not its own), so that plan does not release them again while
+// the replica has not shown the release yet.
+func (m *Member) noteReleased(held []store.Ownership) {
+	m.relMu.Lock()
+	defer m.relMu.Unlock()
+	for _, r := range held {
+		m.released[r.Partition] = r.Epoch
+	}
+}
+
+// releasedAlready reports whether this member released partition p at
+// epoch; it forgets p once the replica shows a record that is not that one
+// of this member (cur is the record's epoch, mine whether it names this
+// member's session).
+func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
+	m.relMu.Lock()
+	defer m.relMu.Unlock()
+	e, ok := m.released[p]
+	if ok && (!mine || e != epoch) {
+		delete(m.released, p)
+		return false
+	}
+	return ok
+}
