@@ -401,19 +401,12 @@ func measureSteady(ctx context.Context, c *cluster, conn *connector, sc benchSce
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heap := ms.HeapInuse / uint64(n)
-	return benchResult{
-		Scenario:                   sc.name,
-		Store:                      conn.name(),
-		Partitions:                 parts,
-		MembersBefore:              n,
-		MembersAfter:               n,
-		SecondsToBalance:           initial.Elapsed.Seconds(),
-		SessionTTLSeconds:          o.ttl.Seconds(),
-		MaxConcurrentOwners:        max(initial.MaxConcurrent, c.tr.MaxConcurrent()),
-		StoreOpsPerMemberPerSecond: &ops,
-		CPUSecondsPerMemberPerSec:  &cpu,
-		HeapBytesPerMember:         &heap,
-	}, nil
+	r := result(sc.name, conn, parts, 0, initial, o)
+	r.MaxConcurrentOwners = max(initial.MaxConcurrent, c.tr.MaxConcurrent())
+	r.StoreOpsPerMemberPerSecond = &ops
+	r.CPUSecondsPerMemberPerSec = &cpu
+	r.HeapBytesPerMember = &heap
+	return r, nil
 }
 
 // processCPU is the user+system CPU time this process has used.
