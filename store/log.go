@@ -81,6 +81,9 @@ type Change struct {
 	Partition  string
 	Epoch      uint64
 	Partitions []Partition // PartitionsSet only; read-only
+	// GivenBack is set on the Released entry GiveBack logs (the session
+	// that gave the partition back).
+	GivenBack string
 }
 
 // Clone returns a copy of s whose slices are its own, so that Apply may
@@ -133,6 +136,9 @@ func (s *Snapshot) Apply(c Change) error {
 			if c.Epoch <= s.Owners[i].Epoch {
 				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, s.Owners[i].Epoch)
 			}
+			if gb := s.Owners[i].GivenBack; gb != c.Session {
+				o.GivenBack = gb
+			}
 			s.Owners[i] = o
 		} else {
 			s.Owners = slices.Insert(s.Owners, i, o)
@@ -143,6 +149,9 @@ func (s *Snapshot) Apply(c Change) error {
 			return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
 		}
 		s.Owners[i].Session, s.Owners[i].Member = "", ""
+		if c.GivenBack != "" {
+			s.Owners[i].GivenBack = c.GivenBack
+		}
 	case Restored:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
 		if found {
@@ -150,7 +159,7 @@ func (s *Snapshot) Apply(c Change) error {
 			if cur := &s.Owners[i]; cur.Session != "" || cur.Epoch >= c.Epoch {
 				return fmt.Errorf("apply: entry %d restores %q at epoch %d over a record it may not replace (session %q, epoch %d)", c.Version.Seq, c.Partition, c.Epoch, cur.Session, cur.Epoch)
 			}
-			s.Owners[i] = Ownership{Partition: c.Partition, Epoch: c.Epoch}
+			s.Owners[i].Epoch = c.Epoch
 			break
 		}
 		s.Owners = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch})
@@ -222,6 +231,9 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 			}
 			o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
 			if cur != nil {
+				if cur.GivenBack != c.Session {
+					o.GivenBack = cur.GivenBack
+				}
 				*cur = o
 			} else {
 				if added == nil {
@@ -234,6 +246,9 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 				return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
 			}
 			cur.Session, cur.Member = "", ""
+			if c.GivenBack != "" {
+				cur.GivenBack = c.GivenBack
+			}
 		case Restored:
 			if cur != nil {
 				// Restore writes over a released record with a lower epoch only.

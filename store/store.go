@@ -114,6 +114,10 @@ type Ownership struct {
 	// use and which would make every read of the group cost the size of
 	// every checkpoint (256 partitions of 256 KiB: 64 MiB per read).
 	Checkpoint []byte
+	// GivenBack is the session id of the last GiveBack of the partition
+	// ("" if none): while that session lives, members place the partition
+	// on another live member if there is one.
+	GivenBack string
 }
 
 // Snapshot is one consistent read of a group. It is read-only: backends
