@@ -11,6 +11,7 @@ import (
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 	"github.com/herdhq/herd/store/redisstore"
+	"github.com/herdhq/herd/store/sqlitestore"
 )
 
 // connector opens store handles for a store URL. For mem:// every handle
@@ -52,7 +53,8 @@ func newConnector(raw string) (*connector, error) {
 	return c, nil
 }
 
-// openers maps URL schemes of networked stores to their Open functions.
+// openers maps URL schemes of stores outside this process (servers, or a
+// file shared by the processes of one host) to their Open functions.
 var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
 	"redis":           openRedis,
 	"rediss":          openRedis,
@@ -60,10 +62,15 @@ var openers = map[string]func(ctx context.Context, url string) (store.Store, err
 	"rediss+cluster":  openRedis,
 	"redis+sentinel":  openRedis,
 	"rediss+sentinel": openRedis,
+	"sqlite":          openSQLite,
 }
 
 func openRedis(ctx context.Context, url string) (store.Store, error) {
 	return redisstore.Open(ctx, url)
+}
+
+func openSQLite(ctx context.Context, url string) (store.Store, error) {
+	return sqlitestore.Open(ctx, url)
 }
 
 func supportedSchemes() string {
