@@ -23,7 +23,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 			return nil
 		}
 		var live int
-		if err := w.tx.QueryRowContext(w.ctx, "SELECT count(*) FROM herd_sessions WHERE gid = ? AND expires > ?", w.g.id, w.us).Scan(&live); err != nil {
+		if err := w.row("SELECT count(*) FROM herd_sessions WHERE gid = ? AND expires > ?", w.g.id, w.us).Scan(&live); err != nil {
 			return err
 		}
 		if live > 0 && !force {
@@ -32,7 +32,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		// The highest epoch as uint64: those of 2^63 and more read as
 		// negative, and are higher than every positive one.
 		var neg, pos sql.NullInt64
-		if err := w.tx.QueryRowContext(w.ctx, "SELECT max(CASE WHEN epoch < 0 THEN epoch END), max(CASE WHEN epoch >= 0 THEN epoch END) FROM herd_owners WHERE gid = ?",
+		if err := w.row("SELECT max(CASE WHEN epoch < 0 THEN epoch END), max(CASE WHEN epoch >= 0 THEN epoch END) FROM herd_owners WHERE gid = ?",
 			w.g.id).Scan(&neg, &pos); err != nil {
 			return err
 		}
@@ -45,17 +45,17 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 			return err
 		}
 		if top > floor {
-			if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO herd_meta (key, value) VALUES ('epoch_floor', ?)
+			if _, err := w.exec(`INSERT INTO herd_meta (key, value) VALUES ('epoch_floor', ?)
 				ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(top)); err != nil {
 				return err
 			}
 		}
 		for _, table := range []string{"herd_sessions", "herd_partitions", "herd_owners", "herd_checkpoints", "herd_log"} {
-			if _, err := w.tx.ExecContext(w.ctx, "DELETE FROM "+table+" WHERE gid = ?", w.g.id); err != nil {
+			if _, err := w.exec("DELETE FROM "+table+" WHERE gid = ?", w.g.id); err != nil {
 				return err
 			}
 		}
-		if _, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_groups WHERE id = ?", w.g.id); err != nil {
+		if _, err := w.exec("DELETE FROM herd_groups WHERE id = ?", w.g.id); err != nil {
 			return err
 		}
 		w.entries, w.flushed, w.g, w.wake = nil, 0, nil, true // expiries logged above went with the log

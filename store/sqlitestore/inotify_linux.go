@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// walWatch is an inotify watch on the -wal file: events gets a value
+// fileWatch is an inotify watch on a file: events gets a value
 // (coalesced) whenever the file is written.
-type walWatch struct {
+type fileWatch struct {
 	path   string
 	f      *os.File
 	fd     int
@@ -21,20 +21,20 @@ type walWatch struct {
 	done chan struct{}
 }
 
-// watchWAL starts watching path; nil if inotify is not available.
-func watchWAL(path string) *walWatch {
+// watchFile starts watching path; nil if inotify is not available.
+func watchFile(path string) *fileWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil // e.g. fs.inotify.max_user_instances reached: poll
 	}
-	w := &walWatch{path: path, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), events: make(chan struct{}, 1), wd: -1, done: make(chan struct{})}
+	w := &fileWatch{path: path, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), events: make(chan struct{}, 1), wd: -1, done: make(chan struct{})}
 	w.rearm()
 	go w.read()
 	return w
 }
 
 // ok reports whether the watch is in place.
-func (w *walWatch) ok() bool {
+func (w *fileWatch) ok() bool {
 	if w == nil {
 		return false
 	}
@@ -44,7 +44,7 @@ func (w *walWatch) ok() bool {
 }
 
 // rearm (re)adds the watch, reporting whether it is in place.
-func (w *walWatch) rearm() bool {
+func (w *fileWatch) rearm() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.wd >= 0 {
@@ -58,7 +58,7 @@ func (w *walWatch) rearm() bool {
 	return true
 }
 
-func (w *walWatch) read() {
+func (w *fileWatch) read() {
 	defer close(w.done)
 	buf := make([]byte, 4096)
 	for {
@@ -89,7 +89,7 @@ func (w *walWatch) read() {
 	}
 }
 
-func (w *walWatch) close() {
+func (w *fileWatch) close() {
 	if w == nil {
 		return
 	}

@@ -2,10 +2,10 @@
 
 package sqlitestore
 
-// walWatch is not available outside Linux: the notifier polls.
-type walWatch struct{ events chan struct{} }
+// fileWatch is not available outside Linux: the notifier polls.
+type fileWatch struct{ events chan struct{} }
 
-func watchWAL(string) *walWatch { return nil }
-func (w *walWatch) ok() bool    { return false }
-func (w *walWatch) rearm() bool { return false }
-func (w *walWatch) close()      {}
+func watchFile(string) *fileWatch { return nil }
+func (w *fileWatch) ok() bool     { return false }
+func (w *fileWatch) rearm() bool  { return false }
+func (w *fileWatch) close()       {}

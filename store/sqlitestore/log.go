@@ -128,9 +128,9 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 		wake := s.notify.next() // before the read: a commit after it wakes us
 		var out []store.Change
 		v := after
-		err := s.read(ctx, "changes", func(tx *sql.Tx) error {
+		err := s.read(ctx, "changes", func(c conn) error {
 			var err error
-			out, v, err = readLog(ctx, tx, group, after, limit, fromStart)
+			out, v, err = readLog(c, group, after, limit, fromStart)
 			return err
 		})
 		if err != nil || len(out) > 0 {
@@ -150,8 +150,8 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 
 // readLog reads at most max entries after after. No entries and no error:
 // the log ends at after.
-func readLog(ctx context.Context, tx *sql.Tx, name string, after store.Version, limit int, fromStart bool) ([]store.Change, store.Version, error) {
-	g, err := loadGroup(ctx, tx, name)
+func readLog(c conn, name string, after store.Version, limit int, fromStart bool) ([]store.Change, store.Version, error) {
+	g, err := loadGroup(c, name)
 	if err != nil {
 		return nil, after, err
 	}
@@ -174,7 +174,7 @@ func readLog(ctx context.Context, tx *sql.Tx, name string, after store.Version, 
 	prev := after.Tag
 	if !zero {
 		var tag int64
-		err := tx.QueryRowContext(ctx, "SELECT tag FROM herd_log WHERE gid = ? AND seq = ?", g.id, int64(after.Seq)).Scan(&tag)
+		err := c.row(qLogTag, g.id, int64(after.Seq)).Scan(&tag)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil, after, &bailout{gone(after, "entry %d was trimmed from the log", after.Seq)}
@@ -184,8 +184,7 @@ func readLog(ctx context.Context, tx *sql.Tx, name string, after store.Version, 
 			return nil, after, &bailout{gone(after, "entry %d is of another history of the group", after.Seq)}
 		}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions
-		FROM herd_log WHERE gid = ? AND seq > ? ORDER BY seq LIMIT ?`, g.id, int64(after.Seq), limit)
+	rows, err := c.rows(qLogEntries, g.id, int64(after.Seq), limit)
 	if err != nil {
 		return nil, after, err
 	}
@@ -194,26 +193,26 @@ func readLog(ctx context.Context, tx *sql.Tx, name string, after store.Version, 
 	v := after
 	for rows.Next() {
 		var seq, tag, kind, weight, epoch int64
-		var c store.Change
+		var e store.Change
 		var parts sql.NullString
-		if err := rows.Scan(&seq, &tag, &kind, &c.Session, &c.Member, &weight, &c.Partition, &epoch, &c.GivenBack, &parts); err != nil {
+		if err := rows.Scan(&seq, &tag, &kind, &e.Session, &e.Member, &weight, &e.Partition, &epoch, &e.GivenBack, &parts); err != nil {
 			return nil, after, err
 		}
-		c.Kind, c.Weight, c.Epoch = store.ChangeKind(kind), int(weight), uint64(epoch)
-		c.Version = store.Version{Seq: uint64(seq), Tag: uint64(tag)}
-		if c.Version.Seq != v.Seq+1 {
+		e.Kind, e.Weight, e.Epoch = store.ChangeKind(kind), int(weight), uint64(epoch)
+		e.Version = store.Version{Seq: uint64(seq), Tag: uint64(tag)}
+		if e.Version.Seq != v.Seq+1 {
 			return nil, after, &bailout{gone(after, "the log continues at %d, not %d", seq, v.Seq+1)}
 		}
-		if zero && c.Version.Seq == 1 {
+		if zero && e.Version.Seq == 1 {
 			prev = 0 // the first entry of a history: its start is not kept
-		} else if c.Version.Tag != chain(prev, c, parts.String) {
+		} else if e.Version.Tag != chain(prev, e, parts.String) {
 			return nil, after, &bailout{gone(after, "entry %d does not follow entry %d (the log was changed by hand?)", seq, v.Seq)}
 		}
-		if err := decodeEntry(&c, parts); err != nil {
+		if err := decodeEntry(&e, parts); err != nil {
 			return nil, after, &bailout{gone(after, "entry %d: %v", seq, err)}
 		}
-		out = append(out, c)
-		prev, v = c.Version.Tag, c.Version
+		out = append(out, e)
+		prev, v = e.Version.Tag, e.Version
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, err

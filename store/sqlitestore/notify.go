@@ -3,28 +3,26 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"os"
 	"sync"
 	"time"
 )
 
 // notifier wakes the readers waiting at the end of a log (Changes, and so
-// Watch) when another connection, of this process or another, commits to
-// the file. Writes of this Store wake them at once (wake after commit).
-// Other processes' commits are seen by:
+// Watch) when another connection, of this process or another, appends to
+// a log. Writes of this Store wake them at once (wake after commit).
+// Other Stores' appends are seen by:
 //
-//   - inotify (Linux) on the -wal file: every commit writes its frames
-//     there. The event comes with the write, before the commit is
-//     visible (its frames synced, the WAL index updated), so the notifier
-//     then reads PRAGMA data_version on a connection of its own, a few
-//     times in the next half second, until it changes; only then does it
-//     wake the readers.
-//   - PRAGMA data_version polled every pollInterval (1 s) as the backstop,
-//     and every fallbackPoll (10 ms) where inotify is not available.
+//   - a doorbell file, <db>-wake: every Store writes a byte to it after
+//     each commit that appended to a log, and every Store watches it with
+//     inotify (Linux). The event comes after the commit is visible, and
+//     only for log appends (renewals and checkpoints ring nothing).
+//   - PRAGMA data_version, polled every pollInterval (1 s) on a
+//     connection of the notifier's own, as the backstop (a writer that
+//     died between its commit and the ring), and every fallbackPoll
+//     (10 ms) where inotify is not available.
 //
-// Measured on Linux (BenchmarkWake, README): inotify wakes a reader in
-// another Store 0.1-0.3 ms after the commit, and costs nothing at rest;
-// polling every 10 ms wakes it after 5 ms on average and costs about 0.5%
-// of a core per Store at rest.
+// Measured on Linux (BenchmarkWake, BenchmarkIdle, README): see there.
 type notifier struct {
 	s      *Store
 	poll   time.Duration
@@ -99,12 +97,6 @@ func (n *notifier) sleep(d time.Duration) bool {
 	}
 }
 
-// settle is how long after a write to the WAL the notifier looks for its
-// commit: the gaps between reads of data_version (about 0.5 s in all).
-var settle = []time.Duration{0, 200 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
-	5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
-	100 * time.Millisecond, 200 * time.Millisecond}
-
 func (n *notifier) run() {
 	defer n.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -123,66 +115,54 @@ func (n *notifier) run() {
 		}
 	}()
 	var last int64 = -1
-	// changed reads data_version on the notifier's own connection and
-	// wakes the readers if it moved.
-	changed := func() bool {
+	// poll reads data_version on the notifier's own connection and wakes
+	// the readers if it moved since the last poll.
+	poll := func() {
 		if conn == nil {
 			c, err := n.s.db.Conn(ctx)
 			if err != nil {
-				return false
+				return
 			}
 			conn = c
-			// A read opens the -wal file, which inotify watches.
-			_, _ = conn.ExecContext(ctx, "SELECT count(*) FROM herd_meta")
 		}
 		var v int64
 		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
 			conn.Close()
 			conn = nil
-			n.wake() // let readers look for themselves
-			return true
+			n.wake() // let the readers look for themselves
+			return
 		}
-		if v == last {
-			return false
-		}
-		first := last == -1
-		last = v
-		if !first {
+		if last != -1 && v != last {
 			n.wake()
 		}
-		return !first
+		last = v
 	}
-	changed()
+	poll()
 
 	var events <-chan struct{}
-	var w *walWatch
+	var w *fileWatch
 	if n.notify {
-		w = watchWAL(n.s.path + "-wal")
+		w = watchFile(n.s.bellPath())
 		defer w.close()
-		events = w.events
+		if w != nil {
+			events = w.events
+		}
 	}
-	poll := n.poll
-	if w == nil || !w.ok() {
-		poll = min(poll, fallbackPoll)
+	every := n.poll
+	if n.notify && !w.ok() {
+		every = min(every, fallbackPoll) // inotify is wanted but not there
 	}
-	tick := time.NewTicker(poll)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-events:
-			for _, d := range settle {
-				if !n.sleep(d) {
-					return
-				}
-				if changed() {
-					break
-				}
-			}
+			n.wake()
 		case <-tick.C:
-			changed()
-			if w != nil && !w.ok() {
+			poll()
+			if n.notify && w != nil && !w.ok() {
 				if w.rearm() {
 					tick.Reset(n.poll)
 				} else {
@@ -190,5 +170,30 @@ func (n *notifier) run() {
 				}
 			}
 		}
+	}
+}
+
+// bellPath is the doorbell file's path.
+func (s *Store) bellPath() string { return s.path + "-wake" }
+
+// openBell opens (creating) the doorbell file, with the database file's
+// permissions; nil if it cannot (readers then rely on polling).
+func openBell(path, bell string) *os.File {
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	f, err := os.OpenFile(bell, os.O_RDWR|os.O_CREATE, mode)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// ring tells every Store watching the file that a log was appended to:
+// one byte written to the doorbell (no sync; nothing is read from it).
+func (s *Store) ring() {
+	if s.bell != nil {
+		_, _ = s.bell.WriteAt([]byte{0}, 0)
 	}
 }

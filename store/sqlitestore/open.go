@@ -108,6 +108,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := newStore(db, path, cfg)
+	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, fail("preparing statements on "+path, err)
+	}
 	return s, nil
 }
 

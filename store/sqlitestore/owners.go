@@ -37,7 +37,7 @@ func (r record) invalid(partition string) string {
 // loadRecord reads partition's row (ok false if none).
 func (w *wtx) loadRecord(partition string) (r record, ok bool, err error) {
 	var epoch int64
-	err = w.tx.QueryRowContext(w.ctx, "SELECT session, member, epoch, given_back FROM herd_owners WHERE gid = ? AND partition = ?",
+	err = w.row(qRecord,
 		w.g.id, partition).Scan(&r.session, &r.member, &epoch, &r.givenBack)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
@@ -131,15 +131,12 @@ func (w *wtx) claimOne(op, partition, session, member string, floor uint64) (o s
 	if givenBack == session {
 		givenBack = "" // the giver claims it back: the mark is moot
 	}
-	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO herd_owners (gid, partition, session, member, epoch, given_back, claimed_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (gid, partition) DO UPDATE SET session = excluded.session, member = excluded.member, epoch = excluded.epoch,
-			given_back = excluded.given_back, claimed_at = excluded.claimed_at`,
+	if _, err := w.exec(qClaimOwner,
 		w.g.id, partition, session, member, int64(epoch), givenBack, w.us); err != nil {
 		return o, nil, err
 	}
 	var cp []byte
-	err = w.tx.QueryRowContext(w.ctx, "SELECT value FROM herd_checkpoints WHERE gid = ? AND partition = ?", w.g.id, partition).Scan(&cp)
+	err = w.row(qCheckpoint, w.g.id, partition).Scan(&cp)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		cp = nil
@@ -244,7 +241,7 @@ func (w *wtx) release(op, partition, session string, epoch uint64, giveBack bool
 	if giveBack {
 		givenBack = session
 	}
-	if _, err := w.tx.ExecContext(w.ctx, "UPDATE herd_owners SET session = '', member = '', given_back = ? WHERE gid = ? AND partition = ?",
+	if _, err := w.exec(qRelease,
 		givenBack, w.g.id, partition); err != nil {
 		return nil, err
 	}
@@ -298,11 +295,10 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 // setCheckpoint writes partition's checkpoint; nil deletes it.
 func (w *wtx) setCheckpoint(partition string, value []byte) error {
 	if value == nil {
-		_, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_checkpoints WHERE gid = ? AND partition = ?", w.g.id, partition)
+		_, err := w.exec(qDeleteCheckpoint, w.g.id, partition)
 		return err
 	}
-	_, err := w.tx.ExecContext(w.ctx, `INSERT INTO herd_checkpoints (gid, partition, value, written_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (gid, partition) DO UPDATE SET value = excluded.value, written_at = excluded.written_at`,
+	_, err := w.exec(qSetCheckpoint,
 		w.g.id, partition, value, w.us)
 	return err
 }
@@ -337,11 +333,10 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 			// A released record with a lower epoch: restored after a data
 			// loss by a member that lost the partition before this caller
 			// had it. The given-back mark stays.
-			_, err = w.tx.ExecContext(w.ctx, "UPDATE herd_owners SET epoch = ?, claimed_at = ? WHERE gid = ? AND partition = ?",
+			_, err = w.exec(qRestoreOwner,
 				int64(epoch), w.us, w.g.id, partition)
 		default:
-			_, err = w.tx.ExecContext(w.ctx, `INSERT INTO herd_owners (gid, partition, session, member, epoch, given_back, claimed_at)
-				VALUES (?, ?, '', '', ?, '', ?)`, w.g.id, partition, int64(epoch), w.us)
+			_, err = w.exec(qInsertRestored, w.g.id, partition, int64(epoch), w.us)
 		}
 		if err != nil {
 			return err

@@ -139,6 +139,9 @@ func (h header) check(path string) (empty bool, err error) {
 	switch {
 	case h.appID == 0 && h.version == 0 && len(h.tables) == 0:
 		return true, nil
+	case h.appID == 0 && len(h.tables) > 0:
+		return false, fmt.Errorf("%s is an SQLite database of another application (it has the tables %s and no herd schema): %w; "+
+			"give herd a file of its own", path, listTables(h.tables), errNotHerd)
 	case h.appID != applicationID && len(h.tables) > 0:
 		return false, fmt.Errorf("%s is an SQLite database of another application (application_id %#x, tables %s): %w; "+
 			"give herd a file of its own", path, h.appID, listTables(h.tables), errNotHerd)

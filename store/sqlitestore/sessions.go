@@ -23,7 +23,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	}
 	id := newSessionID()
 	err := s.write(ctx, "open session", group, true, func(w *wtx) error {
-		_, err := w.tx.ExecContext(w.ctx, "INSERT INTO herd_sessions (gid, id, member, weight, expires, ttl) VALUES (?, ?, ?, ?, ?, ?)",
+		_, err := w.exec(qInsertSession,
 			w.g.id, id, member, int64(weight), w.us+ttlMicros(ttl), ttlMicros(ttl))
 		if err != nil {
 			return err // a repeated random id of 130 bits: not in practice
@@ -53,7 +53,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 			res = fmt.Errorf("sqlitestore: keep alive of session %q: %w", session, store.ErrSessionExpired)
 			return nil
 		}
-		r, err := w.tx.ExecContext(w.ctx, "UPDATE herd_sessions SET expires = ?, ttl = ? WHERE gid = ? AND id = ? AND expires > ?",
+		r, err := w.exec(qRenew,
 			w.us+ttlMicros(ttl), ttlMicros(ttl), w.g.id, session, w.us)
 		if err != nil {
 			return err
@@ -80,7 +80,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		if w.g == nil {
 			return nil
 		}
-		r, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_sessions WHERE gid = ? AND id = ?", w.g.id, session)
+		r, err := w.exec(qDeleteSession, w.g.id, session)
 		if err != nil {
 			return err
 		}
@@ -118,22 +118,15 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	set := slices.Clone(partitions)
 	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	return s.write(ctx, "set partitions", group, true, func(w *wtx) error {
-		if _, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_partitions WHERE gid = ?", w.g.id); err != nil {
+		if _, err := w.exec(qDeletePartitions, w.g.id); err != nil {
 			return err
 		}
-		if len(set) > 0 {
-			stmt, err := w.tx.PrepareContext(w.ctx, "INSERT INTO herd_partitions (gid, id, weight) VALUES (?, ?, ?)")
-			if err != nil {
+		for _, p := range set {
+			if _, err := w.exec(qInsertPartition, w.g.id, p.ID, int64(p.Weight)); err != nil {
 				return err
 			}
-			defer stmt.Close()
-			for _, p := range set {
-				if _, err := stmt.ExecContext(w.ctx, w.g.id, p.ID, int64(p.Weight)); err != nil {
-					return err
-				}
-			}
 		}
-		if _, err := w.tx.ExecContext(w.ctx, "UPDATE herd_groups SET partset = 1 WHERE id = ?", w.g.id); err != nil {
+		if _, err := w.exec(qSetPartset, w.g.id); err != nil {
 			return err
 		}
 		w.g.partset = true

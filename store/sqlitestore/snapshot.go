@@ -23,9 +23,9 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	}
 	var snap *store.Snapshot
 	due := false
-	err := s.read(ctx, "snapshot", func(tx *sql.Tx) error {
+	err := s.read(ctx, "snapshot", func(c conn) error {
 		var err error
-		snap, due, err = readSnapshot(ctx, tx, group, micros(s.now()), true)
+		snap, due, err = readSnapshot(c, group, micros(s.now()), true)
 		return err
 	})
 	if err != nil || !due {
@@ -37,7 +37,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 			return err
 		}
 		var err error
-		snap, _, err = readSnapshot(w.ctx, w.tx, group, w.us, false)
+		snap, _, err = readSnapshot(w.conn, group, w.us, false)
 		return err
 	})
 	return snap, err
@@ -45,9 +45,9 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 
 // readSnapshot reads the group at time now (µs). With stopIfDue, it stops
 // and reports due as soon as it finds a session past its TTL.
-func readSnapshot(ctx context.Context, q querier, name string, now int64, stopIfDue bool) (snap *store.Snapshot, due bool, err error) {
+func readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.Snapshot, due bool, err error) {
 	snap = &store.Snapshot{Sessions: []store.SessionInfo{}, Partitions: []store.Partition{}, Owners: []store.Ownership{}}
-	g, err := loadGroup(ctx, q, name)
+	g, err := loadGroup(c, name)
 	if err != nil || g == nil {
 		return snap, false, err
 	}
@@ -59,7 +59,7 @@ func readSnapshot(ctx context.Context, q querier, name string, now int64, stopIf
 		snap.Malformed = append(snap.Malformed, store.Malformed{Kind: kind, ID: capID(id), Reason: fmt.Sprintf(format, args...)})
 	}
 
-	rows, err := q.QueryContext(ctx, "SELECT id, member, weight, expires, ttl FROM herd_sessions WHERE gid = ? ORDER BY id", g.id)
+	rows, err := c.rows(qSnapSessions, g.id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -97,7 +97,7 @@ func readSnapshot(ctx context.Context, q querier, name string, now int64, stopIf
 		return nil, false, err
 	}
 
-	rows, err = q.QueryContext(ctx, "SELECT id, weight FROM herd_partitions WHERE gid = ? ORDER BY id", g.id)
+	rows, err = c.rows(qSnapPartitions, g.id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -124,7 +124,7 @@ func readSnapshot(ctx context.Context, q querier, name string, now int64, stopIf
 		return nil, false, err
 	}
 
-	rows, err = q.QueryContext(ctx, "SELECT partition, session, member, epoch, given_back FROM herd_owners WHERE gid = ? ORDER BY partition", g.id)
+	rows, err = c.rows(qSnapOwners, g.id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -178,25 +178,18 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 		return nil, fmt.Errorf("sqlitestore: records: %w", err)
 	}
 	out := make([]store.Record, 0, len(partitions))
-	err := s.read(ctx, "records", func(tx *sql.Tx) error {
+	err := s.read(ctx, "records", func(c conn) error {
 		now := micros(s.now())
-		g, err := loadGroup(ctx, tx, group)
+		g, err := loadGroup(c, group)
 		if err != nil || g == nil {
 			return err
 		}
-		stmt, err := tx.PrepareContext(ctx, `SELECT o.session, o.member, o.epoch, o.given_back, o.claimed_at, c.value, c.written_at
-			FROM herd_owners o LEFT JOIN herd_checkpoints c ON c.gid = o.gid AND c.partition = o.partition
-			WHERE o.gid = ? AND o.partition = ?`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
 		for _, p := range partitions {
 			var r record
 			var epoch int64
 			var claimedAt, writtenAt sql.NullInt64
 			var value []byte
-			err := stmt.QueryRowContext(ctx, g.id, p).Scan(&r.session, &r.member, &epoch, &r.givenBack, &claimedAt, &value, &writtenAt)
+			err := c.row(qRecordFull, g.id, p).Scan(&r.session, &r.member, &epoch, &r.givenBack, &claimedAt, &value, &writtenAt)
 			if err == sql.ErrNoRows {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -25,11 +26,14 @@ type Store struct {
 	now      func() time.Time
 	logLimit int
 	notify   *notifier
+	bell     *os.File // the doorbell (notify.go); nil if it could not be opened
 
 	// wsem admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
 	// without the busy handler's sleeps.
 	wsem chan struct{}
+
+	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -45,6 +49,8 @@ func newStore(db *sql.DB, path string, cfg config) *Store {
 		logLimit: cfg.logLimit,
 		wsem:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		stmts:    map[string]*sql.Stmt{},
+		bell:     openBell(path, path+"-wake"),
 	}
 	s.notify = newNotifier(s, cfg.pollInterval, !cfg.noInotify)
 	return s
@@ -66,6 +72,12 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.watchers.Wait()
 	s.notify.close()
+	if s.bell != nil {
+		s.bell.Close()
+	}
+	for _, st := range s.stmts {
+		st.Close()
+	}
 	return s.db.Close()
 }
 
@@ -189,10 +201,10 @@ type group struct {
 }
 
 // loadGroup reads the row of the group named name (nil if none).
-func loadGroup(ctx context.Context, q querier, name string) (*group, error) {
+func loadGroup(c conn, name string) (*group, error) {
 	var g group
 	var tag, seq int64
-	err := q.QueryRowContext(ctx, "SELECT id, tag, seq, partset FROM herd_groups WHERE name = ?", name).Scan(&g.id, &tag, &seq, &g.partset)
+	err := c.row(qGroup, name).Scan(&g.id, &tag, &seq, &g.partset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -205,13 +217,13 @@ func loadGroup(ctx context.Context, q querier, name string) (*group, error) {
 
 // read runs fn in a read transaction: one consistent view of the file,
 // which never waits for writers (WAL).
-func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) read(ctx context.Context, op string, fn func(c conn) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fail(op, err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(conn{s: s, ctx: ctx, tx: tx}); err != nil {
 		var be *bailout
 		if errors.As(err, &be) {
 			return be.err

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"time"
 
@@ -60,15 +59,15 @@ func (s *Store) Watch(ctx context.Context, group string) (<-chan store.Event, er
 func (s *Store) sessionsAt(ctx context.Context, group string) (store.Version, map[string]bool, error) {
 	var v store.Version
 	live := map[string]bool{}
-	err := s.read(ctx, "watch", func(tx *sql.Tx) error {
-		g, err := loadGroup(ctx, tx, group)
+	err := s.read(ctx, "watch", func(c conn) error {
+		g, err := loadGroup(c, group)
 		if err != nil || g == nil {
 			return err
 		}
 		if g.seq > 0 {
 			v = store.Version{Seq: g.seq, Tag: g.tag}
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT id FROM herd_sessions WHERE gid = ?", g.id)
+		rows, err := c.rows(qSessionIDs, g.id)
 		if err != nil {
 			return err
 		}

@@ -16,9 +16,7 @@ import (
 // is still true when it commits, and the entries it logs are appended in
 // the same commit as the change.
 type wtx struct {
-	ctx     context.Context
-	tx      *sql.Tx
-	s       *Store
+	conn
 	now     time.Time
 	us      int64  // now in µs
 	g       *group // nil if the group has no row (and was not to be created)
@@ -52,7 +50,7 @@ func (s *Store) write(ctx context.Context, op, name string, create bool, fn func
 	// The clock is read once the write lock is held, so that the times of
 	// successive writes follow the order of their commits (as far as the
 	// wall clock does).
-	w := &wtx{ctx: ctx, tx: tx, s: s, now: s.now()}
+	w := &wtx{conn: conn{s: s, ctx: ctx, tx: tx}, now: s.now()}
 	w.us = micros(w.now)
 	if err := w.run(name, create, fn); err != nil {
 		var be *bailout
@@ -66,12 +64,13 @@ func (s *Store) write(ctx context.Context, op, name string, create bool, fn func
 	}
 	if len(w.entries) > 0 || w.wake {
 		s.notify.wake()
+		s.ring()
 	}
 	return nil
 }
 
 func (w *wtx) run(name string, create bool, fn func(w *wtx) error) error {
-	g, err := loadGroup(w.ctx, w.tx, name)
+	g, err := loadGroup(w.conn, name)
 	if err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func (w *wtx) run(name string, create bool, fn func(w *wtx) error) error {
 // random tag.
 func (w *wtx) createGroup(name string) (*group, error) {
 	g := &group{tag: randomTag()}
-	err := w.tx.QueryRowContext(w.ctx, "INSERT INTO herd_groups (name, tag, seq, partset) VALUES (?, ?, 0, 0) RETURNING id",
+	err := w.row(qCreateGroup,
 		name, int64(g.tag)).Scan(&g.id)
 	return g, err
 }
@@ -113,7 +112,7 @@ func randomTag() uint64 {
 // expireDue removes the group's sessions whose TTL has passed and logs
 // each as expired, in id order.
 func (w *wtx) expireDue() error {
-	rows, err := w.tx.QueryContext(w.ctx, "SELECT id FROM herd_sessions WHERE gid = ? AND expires <= ? ORDER BY id", w.g.id, w.us)
+	rows, err := w.rows(qDueSessions, w.g.id, w.us)
 	if err != nil {
 		return err
 	}
@@ -130,7 +129,7 @@ func (w *wtx) expireDue() error {
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return err
 	}
-	if _, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_sessions WHERE gid = ? AND expires <= ?", w.g.id, w.us); err != nil {
+	if _, err := w.exec(qDeleteDue, w.g.id, w.us); err != nil {
 		return err
 	}
 	for _, id := range ids {
@@ -151,13 +150,6 @@ func (w *wtx) flush() error {
 	if w.g == nil {
 		return errors.New("internal error: entries logged for a group without a row")
 	}
-	stmt, err := w.tx.PrepareContext(w.ctx, `INSERT INTO herd_log
-		(gid, seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
 	tag, seq := w.g.tag, w.g.seq
 	for _, c := range w.entries[w.flushed:] {
 		seq++
@@ -167,12 +159,12 @@ func (w *wtx) flush() error {
 		if c.Kind == store.PartitionsSet {
 			p = parts
 		}
-		if _, err := stmt.ExecContext(w.ctx, w.g.id, int64(seq), int64(tag), int64(c.Kind), c.Session, c.Member,
+		if _, err := w.exec(qInsertEntry, w.g.id, int64(seq), int64(tag), int64(c.Kind), c.Session, c.Member,
 			int64(c.Weight), c.Partition, int64(c.Epoch), c.GivenBack, p); err != nil {
 			return err
 		}
 	}
-	if _, err := w.tx.ExecContext(w.ctx, "UPDATE herd_groups SET tag = ?, seq = ? WHERE id = ?", int64(tag), int64(seq), w.g.id); err != nil {
+	if _, err := w.exec(qMoveGroup, int64(tag), int64(seq), w.g.id); err != nil {
 		return err
 	}
 	w.g.tag, w.g.seq = tag, seq
@@ -180,7 +172,7 @@ func (w *wtx) flush() error {
 	// Keep the last logLimit entries readable: the entry at a reader's
 	// version is kept too, for the check of its tag.
 	if limit := uint64(w.s.logLimit); seq > limit {
-		if _, err := w.tx.ExecContext(w.ctx, "DELETE FROM herd_log WHERE gid = ? AND seq < ?", w.g.id, int64(seq-limit)); err != nil {
+		if _, err := w.exec(qTrimLog, w.g.id, int64(seq-limit)); err != nil {
 			return err
 		}
 	}
@@ -193,7 +185,7 @@ func (w *wtx) alive(session string) (member string, ok bool, err error) {
 	if w.g == nil || session == "" {
 		return "", false, nil
 	}
-	err = w.tx.QueryRowContext(w.ctx, "SELECT member FROM herd_sessions WHERE gid = ? AND id = ? AND expires > ?",
+	err = w.row(qAlive,
 		w.g.id, session, w.us).Scan(&member)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
@@ -210,7 +202,7 @@ func (w *wtx) nextExpiry() (time.Duration, error) {
 		return 0, nil
 	}
 	var next sql.NullInt64
-	err := w.tx.QueryRowContext(w.ctx, "SELECT min(min(expires - ?, ttl)) FROM herd_sessions WHERE gid = ? AND expires > ?",
+	err := w.row(qNextExpiry,
 		w.us, w.g.id, w.us).Scan(&next)
 	if err != nil || !next.Valid {
 		return 0, err
@@ -221,7 +213,7 @@ func (w *wtx) nextExpiry() (time.Duration, error) {
 // epochFloor is the highest epoch of any group deleted from the file.
 func (w *wtx) epochFloor() (uint64, error) {
 	var v int64
-	err := w.tx.QueryRowContext(w.ctx, "SELECT value FROM herd_meta WHERE key = 'epoch_floor'").Scan(&v)
+	err := w.row(qEpochFloor).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
