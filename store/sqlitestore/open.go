@@ -97,14 +97,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err := checkPath(path, allowNetwork); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(path, cfg.busyTimeout))
+	db, err := openDB(ctx, path, cfg.busyTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: opening %s: %w: %w", path, store.ErrUnavailable, err)
-	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	if err := setup(ctx, db, path); err != nil {
-		_ = db.Close()
 		return nil, err
 	}
 	s := newStore(db, path, cfg)
@@ -113,6 +107,38 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, fail("preparing statements on "+path, err)
 	}
 	return s, nil
+}
+
+// openDB opens the database and sets it up. SQLite does not wait for the
+// busy timeout in every case of contention: a connection switching a new
+// file to WAL while another process does the same can get SQLITE_BUSY at
+// once. So a setup that fails that way is tried again, after a pause
+// that grows, until ctx ends or the busy timeout has passed.
+func openDB(ctx context.Context, path string, busy time.Duration) (*sql.DB, error) {
+	deadline := time.Now().Add(busy)
+	pause := 5 * time.Millisecond
+	for {
+		db, err := sql.Open("sqlite", dsn(path, busy))
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: opening %s: %w: %w", path, store.ErrUnavailable, err)
+		}
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		err = setup(ctx, db, path)
+		if err == nil {
+			return db, nil
+		}
+		_ = db.Close()
+		if code(err) != sqliteBusy || time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, err
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
 }
 
 // setup checks that the database is a herd database in WAL mode, creating

@@ -181,9 +181,15 @@ func listTables(ts []string) string {
 // new, in one write transaction: two processes opening a new file at once
 // create it once.
 func initSchema(ctx context.Context, db *sql.DB, path string) error {
-	// A read first: an existing herd database (the common case) needs no
+	// A read first, in one read transaction (the header and the tables of
+	// one moment): an existing herd database (the common case) needs no
 	// write lock to open.
-	h, err := readHeader(ctx, db)
+	rtx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	h, err := readHeader(ctx, rtx)
+	rtx.Rollback()
 	if err != nil {
 		return err
 	}
