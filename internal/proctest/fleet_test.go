@@ -250,6 +250,33 @@ func (f *fleet) locksOf(name string) []string {
 	return out
 }
 
+// waitStopped waits until a child sent SIGSTOP is stopped (state T in
+// /proc/PID/stat; Linux), so that what it holds no longer changes.
+func (f *fleet) waitStopped(name string) {
+	f.t.Helper()
+	f.mu.Lock()
+	pid := f.children[name].cmd.Process.Pid
+	f.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // not Linux, or gone
+		}
+		if fs := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(fs) > 0 && (fs[0] == "T" || fs[0] == "t") {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s not stopped within 5s of SIGSTOP", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// isWriteLock reports whether a line of locksOf is a write (exclusive)
+// lock.
+func isWriteLock(line string) bool { return strings.Contains(" "+line+" ", " WRITE ") }
+
 // waitExit waits for a child to exit.
 func (f *fleet) waitExit(name string, d time.Duration) bool {
 	f.mu.Lock()

@@ -270,6 +270,23 @@ func checkSigstop(t *testing.T, f *fleet, members []string, st store.Store) {
 	f.mu.Unlock()
 	stopAt := time.Now()
 	f.signal(victim, syscall.SIGSTOP)
+	f.waitStopped(victim)
+	// A child stopped inside a write transaction on a shared file (SQLite)
+	// holds the file's write lock, and every other process's writes wait
+	// for it: that is another test (TestProcessesSQLite/sigstop-in-write).
+	// Here the stop must land outside one: if it did not, let the child
+	// run a moment and stop it again.
+	for tries := 0; slices.ContainsFunc(f.locksOf(victim), isWriteLock); tries++ {
+		if tries == 20 {
+			t.Fatalf("%s holds a write lock at each of 20 stops: %q", victim, f.locksOf(victim))
+		}
+		t.Logf("%s was stopped holding a write lock (%q); resumed and stopped again", victim, f.locksOf(victim))
+		f.signal(victim, syscall.SIGCONT)
+		time.Sleep(time.Duration(1+tries) * time.Millisecond)
+		stopAt = time.Now()
+		f.signal(victim, syscall.SIGSTOP)
+		f.waitStopped(victim)
+	}
 	if locks := f.locksOf(victim); len(locks) > 0 {
 		t.Logf("file locks the stopped child holds (/proc/locks): %q", locks)
 	}
