@@ -3,10 +3,12 @@ package sqlitestore_test
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/sqlitestore"
 )
 
 // The cost of the write calls, each one transaction and one fsync of the
@@ -92,5 +94,59 @@ func BenchmarkSnapshot10k(b *testing.B) {
 		if err != nil || len(snap.Owners) != len(ps) {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkPlacement16x10k is the store's part of a first placement of
+// 10,000 partitions on 16 members of separate Stores (as separate
+// processes would have), each claiming its share with ClaimBatch and
+// reading the group once, all at once: the time of one placement per op.
+// (The member of herd today claims one partition per call: 10,000
+// commits instead of 16.)
+func BenchmarkPlacement16x10k(b *testing.B) {
+	ctx := b.Context()
+	path := filepath.Join(b.TempDir(), "herd.db")
+	const members, parts = 16, 10_000
+	var stores []*sqlitestore.Store
+	for range members {
+		stores = append(stores, open(b, path))
+	}
+	ps := make([]store.Partition, parts)
+	for i := range ps {
+		ps[i] = store.Partition{ID: fmt.Sprint(i)}
+	}
+	for b.Loop() {
+		if err := stores[0].DeleteGroup(ctx, "g", true); err != nil {
+			b.Fatal(err)
+		}
+		if err := stores[0].SetPartitions(ctx, "g", ps); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for m, s := range stores {
+			wg.Go(func() {
+				sess, err := s.OpenSession(ctx, "g", fmt.Sprint(m), 1, time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var mine []string
+				for i := m; i < parts; i += members {
+					mine = append(mine, ps[i].ID)
+				}
+				for len(mine) > 0 {
+					n := min(len(mine), store.MaxBatch)
+					if _, err := s.ClaimBatch(ctx, "g", sess, mine[:n]); err != nil {
+						b.Error(err)
+						return
+					}
+					mine = mine[n:]
+				}
+				if _, err := s.Snapshot(ctx, "g"); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
 	}
 }

@@ -17,3 +17,7 @@ func SetFSType(magic int64) (restore func()) {
 	fsType = func(string) (int64, error) { return magic, nil }
 	return func() { fsType = old }
 }
+
+// Applied is how many snapshots the store made by applying the log to
+// the records it kept.
+func (s *Store) Applied() int64 { return s.cache.applied.Load() }

@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,53 @@ func TestWriteLockHeld(t *testing.T) {
 	exec("ROLLBACK")
 	if _, err := s.KeepAlive(ctx, "g", sess, time.Minute); err != nil {
 		t.Errorf("KeepAlive after the lock was released: %v", err)
+	}
+}
+
+// A write that gives up waiting for another Store's write (its context
+// ended) leaves nothing behind: once the other write ends, writes of both
+// Stores go on.
+func TestWriteWaitAbandoned(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herd.db")
+	a := open(t, path)
+	b := open(t, path)
+	sa, _ := a.OpenSession(ctx, "g", "a", 1, time.Minute)
+	sb, _ := b.OpenSession(ctx, "g", "b", 1, time.Minute)
+	// A holds the write lock for as long as one big SetPartitions takes,
+	// while B gives up waiting many times.
+	ps := make([]store.Partition, 20_000)
+	for i := range ps {
+		ps[i] = store.Partition{ID: fmt.Sprint(i)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.SetPartitions(ctx, "g", ps) }()
+	gaveUp := 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+			short, cancel := context.WithTimeout(ctx, time.Millisecond)
+			if _, err := b.KeepAlive(short, "g", sb, time.Minute); errors.Is(err, store.ErrUnavailable) {
+				gaveUp++
+			}
+			cancel()
+		}
+	}
+	t.Logf("B gave up waiting %d times", gaveUp)
+	for _, s := range []struct {
+		st   *sqlitestore.Store
+		sess string
+	}{{a, sa}, {b, sb}, {a, sa}} {
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.st.KeepAlive(short, "g", s.sess, time.Minute)
+		cancel()
+		if err != nil {
+			t.Fatalf("KeepAlive after the long write ended: %v; want it to go on", err)
+		}
 	}
 }

@@ -171,32 +171,35 @@ func readLog(c conn, name string, after store.Version, limit int, fromStart bool
 	case after.Seq == g.seq:
 		return nil, after, nil
 	}
-	prev := after.Tag
-	if !zero {
-		var tag int64
-		err := c.row(qLogTag, g.id, int64(after.Seq)).Scan(&tag)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil, after, &bailout{gone(after, "entry %d was trimmed from the log", after.Seq)}
-		case err != nil:
-			return nil, after, err
-		case uint64(tag) != after.Tag:
-			return nil, after, &bailout{gone(after, "entry %d is of another history of the group", after.Seq)}
-		}
+	// One query reads the entry at after too (unless after is the zero
+	// version), to check its tag: the reader's history.
+	from, n := after.Seq, limit+1
+	if zero {
+		from, n = 1, limit
 	}
-	rows, err := c.rows(qLogEntries, g.id, int64(after.Seq), limit)
+	rows, err := c.rows(qLogEntries, g.id, int64(from), n)
 	if err != nil {
 		return nil, after, err
 	}
 	defer rows.Close()
 	out := make([]store.Change, 0, min(uint64(limit), g.seq-after.Seq))
-	v := after
+	v, prev, atAfter := after, after.Tag, !zero
 	for rows.Next() {
 		var seq, tag, kind, weight, epoch int64
 		var e store.Change
 		var parts sql.NullString
 		if err := rows.Scan(&seq, &tag, &kind, &e.Session, &e.Member, &weight, &e.Partition, &epoch, &e.GivenBack, &parts); err != nil {
 			return nil, after, err
+		}
+		if atAfter {
+			atAfter = false
+			switch {
+			case uint64(seq) != after.Seq:
+				return nil, after, &bailout{gone(after, "entry %d was trimmed from the log", after.Seq)}
+			case uint64(tag) != after.Tag:
+				return nil, after, &bailout{gone(after, "entry %d is of another history of the group", after.Seq)}
+			}
+			continue
 		}
 		e.Kind, e.Weight, e.Epoch = store.ChangeKind(kind), int(weight), uint64(epoch)
 		e.Version = store.Version{Seq: uint64(seq), Tag: uint64(tag)}
@@ -216,6 +219,9 @@ func readLog(c conn, name string, after store.Version, limit int, fromStart bool
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, err
+	}
+	if atAfter {
+		return nil, after, &bailout{gone(after, "entry %d was trimmed from the log", after.Seq)}
 	}
 	if zero && len(out) > 0 && out[0].Version.Seq != 1 {
 		return nil, after, &bailout{gone(after, "the log's first entries were trimmed")}

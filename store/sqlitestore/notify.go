@@ -13,7 +13,7 @@ import (
 // a log. Writes of this Store wake them at once (wake after commit).
 // Other Stores' appends are seen by:
 //
-//   - a doorbell file, <db>-wake: every Store writes a byte to it after
+//   - a doorbell, the sidecar file <db>-herd: every Store writes a byte to it after
 //     each commit that appended to a log, and every Store watches it with
 //     inotify (Linux). The event comes after the commit is visible, and
 //     only for log appends (renewals and checkpoints ring nothing).
@@ -173,12 +173,13 @@ func (n *notifier) run() {
 	}
 }
 
-// bellPath is the doorbell file's path.
-func (s *Store) bellPath() string { return s.path + "-wake" }
+// bellPath is the doorbell file's path: the sidecar.
+func (s *Store) bellPath() string { return s.path + "-herd" }
 
-// openBell opens (creating) the doorbell file, with the database file's
-// permissions; nil if it cannot (readers then rely on polling).
-func openBell(path, bell string) *os.File {
+// openSidecar opens (creating) the sidecar file, with the database file's
+// permissions; nil if it cannot (writers then meet at SQLite's lock only,
+// and readers rely on polling).
+func openSidecar(path, bell string) *os.File {
 	mode := os.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
@@ -193,7 +194,7 @@ func openBell(path, bell string) *os.File {
 // ring tells every Store watching the file that a log was appended to:
 // one byte written to the doorbell (no sync; nothing is read from it).
 func (s *Store) ring() {
-	if s.bell != nil {
-		_, _ = s.bell.WriteAt([]byte{0}, 0)
+	if s.side != nil {
+		_, _ = s.side.WriteAt([]byte{0}, 0)
 	}
 }

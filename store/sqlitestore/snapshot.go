@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,6 +16,11 @@ import (
 // that the sessions a snapshot lists are exactly those its version's log
 // has not ended. A row that cannot be decoded (written by hand or by
 // another program) is left out and listed in Snapshot.Malformed.
+//
+// The partition set and the records come from the Store's last snapshot
+// of the group when they can (cache.go): the log entries since are
+// applied to it. The returned snapshot shares its Partitions and Owners
+// with other snapshots: it is read-only, as the contract says.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := s.begin(ctx, "snapshot", "group", group); err != nil {
 		return nil, err
@@ -25,7 +29,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	due := false
 	err := s.read(ctx, "snapshot", func(c conn) error {
 		var err error
-		snap, due, err = readSnapshot(c, group, micros(s.now()), true)
+		snap, due, err = s.readSnapshot(c, group, micros(s.now()), true)
 		return err
 	})
 	if err != nil || !due {
@@ -37,7 +41,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 			return err
 		}
 		var err error
-		snap, _, err = readSnapshot(w.conn, group, w.us, false)
+		snap, _, err = s.readSnapshot(w.conn, group, w.us, false)
 		return err
 	})
 	return snap, err
@@ -45,68 +49,96 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 
 // readSnapshot reads the group at time now (µs). With stopIfDue, it stops
 // and reports due as soon as it finds a session past its TTL.
-func readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.Snapshot, due bool, err error) {
+func (s *Store) readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.Snapshot, due bool, err error) {
 	snap = &store.Snapshot{Sessions: []store.SessionInfo{}, Partitions: []store.Partition{}, Owners: []store.Ownership{}}
 	g, err := loadGroup(c, name)
 	if err != nil || g == nil {
 		return snap, false, err
 	}
-	if g.seq > 0 {
-		snap.Version = store.Version{Seq: g.seq, Tag: g.tag}
+	var bad []store.Malformed
+	snap.Sessions, bad, due, err = readSessions(c, g, now, stopIfDue)
+	if err != nil || due {
+		return nil, due, err
 	}
-	snap.PartitionSetStored = g.partset
-	bad := func(kind, id, format string, args ...any) {
-		snap.Malformed = append(snap.Malformed, store.Malformed{Kind: kind, ID: capID(id), Reason: fmt.Sprintf(format, args...)})
-	}
-
-	rows, err := c.rows(qSnapSessions, g.id)
+	rs, err := s.records(c, name, g)
 	if err != nil {
 		return nil, false, err
 	}
+	snap.Version = rs.version
+	snap.PartitionSetStored = rs.partset
+	snap.Partitions, snap.Owners = rs.partitions, rs.owners
+	if len(bad)+len(rs.malformed) > 0 {
+		snap.Malformed = append(bad, rs.malformed...)
+		slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
+			if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+	}
+	return snap, false, nil
+}
+
+// readSessions reads the group's live sessions, sorted by id, and the
+// session rows it cannot use.
+func readSessions(c conn, g *group, now int64, stopIfDue bool) (live []store.SessionInfo, bad []store.Malformed, due bool, err error) {
+	rows, err := c.rows(qSnapSessions, g.id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer rows.Close()
+	live = []store.SessionInfo{}
 	for rows.Next() {
 		var si store.SessionInfo
 		var weight, expires, ttl int64
 		if err := rows.Scan(&si.ID, &si.Member, &weight, &expires, &ttl); err != nil {
-			rows.Close()
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		if expires <= now {
 			if stopIfDue {
-				rows.Close()
-				return nil, true, nil
+				return nil, nil, true, nil
 			}
 			continue // not reached: a write transaction expired it first
 		}
+		why := ""
 		switch {
 		case !isSessionID(si.ID):
-			bad(store.MalformedSession, si.ID, "herd_sessions: not a session id this store makes (26 characters of A-Z, 2-7)")
-			continue
+			why = "herd_sessions: not a session id this store makes (26 characters of A-Z, 2-7)"
 		case store.ValidateID("member", si.Member) != nil:
-			bad(store.MalformedSession, si.ID, "herd_sessions: %v", store.ValidateID("member", si.Member))
-			continue
+			why = fmt.Sprintf("herd_sessions: %v", store.ValidateID("member", si.Member))
 		case weight < 0 || ttl <= 0:
-			bad(store.MalformedSession, si.ID, "herd_sessions: weight %d or ttl %d out of range", weight, ttl)
+			why = fmt.Sprintf("herd_sessions: weight %d or ttl %d out of range", weight, ttl)
+		}
+		if why != "" {
+			bad = append(bad, store.Malformed{Kind: store.MalformedSession, ID: capID(si.ID), Reason: why})
 			continue
 		}
 		si.Weight = int(weight)
 		si.Remaining = time.Duration(min(expires-now, ttl)) * time.Microsecond
-		snap.Sessions = append(snap.Sessions, si)
+		live = append(live, si)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
+	return live, bad, false, rows.Err()
+}
 
-	rows, err = c.rows(qSnapPartitions, g.id)
+// readRecords reads the group's partition set and records in full.
+func readRecords(c conn, g *group) (*recordSet, error) {
+	rs := &recordSet{gid: g.id, partset: g.partset, partitions: []store.Partition{}, owners: []store.Ownership{}, readAt: time.Now()}
+	if g.seq > 0 {
+		rs.version = store.Version{Seq: g.seq, Tag: g.tag}
+	}
+	bad := func(kind, id, format string, args ...any) {
+		rs.malformed = append(rs.malformed, store.Malformed{Kind: kind, ID: capID(id), Reason: fmt.Sprintf(format, args...)})
+	}
+	rows, err := c.rows(qSnapPartitions, g.id)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	for rows.Next() {
 		var p store.Partition
 		var weight int64
 		if err := rows.Scan(&p.ID, &weight); err != nil {
 			rows.Close()
-			return nil, false, err
+			return nil, err
 		}
 		if err := store.ValidateID("partition", p.ID); err != nil {
 			bad(store.MalformedPartition, p.ID, "herd_partitions: %v", err)
@@ -117,16 +149,16 @@ func readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.S
 			continue
 		}
 		p.Weight = int(weight)
-		snap.Partitions = append(snap.Partitions, p)
+		rs.partitions = append(rs.partitions, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 
 	rows, err = c.rows(qSnapOwners, g.id)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -134,7 +166,7 @@ func readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.S
 		var r record
 		var epoch int64
 		if err := rows.Scan(&o.Partition, &r.session, &r.member, &epoch, &r.givenBack); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		r.epoch = uint64(epoch)
 		if why := r.invalid(o.Partition); why != "" {
@@ -142,18 +174,9 @@ func readSnapshot(c conn, name string, now int64, stopIfDue bool) (snap *store.S
 			continue
 		}
 		o.Session, o.Member, o.Epoch, o.GivenBack = r.session, r.member, r.epoch, r.givenBack
-		snap.Owners = append(snap.Owners, o)
+		rs.owners = append(rs.owners, o)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
-	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return snap, false, nil
+	return rs, rows.Err()
 }
 
 // capID cuts an id read from the file to MaxIDLength bytes.
@@ -162,61 +185,4 @@ func capID(id string) string {
 		return id[:store.MaxIDLength]
 	}
 	return id
-}
-
-// Records reads the ownership records of the given partitions, with their
-// checkpoints and times, in one consistent read. At most store.MaxBatch
-// partitions, valid ids, none twice (store.ValidateBatch), else
-// store.ErrInvalid. The result is in the order asked; a partition with no
-// record is left out, and so is a record that cannot be decoded (Snapshot
-// lists it in Malformed). It changes nothing and logs nothing.
-func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
-	if err := s.begin(ctx, "records", "group", group); err != nil {
-		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("sqlitestore: records: %w", err)
-	}
-	out := make([]store.Record, 0, len(partitions))
-	err := s.read(ctx, "records", func(c conn) error {
-		now := micros(s.now())
-		g, err := loadGroup(c, group)
-		if err != nil || g == nil {
-			return err
-		}
-		for _, p := range partitions {
-			var r record
-			var epoch int64
-			var claimedAt, writtenAt sql.NullInt64
-			var value []byte
-			err := c.row(qRecordFull, g.id, p).Scan(&r.session, &r.member, &epoch, &r.givenBack, &claimedAt, &value, &writtenAt)
-			if err == sql.ErrNoRows {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			r.epoch = uint64(epoch)
-			if r.invalid(p) != "" {
-				continue
-			}
-			rec := store.Record{Ownership: store.Ownership{Partition: p, Session: r.session, Member: r.member, Epoch: r.epoch, GivenBack: r.givenBack}}
-			if claimedAt.Valid {
-				rec.Since = time.Duration(max(now-claimedAt.Int64, 0)) * time.Microsecond
-			}
-			if writtenAt.Valid {
-				rec.Checkpoint = value
-				if rec.Checkpoint == nil {
-					rec.Checkpoint = []byte{}
-				}
-				rec.CheckpointAge = time.Duration(max(now-writtenAt.Int64, 0)) * time.Microsecond
-			}
-			out = append(out, rec)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

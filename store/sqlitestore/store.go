@@ -26,7 +26,10 @@ type Store struct {
 	now      func() time.Time
 	logLimit int
 	notify   *notifier
-	bell     *os.File // the doorbell (notify.go); nil if it could not be opened
+	// side is the sidecar file <db>-herd: writers queue on its flock
+	// (lock_unix.go) and ring it as the doorbell (notify.go); nil if it
+	// could not be opened.
+	side *os.File
 
 	// wsem admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
@@ -34,6 +37,7 @@ type Store struct {
 	wsem chan struct{}
 
 	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
+	cache recordCache          // the last records read of each group (cache.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -50,7 +54,7 @@ func newStore(db *sql.DB, path string, cfg config) *Store {
 		wsem:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		stmts:    map[string]*sql.Stmt{},
-		bell:     openBell(path, path+"-wake"),
+		side:     openSidecar(path, path+"-herd"),
 	}
 	s.notify = newNotifier(s, cfg.pollInterval, !cfg.noInotify)
 	return s
@@ -72,8 +76,8 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.watchers.Wait()
 	s.notify.close()
-	if s.bell != nil {
-		s.bell.Close()
+	if s.side != nil {
+		s.side.Close()
 	}
 	for _, st := range s.stmts {
 		st.Close()

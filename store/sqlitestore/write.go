@@ -41,7 +41,17 @@ func (s *Store) write(ctx context.Context, op, name string, create bool, fn func
 	case <-s.done:
 		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
-	defer func() { <-s.wsem }()
+	handedOver, err := s.lockWriter(ctx, op)
+	if err != nil {
+		if !handedOver {
+			<-s.wsem
+		}
+		return err
+	}
+	defer func() {
+		s.unlockWriter()
+		<-s.wsem
+	}()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fail(op, err)
