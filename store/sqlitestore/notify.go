@@ -13,16 +13,20 @@ import (
 // a log. Writes of this Store wake them at once (wake after commit).
 // Other Stores' appends are seen by:
 //
-//   - a doorbell, the sidecar file <db>-herd: every Store writes a byte to it after
-//     each commit that appended to a log, and every Store watches it with
-//     inotify (Linux). The event comes after the commit is visible, and
-//     only for log appends (renewals and checkpoints ring nothing).
+//   - a doorbell, the sidecar file <db>-herd: every Store writes a byte
+//     to it after each commit that appended to a log, and every Store
+//     watches it with inotify (Linux). The event comes after the commit is
+//     visible, and only for log appends (renewals and checkpoints ring
+//     nothing).
 //   - PRAGMA data_version, polled every pollInterval (1 s) on a
 //     connection of the notifier's own, as the backstop (a writer that
 //     died between its commit and the ring), and every fallbackPoll
 //     (10 ms) where inotify is not available.
 //
-// Measured on Linux (BenchmarkWake, BenchmarkIdle, README): see there.
+// Measured (BenchmarkWake, BenchmarkIdle): with inotify a reader in
+// another Store wakes 0.1-0.3 ms after the commit (median), and an idle
+// Store costs 0.02% of a core; polling every 1 ms wakes it after 1 ms and
+// costs 1.1%; every 10 ms, 9 ms and 0.45%.
 type notifier struct {
 	s      *Store
 	poll   time.Duration

@@ -16,7 +16,7 @@ type record struct {
 	epoch                      uint64
 }
 
-// valid reports what is wrong with a row written by someone else, "" if
+// invalid says what is wrong with a row written by someone else, "" if
 // nothing is.
 func (r record) invalid(partition string) string {
 	switch {

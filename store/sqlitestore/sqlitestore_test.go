@@ -40,14 +40,6 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, path) })
 }
 
-// TestConformanceOwnFiles runs the suite with a file per subtest.
-func TestConformanceOwnFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a second run of the suite")
-	}
-	storetest.Run(t, func(t *testing.T) store.Store { return open(t, filepath.Join(t.TempDir(), "herd.db")) })
-}
-
 func TestTrim(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "herd.db"), sqlitestore.WithLogLimit(50))
 	storetest.RunTrim(t, s, 50)

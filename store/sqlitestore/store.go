@@ -185,14 +185,9 @@ func fail(op string, err error) error {
 	case sqliteCorrupt, sqliteNotADB:
 		return fmt.Errorf("sqlitestore: %s: the database file is damaged: %w: %w", op, store.ErrCorrupt, err)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
-	if c := code(err); c == sqliteError || c == 0 {
-		// A statement this package did not expect to fail (a table
-		// changed by hand, or a context that ended mid-call).
-		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
+	// Anything else: a context that ended mid-call, a closed store, or a
+	// statement this package did not expect to fail (a table changed by
+	// hand).
 	return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
 }
 
