@@ -56,8 +56,8 @@
 // # Time: this host's wall clock
 //
 // Sessions expire by the host's wall clock, which every process on the
-// host shares (a monotonic clock is per process, and would not be shared
-// across a reboot either). A session's deadline is stored as a time:
+// host reads alike (the monotonic clock starts again at every boot, and
+// the file outlives one). A session's deadline is stored as a time:
 // renewal writes now+TTL, and the session is alive while the clock is
 // before it. When the wall clock is stepped (by hand, or by NTP at boot;
 // NTP slews small errors without stepping):
@@ -101,7 +101,7 @@
 // Changes waits at the end of the log without polling hard. A Store that
 // appends to a log wakes its own readers at once, and rings a doorbell:
 // it writes a byte to <file>-herd, which every Store on the file watches
-// with inotify (Linux), so readers in other processes wake 0.2-0.3 ms
+// with inotify (Linux), so readers in other processes wake 0.1-0.3 ms
 // after the commit, and readers of a file at rest cost nothing. The
 // doorbell is rung after the commit, so a woken reader finds the entries;
 // renewals and checkpoints ring nothing. PRAGMA data_version, polled every
@@ -125,9 +125,10 @@
 // # Limits
 //
 // One writer at a time for the whole file, and every commit waits for the
-// disk: on the machine of the README's figures a commit takes 0.3-1 ms, so
-// the file takes about 1,000-3,000 changes a second in all, whatever the
-// number of processes (a ClaimBatch of 1,000 partitions is one commit).
+// disk: on the machine of the README's figures a commit took 0.3-2 ms (the
+// fsync alone 0.2-0.5 ms), so the file takes roughly 500-3,000 changes a
+// second in all, whatever the number of processes (a ClaimBatch of 1,000
+// partitions is one commit).
 // A process stopped (SIGSTOP, a debugger) in the middle of a write
 // transaction holds the write lock until it continues: every other
 // process's writes wait, renewals included, and members that cannot renew

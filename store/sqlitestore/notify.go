@@ -32,33 +32,47 @@ type notifier struct {
 	poll   time.Duration
 	notify bool // use inotify
 
-	mu      sync.Mutex
-	ch      chan struct{} // closed at the next change; nil when none waits
-	started bool
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	ch     chan struct{} // closed at the next change; nil when none waits
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	// Owned by the loop goroutine once started.
+	ctx    context.Context
+	cancel context.CancelFunc
+	conn   *sql.Conn  // data_version's connection; nil until it could be had
+	last   int64      // data_version at the last poll; -1: none yet
+	watch  *fileWatch // nil: no inotify
 }
 
 // fallbackPoll is the poll interval where inotify is not available.
 const fallbackPoll = 10 * time.Millisecond
 
 func newNotifier(s *Store, poll time.Duration, useInotify bool) *notifier {
-	return &notifier{s: s, poll: poll, notify: useInotify, stop: make(chan struct{})}
+	return &notifier{s: s, poll: poll, notify: useInotify, stop: make(chan struct{}), last: -1}
 }
 
-// next returns a channel closed at the next commit to the file, starting
-// the watch on first use.
+// start takes the first reading of data_version and sets up the inotify
+// watch, then starts the loop. It runs in Open, before any reader can
+// wait: a reader that waits after a commit the notifier has not seen
+// would otherwise wait for the next one.
+func (n *notifier) start() {
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.poll1()
+	if n.notify {
+		n.watch = watchFile(n.s.bellPath())
+	}
+	n.wg.Add(1)
+	go n.loop()
+}
+
+// next returns a channel closed at the next change to a log of the file.
 func (n *notifier) next() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch == nil {
 		n.ch = make(chan struct{})
-	}
-	if !n.started && !n.closed {
-		n.started = true
-		n.wg.Add(1)
-		go n.run()
 	}
 	return n.ch
 }
@@ -82,78 +96,50 @@ func (n *notifier) close() {
 	n.closed = true
 	close(n.stop)
 	n.mu.Unlock()
+	if n.cancel != nil {
+		n.cancel()
+	}
 	n.wg.Wait()
 	n.wake()
 }
 
-// sleep waits d, false if the notifier is stopped meanwhile.
-func (n *notifier) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-n.stop:
-		return false
-	}
-}
-
-func (n *notifier) run() {
-	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var conn *sql.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
-	var last int64 = -1
-	// poll reads data_version on the notifier's own connection and wakes
-	// the readers if it moved since the last poll.
-	poll := func() {
-		if conn == nil {
-			c, err := n.s.db.Conn(ctx)
-			if err != nil {
-				return
-			}
-			conn = c
-		}
-		var v int64
-		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
-			conn.Close()
-			conn = nil
-			n.wake() // let the readers look for themselves
+// poll1 reads data_version on the notifier's own connection and wakes the
+// readers if it moved since the last reading.
+func (n *notifier) poll1() {
+	if n.conn == nil {
+		c, err := n.s.db.Conn(n.ctx)
+		if err != nil {
 			return
 		}
-		if last != -1 && v != last {
-			n.wake()
-		}
-		last = v
+		n.conn = c
 	}
-	poll()
+	var v int64
+	if err := n.conn.QueryRowContext(n.ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		n.conn.Close()
+		n.conn = nil
+		n.wake() // let the readers look for themselves
+		return
+	}
+	if n.last != -1 && v != n.last {
+		n.wake()
+	}
+	n.last = v
+}
 
-	var events <-chan struct{}
-	var w *fileWatch
-	if n.notify {
-		w = watchFile(n.s.bellPath())
-		defer w.close()
-		if w != nil {
-			events = w.events
+func (n *notifier) loop() {
+	defer n.wg.Done()
+	defer func() {
+		if n.conn != nil {
+			n.conn.Close()
 		}
+		n.watch.close()
+	}()
+	var events <-chan struct{}
+	if n.watch != nil {
+		events = n.watch.events
 	}
 	every := n.poll
-	if n.notify && !w.ok() {
+	if n.notify && !n.watch.ok() {
 		every = min(every, fallbackPoll) // inotify is wanted but not there
 	}
 	tick := time.NewTicker(every)
@@ -165,9 +151,9 @@ func (n *notifier) run() {
 		case <-events:
 			n.wake()
 		case <-tick.C:
-			poll()
-			if n.notify && w != nil && !w.ok() {
-				if w.rearm() {
+			n.poll1()
+			if n.notify && n.watch != nil && !n.watch.ok() {
+				if n.watch.rearm() {
 					tick.Reset(n.poll)
 				} else {
 					tick.Reset(min(n.poll, fallbackPoll))

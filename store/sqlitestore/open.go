@@ -106,6 +106,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fail("preparing statements on "+path, err)
 	}
+	s.notify.start()
 	return s, nil
 }
 
