@@ -206,7 +206,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 			return runBenchOn(cmd.Context(), cmd.OutOrStdout(), conn, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), redis://host:port or postgres://host/db")
+	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), sqlite://PATH, redis://host:port or postgres://host/db")
 	cmd.Flags().StringSliceVar(&o.scenarios, "scenario", nil, "scenarios to run (default all): "+scenarioNames())
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())

@@ -57,7 +57,7 @@ live). The members log to stderr only if --log-level is given.`,
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), redis://host:port or postgres://host/db")
+	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), sqlite://PATH, redis://host:port or postgres://host/db")
 	cmd.Flags().IntVar(&o.partitions, "partitions", 32, "number of partitions (1 to "+commas(maxPartitions)+")")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+
 		" (a crashed member's partitions are taken over after it; default 2s, 10s above "+commas(shortTTLPartitions)+" partitions)")

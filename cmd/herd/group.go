@@ -54,7 +54,7 @@ checkpoints: stop them first.`,
 			return runGroupDelete(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd] or postgres://host/db[?schema=herd] (required)")
+	cmd.Flags().StringVar(&o.storeURL, "store", "", "store URL: sqlite://PATH, redis://host:port[/db][?prefix=herd] or postgres://host/db[?schema=herd] (required)")
 	cmd.Flags().StringVar(&o.group, "group", "", "the group to delete (required)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "delete even if members are alive")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and deleting may take, 100ms to 10m")

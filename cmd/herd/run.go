@@ -41,6 +41,10 @@ type runOpts struct {
 	args         []string
 }
 
+// defaultRunStore is herd run's store without --store: a database file in
+// the working directory, shared by every herd run started there.
+const defaultRunStore = "sqlite://herd.db"
+
 const runLong = `run joins a group as a member and runs COMMAND once per partition it owns,
 as a child process. In the arguments, {partition} and {epoch} are replaced by
 the partition's id and its epoch. The child's environment also holds:
@@ -56,6 +60,11 @@ the partition's id and its epoch. The child's environment also holds:
 A child saves its progress with "herd checkpoint VALUE" (exit status 0:
 saved, 3: fenced, the partition has moved on and the child should stop, 1:
 error), or by speaking the socket's protocol itself (README, "herd run").
+
+The store is where the members of a group meet. Without --store (or
+HERD_STORE) it is the SQLite file herd.db in the working directory: every
+herd run of the group started in that directory on this host shares it.
+Members on several hosts need a server: --store redis://host:6379.
 
 --partitions sets the group's partition set: ids and ranges separated by
 commas (0-31, a,b,c, 0-3,x) or @file with one id per line. Without it the
@@ -90,10 +99,14 @@ signal kills the children at once and exits (the session then expires after
 func runCmd() *cobra.Command {
 	o := runOpts{}
 	cmd := &cobra.Command{
-		Use:   "run --store URL --group G [--partitions SPEC] -- COMMAND [ARGS...]",
+		Use:   "run [--store URL] --group G [--partitions SPEC] -- COMMAND [ARGS...]",
 		Short: "Be a member: run COMMAND once per owned partition",
 		Long:  runLong,
-		Example: `  # 32 partitions over every "herd run" of group orders, one consumer each
+		Example: `  # 32 partitions over every "herd run" of group orders started in this
+  # directory on this host (they meet in ./herd.db), one consumer each
+  herd run --group orders --partitions 0-31 -- ./consumer --partition {partition}
+
+  # the same over several hosts, through Redis
   herd run --store redis://127.0.0.1:6379 --group orders --partitions 0-31 -- ./consumer --partition {partition}
 
   # a shell child that saves its progress; metrics and health on loopback
@@ -108,7 +121,7 @@ func runCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false) // everything after COMMAND is the command's
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd], or mem:// (required)")
+	f.StringVar(&o.storeURL, "store", defaultRunStore, "store URL: sqlite://PATH (a file shared by the members of one host; the default is herd.db in the working directory), redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd], or mem://")
 	f.StringVar(&o.group, "group", "", "the group to join (required)")
 	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
 	f.StringVar(&o.partitions, "partitions", "", "the partition set: 0-31, a,b,c, combined, or @file (default: the set stored)")
@@ -118,7 +131,6 @@ func runCmd() *cobra.Command {
 	f.DurationVar(&o.restartMax, "restart-max", time.Minute, "the longest pause between restarts, --restart-delay to 24h")
 	f.IntVar(&o.maxFailures, "max-failures", defaultMaxFailures, "failures in a row of a partition's child before the partition is given back to the group, 0 (never) to 1000000")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
-	_ = cmd.MarkFlagRequired("store")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,15 +89,28 @@ func (s *syncBuffer) String() string {
 // startRun starts herd run with args, killed when the test ends.
 func startRun(t *testing.T, name string, env []string, args ...string) *member {
 	t.Helper()
-	return startHerd(t, name, env, append([]string{"run"}, args...)...)
+	return startHerdIn(t, name, "", env, append([]string{"run"}, args...)...)
+}
+
+// startRunIn is startRun in the working directory dir ("": the test's).
+func startRunIn(t *testing.T, name, dir string, env []string, args ...string) *member {
+	t.Helper()
+	return startHerdIn(t, name, dir, env, append([]string{"run"}, args...)...)
 }
 
 // startHerd starts herd with args, killed when the test ends.
 func startHerd(t *testing.T, name string, env []string, args ...string) *member {
 	t.Helper()
+	return startHerdIn(t, name, "", env, args...)
+}
+
+// startHerdIn is startHerd in the working directory dir ("": the test's).
+func startHerdIn(t *testing.T, name, dir string, env []string, args ...string) *member {
+	t.Helper()
 	bin := buildHerd(t)
 	m := &member{name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	m.cmd = exec.Command(filepath.Join(bin, "herd"), args...)
+	m.cmd.Dir = dir
 	m.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	if err := m.cmd.Start(); err != nil {
@@ -251,26 +265,40 @@ func current(evs []runEvent) map[string]*partRun {
 // and no saved counter goes backwards.
 func TestRunE2EKill(t *testing.T) {
 	u, _, _ := redisURL(t)
-	buildHerd(t)
+	testRunE2EKill(t, t.TempDir(), []string{"--store", u})
+}
+
+// The same with no --store, in a fresh directory: the members meet in the
+// default store, the SQLite file herd.db there.
+func TestRunE2EKillSQLite(t *testing.T) {
 	dir := t.TempDir()
+	testRunE2EKill(t, dir, nil, "HERD_STORE=")
+	if _, err := os.Stat(filepath.Join(dir, "herd.db")); err != nil {
+		t.Errorf("no herd.db in the working directory of herd run without --store: %v", err)
+	}
+}
+
+// testRunE2EKill runs three members in dir with storeArgs (and env).
+func testRunE2EKill(t *testing.T, dir string, storeArgs []string, env ...string) {
+	buildHerd(t)
 	script := filepath.Join(dir, "child.sh")
 	if err := os.WriteFile(script, []byte(e2eChild), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "log")
-	env := []string{"RUN_LOG=" + logPath, "RUN_DIR=" + dir}
+	env = append(env, "RUN_LOG="+logPath, "RUN_DIR="+dir)
 	const ttl = 2 * time.Second
 	const parts = 6
 	members := map[string]*member{}
 	metricsAt := freeLoopbackAddr(t) // m1 serves /metrics and /healthz
 	for _, name := range []string{"m1", "m2", "m3"} {
-		args := []string{"--store", u, "--group", "e2e", "--member", name,
+		args := append(slices.Clone(storeArgs), "--group", "e2e", "--member", name,
 			"--partitions", "0-5", "--ttl", ttl.String(), "--max-shutdown", "2s",
-			"--restart-delay", "50ms", "--restart-max", "500ms"}
+			"--restart-delay", "50ms", "--restart-max", "500ms")
 		if name == "m1" {
 			args = append(args, "--metrics", metricsAt)
 		}
-		members[name] = startRun(t, name, env, append(args, "--", "/bin/sh", script)...)
+		members[name] = startRunIn(t, name, dir, env, append(args, "--", "/bin/sh", script)...)
 	}
 
 	// Balanced: two partitions each, every child has saved twice.
@@ -415,7 +443,6 @@ func TestRunRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--group", "g", "--", "true"}, `required flag(s) "store" not set`},
 		{[]string{"run", "--store", "mem://", "--", "true"}, `required flag(s) "group" not set`},
 		{r(), "requires at least 1 arg(s)"},
 		{r("--", ""), "no command"},

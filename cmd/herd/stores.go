@@ -12,6 +12,7 @@ import (
 	"github.com/herdhq/herd/store/memstore"
 	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
+	"github.com/herdhq/herd/store/sqlitestore"
 )
 
 // connector opens store handles for a store URL. For mem:// every handle
@@ -53,7 +54,8 @@ func newConnector(raw string) (*connector, error) {
 	return c, nil
 }
 
-// openers maps URL schemes of networked stores to their Open functions.
+// openers maps URL schemes of stores outside this process (servers, or a
+// file shared by the processes of one host) to their Open functions.
 var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
 	"redis":           openRedis,
 	"rediss":          openRedis,
@@ -63,6 +65,7 @@ var openers = map[string]func(ctx context.Context, url string) (store.Store, err
 	"rediss+sentinel": openRedis,
 	"postgres":        openPostgres,
 	"postgresql":      openPostgres,
+	"sqlite":          openSQLite,
 }
 
 func openRedis(ctx context.Context, url string) (store.Store, error) {
@@ -71,6 +74,10 @@ func openRedis(ctx context.Context, url string) (store.Store, error) {
 
 func openPostgres(ctx context.Context, url string) (store.Store, error) {
 	return pgstore.Open(ctx, url)
+}
+
+func openSQLite(ctx context.Context, url string) (store.Store, error) {
+	return sqlitestore.Open(ctx, url)
 }
 
 func supportedSchemes() string {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/redisstore"
+	"github.com/herdhq/herd/store/sqlitestore"
 )
 
 // Environment of a child process (the test binary re-executed with
@@ -105,7 +108,7 @@ func runChild() error {
 	defer stopTerm()
 
 	octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	st, err := redisstore.Open(octx, os.Getenv(envURL), redisstore.WithPrefix(os.Getenv(envPrefix)))
+	st, err := openStore(octx, os.Getenv(envURL), os.Getenv(envPrefix))
 	cancel()
 	if err != nil {
 		return err
@@ -129,6 +132,15 @@ func runChild() error {
 	lctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return m.Leave(lctx)
+}
+
+// openStore opens the store at url: SQLite for sqlite://, else Redis with
+// the key prefix.
+func openStore(ctx context.Context, url, prefix string) (store.Store, error) {
+	if strings.HasPrefix(url, "sqlite://") {
+		return sqlitestore.Open(ctx, url)
+	}
+	return redisstore.Open(ctx, url, redisstore.WithPrefix(prefix))
 }
 
 func encode(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

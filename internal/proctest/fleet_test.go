@@ -45,6 +45,8 @@ type fleet struct {
 	prefix     string
 	partitions int
 	ttl        time.Duration
+	interval   time.Duration // between a handler's checkpoints
+	url        string        // the store's, if all children share one
 
 	wg sync.WaitGroup // stdout readers
 
@@ -59,7 +61,7 @@ type fleet struct {
 
 func newFleet(t *testing.T, group, prefix string, partitions int, ttl time.Duration) *fleet {
 	f := &fleet{
-		t: t, group: group, prefix: prefix, partitions: partitions, ttl: ttl,
+		t: t, group: group, prefix: prefix, partitions: partitions, ttl: ttl, interval: 50 * time.Millisecond,
 		children: map[string]*child{},
 		running:  map[string]map[string]runner{},
 		dead:     map[string]int64{},
@@ -122,7 +124,8 @@ func (b *tail) String() string {
 	return string(s)
 }
 
-// start launches a child that joins the group through the Redis at url.
+// start launches a child that joins the group through the store at url
+// (redis:// or sqlite://).
 func (f *fleet) start(name, url string) {
 	f.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.timeout=5m")
@@ -134,7 +137,7 @@ func (f *fleet) start(name, url string) {
 		envMember+"="+name,
 		envPartitions+"="+strconv.Itoa(f.partitions),
 		envTTL+"="+f.ttl.String(),
-		envInterval+"="+(50*time.Millisecond).String(),
+		envInterval+"="+f.interval.String(),
 	)
 	c := &child{name: name, cmd: cmd, stderr: &tail{}, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
@@ -230,6 +233,49 @@ func (f *fleet) signal(name string, sig syscall.Signal) {
 		f.t.Fatalf("signal %v to %s: %v", sig, name, err)
 	}
 }
+
+// locksOf lists the POSIX locks a child holds, as /proc/locks shows them
+// (Linux; none elsewhere).
+func (f *fleet) locksOf(name string) []string {
+	f.mu.Lock()
+	pid := f.children[name].cmd.Process.Pid
+	f.mu.Unlock()
+	b, _ := os.ReadFile("/proc/locks")
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if fs := strings.Fields(line); len(fs) >= 5 && fs[4] == strconv.Itoa(pid) {
+			out = append(out, strings.Join(fs[1:], " "))
+		}
+	}
+	return out
+}
+
+// waitStopped waits until a child sent SIGSTOP is stopped (state T in
+// /proc/PID/stat; Linux), so that what it holds no longer changes.
+func (f *fleet) waitStopped(name string) {
+	f.t.Helper()
+	f.mu.Lock()
+	pid := f.children[name].cmd.Process.Pid
+	f.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // not Linux, or gone
+		}
+		if fs := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(fs) > 0 && (fs[0] == "T" || fs[0] == "t") {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s not stopped within 5s of SIGSTOP", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// isWriteLock reports whether a line of locksOf is a write (exclusive)
+// lock.
+func isWriteLock(line string) bool { return strings.Contains(" "+line+" ", " WRITE ") }
 
 // waitExit waits for a child to exit.
 func (f *fleet) waitExit(name string, d time.Duration) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/redisstore"
 )
 
@@ -99,6 +100,13 @@ func firstStarts(evs []event, seq int, ps map[string]uint64, not string, t0 time
 // 1. kill -9 one child: the others run its partitions again within TTL+1s.
 func testKill9(t *testing.T, raw *redis.Client) {
 	f, members := startFleet(t, raw, "kill9", func(string) string { return redistest.URL() })
+	checkKill9(t, f, members)
+}
+
+// checkKill9 kills c1 of a balanced fleet with SIGKILL and checks that the
+// others run its partitions within TTL+1s, then rebalance.
+func checkKill9(t *testing.T, f *fleet, members []string) {
+	ttl := f.ttl
 	victim := "c1"
 	f.mu.Lock()
 	lost := f.claimsOfLocked(victim)
@@ -245,7 +253,16 @@ func testSigstop(t *testing.T, raw *redis.Client) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	checkSigstop(t, f, members, st)
+}
 
+// checkSigstop stops c3 of a balanced fleet for 3 TTLs and checks the
+// takeover, the fencing of its old claims and its return; st reads the
+// group.
+func checkSigstop(t *testing.T, f *fleet, members []string, st store.Store) {
+	ttl := f.ttl
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	victim := "c3"
 	f.mu.Lock()
 	old := f.claimsOfLocked(victim)
@@ -253,6 +270,26 @@ func testSigstop(t *testing.T, raw *redis.Client) {
 	f.mu.Unlock()
 	stopAt := time.Now()
 	f.signal(victim, syscall.SIGSTOP)
+	f.waitStopped(victim)
+	// A child stopped inside a write transaction on a shared file (SQLite)
+	// holds the file's write lock, and every other process's writes wait
+	// for it: that is another test (TestProcessesSQLite/sigstop-in-write).
+	// Here the stop must land outside one: if it did not, let the child
+	// run a moment and stop it again.
+	for tries := 0; slices.ContainsFunc(f.locksOf(victim), isWriteLock); tries++ {
+		if tries == 20 {
+			t.Fatalf("%s holds a write lock at each of 20 stops: %q", victim, f.locksOf(victim))
+		}
+		t.Logf("%s was stopped holding a write lock (%q); resumed and stopped again", victim, f.locksOf(victim))
+		f.signal(victim, syscall.SIGCONT)
+		time.Sleep(time.Duration(1+tries) * time.Millisecond)
+		stopAt = time.Now()
+		f.signal(victim, syscall.SIGSTOP)
+		f.waitStopped(victim)
+	}
+	if locks := f.locksOf(victim); len(locks) > 0 {
+		t.Logf("file locks the stopped child holds (/proc/locks): %q", locks)
+	}
 
 	// When does the store expire the frozen child's session? Read the
 	// group until the session is gone: the last read that still has it

@@ -1,0 +1,354 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/herdhq/herd/store"
+)
+
+// record is an ownership row as a transaction found it.
+type record struct {
+	session, member, givenBack string
+	epoch                      uint64
+}
+
+// invalid says what is wrong with a row written by someone else, "" if
+// nothing is.
+func (r record) invalid(partition string) string {
+	switch {
+	case store.ValidateID("partition", partition) != nil:
+		return "malformed partition id"
+	case r.epoch == 0:
+		return "epoch 0"
+	case r.session == "" && r.member != "":
+		return "member without a session"
+	case r.session != "" && (store.ValidateID("session", r.session) != nil || store.ValidateID("member", r.member) != nil):
+		return "malformed session or member id"
+	case r.givenBack != "" && store.ValidateID("session", r.givenBack) != nil:
+		return "malformed given_back session id"
+	}
+	return ""
+}
+
+// loadRecord reads partition's row (ok false if none).
+func (w *wtx) loadRecord(partition string) (r record, ok bool, err error) {
+	var epoch int64
+	err = w.row(qRecord,
+		w.g.id, partition).Scan(&r.session, &r.member, &epoch, &r.givenBack)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	r.epoch = uint64(epoch)
+	return r, err == nil, err
+}
+
+func corrupt(op, partition, why string) error {
+	return fmt.Errorf("sqlitestore: %s: the ownership record of %q cannot be used (%s; written by something other than herd?): %w",
+		op, partition, why, store.ErrCorrupt)
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
+	if err := s.begin(ctx, "claim", "group", group, "partition", partition, "session", session); err != nil {
+		return store.Ownership{}, err
+	}
+	rs, err := s.claim(ctx, "claim", group, session, []string{partition})
+	if err != nil {
+		return store.Ownership{}, err
+	}
+	return rs[0].Ownership, rs[0].Err
+}
+
+// ClaimBatch implements store.Store: one transaction for the batch.
+func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	if err := s.begin(ctx, "claim batch", "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateBatch(partitions); err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim batch: %w", err)
+	}
+	if len(partitions) == 0 {
+		return []store.ClaimResult{}, nil
+	}
+	return s.claim(ctx, "claim batch", group, session, partitions)
+}
+
+func (s *Store) claim(ctx context.Context, op, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	out := make([]store.ClaimResult, len(partitions))
+	err := s.write(ctx, op, group, false, func(w *wtx) error {
+		member, ok, err := w.alive(session)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &bailout{fmt.Errorf("sqlitestore: %s by session %q: %w", op, session, store.ErrSessionExpired)}
+		}
+		floor, err := w.epochFloor()
+		if err != nil {
+			return err
+		}
+		for i, p := range partitions {
+			out[i].Ownership, out[i].Err, err = w.claimOne(op, p, session, member, floor)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimOne claims partition for session (alive, of member). res is
+// ErrClaimed or ErrCorrupt for this partition alone; err a database error.
+func (w *wtx) claimOne(op, partition, session, member string, floor uint64) (o store.Ownership, res, err error) {
+	r, found, err := w.loadRecord(partition)
+	if err != nil {
+		return o, nil, err
+	}
+	if found {
+		if why := r.invalid(partition); why != "" {
+			return o, corrupt(op, partition, why), nil
+		}
+		if r.session != "" && r.session != session {
+			_, live, err := w.alive(r.session)
+			if err != nil {
+				return o, nil, err
+			}
+			if live {
+				return o, fmt.Errorf("sqlitestore: %s of %q: owned by live session %q: %w", op, partition, r.session, store.ErrClaimed), nil
+			}
+		}
+	}
+	epoch := store.NextEpoch(max(r.epoch, floor), w.now)
+	givenBack := r.givenBack
+	if givenBack == session {
+		givenBack = "" // the giver claims it back: the mark is moot
+	}
+	if _, err := w.exec(qClaimOwner,
+		w.g.id, partition, session, member, int64(epoch), givenBack, w.us); err != nil {
+		return o, nil, err
+	}
+	var cp []byte
+	err = w.row(qCheckpoint, w.g.id, partition).Scan(&cp)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		cp = nil
+	case err != nil:
+		return o, nil, err
+	case cp == nil:
+		cp = []byte{}
+	}
+	w.log(store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: member, Epoch: epoch})
+	return store.Ownership{Partition: partition, Session: session, Member: member, Epoch: epoch, Checkpoint: cp, GivenBack: givenBack}, nil, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
+	return s.releaseOne(ctx, "release", group, partition, session, epoch, false)
+}
+
+// GiveBack is Release that also marks the record as given back by session:
+// while that session lives, members place the partition on another live
+// member if there is one. The mark stays on the record through later
+// claims by other sessions; a claim by session itself clears it. Same
+// conditions and errors as Release; logs one Released entry with
+// GivenBack set to session.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	return s.releaseOne(ctx, "give back", group, partition, session, epoch, true)
+}
+
+func (s *Store) releaseOne(ctx context.Context, op, group, partition, session string, epoch uint64, giveBack bool) error {
+	if err := s.begin(ctx, op, "group", group, "partition", partition, "session", session); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("sqlitestore: %s of %q: %w", op, partition, err)
+	}
+	var res error
+	err := s.write(ctx, op, group, false, func(w *wtx) error {
+		var err error
+		res, err = w.release(op, partition, session, epoch, giveBack)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return res
+}
+
+// ReleaseBatch implements store.Store: one transaction for the batch.
+func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	if err := s.begin(ctx, "release batch", "group", group, "session", session); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(held))
+	for i, o := range held {
+		ids[i] = o.Partition
+		if err := store.ValidateEpoch(o.Epoch); err != nil {
+			return nil, fmt.Errorf("sqlitestore: release batch of %q: %w", o.Partition, err)
+		}
+	}
+	if err := store.ValidateBatch(ids); err != nil {
+		return nil, fmt.Errorf("sqlitestore: release batch: %w", err)
+	}
+	if len(held) == 0 {
+		return []error{}, nil
+	}
+	out := make([]error, len(held))
+	err := s.write(ctx, "release batch", group, false, func(w *wtx) error {
+		for i, o := range held {
+			var err error
+			if out[i], err = w.release("release batch", o.Partition, session, o.Epoch, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// release releases partition if its record names session (alive) at
+// epoch. res is ErrNotOwner or ErrCorrupt; err a database error.
+func (w *wtx) release(op, partition, session string, epoch uint64, giveBack bool) (res, err error) {
+	notOwner := fmt.Errorf("sqlitestore: %s of %q at epoch %d by session %q: %w", op, partition, epoch, session, store.ErrNotOwner)
+	if w.g == nil {
+		return notOwner, nil
+	}
+	r, found, err := w.loadRecord(partition)
+	if err != nil || !found {
+		return notOwner, err
+	}
+	if why := r.invalid(partition); why != "" {
+		return corrupt(op, partition, why), nil
+	}
+	if r.epoch != epoch || r.session != session {
+		return notOwner, nil
+	}
+	if _, live, err := w.alive(session); err != nil || !live {
+		return notOwner, err
+	}
+	givenBack := r.givenBack
+	if giveBack {
+		givenBack = session
+	}
+	if _, err := w.exec(qRelease,
+		givenBack, w.g.id, partition); err != nil {
+		return nil, err
+	}
+	c := store.Change{Kind: store.Released, Partition: partition, Session: session, Epoch: epoch}
+	if giveBack {
+		c.GivenBack = session
+	}
+	w.log(c)
+	return nil, nil
+}
+
+// Checkpoint implements store.Store. It logs nothing.
+func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "checkpoint", "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("sqlitestore: checkpoint of %q: %w", partition, err)
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("sqlitestore: checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
+			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	var res error
+	err := s.write(ctx, "checkpoint", group, false, func(w *wtx) error {
+		notOwner := fmt.Errorf("sqlitestore: checkpoint of %q at epoch %d: %w", partition, epoch, store.ErrNotOwner)
+		if w.g == nil {
+			res = notOwner
+			return nil
+		}
+		r, found, err := w.loadRecord(partition)
+		if err != nil {
+			return err
+		}
+		if !found || r.epoch != epoch {
+			res = notOwner
+			return nil
+		}
+		if _, live, err := w.alive(r.session); err != nil || !live {
+			res = notOwner
+			return err
+		}
+		return w.setCheckpoint(partition, value)
+	})
+	if err != nil {
+		return err
+	}
+	return res
+}
+
+// setCheckpoint writes partition's checkpoint; nil deletes it.
+func (w *wtx) setCheckpoint(partition string, value []byte) error {
+	if value == nil {
+		_, err := w.exec(qDeleteCheckpoint, w.g.id, partition)
+		return err
+	}
+	_, err := w.exec(qSetCheckpoint,
+		w.g.id, partition, value, w.us)
+	return err
+}
+
+// Restore implements store.Store.
+func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	if err := s.begin(ctx, "restore", "group", group, "partition", partition); err != nil {
+		return err
+	}
+	if err := store.ValidateEpoch(epoch); err != nil {
+		return fmt.Errorf("sqlitestore: restore of %q: %w", partition, err)
+	}
+	if len(value) > store.MaxCheckpointLength {
+		return fmt.Errorf("sqlitestore: restore of %q: value is %d bytes, more than the limit of %d: %w",
+			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
+	}
+	value = bytes.Clone(value)
+	var res error
+	err := s.write(ctx, "restore", group, true, func(w *wtx) error {
+		r, found, err := w.loadRecord(partition)
+		if err != nil {
+			return err
+		}
+		switch {
+		case found && r.invalid(partition) != "":
+			res = corrupt("restore", partition, r.invalid(partition))
+			return nil
+		case found && (r.session != "" || r.epoch >= epoch):
+			res = fmt.Errorf("sqlitestore: restore of %q: the partition has an owned record or one with an epoch as high: %w", partition, store.ErrNotOwner)
+			return nil
+		case found:
+			// A released record with a lower epoch: restored after a data
+			// loss by a member that lost the partition before this caller
+			// had it. The given-back mark stays.
+			_, err = w.exec(qRestoreOwner,
+				int64(epoch), w.us, w.g.id, partition)
+		default:
+			_, err = w.exec(qInsertRestored, w.g.id, partition, int64(epoch), w.us)
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.setCheckpoint(partition, value); err != nil {
+			return err
+		}
+		w.log(store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return res
+}

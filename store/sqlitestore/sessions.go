@@ -1,0 +1,136 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// OpenSession implements store.Store.
+func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
+	if err := s.begin(ctx, "open session", "group", group, "member", member); err != nil {
+		return "", err
+	}
+	if err := validTTL(ttl); err != nil {
+		return "", fmt.Errorf("sqlitestore: open session: %w", err)
+	}
+	if weight < 0 {
+		return "", fmt.Errorf("sqlitestore: open session: weight %d is negative: %w", weight, store.ErrInvalid)
+	}
+	id := newSessionID()
+	err := s.write(ctx, "open session", group, true, func(w *wtx) error {
+		_, err := w.exec(qInsertSession,
+			w.g.id, id, member, int64(weight), w.us+ttlMicros(ttl), ttlMicros(ttl))
+		if err != nil {
+			return err // a repeated random id of 130 bits: not in practice
+		}
+		w.log(store.Change{Kind: store.SessionOpened, Session: id, Member: member, Weight: weight})
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// KeepAlive implements store.Store. It also expires (and logs) the
+// group's sessions whose TTL has passed.
+func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
+	if err := s.begin(ctx, "keep alive", "group", group, "session", session); err != nil {
+		return 0, err
+	}
+	if err := validTTL(ttl); err != nil {
+		return 0, fmt.Errorf("sqlitestore: keep alive: %w", err)
+	}
+	var next time.Duration
+	var res error
+	err := s.write(ctx, "keep alive", group, false, func(w *wtx) error {
+		if w.g == nil {
+			res = fmt.Errorf("sqlitestore: keep alive of session %q: %w", session, store.ErrSessionExpired)
+			return nil
+		}
+		r, err := w.exec(qRenew,
+			w.us+ttlMicros(ttl), ttlMicros(ttl), w.g.id, session, w.us)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 0 {
+			res = fmt.Errorf("sqlitestore: keep alive of session %q: %w", session, store.ErrSessionExpired)
+			return err
+		}
+		next, err = w.nextExpiry()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return next, res
+}
+
+// CloseSession implements store.Store.
+func (s *Store) CloseSession(ctx context.Context, group, session string) error {
+	if err := s.begin(ctx, "close session", "group", group, "session", session); err != nil {
+		return err
+	}
+	return s.write(ctx, "close session", group, false, func(w *wtx) error {
+		if w.g == nil {
+			return nil
+		}
+		r, err := w.exec(qDeleteSession, w.g.id, session)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		w.log(store.Change{Kind: store.SessionClosed, Session: session})
+		return nil
+	})
+}
+
+// ExpireSessions implements store.Store: one transaction expires every due
+// session of the group.
+func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
+	if err := s.begin(ctx, "expire sessions", "group", group); err != nil {
+		return 0, err
+	}
+	var next time.Duration
+	err := s.write(ctx, "expire sessions", group, false, func(w *wtx) error {
+		var err error
+		next, err = w.nextExpiry()
+		return err
+	})
+	return next, err
+}
+
+// SetPartitions implements store.Store.
+func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+	if err := s.begin(ctx, "set partitions", "group", group); err != nil {
+		return err
+	}
+	if err := store.ValidatePartitions(partitions); err != nil {
+		return fmt.Errorf("sqlitestore: set partitions: %w", err)
+	}
+	set := slices.Clone(partitions)
+	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	return s.write(ctx, "set partitions", group, true, func(w *wtx) error {
+		if _, err := w.exec(qDeletePartitions, w.g.id); err != nil {
+			return err
+		}
+		for _, p := range set {
+			if _, err := w.exec(qInsertPartition, w.g.id, p.ID, int64(p.Weight)); err != nil {
+				return err
+			}
+		}
+		if _, err := w.exec(qSetPartset, w.g.id); err != nil {
+			return err
+		}
+		w.g.partset = true
+		w.log(store.Change{Kind: store.PartitionsSet, Partitions: set})
+		return nil
+	})
+}

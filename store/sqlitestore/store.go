@@ -1,0 +1,239 @@
+package sqlitestore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/herdhq/herd/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is a store.Store on one SQLite file. It is safe for concurrent
+// use, and any number of Stores, in this process or others on the host,
+// may share the file.
+type Store struct {
+	db       *sql.DB
+	path     string
+	now      func() time.Time
+	logLimit int
+	notify   *notifier
+	// side is the sidecar file <db>-herd: writers queue on its flock
+	// (lock_unix.go) and ring it as the doorbell (notify.go); nil if it
+	// could not be opened.
+	side *os.File
+
+	// wsem admits one write transaction of this Store at a time: they
+	// would queue for SQLite's file lock anyway, and in Go they queue
+	// without the busy handler's sleeps.
+	wsem chan struct{}
+
+	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
+	cache recordCache          // the last records read of each group (cache.go)
+
+	mu       sync.Mutex
+	closed   bool
+	done     chan struct{} // closed by Close: Watch feeds and waiting Changes end
+	watchers sync.WaitGroup
+}
+
+func newStore(db *sql.DB, path string, cfg config) *Store {
+	s := &Store{
+		db:       db,
+		path:     path,
+		now:      cfg.now,
+		logLimit: cfg.logLimit,
+		wsem:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		stmts:    map[string]*sql.Stmt{},
+		side:     openSidecar(path, path+"-herd"),
+	}
+	s.notify = newNotifier(s, cfg.pollInterval, !cfg.noInotify)
+	return s
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close ends the store's Watch feeds and closes its connections. Sessions
+// are not closed. Calls after Close fail with store.ErrUnavailable.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.watchers.Wait()
+	s.notify.close()
+	if s.side != nil {
+		s.side.Close()
+	}
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	return s.db.Close()
+}
+
+// begin checks what every call checks first: the ids, then the store's
+// state and the context.
+func (s *Store) begin(ctx context.Context, op string, kindIDs ...string) error {
+	for i := 0; i+1 < len(kindIDs); i += 2 {
+		if err := store.ValidateID(kindIDs[i], kindIDs[i+1]); err != nil {
+			return fmt.Errorf("sqlitestore: %s: %w", op, err)
+		}
+	}
+	return s.live(ctx, op)
+}
+
+// live fails if the store is closed or ctx is done.
+func (s *Store) live(ctx context.Context, op string) error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// micros is t in µs since 1970, the unit of every time in the database.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// ttlMicros rounds a TTL up to whole µs.
+func ttlMicros(ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}
+
+func validTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("session TTL %v is not positive: %w", ttl, store.ErrInvalid)
+	}
+	return nil
+}
+
+// newSessionID returns a fresh session id: 130 random bits in base32
+// (A-Z, 2-7). Random rather than a counter in the file, so an id is never
+// reused even by a new file at the same path.
+func newSessionID() string { return rand.Text() }
+
+// isSessionID reports whether id has the form newSessionID gives.
+func isSessionID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// SQLite result codes (the primary code, the low byte of an extended one).
+const (
+	sqliteError    = 1
+	sqlitePerm     = 3
+	sqliteBusy     = 5
+	sqliteLocked   = 6
+	sqliteReadOnly = 8
+	sqliteIOErr    = 10
+	sqliteCorrupt  = 11
+	sqliteFull     = 13
+	sqliteCantOpen = 14
+	sqliteNotADB   = 26
+)
+
+// code is err's primary SQLite result code, 0 if it has none.
+func code(err error) int {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		return e.Code() & 0xff
+	}
+	return 0
+}
+
+// fail maps a database error onto the store's sentinels, keeping it in
+// the chain.
+func fail(op string, err error) error {
+	switch code(err) {
+	case sqliteBusy, sqliteLocked:
+		return fmt.Errorf("sqlitestore: %s: another process held the database's write lock for longer than the busy timeout "+
+			"(a process stopped inside a write?): %w: %w", op, store.ErrUnavailable, err)
+	case sqliteReadOnly, sqlitePerm:
+		return fmt.Errorf("sqlitestore: %s: the database cannot be written (read-only file, directory or file system): %w: %w", op, store.ErrUnavailable, err)
+	case sqliteFull:
+		return fmt.Errorf("sqlitestore: %s: the disk is full: %w: %w", op, store.ErrUnavailable, err)
+	case sqliteIOErr, sqliteCantOpen:
+		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
+	case sqliteCorrupt, sqliteNotADB:
+		return fmt.Errorf("sqlitestore: %s: the database file is damaged: %w: %w", op, store.ErrCorrupt, err)
+	}
+	// Anything else: a context that ended mid-call, a closed store, or a
+	// statement this package did not expect to fail (a table changed by
+	// hand).
+	return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+// group is a group's row, as a transaction found it.
+type group struct {
+	id      int64
+	tag     uint64 // of the last entry (the random start when seq is 0)
+	seq     uint64
+	partset bool
+}
+
+// loadGroup reads the row of the group named name (nil if none).
+func loadGroup(c conn, name string) (*group, error) {
+	var g group
+	var tag, seq int64
+	err := c.row(qGroup, name).Scan(&g.id, &tag, &seq, &g.partset)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.tag, g.seq = uint64(tag), uint64(seq)
+	return &g, nil
+}
+
+// read runs fn in a read transaction: one consistent view of the file,
+// which never waits for writers (WAL).
+func (s *Store) read(ctx context.Context, op string, fn func(c conn) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fail(op, err)
+	}
+	defer tx.Rollback()
+	if err := fn(conn{s: s, ctx: ctx, tx: tx}); err != nil {
+		var be *bailout
+		if errors.As(err, &be) {
+			return be.err
+		}
+		return fail(op, err)
+	}
+	return nil
+}
+
+// bailout carries an error fn wants returned as it is (not as a database
+// error) out of read or write, rolling the transaction back.
+type bailout struct{ err error }
+
+func (b *bailout) Error() string { return b.err.Error() }
