@@ -56,7 +56,9 @@ the Unix epoch, UTC), or on a --cron schedule (five fields, UTC unless it
 starts with CRON_TZ=Zone). Each key runs at an offset into the period given
 by a hash of the key, so that keys are spread over it (--no-spread: all at
 its start). Keys are spread evenly over the members of the group; when a
-member joins, leaves or crashes, its keys move.
+member joins, leaves or crashes, its keys move. Without --store, the members
+meet in herd.db, an SQLite file in the working directory (the members of one
+host); give --store for members on several hosts.
 
 In the arguments, {key}, {slot} (the due time, RFC 3339 UTC), {epoch} and
 {attempt} are replaced. The child's environment also holds HERD_KEY,
@@ -112,7 +114,7 @@ func jobsCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false) // everything after COMMAND is the command's
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd], or mem:// (required)")
+	f.StringVar(&o.storeURL, "store", defaultRunStore, "store URL: sqlite://PATH (a file shared by the members of one host; the default is herd.db in the working directory), redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd], or mem://")
 	f.StringVar(&o.group, "group", "", "the jobs group to join (required)")
 	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
 	f.StringVar(&o.keys, "keys", "", "the group's keys: a,b,c, 0-99, combined, or @file (default: the keys stored)")
@@ -126,7 +128,6 @@ func jobsCmd() *cobra.Command {
 	f.DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL: a crashed member's keys, and its runs, are taken over after it, 10ms to 1h")
 	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
-	_ = cmd.MarkFlagRequired("store")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }

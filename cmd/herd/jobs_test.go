@@ -325,3 +325,23 @@ func TestBenchJobs(t *testing.T) {
 		t.Errorf("figures: %s", out.String())
 	}
 }
+
+// Without --store, herd jobs meets its fellow members in herd.db, an SQLite
+// file in the working directory, as herd run does.
+func TestJobsDefaultStore(t *testing.T) {
+	dir := t.TempDir()
+	m := startHerdIn(t, "m", dir, nil, "jobs", "--group", "g", "--keys", "a", "--every", "1s",
+		"--", "sh", "-c", `echo "ran $HERD_KEY"`)
+	eventually(t, 30*time.Second, "a run on the default store", func() bool {
+		return strings.Contains(m.out.String(), "[a] ran a")
+	})
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.wait(t, 30*time.Second); err != nil {
+		t.Errorf("herd jobs: %v; want a clean exit", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "herd.db")); err != nil {
+		t.Errorf("no herd.db in the working directory: %v", err)
+	}
+}
