@@ -56,6 +56,7 @@ type benchOpts struct {
 	ttl        time.Duration
 	partitions int           // 0: each scenario's own
 	every      time.Duration // the jobs scenario's interval (0: its default)
+	cpuProfile string        // write a CPU profile of the run to this file ("": none)
 }
 
 // validate checks every flag of bench. partitionsSet says whether
@@ -203,6 +204,13 @@ goroutine in this one process (see the README for the memory this costs).`,
 			if err != nil {
 				return err
 			}
+			if o.cpuProfile != "" {
+				stop, err := startCPUProfile(o.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runBenchOn(cmd.Context(), cmd.OutOrStdout(), conn, o)
 		},
 	}
@@ -213,6 +221,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions, 1 to "+commas(maxPartitions)+" (default: each scenario's own)")
 	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet, 1s to 24h")
 	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
+	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (read it with go tool pprof)")
 	return cmd
 }
 
