@@ -476,62 +476,145 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	return nil
 }
 
-// Snapshot implements store.Store. It is one script, so the three lists
-// are one consistent read; it also removes expired sessions (publishing
-// EventLeft for them). It does not read the checkpoints.
+// Snapshot implements store.Store, in two steps: a script expires the due
+// sessions (logging them) and answers the server's time; then one
+// MULTI/EXEC reads the sessions that expire after that time, the partition
+// set, the records and the log's version, one consistent read. A session
+// that expires between the two steps is shown live (with no time left):
+// its expiry is not in the log at the version read, and whoever logs it
+// next makes every replica drop it. It does not read the checkpoints.
+//
+// The read is not part of the script because a script's replies go
+// through Lua: reading 100,000 records in one costs the server about six
+// times what the same commands cost in a transaction (82 ms against 12 ms
+// for a partition set of 100,000 on a 2-core AMD EPYC, Redis 7.0.15), and
+// every member reads the group when it starts.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	if err := s.begin(ctx, "group", group); err != nil {
 		return nil, err
 	}
 	k := s.keys(group)
-	ks, args := s.logArgs(k, []string{k.sessions, k.members, k.partitions, k.owners, k.partset, k.givenback}, k.events)
-	res, err := s.eval(ctx, snapshotScript, ks, args...)
+	ks, args := s.logArgs(k, []string{k.sessions, k.members}, k.events)
+	res, err := s.eval(ctx, pruneScript, ks, args...)
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
-	return decodeSnapshot(k, res)
+	after := str(res, 0)
+	if !allDigits(after) {
+		return nil, unexpected("Snapshot", after)
+	}
+	r, err := s.readGroup(ctx, k, after)
+	if err != nil {
+		return nil, fail("Snapshot", err)
+	}
+	return decodeSnapshot(k, r)
 }
 
-// decodeSnapshot decodes the snapshot script's reply. A record that does not
-// decode (written by hand, by another program or version) is left out and
-// listed in Snapshot.Malformed: one bad record never fails the whole read.
-// Only a reply that is not the script's shape is an error.
-func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
-	if len(res) != 8 {
-		return nil, fmt.Errorf("redisstore: Snapshot: script reply has %d elements, want 8", len(res))
-	}
-	now, err := strconv.ParseInt(str(res, 0), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: Snapshot: bad server time %q", str(res, 0))
-	}
-	strs := func(v any) []string {
-		arr, _ := v.([]any)
-		l := make([]string, len(arr))
-		for j, x := range arr {
-			l[j], _ = x.(string)
+// groupRead is what Snapshot's transaction reads.
+type groupRead struct {
+	now     time.Time // the server's time in the transaction
+	live    []redis.Z // sessions expiring after the prune's time, with their expiry in µs
+	metas   map[string]string
+	parts   map[string]string
+	owners  map[string]string
+	marks   map[string]string // givenback
+	partset bool              // the partset key exists
+	version string            // "" if none, or not a string
+}
+
+// readGroup reads the group in one MULTI/EXEC (all its keys share one hash
+// slot): the sessions whose expiry is after after (µs), the members, the
+// partition set, the records, the GivenBack marks and the log's version.
+func (s *Store) readGroup(ctx context.Context, k keys, after string) (groupRead, error) {
+	var r groupRead
+	read := func() error {
+		var (
+			tm                          *redis.TimeCmd
+			live                        *redis.ZSliceCmd
+			metas, parts, owners, marks *redis.MapStringStringCmd
+			partset                     *redis.IntCmd
+			ver                         *redis.StringCmd
+		)
+		_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			tm = p.Time(ctx)
+			live = p.ZRangeByScoreWithScores(ctx, k.sessions, &redis.ZRangeBy{Min: "(" + after, Max: "+inf"})
+			metas = p.HGetAll(ctx, k.members)
+			parts = p.HGetAll(ctx, k.partitions)
+			owners = p.HGetAll(ctx, k.owners)
+			partset = p.Exists(ctx, k.partset)
+			ver = p.Get(ctx, k.version)
+			marks = p.HGetAll(ctx, k.givenback)
+			return nil
+		})
+		// Every command's own error (the transaction's failure is every
+		// command's), but the version's: a version key this store did not
+		// write (missing, or of another kind) reads as no log, and the
+		// next write starts a new history.
+		for _, c := range []redis.Cmder{tm, live, metas, parts, owners, partset, marks} {
+			if err := c.Err(); err != nil {
+				return s.redirected(err)
+			}
 		}
-		return l
+		if err := ver.Err(); err != nil && !errors.Is(err, redis.Nil) && !isRedisError(err) {
+			return s.redirected(err)
+		}
+		r.version, _ = ver.Result()
+		r.now, r.live = tm.Val(), live.Val()
+		r.metas, r.parts, r.owners, r.marks = metas.Val(), parts.Val(), owners.Val(), marks.Val()
+		r.partset = partset.Val() == 1
+		return nil
 	}
-	live, metas, parts, owners := strs(res[1]), strs(res[2]), strs(res[3]), strs(res[4])
+	if err := await(ctx, read); err != nil {
+		return groupRead{}, err
+	}
+	return r, nil
+}
+
+// isRedisError reports whether err is an error reply of the server (as
+// WRONGTYPE), not a failure to reach it.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// await runs f, and returns when it returns or when ctx ends, whichever
+// comes first: go-redis does not interrupt a command under way when its
+// context is cancelled.
+func await(ctx context.Context, f func() error) error {
+	if ctx.Done() == nil {
+		return f()
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// decodeSnapshot decodes what Snapshot read. A record that does not decode
+// (written by hand, by another program or version) is left out and listed
+// in Snapshot.Malformed: one bad record never fails the whole read.
+func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
+	now := r.now.UnixMicro()
+	metas := r.metas
 	// The GivenBack marks (see mark).
 	var marks map[string]string
-	if l := strs(res[7]); len(l) > 0 {
-		marks = make(map[string]string, len(l)/2)
-		for i := 0; i+1 < len(l); i += 2 {
-			if m := mark(l[i+1]); m != "" {
-				marks[l[i]] = m
+	if len(r.marks) > 0 {
+		marks = make(map[string]string, len(r.marks))
+		for p, v := range r.marks {
+			if m := mark(v); m != "" {
+				marks[p] = m
 			}
 		}
 	}
 
-	meta := make(map[string]string, len(metas)/2)
-	for i := 0; i+1 < len(metas); i += 2 {
-		meta[metas[i]] = metas[i+1]
-	}
 	snap := &store.Snapshot{
-		Sessions:   make([]store.SessionInfo, 0, len(live)/2),
-		Partitions: make([]store.Partition, 0, len(parts)/2),
-		Owners:     make([]store.Ownership, 0, len(owners)/2),
+		Sessions:   make([]store.SessionInfo, 0, len(r.live)),
+		Partitions: make([]store.Partition, 0, len(r.parts)),
+		Owners:     make([]store.Ownership, 0, len(r.owners)),
 	}
 	bad := func(kind, key, id, format string, args ...any) {
 		snap.Malformed = append(snap.Malformed, store.Malformed{
@@ -540,20 +623,16 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			Reason: fmt.Sprintf("key %q: ", key) + fmt.Sprintf(format, args...),
 		})
 	}
-	for i := 0; i+1 < len(live); i += 2 {
-		id := live[i]
-		exp, err := strconv.ParseFloat(live[i+1], 64)
-		if err != nil {
-			bad(store.MalformedSession, k.sessions, id, "score %q is not a number", abbrev(live[i+1]))
-			continue
-		}
+	for _, z := range r.live {
+		id, _ := z.Member.(string)
+		exp := z.Score
 		if !isSessionID(id) {
 			// Written by hand or by another program: a session no member
 			// opened would be given partitions it never claims.
 			bad(store.MalformedSession, k.sessions, id, "not a session id this store makes (26 characters of A-Z, 2-7)")
 			continue
 		}
-		m, ok := meta[id]
+		m, ok := metas[id]
 		if !ok {
 			bad(store.MalformedSession, k.members, id, "live session has no member record")
 			continue
@@ -567,8 +646,11 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 			bad(store.MalformedSession, k.members, id, "%v", err)
 			continue
 		}
-		left := time.Duration(math.MaxInt64)
-		if us := exp - float64(now); us < float64(math.MaxInt64/int64(time.Microsecond)) {
+		// Expired between the prune and the read (see Snapshot): none left.
+		left := time.Duration(0)
+		if us := exp - float64(now); us >= float64(math.MaxInt64/int64(time.Microsecond)) {
+			left = time.Duration(math.MaxInt64)
+		} else if us > 0 {
 			left = time.Duration(us) * time.Microsecond
 		}
 		snap.Sessions = append(snap.Sessions, store.SessionInfo{
@@ -580,38 +662,35 @@ func decodeSnapshot(k keys, res []any) (*store.Snapshot, error) {
 	}
 	// A non-empty hash is a stored set even without partset (written by a
 	// version before partset existed).
-	partset, _ := res[5].(int64)
-	snap.PartitionSetStored = partset == 1 || len(parts) > 0
+	snap.PartitionSetStored = r.partset || len(r.parts) > 0
 	// A version key this store did not write reads as no log: the next
 	// write starts a new history.
-	snap.Version, _ = parseVersion(str(res, 6))
-	for i := 0; i+1 < len(parts); i += 2 {
-		p := parts[i]
+	snap.Version, _ = parseVersion(r.version)
+	for p, w := range r.parts {
 		if err := store.ValidateID("partition", p); err != nil {
 			bad(store.MalformedPartition, k.partitions, p, "%v", err)
 			continue
 		}
-		w, err := strconv.Atoi(parts[i+1])
-		if err != nil || w < 0 || !allDigits(parts[i+1]) {
-			bad(store.MalformedPartition, k.partitions, p, "weight %q is not a non-negative integer", abbrev(parts[i+1]))
+		weight, err := strconv.Atoi(w)
+		if err != nil || weight < 0 || !allDigits(w) {
+			bad(store.MalformedPartition, k.partitions, p, "weight %q is not a non-negative integer", abbrev(w))
 			continue
 		}
-		snap.Partitions = append(snap.Partitions, store.Partition{ID: p, Weight: w})
+		snap.Partitions = append(snap.Partitions, store.Partition{ID: p, Weight: weight})
 	}
-	for i := 0; i+1 < len(owners); i += 2 {
-		p := owners[i]
+	for p, v := range r.owners {
 		if err := store.ValidateID("partition", p); err != nil {
 			bad(store.MalformedOwnership, k.owners, p, "%v", err)
 			continue
 		}
-		epoch, session, member, ok := parseRecord(owners[i+1])
+		epoch, session, member, ok := parseRecord(v)
 		if !ok {
-			bad(store.MalformedOwnership, k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(owners[i+1]))
+			bad(store.MalformedOwnership, k.owners, p, "value %q is not <epoch>:<session>:<member>", abbrev(v))
 			continue
 		}
 		if session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil) ||
 			session == "" && member != "" {
-			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(owners[i+1]))
+			bad(store.MalformedOwnership, k.owners, p, "value %q names a malformed session or member", abbrev(v))
 			continue
 		}
 		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, GivenBack: marks[p]})

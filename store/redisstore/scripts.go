@@ -254,27 +254,14 @@ redis.call('PUBLISH', ARGV[1], 'P\n\n')
 return {'ok'}
 `)
 
-// KEYS: sessions, members, partitions, owners, partset, givenback. ARGV: channel.
-// Checkpoints are not read: a snapshot carries none (Claim returns the one
-// it needs), so a read costs O(records) whatever the checkpoints' size, and
-// does not block the server while it copies them. Every due session is
-// expired first (and logged), so the live sessions are exactly those the
-// log has not ended, and the version read last is the snapshot's.
-var snapshotScript = logged(`
+// KEYS: sessions, members. ARGV: channel. Snapshot's first step: every
+// due session is expired (and logged), and the server's time, in µs, is
+// the answer. The read that follows (Snapshot, a MULTI/EXEC) lists the
+// sessions that expire after that time, so the live sessions it shows are
+// exactly those the log has not ended at the version it reads.
+var pruneScript = logged(`
 prune(KEYS[1], KEYS[2], ARGV[1], -1)
-log_done()
-local ver = redis.pcall('GET', VERK)
-if type(ver) ~= 'string' then ver = '' end
-return {
-  now_s,
-  redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_s, '+inf', 'WITHSCORES'),
-  redis.call('HGETALL', KEYS[2]),
-  redis.call('HGETALL', KEYS[3]),
-  redis.call('HGETALL', KEYS[4]),
-  redis.call('EXISTS', KEYS[5]),
-  ver,
-  redis.call('HGETALL', KEYS[6]),
-}
+return {now_s}
 `)
 
 // claimFn claims partition p for the live session s of member m: it
