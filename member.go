@@ -71,6 +71,11 @@ type Member struct {
 	planGap   time.Duration
 
 	rep replica // the member's copy of the group, fed by feedLoop
+	// aim and aimAt: the target of the plan under way and the version of
+	// the copy it was computed on, made the replica's aim by reconcile
+	// once the plan is carried out (aim.go).
+	aim   *aim
+	aimAt store.Version
 	// writes counts this member's completed writes that the replica must
 	// show before plan may judge them (a session opened, a batch of
 	// claims): each is numbered when its call returns, and a read of the
@@ -151,6 +156,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		released:    map[string]uint64{},
 	}
 	m.rel = newReleaser(m)
+	m.rep.log = m.log.Warn
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err

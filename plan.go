@@ -49,15 +49,24 @@ var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: ma
 // claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	var pl reconcilePlan
+	if next, ok := m.rep.onAim(sess.id, time.Now()); ok && len(m.restores) == 0 {
+		// Every entry since the last full plan carried it out: nothing
+		// to do (aim.go).
+		pl.next, pl.wait = next, true
+		return pl, nil
+	}
+	m.rep.dropAim()
+	m.aim = nil
 	m.plannedAt = time.Now()
 	snap, base, err := m.rep.current()
+	defer m.rep.release()
 	if snap != nil {
 		defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
 	}
 	if err != nil {
 		return pl, fmt.Errorf("read group: %w", err)
 	}
-	if snap == nil || base < sess.seq {
+	if snap == nil || base < sess.seq || !m.rep.isFresh() {
 		// The read that shows this session is under way; the feed wakes
 		// the loop when it is done.
 		pl.wait = true
@@ -104,7 +113,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	for _, s := range snap.Sessions {
 		m.sessions[s.ID] = true
 	}
-	if wait := m.cfg.JoinSettle - time.Since(m.joinedAt); wait > 0 {
+	if wait := m.rep.settle(m.cfg.JoinSettle) - time.Since(m.joinedAt); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
@@ -148,6 +157,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	// Partitions given back (ErrGiveBack) go to another member than the
 	// one that gave them back, while it lives (givenback.go).
 	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
+	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, time.Now().Add(m.cfg.RenewInterval)), snap.Version
 
 	// Partitions we run: keep, drop (lost) or hand off.
 	for p, sl := range slots {

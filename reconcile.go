@@ -65,6 +65,11 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
+	if pl.next == 0 && m.aim != nil {
+		// The plan left nothing to look at later: until an entry says
+		// otherwise, the next plans would find nothing to do (aim.go).
+		m.rep.setAim(m.aim, m.aimAt)
+	}
 	return pl.next, nil
 }
 

@@ -18,25 +18,30 @@ const changesPerRead = 10 * store.MaxBatch
 
 // replica is the member's copy of the group: one Snapshot, taken when a
 // session opens (and again whenever the log cannot be continued, or the
-// store contradicts the copy), then kept up to date by the feed goroutine
-// (feedLoop), which applies the group's log to it. plan reads it instead of
-// reading the group from the store, so a rebalance costs the store the
-// entries of its changes, not one read of every record per member per
-// change.
+// store contradicts the copy), then kept up to date with the group's log.
+// plan reads it instead of reading the group from the store, so a rebalance
+// costs the store the entries of its changes, not one read of every record
+// per member per change.
 //
-// The feed applies batches to work, its own copy, under mu; plan gets a
-// copy of work (view) that nothing changes afterwards, so it never sees a
-// half-applied batch and the feed never waits for a plan. The copy costs
-// one copy of the records per plan, which reads them all anyway; the
-// partition set and the malformed list are shared, as Apply replaces the
-// first whole and never touches the second.
+// The feed goroutine (feedLoop) reads the log and queues its entries
+// (pending); plan applies what is queued when it takes the copy (current),
+// all at once, and uses it in place until it hands it back (release). So a
+// burst of entries costs one pass over the records per plan, however many
+// batches the log delivered them in (a first placement of 100,000
+// partitions arrives in a hundred batches of claims: merging each into the
+// records would cost a hundred passes), and a plan never copies the
+// records. The feed applies the queue itself only when it grows large
+// while no plan takes it (the member is between sessions or waiting):
+// then it works on a copy if plan holds the current one.
 type replica struct {
-	mu    sync.Mutex
-	work  *store.Snapshot // nil until the first read
-	base  uint64          // Member.writes when the read of work's snapshot began
-	view  *store.Snapshot // the last copy given to plan, nil when work changed since
-	err   error           // why the last read failed, nil after one succeeded
-	again bool            // read the group anew (the copy is stale or diverged)
+	mu      sync.Mutex
+	work    *store.Snapshot // nil until the first read
+	pending []store.Change  // entries after work.Version, not applied yet
+	lent    bool            // plan is using work (current .. release)
+	base    uint64          // Member.writes when the read of work's snapshot began
+	took    time.Duration   // how long the last read of the group took
+	err     error           // why the last read failed, nil after one succeeded
+	again   bool            // read the group anew (the copy is stale or diverged)
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
@@ -45,27 +50,115 @@ type replica struct {
 	cancel context.CancelFunc
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when. They are not claimed
-	// again until an entry about them is applied, or for RenewInterval;
-	// see plan.
+	// again until an entry about them arrives, or for RenewInterval; see
+	// plan.
 	contested map[string]time.Time
+	log       func(msg string, args ...any) // a warning about a diverged copy
+	// aim is the target of the last full plan (nil: none, plan in full),
+	// offAim whether an entry since was not progress toward it (aim.go).
+	aim    *aim
+	offAim bool
+	// fresh: the feed has had an answer from the log since the last read
+	// of the group. A read is slow on a large group, and members joining
+	// together open their sessions meanwhile: until the log has answered
+	// once, plan does not know whether it shows every session, and waits.
+	fresh bool
 }
 
-// current returns the copy for plan (nil if the group was never read), the
-// writes it is known to show (see Member.writes), and the error of the
-// last read if it failed.
+// freshWait bounds the feed's first call to the log after a read of the
+// group (see replica.fresh).
+const freshWait = 150 * time.Millisecond
+
+// isFresh reports whether the log has answered since the last read.
+func (r *replica) isFresh() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fresh
+}
+
+// maxPending is how many entries the feed queues before it applies them
+// itself, for a copy of the group snap: as many as the group has records or
+// partitions (applying them, or copying the records first, costs a pass over
+// the records: at most about one record's worth per entry), and at least
+// changesPerRead. The queue's memory is then of the order of the copy's.
+func maxPending(snap *store.Snapshot) int {
+	return max(len(snap.Owners), len(snap.Partitions), changesPerRead)
+}
+
+// current returns the copy for plan, with every entry received so far
+// applied (nil if the group was never read, or the copy diverged from the
+// log and is being read anew), the writes it is known to show (see
+// Member.writes), and the error of the last read if it failed. The copy is
+// plan's until release: nothing changes it meanwhile.
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.work == nil || r.distrusted {
 		return nil, 0, r.err
 	}
-	if r.view == nil {
-		v := *r.work
-		v.Sessions = append([]store.SessionInfo(nil), r.work.Sessions...)
-		v.Owners = append([]store.Ownership(nil), r.work.Owners...)
-		r.view = &v
+	if !r.applyPending() {
+		return nil, 0, r.err
 	}
-	return r.view, r.base, r.err
+	r.lent = true
+	return r.work, r.base, r.err
+}
+
+// settle is how long plan waits after a member joined (see
+// Config.JoinSettle): JoinSettle, or twice the last read of the group if
+// that is longer. Members that join together open their sessions while
+// the first of them read the group; on a large group (100,000 partitions:
+// a tenth of a second or more) that takes longer than JoinSettle, and a
+// member that planned before the others' sessions showed would claim more
+// than its share, to hand the surplus off again a moment later.
+func (r *replica) settle(joinSettle time.Duration) time.Duration {
+	if joinSettle < 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(joinSettle, 2*r.took)
+}
+
+// release hands the copy current returned back to the feed.
+func (r *replica) release() {
+	r.mu.Lock()
+	r.lent = false
+	r.mu.Unlock()
+}
+
+// applyPending applies the queued entries to work (a copy of it if plan
+// holds it) and reports whether the copy is usable: false if the entries do
+// not fit it, in which case the group is read anew. r.mu is held.
+func (r *replica) applyPending() bool {
+	if len(r.pending) == 0 {
+		return true
+	}
+	if r.lent {
+		r.work, r.lent = r.work.Clone(), false
+	}
+	err := r.work.ApplyAll(r.pending)
+	clear(r.pending) // let the entries' strings go
+	r.pending = r.pending[:0]
+	if err != nil {
+		if r.log != nil {
+			r.log("the group's log does not fit the member's copy; reading the group anew", "err", err)
+		}
+		r.work, r.again = nil, true
+		if r.cancel != nil {
+			r.cancel()
+		}
+		return false
+	}
+	return true
+}
+
+// version is the point of the log the copy has reached, queued entries
+// included. r.mu is held.
+func (r *replica) version() store.Version {
+	if n := len(r.pending); n > 0 {
+		return r.pending[n-1].Version
+	}
+	return r.work.Version
 }
 
 // resync asks the feed to read the group anew, at once.
@@ -155,13 +248,19 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			// 0.1 s of a Redis core), and one given up on is read again
 			// from the start: give it the TTL, not a renewal's time.
 			ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
+			began := time.Now()
 			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 			cancel()
+			took := time.Since(began)
 			r.mu.Lock()
 			if err == nil {
 				// contested is kept: a record broken by hand (ErrCorrupt)
 				// may look free in the new read too.
-				r.work, r.base, r.view, r.err, r.distrusted = sortedCopy(snap), base, nil, nil, false
+				// plan may still hold the old copy: it is left to it.
+				r.work, r.base, r.err, r.distrusted, r.took = sortedCopy(snap), base, nil, false, took
+				r.aim, r.fresh = nil, false
+				clear(r.pending)
+				r.pending, r.lent = r.pending[:0], false
 			} else {
 				r.again = true
 				if m.runCtx.Err() == nil {
@@ -177,31 +276,50 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		}
 		ctx, cancel := context.WithCancel(m.runCtx)
 		r.mu.Lock()
-		after := r.work.Version
-		r.cancel = cancel
-		again := r.again
+		again := r.again || r.work == nil
+		var after store.Version
+		if !again {
+			after = r.version()
+			r.cancel = cancel
+		}
+		first := !r.fresh
 		r.mu.Unlock()
 		if again {
 			cancel()
 			continue
 		}
-		cs, _, err := m.st.Changes(ctx, m.cfg.Group, after, changesPerRead)
+		cctx, ccancel := ctx, context.CancelFunc(func() {})
+		if first {
+			// The first call after a read answers within freshWait even
+			// if the log has nothing new: plan waits for it (see fresh).
+			cctx, ccancel = context.WithTimeout(ctx, freshWait)
+		}
+		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
+		if first && cctx.Err() != nil && ctx.Err() == nil {
+			err = nil // nothing new within freshWait: the copy is up to date
+		}
+		ccancel()
 		cancel()
 		r.mu.Lock()
 		r.cancel = nil
-		asked := r.again
+		freshNow := err == nil && !r.fresh
+		if freshNow {
+			r.fresh = true
+		}
+		asked := r.again || r.work == nil
 		switch {
 		case asked || m.runCtx.Err() != nil:
-			// A read was asked for (which cancelled the call): make it.
+			// A read was asked for (which cancelled the call), or the copy
+			// diverged: make it.
 		case err == nil && len(cs) > 0:
-			if r.work.Version != after {
-				break // unreachable: only this goroutine changes work
+			if r.version() != after {
+				break // unreachable: only this goroutine queues entries
 			}
-			if aerr := r.work.ApplyAll(cs); aerr != nil {
-				m.log.Warn("the group's log does not fit the member's copy; reading the group anew", "err", aerr)
-				r.again = true
+			r.checkAim(cs)
+			r.pending = append(r.pending, cs...)
+			if len(r.pending) >= maxPending(r.work) {
+				r.applyPending()
 			}
-			r.view = nil
 			for _, c := range cs {
 				if c.Partition != "" {
 					delete(r.contested, c.Partition)
@@ -216,6 +334,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// whose snapshots lack their version) is read again with back-off.
 		gone := errors.Is(err, store.ErrVersionGone) && read
 		r.mu.Unlock()
+		if freshNow {
+			m.poke() // plan waits for it
+		}
 		switch {
 		case m.runCtx.Err() != nil:
 			return

@@ -1,0 +1,126 @@
+package herd
+
+// The aim: what the last full plan decided, so that the entries that only
+// carry it out cost no plan.
+//
+// A full plan costs O(P) for P partitions: applying the log's entries to
+// the replica, joining the records with the partition set, computing the
+// target. During a rebalance nearly every entry is progress toward the
+// target every member computed: a claim of a partition by its target owner,
+// or the release of a partition by an owner that hands it to another.
+// Such an entry changes nothing this member has to do, and the target
+// computed after it is the same (balance keeps a partition's target when
+// it moves to that target: see balance's TestPartialFillKeepsTarget for a
+// fill, and its sticky pass for the rest). So the feed checks each entry
+// against the aim as it arrives (O(log P)), and plan runs in full only when
+// an entry is not such progress: a session opened, closed or expired, a
+// claim by another member than the target, a release of a partition whose
+// target is this member (it is to claim it), a give-back, a restore, a new
+// partition set. A 100,000-partition first placement then costs each
+// member a few full plans instead of one per batch of entries.
+//
+// The aim is dropped, and the next plan is full, whenever something else
+// may call for action: a read of the group, a contested claim, a plan that
+// left something to look at later (a hold, JoinSettle), a session lost.
+// It also expires after RenewInterval, so that a target that did change
+// after all (an assumption the check cannot prove for every input) or a
+// record of this member's that it does not run (a claim whose reply was
+// lost) is acted on within that bound.
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// aim is the target of the last full plan.
+type aim struct {
+	sess    string            // this member's session
+	parts   []store.Partition // the partition set planned (sorted; read-only)
+	members []string          // live session ids, by index
+	target  []int32           // per partition of parts: index in members (-1: none)
+	until   time.Time         // when to plan in full again anyway
+}
+
+// newAim records the target of a full plan: sessions and parts as plan saw
+// them (sorted by id), target as balance computed it (copied).
+func newAim(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32, until time.Time) *aim {
+	a := &aim{sess: sess, parts: parts, target: slices.Clone(target), until: until}
+	a.members = make([]string, len(sessions))
+	for i, s := range sessions {
+		a.members[i] = s.ID
+	}
+	return a
+}
+
+// progress reports whether entry c only carries out the aim: a claim by
+// the partition's target owner, or a plain release by an owner that is not
+// its target owner, of a partition whose target owner is another member.
+func (a *aim) progress(c store.Change) bool {
+	if c.Kind != store.Claimed && c.Kind != store.Released {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+	if !ok || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
+		return false
+	}
+	t := a.members[a.target[i]]
+	if c.Kind == store.Claimed {
+		return c.Session == t
+	}
+	return c.GivenBack == "" && c.Session != t && t != a.sess
+}
+
+// setAim makes a the aim, for a full plan of the copy at version v. The
+// entries that arrived since (still queued) are checked against it; if the
+// feed applied some of them already, they cannot be, and the aim is off.
+func (r *replica) setAim(a *aim, v store.Version) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.aim, r.offAim = a, false
+	if r.work == nil || r.work.Version != v {
+		r.offAim = true
+		return
+	}
+	for _, c := range r.pending {
+		if !a.progress(c) {
+			r.offAim = true
+			return
+		}
+	}
+}
+
+// dropAim makes the next plan a full one.
+func (r *replica) dropAim() {
+	r.mu.Lock()
+	r.aim = nil
+	r.mu.Unlock()
+}
+
+// onAim reports whether every entry since the last full plan was progress
+// toward its aim, so that plan has nothing to do, and if so how long until
+// the aim expires.
+func (r *replica) onAim(sess string, now time.Time) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.aim
+	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted || len(r.contested) > 0 || !now.Before(a.until) {
+		return 0, false
+	}
+	return a.until.Sub(now), true
+}
+
+// checkAim checks entries that just arrived against the aim. r.mu is held.
+func (r *replica) checkAim(cs []store.Change) {
+	if r.aim == nil || r.offAim {
+		return
+	}
+	for _, c := range cs {
+		if !r.aim.progress(c) {
+			r.offAim = true
+			return
+		}
+	}
+}
