@@ -1,0 +1,92 @@
+package herd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// TestAimProgress checks which entries count as carrying out a plan's
+// target (and so cost no plan) and which make the next plan a full one.
+func TestAimProgress(t *testing.T) {
+	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
+	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
+	// p1 -> A (this member), p2 -> B, p3 -> C
+	a := newAim("A", sessions, parts, []int32{0, 1, 2}, time.Now().Add(time.Minute))
+	cases := []struct {
+		name string
+		c    store.Change
+		want bool
+	}{
+		{"claim by the target owner", store.Change{Kind: store.Claimed, Partition: "p2", Session: "B"}, true},
+		{"own claim of its target", store.Change{Kind: store.Claimed, Partition: "p1", Session: "A"}, true},
+		{"claim by another than the target", store.Change{Kind: store.Claimed, Partition: "p2", Session: "C"}, false},
+		{"claim by this member of another's target", store.Change{Kind: store.Claimed, Partition: "p3", Session: "A"}, false},
+		{"release toward another member", store.Change{Kind: store.Released, Partition: "p2", Session: "C"}, true},
+		{"own release toward another member", store.Change{Kind: store.Released, Partition: "p3", Session: "A"}, true},
+		{"release of this member's target (to claim)", store.Change{Kind: store.Released, Partition: "p1", Session: "B"}, false},
+		{"release by the target owner", store.Change{Kind: store.Released, Partition: "p2", Session: "B"}, false},
+		{"give-back", store.Change{Kind: store.Released, Partition: "p2", Session: "C", GivenBack: "C"}, false},
+		{"partition outside the set", store.Change{Kind: store.Claimed, Partition: "p9", Session: "A"}, false},
+		{"session opened", store.Change{Kind: store.SessionOpened, Session: "D"}, false},
+		{"session expired", store.Change{Kind: store.SessionExpired, Session: "B"}, false},
+		{"session closed", store.Change{Kind: store.SessionClosed, Session: "B"}, false},
+		{"restore", store.Change{Kind: store.Restored, Partition: "p2", Epoch: 9}, false},
+		{"partition set", store.Change{Kind: store.PartitionsSet}, false},
+	}
+	for _, tc := range cases {
+		if got := a.progress(tc.c); got != tc.want {
+			t.Errorf("%s: progress = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A partition the balance left without a target is never progress.
+	b := newAim("A", sessions, parts, []int32{0, -1, 7}, time.Now().Add(time.Minute))
+	for _, p := range []string{"p2", "p3"} {
+		if b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}) {
+			t.Errorf("claim of %s, which has no valid target: progress", p)
+		}
+	}
+}
+
+// TestReplicaAim checks the replica's bookkeeping: entries that arrived
+// before the aim was set are checked against it, an entry off the aim or
+// the aim's expiry makes the next plan full, and a new read drops it.
+func TestReplicaAim(t *testing.T) {
+	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}}
+	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}}
+	now := time.Now()
+	a := newAim("A", sessions, parts, []int32{0, 1}, now.Add(time.Second))
+	v := store.Version{Seq: 5, Tag: 1}
+	r := &replica{work: &store.Snapshot{Version: v}}
+
+	r.pending = []store.Change{{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p2", Session: "B"}}
+	r.setAim(a, v)
+	if _, ok := r.onAim("A", now); !ok {
+		t.Fatal("progress queued before the aim was set: plan not skipped")
+	}
+	if _, ok := r.onAim("B", now); ok {
+		t.Fatal("another session's plan skipped on this aim")
+	}
+	if _, ok := r.onAim("A", now.Add(time.Second)); ok {
+		t.Fatal("plan skipped after the aim expired")
+	}
+	r.checkAim([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
+	if _, ok := r.onAim("A", now); ok {
+		t.Fatal("plan skipped after a session opened")
+	}
+
+	// An aim set on a copy the feed has moved past cannot be checked.
+	r.pending = nil
+	r.work.Version = store.Version{Seq: 7, Tag: 1}
+	r.setAim(a, v)
+	if _, ok := r.onAim("A", now); ok {
+		t.Fatal("plan skipped although entries after the plan were applied unchecked")
+	}
+
+	r.setAim(a, r.work.Version)
+	r.contest("p1", now)
+	if _, ok := r.onAim("A", now); ok {
+		t.Fatal("plan skipped with a contested claim")
+	}
+}
