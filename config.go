@@ -113,10 +113,10 @@ type Config struct {
 	// long before claiming or handing off, so that members joining at
 	// nearly the same time (a deployment scaling out) are balanced in one
 	// step and no partition moves twice. Leaves and crashes are acted on at
-	// once. Default 100ms; negative means no wait. A member waits at least
-	// twice as long as its last read of the whole group took: members
-	// joining together open their sessions while others read the group,
-	// which on a large group takes longer than JoinSettle.
+	// once. Default 100ms; negative means no wait. After reading the whole
+	// group (when its session opens), a member also waits as long as the
+	// read took: members joining together open their sessions while others
+	// read the group, which on a large group takes longer than JoinSettle.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

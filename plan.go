@@ -113,7 +113,11 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	for _, s := range snap.Sessions {
 		m.sessions[s.ID] = true
 	}
-	if wait := m.rep.settle(m.cfg.JoinSettle) - time.Since(m.joinedAt); wait > 0 {
+	settled := m.joinedAt.Add(m.cfg.JoinSettle)
+	if m.cfg.JoinSettle > 0 {
+		settled = latest(settled, m.rep.settled(m.cfg.SessionTTL/4))
+	}
+	if wait := time.Until(settled); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
@@ -400,6 +404,14 @@ func resize[T any](s []T, n int) []T {
 		return make([]T, n, n+n/8)
 	}
 	return s[:n]
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // planGap is the least time between two plans of a group of p records, the

@@ -40,6 +40,7 @@ type replica struct {
 	lent    bool            // plan is using work (current .. release)
 	base    uint64          // Member.writes when the read of work's snapshot began
 	took    time.Duration   // how long the last read of the group took
+	readAt  time.Time       // when it ended
 	err     error           // why the last read failed, nil after one succeeded
 	again   bool            // read the group anew (the copy is stale or diverged)
 	// distrusted: plan must not use the copy until a read succeeds (the
@@ -103,20 +104,18 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	return r.work, r.base, r.err
 }
 
-// settle is how long plan waits after a member joined (see
-// Config.JoinSettle): JoinSettle, or twice the last read of the group if
-// that is longer. Members that join together open their sessions while
-// the first of them read the group; on a large group (100,000 partitions:
-// a tenth of a second or more) that takes longer than JoinSettle, and a
+// settled returns when the membership a member saw in its last read of the
+// group can be taken as settled: as long after that read as the read took
+// (at most limit). Members that join together open their sessions while the
+// first of them read the group; on a large group (100,000 partitions: a
+// tenth of a second or more) that takes longer than JoinSettle, and a
 // member that planned before the others' sessions showed would claim more
-// than its share, to hand the surplus off again a moment later.
-func (r *replica) settle(joinSettle time.Duration) time.Duration {
-	if joinSettle < 0 {
-		return 0
-	}
+// than its share, to hand the surplus off again a moment later. Joins long
+// after the read wait JoinSettle only.
+func (r *replica) settled(limit time.Duration) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(joinSettle, 2*r.took)
+	return r.readAt.Add(min(r.took, limit))
 }
 
 // release hands the copy current returned back to the feed.
@@ -257,7 +256,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// contested is kept: a record broken by hand (ErrCorrupt)
 				// may look free in the new read too.
 				// plan may still hold the old copy: it is left to it.
-				r.work, r.base, r.err, r.distrusted, r.took = sortedCopy(snap), base, nil, false, took
+				r.work, r.base, r.err, r.distrusted, r.took, r.readAt = sortedCopy(snap), base, nil, false, took, time.Now()
 				r.aim, r.fresh = nil, false
 				clear(r.pending)
 				r.pending, r.lent = r.pending[:0], false
