@@ -156,7 +156,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		released:    map[string]uint64{},
 	}
 	m.rel = newReleaser(m)
-	m.rep.log = m.log.Warn
+	m.rep.log, m.rep.kick = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err

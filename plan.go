@@ -35,6 +35,7 @@ type reconcileBuf struct {
 	rec      []int32           // per partition: index of its record in the snapshot, or -1
 	target   []int32           // per partition: index in members of its target owner
 	strays   []int32           // records of ours for partitions outside the set
+	records  int               // records found (placeholders aside)
 	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
 	checked  []store.Partition // the last partition set found sorted
 	from     []store.Partition // the partition set parts was made from
@@ -77,13 +78,6 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	if len(snap.Owners) < m.lastRecords {
-		// Records are never deleted: the store lost data (a failover to a
-		// replica that missed the last writes may keep our session).
-		m.log.Warn("ownership records vanished from the store: it lost data", "records", len(snap.Owners), "before", m.lastRecords)
-		m.holdAfterLoss(true)
-	}
-	m.lastRecords = len(snap.Owners)
 	// Restores that failed before this session opened, or a partition set
 	// the store lost (put back even when no checkpoint is pending).
 	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
@@ -141,6 +135,13 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		owners = sortedOwners(owners)
 		b.join(sessions, parts, owners, sess.id)
 	}
+	if b.records < m.lastRecords {
+		// Records are never deleted: the store lost data (a failover to a
+		// replica that missed the last writes may keep our session).
+		m.log.Warn("ownership records vanished from the store: it lost data", "records", b.records, "before", m.lastRecords)
+		m.holdAfterLoss(true)
+	}
+	m.lastRecords = b.records
 	// Partitions we claimed that the replica does not show yet are ours:
 	// the target must not move them for want of their entries.
 	for p, sl := range slots {
@@ -170,7 +171,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		i, inSet := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
 		var rec *store.Ownership
-		if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok {
+		if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok && owners[r].Epoch > 0 {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && base < sl.seq {
@@ -349,10 +350,14 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 	prev := b.owner
 	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
 	b.strays = b.strays[:0]
+	b.records = 0
 	// stray consumes owners[j], which matches no partition.
 	stray := func(j int) bool {
 		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
 			return false
+		}
+		if owners[j].Epoch > 0 {
+			b.records++
 		}
 		if owners[j].Session == mine {
 			b.strays = append(b.strays, int32(j))
@@ -380,6 +385,11 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		if j == len(owners) {
 			continue
 		}
+		if owners[j].Epoch == 0 {
+			j++ // a placeholder of the member's copy (withPlaceholders): no record
+			continue
+		}
+		b.records++
 		b.rec[i] = int32(j)
 		if s := owners[j].Session; s != "" {
 			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {

@@ -46,9 +46,10 @@ type replica struct {
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
-	// cancel ends the feed's blocked Changes call, so that a read asked
-	// for is made at once.
+	// cancel ends the feed's blocked Changes call, and kick its pause
+	// after a failure, so that a read asked for is made at once.
 	cancel context.CancelFunc
+	kick   chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when. They are not claimed
 	// again until an entry about them arrives, or for RenewInterval; see
@@ -160,13 +161,18 @@ func (r *replica) version() store.Version {
 	return r.work.Version
 }
 
-// resync asks the feed to read the group anew, at once.
+// resync asks the feed to read the group anew, at once: it cancels the
+// feed's call to the log, or ends its pause after a failure.
 func (r *replica) resync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.again = true
 	if r.cancel != nil {
 		r.cancel()
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -226,6 +232,11 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		select {
 		case <-m.runCtx.Done():
 		case <-time.After(backoff):
+		case <-r.kick:
+			// A read was asked for (a new session's, most often, after an
+			// outage that had the back-off grow): make it at once.
+			backoff = 20 * time.Millisecond
+			return
 		}
 		backoff = min(2*backoff, m.cfg.RenewInterval)
 	}
@@ -294,14 +305,17 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			cctx, ccancel = context.WithTimeout(ctx, freshWait)
 		}
 		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
-		if first && cctx.Err() != nil && ctx.Err() == nil {
+		cancelled := ctx.Err() != nil // by resync, or the member stopping
+		if first && cctx.Err() != nil && !cancelled {
 			err = nil // nothing new within freshWait: the copy is up to date
 		}
 		ccancel()
 		cancel()
 		r.mu.Lock()
 		r.cancel = nil
-		freshNow := err == nil && !r.fresh
+		// Any answer counts, an error too: then it is not the log that is
+		// late, and plan goes on with the copy it has, as it would have.
+		freshNow := !cancelled && !r.fresh
 		if freshNow {
 			r.fresh = true
 		}
@@ -377,7 +391,51 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 			break
 		}
 	}
+	c.Owners = withPlaceholders(c.Partitions, c.Owners)
 	return c
+}
+
+// withPlaceholders returns the records rs (sorted by partition) with a
+// placeholder, a record of epoch 0 (which no store writes), for every
+// partition of ps (sorted) that has none. The member's copy keeps one
+// entry per partition, so that the claims of a first placement replace
+// entries in place instead of each batch inserting records into the
+// sorted list (a pass over every record per batch); plan reads a
+// placeholder as no record (see join).
+func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
+	if len(rs) >= len(ps) && len(ps) > 0 && len(rs) > 0 && !missingRecord(ps, rs) {
+		return rs
+	}
+	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
+	j := 0
+	for _, p := range ps {
+		for j < len(rs) && rs[j].Partition < p.ID {
+			out = append(out, rs[j])
+			j++
+		}
+		if j < len(rs) && rs[j].Partition == p.ID {
+			out = append(out, rs[j])
+			j++
+			continue
+		}
+		out = append(out, store.Ownership{Partition: p.ID})
+	}
+	return append(out, rs[j:]...)
+}
+
+// missingRecord reports whether a partition of ps (sorted) has no record in
+// rs (sorted).
+func missingRecord(ps []store.Partition, rs []store.Ownership) bool {
+	j := 0
+	for _, p := range ps {
+		for j < len(rs) && rs[j].Partition < p.ID {
+			j++
+		}
+		if j == len(rs) || rs[j].Partition != p.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // ownRecordsIntact reads the records of the partitions this member runs
