@@ -397,15 +397,13 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 
 // withPlaceholders returns the records rs (sorted by partition) with a
 // placeholder, a record of epoch 0 (which no store writes), for every
-// partition of ps (sorted) that has none. The member's copy keeps one
+// partition of ps (sorted) that has none, and the partition ids of ps's
+// strings (comparing two ids is quickest when they are one string). The member's copy keeps one
 // entry per partition, so that the claims of a first placement replace
 // entries in place instead of each batch inserting records into the
 // sorted list (a pass over every record per batch); plan reads a
 // placeholder as no record (see join).
 func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
-	if len(rs) >= len(ps) && len(ps) > 0 && len(rs) > 0 && !missingRecord(ps, rs) {
-		return rs
-	}
 	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
 	j := 0
 	for _, p := range ps {
@@ -414,7 +412,9 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Owners
 			j++
 		}
 		if j < len(rs) && rs[j].Partition == p.ID {
-			out = append(out, rs[j])
+			r := rs[j]
+			r.Partition = p.ID // one string for both: plan compares them
+			out = append(out, r)
 			j++
 			continue
 		}
@@ -423,20 +423,6 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Owners
 	return append(out, rs[j:]...)
 }
 
-// missingRecord reports whether a partition of ps (sorted) has no record in
-// rs (sorted).
-func missingRecord(ps []store.Partition, rs []store.Ownership) bool {
-	j := 0
-	for _, p := range ps {
-		for j < len(rs) && rs[j].Partition < p.ID {
-			j++
-		}
-		if j == len(rs) || rs[j].Partition != p.ID {
-			return true
-		}
-	}
-	return false
-}
 
 // ownRecordsIntact reads the records of the partitions this member runs
 // (Store.Records, MaxBatch at a time) and reports whether each still names

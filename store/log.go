@@ -183,6 +183,7 @@ func (s *Snapshot) Apply(c Change) error {
 // diverged anyway and must be rebuilt from a new Snapshot.
 func (s *Snapshot) ApplyAll(cs []Change) error {
 	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
+	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
 	var added map[string]*Ownership // records new to s, merged into Owners at the end
 	flush := func() {
 		if len(added) == 0 {
@@ -230,7 +231,13 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, cur.Epoch)
 			}
 			o := Ownership{Partition: c.Partition, Session: c.Session, Member: c.Member, Epoch: c.Epoch}
+			if i, ok := slices.BinarySearchFunc(s.Sessions, c.Session, bySession); ok {
+				// The strings s already holds: readers compare them with
+				// others from s, which is quicker when they are the same.
+				o.Session, o.Member = s.Sessions[i].ID, s.Sessions[i].Member
+			}
 			if cur != nil {
+				o.Partition = cur.Partition
 				o.GivenBack = keptMark(cur.GivenBack, c.Session)
 				*cur = o
 			} else {
