@@ -116,7 +116,8 @@ func pgAddr(t *testing.T) string {
 	t.Helper()
 	cfg, err := pgconn.ParseConfig(pgtest.URL())
 	if err != nil {
-		t.Fatalf("parsing %s: %v", pgtest.Redacted(), err)
+		// pgx's message may quote the URL, password and all.
+		t.Fatalf("HERD_POSTGRES_URL %s: pgx cannot parse it", pgtest.Redacted())
 	}
 	if strings.HasPrefix(cfg.Host, "/") || len(cfg.Fallbacks) > 0 {
 		t.Skipf("the cut test needs one TCP server; %s is not", pgtest.Redacted())
