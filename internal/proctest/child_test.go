@@ -19,6 +19,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
 	"github.com/herdhq/herd/store/sqlitestore"
 )
@@ -134,11 +135,14 @@ func runChild() error {
 	return m.Leave(lctx)
 }
 
-// openStore opens the store at url: SQLite for sqlite://, else Redis with
-// the key prefix.
+// openStore opens the store at url: SQLite for sqlite://, PostgreSQL for
+// postgres:// (the schema in the URL), else Redis with the key prefix.
 func openStore(ctx context.Context, url, prefix string) (store.Store, error) {
-	if strings.HasPrefix(url, "sqlite://") {
+	switch {
+	case strings.HasPrefix(url, "sqlite://"):
 		return sqlitestore.Open(ctx, url)
+	case strings.HasPrefix(url, "postgres://"):
+		return pgstore.Open(ctx, url)
 	}
 	return redisstore.Open(ctx, url, redisstore.WithPrefix(prefix))
 }

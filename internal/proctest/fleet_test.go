@@ -125,7 +125,7 @@ func (b *tail) String() string {
 }
 
 // start launches a child that joins the group through the store at url
-// (redis:// or sqlite://).
+// (redis://, sqlite:// or postgres://).
 func (f *fleet) start(name, url string) {
 	f.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.timeout=5m")

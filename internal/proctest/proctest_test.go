@@ -158,6 +158,15 @@ func testCut(t *testing.T, raw *redis.Client) {
 		proxies[m] = p
 		return withHost(t, redistest.URL(), p.Addr())
 	})
+	checkCut(t, f, members, proxies)
+}
+
+// checkCut cuts c2 of a balanced fleet (each child connected through its
+// proxy in proxies) off from the store for 1.5 TTLs and checks that it
+// stops its handlers before anyone else starts them, that the others take
+// over, and that restored, it rejoins and the fleet rebalances.
+func checkCut(t *testing.T, f *fleet, members []string, proxies map[string]*proxy) {
+	ttl := f.ttl
 	victim := "c2"
 	f.mu.Lock()
 	lost := f.claimsOfLocked(victim)
@@ -184,7 +193,7 @@ func testCut(t *testing.T, raw *redis.Client) {
 	}
 	restoreAt := time.Now()
 	proxies[victim].Restore()
-	t.Logf("%s was cut off from Redis for %v", victim, restoreAt.Sub(cutAt).Round(time.Millisecond))
+	t.Logf("%s was cut off from the store for %v", victim, restoreAt.Sub(cutAt).Round(time.Millisecond))
 
 	evs := f.snapshotEvents()
 	stops := map[string]event{}

@@ -18,8 +18,8 @@ func testPrefix(t testing.TB, raw *redis.Client) string {
 	return redistest.Prefix(t, raw, "herdproctest")
 }
 
-// withHost returns rawURL (a redis:// URL) pointing at addr instead, with
-// the same credentials and database.
+// withHost returns rawURL (a redis:// or postgres:// URL) pointing at addr
+// instead, with the same credentials, database and options.
 func withHost(t testing.TB, rawURL, addr string) string {
 	t.Helper()
 	u, err := url.Parse(rawURL)

@@ -343,8 +343,12 @@ func (h *hub) listen(ctx context.Context) (verified bool, err error) {
 	for {
 		n, err := conn.WaitForNotification(vctx)
 		if err != nil {
+			// Only the check's own deadline means LISTEN does not work;
+			// read before cancel, which would set vctx.Err() whatever the
+			// cause (a connection lost during the check is just lost).
+			unverified := ctx.Err() == nil && errors.Is(vctx.Err(), context.DeadlineExceeded)
 			cancel()
-			if ctx.Err() == nil && vctx.Err() != nil {
+			if unverified {
 				return false, errListenUnverified
 			}
 			return false, err

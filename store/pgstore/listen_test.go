@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store"
 )
 
@@ -232,6 +233,50 @@ func TestListenUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A LISTEN connection lost while the store checks it (waiting for its own
+// notification) is a lost connection, not a LISTEN that does not work: the
+// store connects again at once, and neither warns nor falls back to
+// polling for a minute.
+func TestListenDroppedDuringCheck(t *testing.T) {
+	s := openTest(t, WithPollInterval(20*time.Millisecond), withBackstop(time.Hour))
+	// A channel nobody notifies, named after the test's own schema: the
+	// check waits (30 s) and the connection is found by its LISTEN.
+	channel := s.schema + "_check"
+	s.hub.listenOn = channel
+	s.hub.verify = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "listen-check-dropped"
+	if _, err := s.OpenSession(ctx, group, "m", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := changesAsync(ctx, s, group, snap.Version) // starts the listener
+	listening := func() int64 {
+		return pgtest.Count(t, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE query = $1`, `LISTEN "`+channel+`"`)
+	}
+	var pid int64
+	waitFor(t, 10*time.Second, "a LISTEN connection being checked", func() bool { pid = listening(); return pid != 0 })
+	admin(t, "SELECT pg_terminate_backend($1)", int32(pid))
+	waitFor(t, 5*time.Second, "a new LISTEN connection after the first was terminated during its check", func() bool {
+		p := listening()
+		return p != 0 && p != pid
+	})
+	s.hub.mu.Lock()
+	warned := s.hub.warned
+	s.hub.mu.Unlock()
+	if warned {
+		t.Error("the store warned that LISTEN does not work after its connection was terminated during the check")
+	}
+	if err := s.SetPartitions(ctx, group, []store.Partition{{ID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEntry(t, ch, store.PartitionsSet, 5*time.Second, "a change while the LISTEN connection is being checked")
 }
 
 // Changes returns promptly when its context ends while it waits.

@@ -1,0 +1,406 @@
+package proctest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/herdhq/herd/internal/pgtest"
+	"github.com/herdhq/herd/store/pgstore"
+)
+
+// The PostgreSQL fleet: 4 processes, 64 partitions, a checkpoint every
+// 250ms per partition (256 commits a second), the same 2s TTL.
+const (
+	pgChildren   = 4
+	pgPartitions = 64
+	pgInterval   = 250 * time.Millisecond
+)
+
+// TestProcessesPostgres runs the kill -9, cut and SIGSTOP tests of
+// TestProcesses on members sharing a PostgreSQL schema (the postgres://
+// store), with the same assertions, and one more: the server terminates
+// every connection of one member (pg_terminate_backend), its LISTEN
+// connection included, over and over for two TTLs.
+func TestProcessesPostgres(t *testing.T) {
+	if os.Getenv(envChild) == "1" {
+		t.Skip("in a child process")
+	}
+	if testing.Short() {
+		t.Skip("starts 4 OS processes per subtest and takes about 40s; skipped with -short")
+	}
+	pgtest.Need(t)
+	t.Run("kill9", func(t *testing.T) {
+		pf := startPGFleet(t, "kill9", nil)
+		checkKill9(t, pf.fleet, pf.members)
+	})
+	t.Run("cut", func(t *testing.T) {
+		target := pgAddr(t)
+		proxies := map[string]*proxy{}
+		pf := startPGFleet(t, "cut", func(m, url string) string {
+			p := newProxy(t, target)
+			proxies[m] = p
+			return withHost(t, url, p.Addr())
+		})
+		checkCut(t, pf.fleet, pf.members, proxies)
+	})
+	t.Run("sigstop", func(t *testing.T) {
+		pf := startPGFleet(t, "sigstop", nil)
+		checkSigstop(t, pf.fleet, pf.members, pf.st)
+	})
+	t.Run("terminate", testPGTerminate)
+}
+
+// pgFleet is a fleet on a schema of its own.
+type pgFleet struct {
+	*fleet
+	members []string
+	schema  string
+	st      *pgstore.Store // the test's own store on the schema
+}
+
+// appName is the application_name of a child's connections: the schema
+// makes it unique, so the test never terminates a connection it did not
+// make.
+func (pf *pgFleet) appName(member string) string { return "herdproc_" + pf.schema + "_" + member }
+
+// url is a child's store URL (or the test's, for member "test").
+func (pf *pgFleet) url(member string) string {
+	return pgtest.WithOptions(pgtest.URL(), "schema", pf.schema, "application_name", pf.appName(member))
+}
+
+// startPGFleet makes a schema (dropped at the end), opens the test's own
+// store on it (which creates the tables), starts the children (child name
+// -> store URL through via, if not nil) and waits until they share the
+// partitions evenly.
+func startPGFleet(t *testing.T, name string, via func(member, url string) string) *pgFleet {
+	t.Helper()
+	pf := &pgFleet{schema: pgtest.Schema(t)} // dropped after the children and the store are gone
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := pgstore.Open(ctx, pf.url("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	pf.st = st
+	pf.fleet = newFleet(t, "proctest-pg-"+name, "", pgPartitions, ttl)
+	pf.interval = pgInterval
+	for i := range pgChildren {
+		pf.members = append(pf.members, fmt.Sprintf("c%d", i))
+	}
+	for _, m := range pf.members {
+		url := pf.url(m)
+		if via != nil {
+			url = via(m, url)
+		}
+		pf.start(m, url)
+	}
+	d := pf.waitBalanced("the fleet to spread the partitions", pf.members, 0, 30*time.Second)
+	t.Logf("%d processes share %d partitions evenly %v after starting (schema %s)", pgChildren, pgPartitions, d.Round(time.Millisecond), pf.schema)
+	return pf
+}
+
+// pgAddr is the host:port of the test server, for the proxy.
+func pgAddr(t *testing.T) string {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(pgtest.URL())
+	if err != nil {
+		// pgx's message may quote the URL, password and all.
+		t.Fatalf("HERD_POSTGRES_URL %s: pgx cannot parse it", pgtest.Redacted())
+	}
+	if strings.HasPrefix(cfg.Host, "/") || len(cfg.Fallbacks) > 0 {
+		t.Skipf("the cut test needs one TCP server; %s is not", pgtest.Redacted())
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+// backend is one server process of a child's, from pg_stat_activity.
+type backend struct {
+	pid    int32
+	listen bool // its last statement was LISTEN: the store's LISTEN connection
+}
+
+// admin is the test's own connection for pg_stat_activity and
+// pg_terminate_backend.
+type admin struct {
+	t    *testing.T
+	conn *pgx.Conn
+}
+
+func newAdmin(t *testing.T) *admin {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", pgtest.Redacted(), err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return &admin{t: t, conn: conn}
+}
+
+// backends lists the connections whose application_name is app.
+func (a *admin) backends(app string) []backend {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := a.conn.Query(ctx, `SELECT pid, coalesce(query, '') LIKE 'LISTEN %' FROM pg_stat_activity WHERE application_name = $1`, app)
+	if err != nil {
+		a.t.Fatalf("reading pg_stat_activity: %v", err)
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend, error) {
+		var b backend
+		return b, r.Scan(&b.pid, &b.listen)
+	})
+	if err != nil {
+		a.t.Fatalf("reading pg_stat_activity: %v", err)
+	}
+	return bs
+}
+
+// terminate ends every connection whose application_name is app and
+// returns those it ended.
+func (a *admin) terminate(app string) []backend {
+	a.t.Helper()
+	if !strings.HasPrefix(app, "herdproc_herd_test_") {
+		a.t.Fatalf("refusing to terminate connections named %q: not a name this test gives", app)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The connections are chosen first, in a materialized CTE, and
+	// pg_terminate_backend is called in the select list on those rows
+	// only: in a WHERE clause the planner may order the conditions as it
+	// likes and call it on every backend of the server.
+	rows, err := a.conn.Query(ctx, `WITH b AS MATERIALIZED (
+  SELECT pid, application_name AS app, coalesce(query, '') LIKE 'LISTEN %' AS listen
+  FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()
+)
+SELECT pid, listen, CASE WHEN app = $1 THEN pg_terminate_backend(pid) ELSE false END FROM b`, app)
+	if err != nil {
+		a.t.Fatalf("pg_terminate_backend: %v", err)
+	}
+	var bs []backend
+	for rows.Next() {
+		var b backend
+		var ended bool
+		if err := rows.Scan(&b.pid, &b.listen, &ended); err != nil {
+			a.t.Fatalf("pg_terminate_backend: %v", err)
+		}
+		if ended {
+			bs = append(bs, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		a.t.Fatalf("pg_terminate_backend: %v", err)
+	}
+	return bs
+}
+
+// waitListening waits until a connection named app, not one of gone (a
+// terminated backend may still be listed for a moment), is a LISTEN
+// connection, and returns its pid.
+func (a *admin) waitListening(app string, timeout time.Duration, gone map[int32]bool) int32 {
+	a.t.Helper()
+	begin := time.Now()
+	for {
+		for _, b := range a.backends(app) {
+			if b.listen && !gone[b.pid] {
+				return b.pid
+			}
+		}
+		if time.Since(begin) > timeout {
+			a.t.Fatalf("no LISTEN connection named %s within %v: %v", app, timeout, a.backends(app))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The terminate test: how often and for how long the server ends the
+// victim's connections, and how long the fleet has to be balanced again
+// after the last time.
+const (
+	terminateEvery   = 250 * time.Millisecond
+	terminateFor     = 2 * ttl
+	terminateRecover = 10 * time.Second
+	// A change must reach the member well within the 10 s backstop read of
+	// a Changes call waiting on a LISTEN connection that works.
+	joinSeen = 5 * time.Second
+)
+
+// testPGTerminate: the server terminates every connection of c2 (its
+// pool's and its LISTEN connection) every 250ms for 2 TTLs. The member
+// reconnects, keeps or regains its partitions, never two handlers run one
+// partition at once, no checkpoint goes backwards or is accepted from a
+// superseded epoch, the fleet is balanced again within 10 s of the last
+// termination, c2 LISTENs again, and when a fifth member joins it sees it
+// and gives it partitions within 5 s.
+func testPGTerminate(t *testing.T) {
+	pf := startPGFleet(t, "terminate", nil)
+	f := pf.fleet
+	a := newAdmin(t)
+	victim := "c2"
+	app := pf.appName(victim)
+	listenPID := a.waitListening(app, 10*time.Second, nil)
+	f.mu.Lock()
+	before := len(f.claimsOfLocked(victim))
+	seq := len(f.events)
+	f.mu.Unlock()
+
+	var rounds, listens int
+	ended := map[int32]bool{}
+	var lastAt time.Time // the last round
+	begin := time.Now()
+	tick := time.NewTicker(terminateEvery)
+	for {
+		bs := a.terminate(app)
+		lastAt = time.Now()
+		rounds++
+		for _, b := range bs {
+			ended[b.pid] = true
+			if b.listen {
+				listens++
+			}
+		}
+		if lastAt.Sub(begin) >= terminateFor {
+			break
+		}
+		<-tick.C
+	}
+	tick.Stop()
+	t.Logf("terminated %d connections of %s (%d of them its LISTEN connection) in %d rounds over %v",
+		len(ended), victim, listens, rounds, lastAt.Sub(begin).Round(time.Millisecond))
+	if listens == 0 {
+		t.Errorf("the LISTEN connection of %s (pid %d before) was never terminated; the test did not exercise it", victim, listenPID)
+	}
+
+	pid := a.waitListening(app, terminateRecover, ended)
+	t.Logf("%s LISTENs again (pid %d, was %d) %v after the last termination", victim, pid, listenPID, time.Since(lastAt).Round(time.Millisecond))
+	f.waitBalanced("the fleet to be balanced after the terminations", pf.members, 1, max(terminateRecover-time.Since(lastAt), time.Second))
+	d := time.Since(lastAt)
+	t.Logf("after the last termination: balanced %v later: %v", d.Round(time.Millisecond), f.counts())
+	if d > terminateRecover {
+		t.Errorf("the fleet was balanced %v after the last termination; want within %v", d, terminateRecover)
+	}
+
+	var stops, starts, failed, taken int
+	var sample string
+	lastOK := map[string]int64{} // partition -> the victim's last accepted checkpoint
+	var gaps []time.Duration     // per partition of the victim: the longest time without one
+	longest := map[string]time.Duration{}
+	for _, ev := range f.snapshotEvents()[seq:] {
+		switch {
+		case ev.Member != victim:
+			if ev.Ev == "start" {
+				taken++ // in a balanced fleet, only the victim's partitions move
+			}
+		case ev.Ev == "stop":
+			stops++
+		case ev.Ev == "start":
+			starts++
+		case ev.Ev == "cp_ok":
+			if prev, ok := lastOK[ev.Partition]; ok {
+				longest[ev.Partition] = max(longest[ev.Partition], time.Duration(ev.T-prev))
+			}
+			lastOK[ev.Partition] = ev.T
+		case strings.HasPrefix(ev.Ev, "cp_"):
+			failed++
+			if sample == "" {
+				sample = ev.Ev + ": " + ev.Err
+			}
+		}
+	}
+	for _, d := range longest {
+		gaps = append(gaps, d)
+	}
+	t.Logf("%s ran %d partitions before; since the first termination it stopped %d handlers and started %d, and the others started %d partitions",
+		victim, before, stops, starts, taken)
+	t.Logf("%d of its checkpoints failed (e.g. %s); the longest time a partition of %s went without an accepted checkpoint, per partition: %s",
+		failed, sample, victim, stats(gaps))
+
+	// A fifth member joins: c2 must see it through its log (the LISTEN
+	// connection it made again, or polling while it has none) and give it
+	// partitions long before the backstop read.
+	joinAt := time.Now()
+	f.start("c4", pf.url("c4"))
+	all := append(slices.Clone(pf.members), "c4")
+	d = f.waitBalanced("the fleet to take in a fifth member", all, 1, joinSeen+5*time.Second)
+	var gave time.Duration
+	for _, ev := range f.snapshotEvents() {
+		if ev.Member == victim && ev.Ev == "stop" && ev.T > joinAt.UnixNano() {
+			gave = time.Unix(0, ev.T).Sub(joinAt)
+			break
+		}
+	}
+	t.Logf("c4 joined: %s gave up its first partition %v after the start of c4, the fleet of 5 balanced %v after it: %v",
+		victim, gave.Round(time.Millisecond), d.Round(time.Millisecond), f.counts())
+	if gave == 0 || gave > joinSeen {
+		t.Errorf("%s gave up its first partition to the new member %v after it started; want within %v", victim, gave, joinSeen)
+	}
+
+	f.stopAll()
+	checkCheckpoints(t, f.snapshotEvents())
+	f.checkExclusive(nil)
+}
+
+// checkCheckpoints checks, by the children's timestamps, that every
+// handler started from at least the last checkpoint accepted for its
+// partition before, and that no checkpoint was accepted at an epoch after
+// a higher epoch of the partition had started.
+func checkCheckpoints(t *testing.T, evs []event) {
+	t.Helper()
+	byPart := map[string][]event{}
+	for _, ev := range evs {
+		if ev.Ev == "start" || ev.Ev == "cp_ok" {
+			byPart[ev.Partition] = append(byPart[ev.Partition], ev)
+		}
+	}
+	bad, starts := 0, 0
+	for p, es := range byPart {
+		sort.SliceStable(es, func(i, j int) bool { return es[i].T < es[j].T })
+		var lastOK, maxStarted uint64
+		for _, ev := range es {
+			switch ev.Ev {
+			case "start":
+				starts++
+				if ev.Value < lastOK {
+					bad++
+					t.Errorf("partition %s: %s started it (epoch %d) at %s from checkpoint %d; %d had been accepted", p, ev.Member, ev.Epoch, ts(ev.T), ev.Value, lastOK)
+				}
+				maxStarted = max(maxStarted, ev.Epoch)
+			case "cp_ok":
+				// The write began before any later start can have
+				// superseded it only if Sent precedes that start; a write
+				// sent after a higher epoch started must be refused.
+				lastOK = max(lastOK, ev.Value)
+				if ev.Epoch < maxStarted && ev.Sent > startOf(es, maxStarted) {
+					bad++
+					t.Errorf("partition %s: checkpoint %d at epoch %d, sent at %s, was accepted after epoch %d started", p, ev.Value, ev.Epoch, ts(ev.Sent), maxStarted)
+				}
+			}
+		}
+	}
+	if bad == 0 {
+		t.Logf("checkpoints: %d handler starts checked, none from before a checkpoint accepted earlier, none accepted at a superseded epoch", starts)
+	}
+}
+
+// startOf is the time of the start event at epoch in es.
+func startOf(es []event, epoch uint64) int64 {
+	for _, ev := range es {
+		if ev.Ev == "start" && ev.Epoch == epoch {
+			return ev.T
+		}
+	}
+	return 0
+}
