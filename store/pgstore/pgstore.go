@@ -141,11 +141,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	for _, o := range append(t.opts, opts...) {
 		o(&cfg)
 	}
-	// Connections are made ready in the background: pool_min_conns of
-	// them (default 2) at once, each warmed up (warm.go).
-	if !t.minConnsSet {
-		pc.MinConns = min(2, pc.MaxConns)
-	}
+	// No connection is opened ahead of need (pgx's pool_min_conns is 0
+	// unless the URL sets it): members that start together would each open
+	// spare connections, warmed up (warm.go), while they connect, and the
+	// server serves those first. Ten members joining at once connected in
+	// 0.06-0.16 s this way, against 0.25-0.37 s with two each opened ahead
+	// (herd bench --scenario scale-out-large, 2-core machine, PostgreSQL 15).
 	if checkSchema(cfg.schema) == nil {
 		pc.AfterConnect = warmUp(buildQueries(quoteIdent(cfg.schema)))
 	}

@@ -25,8 +25,6 @@ type target struct {
 	redacted string   // the URL without secrets, for messages
 	secrets  []string // values to keep out of every message
 	opts     []Option // herd's options from the query
-	// minConnsSet: the query sets pgx's pool_min_conns.
-	minConnsSet bool
 }
 
 func invalid(redacted, format string, args ...any) error {
@@ -106,7 +104,6 @@ func parseURL(raw string) (*target, error) {
 			return nil, invalid(t.redacted, "option %s is given %d times", k, len(v))
 		}
 	}
-	t.minConnsSet = q.Has("pool_min_conns")
 	for _, k := range herdOptions {
 		if !q.Has(k) {
 			continue
