@@ -423,7 +423,6 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Owners
 	return append(out, rs[j:]...)
 }
 
-
 // ownRecordsIntact reads the records of the partitions this member runs
 // (Store.Records, MaxBatch at a time) and reports whether each still names
 // this session at the epoch it runs. One edited by hand (broken, deleted
