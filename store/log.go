@@ -234,7 +234,10 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 			if i, ok := slices.BinarySearchFunc(s.Sessions, c.Session, bySession); ok {
 				// The strings s already holds: readers compare them with
 				// others from s, which is quicker when they are the same.
-				o.Session, o.Member = s.Sessions[i].ID, s.Sessions[i].Member
+				o.Session = s.Sessions[i].ID
+				if s.Sessions[i].Member == c.Member {
+					o.Member = s.Sessions[i].Member
+				}
 			}
 			if cur != nil {
 				o.Partition = cur.Partition
