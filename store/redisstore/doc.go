@@ -113,12 +113,14 @@
 // # Log
 //
 // Every script that changes the group appends its entries to the group's
-// stream in the same script (see log.go for the encoding), and trims it
-// with XADD MAXLEN ~ (WithLogLimit, default 100,000 entries, about 106
-// bytes each for claims). Entries are chained by their tags, so a reader
+// stream in the same script (see log.go for the encoding: the changes of
+// one script, a batch of claims say, are entries of up to 100 changes),
+// and trims it with XADD MINID ~ (WithLogLimit, default 100,000 changes,
+// about 88 bytes each for claims). Entries are chained by their tags, so a reader
 // never continues into another history of the group (deleted and written
-// again, or a failover that lost the latest entries). Changes reads with one script (version check
-// and XRANGE) and, at the end of the log, one XREAD BLOCK of at most 30 s.
+// again, or a failover that lost the latest entries). Changes reads with a
+// small script (the version check) and one XREAD, which at the end of the
+// log blocks for at most 30 s.
 // The stream is under the group's hash tag like every other key, so Redis
 // Cluster keeps a group on one slot, and DeleteGroup deletes it.
 //

@@ -20,8 +20,8 @@ import (
 // The group's log is a Redis stream, <prefix>:{<b64 group>}:log, appended
 // inside the very script that makes each change, so the change and its entry
 // are one atomic step. Its entry ids are "<seq>-<tag>": the sequence number
-// in the first part, so XREAD addresses entries by sequence without a
-// mapping, and the entry's tag in the second. The version key holds
+// of the entry's (last) change in the first part, so XREAD addresses
+// entries by sequence without a mapping, and the entry's tag in the second. The version key holds
 // "<tag>:<seq>" of the last entry; it is written by the same script, so a
 // snapshot reads it consistently. A store.Version is (seq, tag).
 //
@@ -47,9 +47,9 @@ import (
 // the same check, without another round trip.
 //
 // Each entry is one field "e" (one short field name for the whole stream:
-// entries with the master entry's fields store only their values), whose
-// value is a kind letter and the entry's values separated by "\n" (ids
-// contain no control characters):
+// entries with the master entry's fields store only their values). An
+// entry of one change has as value a kind letter and the change's values
+// separated by "\n" (ids contain no control characters):
 //
 //	O\n<session>\n<weight>:<member>       SessionOpened
 //	X\n<session>                          SessionClosed
@@ -59,15 +59,37 @@ import (
 //	T\n<partition>\n<epoch>               Restored
 //	P(\n<partition>\n<weight>)*           PartitionsSet (the whole set)
 //
-// The stream is trimmed with XADD MAXLEN ~ <limit>: approximately, which
-// costs nothing per entry (Redis drops whole nodes of 100 entries), and
-// keeps at least limit entries.
+// A script that makes several changes (a batch of claims or releases, the
+// sessions a call found expired) writes them as entries of up to maxGroup
+// changes each, whose value is "M" and the changes' values, each after a
+// record separator (0x1e, which no id contains):
+//
+//	M(\x1e<change>)+
+//
+// Such an entry's id is the sequence of its last change: it holds the
+// changes from seq-n+1 to seq, and change i's version is (seq-n+1+i, the
+// entry's tag). One entry per change cost the server an XADD and a SHA-1
+// per change and every reader a stream entry per change; a first placement
+// of 100,000 partitions read by 16 members was 1.6 million entries read.
+// A partition set is always an entry of its own.
+//
+// The stream is trimmed with XADD MINID ~ <seq - limit>: approximately,
+// which costs nothing per entry (Redis drops whole nodes of 100 entries),
+// and keeps at least the last limit changes.
 
-// DefaultLogLimit is how many entries of a group's log the store keeps at
+// maxGroup is the most changes one entry of the log holds; maxGroupLua is
+// the same number for the scripts (TestMaxGroupLua checks they agree).
+// Changes reads max/maxGroup entries at a time (at least one), so that one
+// read returns at most about max changes.
+const (
+	maxGroup    = 100
+	maxGroupLua = "100"
+)
+
+// DefaultLogLimit is how many changes of a group's log the store keeps at
 // least by default: a whole first placement of 100,000 partitions (one
-// Claimed entry each), so that a member lagging behind it need not read a
-// new snapshot. At about 106 bytes an entry (BenchmarkLogBytesPerEntry),
-// about 11 MB per group at most.
+// Claimed change each), so that a member lagging behind it need not read a
+// new snapshot. See BenchmarkLogBytesPerEntry for the bytes a change costs.
 const DefaultLogLimit = 100_000
 
 // defaultChangesBlock is the longest one Changes call blocks in XREAD. A
@@ -85,9 +107,9 @@ type logConfig struct {
 	block time.Duration // 0: defaultChangesBlock (tests shorten it)
 }
 
-// WithLogLimit sets how many entries of each group's log the store keeps at
+// WithLogLimit sets how many changes of each group's log the store keeps at
 // least (default DefaultLogLimit; Redis's approximate trimming keeps up to
-// about 100 more). A reader further behind gets store.ErrVersionGone and
+// about 100 entries more). A reader further behind gets store.ErrVersionGone and
 // reads a new snapshot. n < 1 is read as 1.
 func WithLogLimit(n int) Option {
 	return func(c *config) { c.log.limit = max(n, 1) }
@@ -273,7 +295,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 }
 
 // waitChanges blocks in XREAD for the entries after after.
-func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, max int) ([]store.Change, store.Version, error) {
+func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int) ([]store.Change, store.Version, error) {
 	block := s.log.block
 	if block <= 0 {
 		block = defaultChangesBlock
@@ -287,7 +309,7 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, ma
 	}
 	args := &redis.XReadArgs{
 		Streams: []string{k.log, strconv.FormatUint(after.Seq, 10) + "-" + strconv.FormatUint(after.Tag, 10)},
-		Count:   int64(max),
+		Count:   int64(entriesFor(limit)),
 		Block:   block,
 	}
 	type reply struct {
@@ -317,34 +339,70 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, ma
 	case len(r.xs) == 0 || len(r.xs[0].Messages) == 0:
 		return nil, after, nil
 	}
-	return decodeEntries(after, r.xs[0].Messages)
+	return decodeEntries(after, r.xs[0].Messages, limit)
+}
+
+// entriesFor is how many entries of the log one read asks for, to return
+// max changes: enough if every entry holds maxGroup changes, and at least
+// min(max, maxGroup), so that a log of lone changes is read as many at a
+// time (the changes read beyond max are read again by the next call).
+func entriesFor(limit int) int {
+	return max((limit+maxGroup-1)/maxGroup, min(limit, maxGroup))
 }
 
 // decodeEntries checks that msgs continue after without a gap and in its
-// history (each tag chains from the previous one), and decodes them.
-func decodeEntries(after store.Version, msgs []redis.XMessage) ([]store.Change, store.Version, error) {
-	out := make([]store.Change, 0, len(msgs))
+// history (each tag chains from the previous one), and decodes at most max
+// changes of them. after may be inside an entry (a read that stopped at
+// max): that entry's changes up to after are left out.
+func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
+	out := make([]store.Change, 0, min(max, len(msgs)))
 	v := after
 	for _, m := range msgs {
 		id, ok := parseEntryID(m.ID)
 		val, _ := m.Values["e"].(string)
-		switch {
-		case !ok:
+		if !ok {
 			return nil, after, gone(after, "entry id %q is not <seq>-<tag>", abbrev(m.ID))
-		case id.Seq != v.Seq+1:
-			return nil, after, gone(after, "the log continues at %d, not %d", id.Seq, v.Seq+1)
-		case id.Tag != chain(v.Tag, val):
+		}
+		changes := []string{val}
+		if rest, grouped := strings.CutPrefix(val, groupPrefix); grouped {
+			changes = strings.Split(rest, groupSep)
+		}
+		n := uint64(len(changes))
+		first := id.Seq - n + 1 // the entry's first change (n <= id.Seq: checked below)
+		skip := uint64(0)
+		switch {
+		case n > id.Seq:
+			return nil, after, gone(after, "entry %v holds %d changes", id, n)
+		case first == v.Seq+1 && id.Tag == chain(v.Tag, val):
+		case id.Tag == v.Tag && first <= v.Seq && v.Seq < id.Seq:
+			skip = v.Seq - first + 1 // after is inside this entry
+		case first != v.Seq+1:
+			return nil, after, gone(after, "the log continues at %d, not %d", first, v.Seq+1)
+		default:
 			return nil, after, gone(after, "entry %v does not follow %v: another history of the group", id, v)
 		}
-		c, err := decodeChange(id, val)
-		if err != nil {
-			return nil, after, gone(after, "%v", err)
+		for i := skip; i < n; i++ {
+			cv := store.Version{Seq: first + i, Tag: id.Tag}
+			c, err := decodeChange(cv, changes[i])
+			if err != nil {
+				return nil, after, gone(after, "%v", err)
+			}
+			out = append(out, c)
+			v = cv
+			if len(out) == max {
+				return out, v, nil
+			}
 		}
-		out = append(out, c)
-		v = id
 	}
 	return out, v, nil
 }
+
+// groupPrefix starts the value of an entry of several changes, groupSep
+// separates them (see the table above).
+const (
+	groupPrefix = "M\x1e"
+	groupSep    = "\x1e"
+)
 
 // ExpireSessions implements store.Store: one script per 1,000 due sessions.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {

@@ -1,12 +1,14 @@
 package redisstore
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/herdhq/herd/internal/redistest"
 	"github.com/herdhq/herd/store"
 )
 
@@ -138,5 +140,111 @@ func TestChangesAfterLostWrites(t *testing.T) {
 	cs, _, err := s.Changes(ctx, g, replicaSnap.Version, 100)
 	if err != nil || len(cs) != 5 || cs[0].Partition != "q1" {
 		t.Fatalf("Changes after the replica's version: %+v, %v; want the 5 claims of q1..q5", cs, err)
+	}
+}
+
+// TestMaxGroupLua: the scripts group as many changes per entry as the Go
+// side reads them by.
+func TestMaxGroupLua(t *testing.T) {
+	if maxGroupLua != strconv.Itoa(maxGroup) {
+		t.Fatalf("maxGroupLua %q, maxGroup %d", maxGroupLua, maxGroup)
+	}
+}
+
+// TestGroupedEntries: a batch of 250 claims is three entries of the log
+// (100, 100 and 50 changes), and reading it in pieces of any size, from a
+// version inside an entry, returns the same changes with the same versions
+// as one read.
+func TestGroupedEntries(t *testing.T) {
+	s, raw := newTestStore(t)
+	ctx := ctxT(t)
+	const g = "grouped"
+	k := s.keys(g)
+	a, err := s.OpenSession(ctx, g, "a", 1, time.Minute)
+	must(t, err, "OpenSession")
+	start, err := s.Snapshot(ctx, g)
+	must(t, err, "Snapshot")
+	ids := make([]string, 250)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%03d", i)
+	}
+	_, err = s.ClaimBatch(ctx, g, a, ids)
+	must(t, err, "ClaimBatch")
+	n, err := raw.XLen(ctx, k.log).Result()
+	must(t, err, "XLEN")
+	if n != 1+3 { // the session's opening, then the claims
+		t.Fatalf("the log has %d entries, want 4", n)
+	}
+	all, end, err := s.Changes(ctx, g, start.Version, 1000)
+	must(t, err, "Changes")
+	if len(all) != 250 || end.Seq != start.Version.Seq+250 {
+		t.Fatalf("one read: %d changes up to %v, want 250 up to seq %d", len(all), end, start.Version.Seq+250)
+	}
+	for i, c := range all {
+		if c.Kind != store.Claimed || c.Partition != ids[i] || c.Version.Seq != start.Version.Seq+1+uint64(i) {
+			t.Fatalf("change %d: %+v", i, c)
+		}
+	}
+	if fresh, err := s.Snapshot(ctx, g); err != nil || fresh.Version != end {
+		t.Fatalf("Snapshot's version %v, %v; want the last change's %v", fresh.Version, err, end)
+	}
+	for _, piece := range []int{1, 7, 30, 100, 101} {
+		var got []store.Change
+		v := start.Version
+		for len(got) < 250 {
+			cs, next, err := s.Changes(ctx, g, v, piece)
+			must(t, err, "Changes")
+			if len(cs) == 0 || len(cs) > piece || next != cs[len(cs)-1].Version {
+				t.Fatalf("pieces of %d: after %v, %d changes up to %v", piece, v, len(cs), next)
+			}
+			got, v = append(got, cs...), next
+		}
+		for i := range all {
+			if got[i].Version != all[i].Version || got[i].Partition != all[i].Partition {
+				t.Fatalf("pieces of %d: change %d is %v %s, want %v %s", piece, i, got[i].Version, got[i].Partition, all[i].Version, all[i].Partition)
+			}
+		}
+	}
+	// A version inside an entry, of another history: gone.
+	mid := all[150].Version
+	mid.Tag ^= 1
+	_, _, err = s.Changes(ctx, g, mid, 10)
+	wantIs(t, err, store.ErrVersionGone, "Changes inside an entry of another history")
+}
+
+// TestGroupedTrim: the log keeps at least its limit of changes, counted in
+// changes, not entries: a reader that far behind continues, one further
+// behind than Redis's approximate trimming keeps reads a new snapshot.
+func TestGroupedTrim(t *testing.T) {
+	raw := redistest.Need(t)
+	s := openWithPrefix(t, testPrefix(t, raw), WithLogLimit(250))
+	ctx := ctxT(t)
+	const g = "grouped-trim"
+	a, err := s.OpenSession(ctx, g, "a", 1, time.Minute)
+	must(t, err, "OpenSession")
+	var first, kept store.Version
+	for b := range 300 { // 300 entries of 2 changes
+		if b == 0 || b == 200 {
+			snap, err := s.Snapshot(ctx, g)
+			must(t, err, "Snapshot")
+			if b == 0 {
+				first = snap.Version
+			} else {
+				kept = snap.Version // 200 changes behind the end
+			}
+		}
+		_, err := s.ClaimBatch(ctx, g, a, []string{fmt.Sprintf("p%03d-a", b), fmt.Sprintf("p%03d-b", b)})
+		must(t, err, "ClaimBatch")
+	}
+	cs, _, err := s.Changes(ctx, g, kept, 1000)
+	if err != nil || len(cs) != 200 {
+		t.Fatalf("Changes 200 behind with a limit of 250: %d, %v", len(cs), err)
+	}
+	_, _, err = s.Changes(ctx, g, first, 1000)
+	wantIs(t, err, store.ErrVersionGone, "Changes 600 behind with a limit of 250")
+	n, err := raw.XLen(ctx, s.keys(g).log).Result()
+	must(t, err, "XLEN")
+	if n > 250 {
+		t.Fatalf("the log has %d entries of 2 changes with a limit of 250 changes", n)
 	}
 }

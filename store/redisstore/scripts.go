@@ -99,14 +99,19 @@ end
 // log.go). Such a script is called through runLogged, which appends the
 // log and version keys to KEYS and a random first tag and the log's
 // bound to ARGV: the script's own arguments keep their positions. append
-// writes one entry; the last entry's tag and sequence are read from the
-// version key on the first append and written back once, when the script's
-// body has returned (logged wraps the body so that every return path does).
+// queues one change; log_done, once the script's body has returned (logged
+// wraps the body so that every return path does), writes them: a lone
+// change as one entry, several (a batch of claims or releases, the
+// sessions a call expired) as entries of up to MAXGROUP changes each (a
+// partition set always alone), and the version key once. The last entry's
+// tag and sequence are read from the version key on the first write.
 const logPrelude = prelude + `
 local LOGK, VERK = KEYS[#KEYS - 1], KEYS[#KEYS]
-local CAND, MAXLEN = ARGV[#ARGV - 1], ARGV[#ARGV]
+local CAND, MAXLEN = ARGV[#ARGV - 1], tonumber(ARGV[#ARGV])
 local NKEYS, NARGV = #KEYS - 2, #ARGV - 2
+local MAXGROUP = ` + maxGroupLua + `
 local gen, seq -- the last entry's tag and sequence
+local queued = {} -- this script's changes, written by log_done
 
 -- A new history: readers of the old log get ErrVersionGone.
 local function new_gen()
@@ -123,26 +128,49 @@ local function chain(prev, e)
 end
 
 local function append(e)
+  queued[#queued + 1] = e
+end
+
+-- write writes one entry of n changes: its id's sequence is the last
+-- change's; entries before the last MAXLEN changes are trimmed (MINID ~:
+-- whole nodes only, so at no cost per entry).
+local function write(e, n)
   if not gen then
     local v = redis.pcall('GET', VERK)
-    local g, n
-    if type(v) == 'string' then g, n = string.match(v, '^([1-9]%d*):(%d+)$') end
-    if g and #g <= 20 then gen, seq = g, tonumber(n) else new_gen() end
+    local g, c
+    if type(v) == 'string' then g, c = string.match(v, '^([1-9]%d*):(%d+)$') end
+    if g and #g <= 20 then gen, seq = g, tonumber(c) else new_gen() end
   end
   local tag = chain(gen, e)
-  local r = redis.pcall('XADD', LOGK, 'MAXLEN', '~', MAXLEN, string.format('%.0f', seq + 1) .. '-' .. tag, 'e', e)
+  local last = seq + n
+  local r = redis.pcall('XADD', LOGK, 'MINID', '~', string.format('%.0f', math.max(last - MAXLEN, 0)),
+    string.format('%.0f', last) .. '-' .. tag, 'e', e)
   if type(r) == 'table' and r.err then
     -- The log key is not what this store wrote (another type, ids ahead
     -- of the version key): start a new history rather than fail a change
     -- that is already made.
     new_gen()
     tag = chain(gen, e)
-    redis.call('XADD', LOGK, 'MAXLEN', '~', MAXLEN, '1-' .. tag, 'e', e)
+    last = n
+    redis.call('XADD', LOGK, string.format('%.0f', last) .. '-' .. tag, 'e', e)
   end
-  gen, seq = tag, seq + 1
+  gen, seq = tag, last
 end
 
 local function log_done()
+  local i = 1
+  while i <= #queued do
+    local j = i
+    if string.sub(queued[i], 1, 1) ~= 'P' then
+      while j < #queued and j - i + 1 < MAXGROUP and string.sub(queued[j + 1], 1, 1) ~= 'P' do j = j + 1 end
+    end
+    if j == i then
+      write(queued[i], 1)
+    else
+      write('M\30' .. table.concat(queued, '\30', i, j), j - i + 1)
+    end
+    i = j + 1
+  end
   if gen then redis.call('SET', VERK, gen .. ':' .. string.format('%.0f', seq)) end
 end
 
