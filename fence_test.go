@@ -17,9 +17,9 @@ import (
 )
 
 // deafStore passes calls to a store until it is cut; from then on every call
-// (but Watch and SetPartitions)
-// waits for its context's deadline and ignores cancellation, as the client
-// of a server that stopped answering does when it honours deadlines only.
+// (but SetPartitions) waits for its context's deadline and ignores
+// cancellation, as the client of a server that stopped answering does when
+// it honours deadlines only.
 type deafStore struct {
 	store.Store
 	cut atomic.Bool

@@ -74,7 +74,6 @@ const (
 	opGiveBack      = "give_back"
 	opCheckpoint    = "checkpoint"
 	opRestore       = "restore"
-	opWatch         = "watch"
 	opChanges       = "changes"
 	opExpire        = "expire_sessions"
 	opClaimBatch    = "claim_batch"
@@ -82,7 +81,7 @@ const (
 )
 
 var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
-	opClaim, opRelease, opGiveBack, opCheckpoint, opRestore, opWatch, opChanges, opExpire, opClaimBatch, opReleaseBatch}
+	opClaim, opRelease, opGiveBack, opCheckpoint, opRestore, opChanges, opExpire, opClaimBatch, opReleaseBatch}
 
 // newMemberMetrics creates m's metrics (not registered).
 func newMemberMetrics(m *Member) *memberMetrics {
@@ -345,12 +344,6 @@ func (s metricStore) Restore(ctx context.Context, group, partition string, epoch
 	err := s.Store.Restore(ctx, group, partition, epoch, value)
 	s.mm.storeErr(ctx, opRestore, err)
 	return err
-}
-
-func (s metricStore) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
-	ch, err := s.Store.Watch(ctx, group)
-	s.mm.storeErr(ctx, opWatch, err)
-	return ch, err
 }
 
 func (s metricStore) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {

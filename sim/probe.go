@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -65,10 +64,11 @@ func LargeScenario() Scenario {
 // The group lives in a memstore: members-1 sessions that do nothing hold
 // their fair share, and one real herd member joins and takes its own. The
 // member's store client copies every snapshot, as a remote client decodes
-// one. Then, reads times, the member is sent an EventResync (the member
-// re-reads the group and finds nothing to do: the cost of every read that
-// events, expiry timers and polls cause; a read during a rebalance costs
-// about the same, plus claims and releases of the member's own share).
+// one. Then, reads times, the member's log is made to answer
+// ErrVersionGone (the member re-reads the group and finds nothing to do:
+// the cost of every full read, at a session's start or when the log
+// cannot be continued; a read during a rebalance costs about the same,
+// plus claims and releases of the member's own share).
 func ProbeReconcile(ctx context.Context, members, partitions int, idle func()) (*ReconcileCost, error) {
 	const group, reads = "probe", 20
 	if members < 2 || partitions < 1 {
@@ -179,8 +179,8 @@ func allocated() uint64 {
 }
 
 // copyingStore returns a deep copy of every snapshot, as a remote store's
-// client decodes one, and adds an EventResync to the member's feed whenever
-// resync receives.
+// client decodes one, and makes the member read the group anew whenever
+// resync receives (see Changes).
 type copyingStore struct {
 	store.Store
 	resync chan struct{}
@@ -239,36 +239,34 @@ func copySnapshot(s *store.Snapshot) (*store.Snapshot, int64) {
 	return out, n
 }
 
-// Watch forwards the store's feed and adds an EventResync for every
-// receive on c.resync.
-func (c *copyingStore) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
-	in, err := c.Store.Watch(ctx, group)
-	if err != nil {
-		return nil, err
+// Changes answers store.ErrVersionGone, as a store whose log was trimmed
+// past the reader, once for every receive on c.resync (ending a call that
+// waits), so that the member reads the group anew.
+func (c *copyingStore) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	gone := fmt.Errorf("sim: probe: resync: %w", store.ErrVersionGone)
+	select {
+	case <-c.resync:
+		return nil, after, gone
+	default:
 	}
-	out := make(chan store.Event, 64)
-	var once sync.Once
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type reply struct {
+		cs  []store.Change
+		v   store.Version
+		err error
+	}
+	ch := make(chan reply, 1)
 	go func() {
-		defer once.Do(func() { close(out) })
-		for {
-			var ev store.Event
-			select {
-			case e, ok := <-in:
-				if !ok {
-					return
-				}
-				ev = e
-			case <-c.resync:
-				ev = store.Event{Kind: store.EventResync}
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
+		cs, v, err := c.Store.Changes(cctx, group, after, max)
+		ch <- reply{cs, v, err}
 	}()
-	return out, nil
+	select {
+	case r := <-ch:
+		return r.cs, r.v, r.err
+	case <-c.resync:
+		cancel()
+		<-ch
+		return nil, after, gone
+	}
 }

@@ -195,45 +195,6 @@ func (s *Snapshot) Alive(session string) bool {
 	return ok
 }
 
-// EventKind says what changed. Events are hints: a member re-reads the
-// snapshot after any of them.
-type EventKind int
-
-const (
-	// EventResync: the feed may have missed events (it was re-established).
-	EventResync EventKind = iota
-	EventJoined
-	EventLeft
-	EventClaimed
-	EventReleased
-	EventPartitions
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventResync:
-		return "resync"
-	case EventJoined:
-		return "joined"
-	case EventLeft:
-		return "left"
-	case EventClaimed:
-		return "claimed"
-	case EventReleased:
-		return "released"
-	case EventPartitions:
-		return "partitions"
-	}
-	return fmt.Sprintf("event(%d)", int(k))
-}
-
-// Event is one change notification.
-type Event struct {
-	Kind      EventKind
-	Session   string // the session concerned, if any
-	Partition string // the partition concerned, if any
-}
-
 // Store is what a backend implements. Every method that blocks takes a
 // context and returns promptly when it is cancelled. All methods are safe
 // for concurrent use. Every backend rejects the same bad arguments with
@@ -244,13 +205,12 @@ type Store interface {
 	// OpenSession creates a live session for member in group with the given
 	// TTL and the member's capacity weight, and returns its id, which is
 	// unique for the life of the store (it is never reused, not even for
-	// the same member). Publishes EventJoined.
+	// the same member). Logs SessionOpened.
 	OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error)
 	// KeepAlive extends a live session to ttl from now on the store's clock.
-	// ErrSessionExpired if the session is not alive. It logs and publishes
-	// nothing about its own session; a backend may expire other sessions it
-	// finds expired (logging SessionExpired and publishing EventLeft for
-	// each). ErrInvalid if ttl <= 0.
+	// ErrSessionExpired if the session is not alive. It logs nothing about
+	// its own session; a backend may expire other sessions it finds expired
+	// (logging SessionExpired for each). ErrInvalid if ttl <= 0.
 	//
 	// It returns next, the time on the store's clock until the earliest
 	// expiry of a live session of the group (this one, renewed, included):
@@ -258,13 +218,13 @@ type Store interface {
 	// ExpireSessions from its renewals, without extra operations.
 	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (next time.Duration, err error)
 	// CloseSession ends a session at once; the records it owned become free.
-	// Closing an unknown session is not an error. Publishes EventLeft.
+	// Closing an unknown session is not an error. Logs SessionClosed.
 	CloseSession(ctx context.Context, group, session string) error
 
 	// SetPartitions replaces the group's partition set. An empty set is
 	// stored as such (Snapshot.PartitionSetStored stays true). Ownership
 	// records of removed partitions are kept (with their checkpoints) until
-	// the partition returns. Publishes EventPartitions.
+	// the partition returns. Logs PartitionsSet.
 	SetPartitions(ctx context.Context, group string, partitions []Partition) error
 
 	// Snapshot reads the group: live sessions, partition set, ownership
@@ -298,13 +258,12 @@ type Store interface {
 	// the old one is fenced. The record's GivenBack mark is kept, unless it
 	// names session, which clears it (the returned Ownership shows the
 	// result). ErrClaimed if another live session owns it;
-	// ErrSessionExpired if session is not alive. Publishes EventClaimed.
+	// ErrSessionExpired if session is not alive. Logs Claimed.
 	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
 	// Release gives the partition up: if the record's epoch equals epoch and
 	// its session is session and alive, the record's session is cleared
 	// (checkpoint, epoch and GivenBack mark kept). ErrNotOwner otherwise;
-	// ErrInvalid for epoch 0 or a malformed session id. Publishes
-	// EventReleased.
+	// ErrInvalid for epoch 0 or a malformed session id. Logs Released.
 	Release(ctx context.Context, group, partition, session string, epoch uint64) error
 	// GiveBack is Release that also marks the record as given back by
 	// session: while that session lives, members place the partition on
@@ -316,7 +275,7 @@ type Store interface {
 	// Checkpoint stores value in the partition's record if the record's
 	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
 	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
-	// MaxCheckpointLength. Publishes nothing.
+	// MaxCheckpointLength. Logs nothing.
 	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 	// Restore re-creates a lost record: if the partition has no record at
 	// all, or a released record (no session) whose epoch is lower than
@@ -331,7 +290,7 @@ type Store interface {
 	// that held the partition one after the other may all restore it:
 	// epochs increase with every owner, so the last owner's progress wins
 	// whatever the order of the calls. ErrInvalid for epoch 0 or a value
-	// longer than MaxCheckpointLength. Publishes EventReleased.
+	// longer than MaxCheckpointLength. Logs Restored.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// Changes returns the entries of the group's log after version after,
@@ -349,9 +308,9 @@ type Store interface {
 	// written. ErrInvalid if max < 1. The returned entries are read-only.
 	Changes(ctx context.Context, group string, after Version, max int) ([]Change, Version, error)
 	// ExpireSessions ends every session of the group whose TTL has passed
-	// on the store's clock, logging SessionExpired (and publishing
-	// EventLeft) for each, and returns next, the time until the earliest
-	// expiry of a live session of the group (0 if none is alive). Any call
+	// on the store's clock, logging SessionExpired for each, and returns
+	// next, the time until the earliest expiry of a live session of the
+	// group (0 if none is alive). Any call
 	// may notice and expire due sessions (every one that does logs them
 	// too, each exactly once); ExpireSessions is how a member whose replica
 	// says a TTL has passed makes it happen.
@@ -372,15 +331,6 @@ type Store interface {
 	// epoch 0) means no result. One Released entry is logged per release.
 	ReleaseBatch(ctx context.Context, group, session string, held []Ownership) (errs []error, err error)
 
-	// Watch returns a feed of change events for group until ctx is
-	// cancelled, when the channel is closed. The feed may coalesce or drop
-	// events when the reader is slow, but then it must deliver at least one
-	// later event (EventResync if nothing else), so a reader that re-reads
-	// the snapshot after every event never misses a change for long. After
-	// the feed is re-established following a disconnection it delivers
-	// EventResync.
-	Watch(ctx context.Context, group string) (<-chan Event, error)
-
 	// DeleteGroup removes everything the store holds for group: sessions,
 	// partition set, ownership records and checkpoints, in one atomic
 	// operation. If a session of the group is alive it refuses with
@@ -388,8 +338,6 @@ type Store interface {
 	// sessions are deleted too (their members find them expired, and may
 	// write back what they know, as after a store that lost its data; stop
 	// them first). Deleting a group that holds nothing is not an error.
-	// Publishes EventLeft for each deleted live session and EventPartitions
-	// if the group had anything.
 	DeleteGroup(ctx context.Context, group string, force bool) error
 
 	// Close releases the backend's resources (not the sessions).

@@ -8,9 +8,8 @@
 // close the inner store.
 //
 // Every wait (latency) is a timer selected against the call's ctx, so the
-// wrapper works in real time and in testing/synctest virtual time alike. The
-// only goroutines it starts are the Watch forwarders, each of which exits
-// when its Watch ctx is cancelled.
+// wrapper works in real time and in testing/synctest virtual time alike. It
+// starts no goroutine.
 package faultstore
 
 import (
@@ -23,9 +22,6 @@ import (
 
 	"github.com/herdhq/herd/store"
 )
-
-// watchBuffer is the capacity of the feeds Watch returns.
-const watchBuffer = 64
 
 // Option configures a Store.
 type Option func(*Store)
@@ -40,7 +36,7 @@ func WithSeed(seed uint64) Option {
 type Counts struct {
 	Reads  int64 // Snapshot and Records calls
 	Feeds  int64 // Changes calls
-	Writes int64 // every other call except Watch and Close
+	Writes int64 // every other call except Close
 	Failed int64 // calls failed by the wrapper (cut or random failure)
 	// Rows is the records the calls returned that read the group:
 	// sessions, partitions, ownership and malformed records of each
@@ -81,9 +77,7 @@ func Wrap(inner store.Store, opts ...Option) *Store {
 // SetCut cuts the connection (true) or restores it (false). While cut,
 // every call fails with an error wrapping store.ErrUnavailable without
 // reaching the inner store (after the latency, if any: a cut with latency
-// models a call that times out), and Watch feeds deliver nothing: the inner
-// store's events are discarded. When the cut ends, each feed delivers one
-// EventResync, as a re-established feed does.
+// models a call that times out).
 func (s *Store) SetCut(cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,78 +295,6 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		return lostReply("restore")
 	}
 	return err
-}
-
-// Watch implements store.Store. It is subject to the cut, the latency and
-// the failure rate like every call, but is not counted. The returned feed
-// forwards the inner store's events from a goroutine that exits, closing the
-// feed, when ctx is cancelled (or the inner feed closes). While the
-// connection is cut, inner events are discarded; when the cut ends, the feed
-// delivers one EventResync.
-func (s *Store) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
-	f, err := s.enter(ctx, "watch", nil)
-	if err != nil {
-		return nil, err
-	}
-	innerCtx, cancel := context.WithCancel(ctx)
-	in, err := s.inner.Watch(innerCtx, group)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if f == failAfter {
-		cancel() // the inner feed was set up; its reply is lost
-		return nil, lostReply("watch")
-	}
-	s.mu.Lock()
-	gen := s.cutGen
-	s.mu.Unlock()
-	out := make(chan store.Event, watchBuffer)
-	go s.forward(innerCtx, cancel, in, out, gen)
-	return out, nil
-}
-
-// forward copies events from in to out until ctx is cancelled or in closes.
-// gen is the number of cuts already started when the feed was set up.
-func (s *Store) forward(ctx context.Context, cancel context.CancelFunc, in <-chan store.Event, out chan<- store.Event, gen uint64) {
-	defer close(out)
-	defer cancel()
-	for {
-		s.mu.Lock()
-		cut, cutGen, changed := s.cut, s.cutGen, s.cutCh
-		s.mu.Unlock()
-		if !cut && cutGen != gen {
-			// A cut started (and ended) since the feed last saw the
-			// connection up: the feed was "re-established".
-			gen = cutGen
-			select {
-			case out <- store.Event{Kind: store.EventResync}:
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case ev, ok := <-in:
-			if !ok {
-				return
-			}
-			s.mu.Lock()
-			cut = s.cut
-			s.mu.Unlock()
-			if cut {
-				continue // lost on the cut connection
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
 }
 
 // Close does not close the inner store, which is usually shared; its owner

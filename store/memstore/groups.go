@@ -11,7 +11,7 @@ var _ store.GroupLister = (*Store)(nil)
 
 // Groups implements store.GroupLister: the groups that have a live
 // session, a partition set, an ownership record or a log. (The store keeps
-// an entry for a group that was only watched or read; it is not listed.)
+// an entry for a group that was only read; it is not listed.)
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	if _, err := s.begin(ctx, "groups"); err != nil {
 		return nil, err

@@ -3,12 +3,9 @@
 //
 // Everything lives behind one mutex. There are no background goroutines:
 // session expiry is checked lazily against the store's clock at the start of
-// every call (expired sessions are then removed and EventLeft is published
-// for them), and Watch delivers by a non-blocking send into a buffered
-// channel while the lock is held. That makes the store usable inside
-// testing/synctest bubbles, where simulations run thousands of members in
-// virtual time: the only goroutine it ever starts is the one
-// context.AfterFunc runs to close a Watch channel when its ctx is cancelled.
+// every call (expired sessions are then removed and logged). That makes the
+// store usable inside testing/synctest bubbles, where simulations run
+// thousands of members in virtual time.
 //
 // # Shared snapshots
 //
@@ -48,14 +45,6 @@ import (
 
 	"github.com/herdhq/herd/store"
 )
-
-// watchBuffer is the capacity of a Watch channel. When a reader is so slow
-// that its buffer is full, further events are dropped until it catches up.
-// That keeps the contract ("deliver at least one later event") without ever
-// blocking the store: the change behind a dropped event happened before the
-// events still in the buffer are read, so the snapshot the reader takes after
-// reading them already shows it.
-const watchBuffer = 64
 
 // Option configures a Store.
 type Option func(*Store)
@@ -132,15 +121,7 @@ type group struct {
 	viewValid bool
 	dirty     []*record
 
-	watchers map[*watcher]struct{}
-	log      groupLog
-}
-
-type watcher struct {
-	ch      chan store.Event
-	stop    func() bool // stops the context.AfterFunc
-	closed  bool
-	dropped uint64 // events dropped because the buffer was full
+	log groupLog
 }
 
 // begin starts every call: it checks the context and the store, takes the
@@ -159,15 +140,13 @@ func (s *Store) begin(ctx context.Context, op string) (time.Time, error) {
 	return now, nil
 }
 
-// expireLocked removes the sessions that are dead at now and publishes
-// EventLeft for each. The records they own are left as they are: a record
+// expireLocked removes the sessions that are dead at now and logs each. The records they own are left as they are: a record
 // naming a dead session is free to Claim.
 func (s *Store) expireLocked(now time.Time) {
 	for len(s.expiry) > 0 && !now.Before(s.expiry[0].expires) {
 		ss := heap.Pop(&s.expiry).(*session)
 		ss.group.removeSession(ss)
 		s.logChange(ss.group, store.Change{Kind: store.SessionExpired, Session: ss.id})
-		ss.group.publish(store.Event{Kind: store.EventLeft, Session: ss.id})
 	}
 }
 
@@ -175,11 +154,7 @@ func (s *Store) expireLocked(now time.Time) {
 func (s *Store) group(name string, create bool) *group {
 	g := s.groups[name]
 	if g == nil && create {
-		g = &group{
-			byID:     map[string]*session{},
-			records:  map[string]*record{},
-			watchers: map[*watcher]struct{}{},
-		}
+		g = &group{byID: map[string]*session{}, records: map[string]*record{}}
 		s.groups[name] = g
 	}
 	return g
@@ -196,16 +171,6 @@ func (g *group) removeSession(ss *session) {
 // have been removed by begin).
 func (g *group) alive(id string) bool {
 	return id != "" && g.byID[id] != nil
-}
-
-func (g *group) publish(ev store.Event) {
-	for w := range g.watchers {
-		select {
-		case w.ch <- ev:
-		default:
-			w.dropped++
-		}
-	}
 }
 
 // touch marks r as changed since the shared view was built.
@@ -304,7 +269,6 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	g.sessions = append(g.sessions, ss)
 	heap.Push(&s.expiry, ss)
 	s.logChange(g, store.Change{Kind: store.SessionOpened, Session: ss.id, Member: member, Weight: weight})
-	g.publish(store.Event{Kind: store.EventJoined, Session: ss.id})
 	return ss.id, nil
 }
 
@@ -348,7 +312,6 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	heap.Remove(&s.expiry, ss.heapIndex)
 	g.removeSession(ss)
 	s.logChange(g, store.Change{Kind: store.SessionClosed, Session: session})
-	g.publish(store.Event{Kind: store.EventLeft, Session: session})
 	return nil
 }
 
@@ -370,7 +333,6 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 	g.partitions, g.partsSet = set, true
 	// The entry shares the set, which is never mutated.
 	s.logChange(g, store.Change{Kind: store.PartitionsSet, Partitions: set})
-	g.publish(store.Event{Kind: store.EventPartitions})
 	return nil
 }
 
@@ -434,7 +396,6 @@ func (s *Store) claimLocked(g *group, partition, session string, now time.Time) 
 	r.since = now
 	g.touch(r)
 	s.logChange(g, store.Change{Kind: store.Claimed, Partition: partition, Session: session, Member: r.own.Member, Epoch: r.own.Epoch})
-	g.publish(store.Event{Kind: store.EventClaimed, Session: session, Partition: partition})
 	return cloneOwnership(r.own), nil
 }
 
@@ -473,7 +434,6 @@ func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64,
 	}
 	g.touch(r)
 	s.logChange(g, c)
-	g.publish(store.Event{Kind: store.EventReleased, Session: session, Partition: partition})
 	return nil
 }
 
@@ -536,7 +496,6 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		r.since, r.checkpointed = now, now
 		g.touch(r)
 		s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
-		g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
 		return nil
 	}
 	r := &record{own: store.Ownership{Partition: partition, Epoch: epoch, Checkpoint: value}, pos: -1, since: now, checkpointed: now}
@@ -544,66 +503,24 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 	g.pending = append(g.pending, r)
 	g.touch(r)
 	s.logChange(g, store.Change{Kind: store.Restored, Partition: partition, Epoch: epoch})
-	g.publish(store.Event{Kind: store.EventReleased, Partition: partition})
 	return nil
-}
-
-// Watch implements store.Store. Events are sent without blocking into a
-// channel buffered for 64 events; when the reader lets the buffer fill up,
-// further events are dropped until it catches up, which is safe because the
-// reader re-reads the snapshot after the events still buffered. The channel
-// is closed when ctx is cancelled or the store is closed.
-func (s *Store) Watch(ctx context.Context, group string) (<-chan store.Event, error) {
-	if err := validate(group); err != nil {
-		return nil, fmt.Errorf("memstore: watch: %w", err)
-	}
-	if _, err := s.begin(ctx, "watch"); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	g := s.group(group, true)
-	w := &watcher{ch: make(chan store.Event, watchBuffer)}
-	g.watchers[w] = struct{}{}
-	// Sends happen under s.mu and so does the close, so nothing is ever
-	// sent on a closed channel. If ctx is already done, AfterFunc runs the
-	// function at once on its own goroutine, which waits for this call to
-	// release the lock.
-	w.stop = context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		g.closeWatcher(w)
-	})
-	return w.ch, nil
 }
 
 // Wipe drops every session, partition set and record of every group, as a
 // server restarted without persistence would; session ids are still never
-// reused. Watchers stay subscribed and get EventResync. For tests of how a
-// fleet recovers from a store that lost its data.
+// reused; readers of the logs find them gone. For tests of how a fleet
+// recovers from a store that lost its data.
 func (s *Store) Wipe() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expiry = s.expiry[:0]
 	for name, g := range s.groups {
 		g.log.wake() // readers of the old log find it gone
-		fresh := &group{byID: map[string]*session{}, records: map[string]*record{}, watchers: g.watchers}
-		// The watchers map is shared with the old group, which the
-		// watchers' close functions still refer to.
-		s.groups[name] = fresh
-		fresh.publish(store.Event{Kind: store.EventResync})
+		s.groups[name] = &group{byID: map[string]*session{}, records: map[string]*record{}}
 	}
 }
 
-func (g *group) closeWatcher(w *watcher) {
-	if w.closed {
-		return
-	}
-	w.closed = true
-	delete(g.watchers, w)
-	close(w.ch)
-}
-
-// Close closes every Watch channel; later calls fail with ErrUnavailable.
+// Close wakes the readers of the logs; later calls fail with ErrUnavailable.
 // Sessions are not touched (and, the store being in memory, are gone with it).
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -614,10 +531,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	for _, g := range s.groups {
 		g.log.wake()
-		for w := range g.watchers {
-			w.stop()
-			g.closeWatcher(w)
-		}
 	}
 	return nil
 }

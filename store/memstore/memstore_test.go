@@ -1,7 +1,6 @@
 package memstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -72,52 +71,16 @@ func mustSnap(t *testing.T, s store.Store, group string) *store.Snapshot {
 	return snap
 }
 
-// nextEvent returns an event already in ch, or fails.
-func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-ch:
-		if !ok {
-			t.Fatal("watch channel closed; want an event")
-		}
-		return ev
-	default:
-		t.Fatal("no event pending; want one")
-	}
-	panic("unreachable")
-}
-
-func noEvent(t *testing.T, ch <-chan store.Event) {
-	t.Helper()
-	select {
-	case ev, ok := <-ch:
-		t.Fatalf("got event %v (open %v); want none pending", ev, ok)
-	default:
-	}
-}
-
 // TestVirtualTime runs the store inside a synctest bubble: sessions expire
-// after exactly their TTL of virtual time, the expiry is published as
-// EventLeft when noticed, epochs follow the virtual clock, and the Watch
-// channel closes when its ctx is cancelled, leaving no goroutine behind
-// (synctest.Test fails if one is left blocked).
+// after exactly their TTL of virtual time, the expiry is logged when
+// noticed, and epochs follow the virtual clock.
 func TestVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		s := memstore.New()
-		wctx, cancel := context.WithCancel(ctx)
-		events, err := s.Watch(wctx, "g")
-		if err != nil {
-			t.Fatal(err)
-		}
 		const ttl = 10 * time.Second
 		a := mustOpen(t, s, "g", "a", ttl)
 		b := mustOpen(t, s, "g", "b", time.Hour)
-		for _, id := range []string{a, b} {
-			if ev := nextEvent(t, events); ev.Kind != store.EventJoined || ev.Session != id {
-				t.Fatalf("event %v; want joined %s", ev, id)
-			}
-		}
 		o, err := s.Claim(ctx, "g", "p", a)
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +88,7 @@ func TestVirtualTime(t *testing.T) {
 		if want := store.NextEpoch(0, time.Now()); o.Epoch != want {
 			t.Fatalf("epoch %d; want NextEpoch(0, virtual now) = %d", o.Epoch, want)
 		}
-		nextEvent(t, events) // claimed
+		claimed := mustSnap(t, s, "g").Version
 
 		time.Sleep(ttl - time.Nanosecond)
 		snap := mustSnap(t, s, "g")
@@ -135,16 +98,14 @@ func TestVirtualTime(t *testing.T) {
 		if r := snap.Sessions[0].Remaining; r != time.Nanosecond {
 			t.Fatalf("Remaining = %v; want 1ns", r)
 		}
-		noEvent(t, events)
 		time.Sleep(time.Nanosecond)
 		// Nothing runs in the background: the expiry is noticed by the
-		// next call, whatever it is.
-		noEvent(t, events)
+		// next call, whatever it is, and logged then.
 		if err := keepErr(s.KeepAlive(ctx, "g", a, ttl)); !errors.Is(err, store.ErrSessionExpired) {
 			t.Fatalf("KeepAlive at exactly the TTL: %v; want ErrSessionExpired", err)
 		}
-		if ev := nextEvent(t, events); ev.Kind != store.EventLeft || ev.Session != a {
-			t.Fatalf("event %v; want left %s", ev, a)
+		if cs, _, err := s.Changes(ctx, "g", claimed, 10); err != nil || len(cs) != 1 || cs[0].Kind != store.SessionExpired || cs[0].Session != a {
+			t.Fatalf("log after the expiry: %+v, %v; want a's expiry", cs, err)
 		}
 		if err := s.Checkpoint(ctx, "g", "p", o.Epoch, []byte("x")); !errors.Is(err, store.ErrNotOwner) {
 			t.Fatalf("Checkpoint after expiry: %v; want ErrNotOwner", err)
@@ -163,11 +124,6 @@ func TestVirtualTime(t *testing.T) {
 			if err := keepErr(s.KeepAlive(ctx, "g", b, time.Hour)); err != nil {
 				t.Fatalf("KeepAlive: %v", err)
 			}
-		}
-
-		cancel()
-		synctest.Wait() // the AfterFunc goroutine closes the channel
-		for range events {
 		}
 	})
 }
@@ -344,51 +300,12 @@ func TestSnapshotModel(t *testing.T) {
 	}
 }
 
-// TestWatchFullBuffer: a reader that does not read never blocks the store;
-// once it reads, it gets the buffered events and then new ones.
-func TestWatchFullBuffer(t *testing.T) {
-	ctx := t.Context()
-	s := memstore.New()
-	events, err := s.Watch(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := mustOpen(t, s, "g", "a", time.Hour)
-	for i := range 500 {
-		if _, err := s.Claim(ctx, "g", fmt.Sprintf("p%d", i), a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n := 0
-	for len(events) > 0 {
-		<-events
-		n++
-	}
-	if n == 0 || n > 64 {
-		t.Fatalf("%d events buffered; want between 1 and 64", n)
-	}
-	if err := s.CloseSession(ctx, "g", a); err != nil {
-		t.Fatal(err)
-	}
-	if ev := nextEvent(t, events); ev.Kind != store.EventLeft {
-		t.Fatalf("event after catching up = %v; want left", ev)
-	}
-}
-
-// TestClose: Close closes the Watch channels and later calls fail with
-// ErrUnavailable.
+// TestClose: later calls fail with ErrUnavailable.
 func TestClose(t *testing.T) {
 	ctx := t.Context()
 	s := memstore.New()
-	events, err := s.Watch(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if _, ok := <-events; ok {
-		t.Fatal("watch channel open after Close")
 	}
 	if _, err := s.Snapshot(ctx, "g"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Snapshot after Close: %v; want ErrUnavailable", err)

@@ -68,7 +68,7 @@
 // it is lost, and then every waiting call reads once from its own version.
 // Without it (?listen=off, a failed check, or while it is down) a waiting
 // call reads every poll interval (?poll_interval=, default 500ms); with it,
-// every 10 s as a backstop. Watch is a goroutine per feed over Changes.
+// every 10 s as a backstop.
 //
 // # Epochs never repeat
 //

@@ -351,7 +351,7 @@ func TestNotificationsCarryEntries(t *testing.T) {
 	}
 	wantEntry(t, ch, store.PartitionsSet, 5*time.Second, "a partition set (read from the table)")
 	for i, c := range got {
-		cs, _, err := s.readChanges(ctx, group, versionBefore(t, s, group, c.Version), 1, false)
+		cs, _, err := s.readChanges(ctx, group, versionBefore(t, s, group, c.Version), 1)
 		if err != nil || len(cs) != 1 || !sameChange(cs[0], c) {
 			t.Fatalf("entry %d from a notification %+v; the table has %+v, %v", i, c, cs, err)
 		}

@@ -47,13 +47,6 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	if max < 1 {
 		return nil, after, fmt.Errorf("pgstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
-	return s.changes(ctx, group, after, max, false)
-}
-
-// changes is Changes. With fromStart and the zero version it reads a new
-// history from its first entry (ErrVersionGone if that was trimmed): Watch
-// announces every change of a group that had no log when it began.
-func (s *Store) changes(ctx context.Context, group string, after store.Version, max int, fromStart bool) ([]store.Change, store.Version, error) {
 	max = min(max, maxChangesRows)
 	for {
 		// Register before reading: a notification after it wakes us. The
@@ -65,7 +58,7 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 		}
 		if !s.hub.upToDate(group, after) {
 			s.logReads.Add(1)
-			cs, next, err := s.readChanges(ctx, group, after, max, fromStart && after.Seq == 0)
+			cs, next, err := s.readChanges(ctx, group, after, max)
 			if err != nil || len(cs) > 0 {
 				return cs, next, err
 			}
@@ -87,7 +80,7 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 
 // readChanges reads the entries after after; none (and no error) at the
 // end of the log.
-func (s *Store) readChanges(ctx context.Context, group string, after store.Version, max int, fromStart bool) ([]store.Change, store.Version, error) {
+func (s *Store) readChanges(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
 	var out []store.Change
 	var outErr error
 	err := s.do(ctx, "Changes", func(ctx context.Context) error {
@@ -120,11 +113,6 @@ func (s *Store) readChanges(ctx context.Context, group string, after store.Versi
 						outErr = gone(after, "the group has no log")
 					}
 					return nil
-				case fromStart && start != 1:
-					outErr = gone(after, "the log starts at %d (older entries were trimmed)", start)
-					return nil
-				case fromStart:
-					// no entry at after: read on from the first
 				case after.Seq == 0:
 					outErr = gone(after, "the log was written since (it is at %v)", cur)
 					return nil
@@ -138,12 +126,7 @@ func (s *Store) readChanges(ctx context.Context, group string, after store.Versi
 					outErr = gone(after, "the log is another history of the group (it is at %v)", cur)
 					return nil
 				}
-				if !fromStart {
-					continue // the entry at after itself
-				}
-			}
-			if seq == nil && fromStart && len(out) == 0 {
-				break // an empty log
+				continue // the entry at after itself
 			}
 			if seq == nil || uint64(*seq) != v.Seq+1 || tag == nil || kind == nil {
 				outErr = gone(after, "the log has a gap after %d", v.Seq)

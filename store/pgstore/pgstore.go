@@ -94,10 +94,8 @@ type Store struct {
 	hub      *hub
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
 
-	mu       sync.Mutex
-	closed   bool
-	watchers map[*watcher]struct{}
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
 }
 
 // Open connects to the PostgreSQL server at rawURL, creates the store's
@@ -198,7 +196,6 @@ func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Opti
 		qschema:  quoteIdent(cfg.schema),
 		channel:  cfg.schema + "_changes",
 		redacted: redacted,
-		watchers: map[*watcher]struct{}{},
 	}
 	for _, v := range secrets {
 		// A password of fewer than 4 bytes cannot be told apart from the
@@ -278,8 +275,8 @@ func redactAll(msg string, secrets []string) string {
 	return msg
 }
 
-// Close stops the store's Watch feeds and its LISTEN connection and, if
-// the store was made by Open, closes its pool. Sessions are not closed.
+// Close stops the store's LISTEN connection and, if the store was made by
+// Open, closes its pool. Sessions are not closed.
 // Calls after Close fail with store.ErrUnavailable.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -288,15 +285,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	ws := make([]*watcher, 0, len(s.watchers))
-	for w := range s.watchers {
-		ws = append(ws, w)
-	}
 	s.mu.Unlock()
-	for _, w := range ws {
-		w.cancel()
-	}
-	s.wg.Wait()
 	s.hub.close()
 	if s.owned {
 		s.pool.Close()
@@ -431,7 +420,7 @@ func isTimeout(err error) bool {
 // queries are the statements of the store, with its schema.
 type queries struct {
 	open, keepAlive, close, setPartitions, claim, release, checkpoint, restore string
-	expire, snapshot, changes, deleteGroup, records, watchState                string
+	expire, snapshot, changes, deleteGroup, records                            string
 	fenceLock, fenceWrite                                                      string // InTx
 }
 
@@ -470,8 +459,6 @@ SELECT o.partition, o.session, o.member, o.epoch::text, o.given_back, o.checkpoi
        ELSE coalesce(greatest(` + S + `.micros(t.now) - ` + S + `.micros(o.checkpoint_at), 0), 0) END::bigint
 FROM t, ` + S + `.groups g JOIN ` + S + `.owners o ON o.gid = g.gid
 WHERE g.name = $1 AND o.partition = ANY($2::text[])`,
-		watchState: `SELECT g.seq, g.tag, g.log_start, coalesce((SELECT array_agg(s.id) FROM ` + S + `.sessions s WHERE s.gid = g.gid), '{}')
-FROM ` + S + `.groups g WHERE g.name = $1`,
 	}
 }
 

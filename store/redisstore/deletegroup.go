@@ -13,23 +13,20 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// KEYS: sessions, then every other key of the group. ARGV: channel, force
-// ("1" or "0").
+// KEYS: sessions, then every other key of the group. ARGV: force ("1" or
+// "0").
 //
 // The live sessions are read with pcall when forced, so that a group whose
 // sessions key was overwritten by something else can still be deleted.
 var deleteGroupScript = redis.NewScript(prelude + `
-local sess, ch, force = KEYS[1], ARGV[1], ARGV[2] == '1'
+local sess, force = KEYS[1], ARGV[1] == '1'
 local live = redis.pcall('ZRANGEBYSCORE', sess, '(' .. now_s, '+inf')
 if type(live) ~= 'table' or live.err then
   if not force then return {'corrupt', sess, ''} end
   live = {}
 end
 if #live > 0 and not force then return {'inuse', tostring(#live)} end
-local had = 0
-for i = 1, #KEYS do had = had + redis.call('DEL', KEYS[i]) end
-for i = 1, #live do redis.call('PUBLISH', ch, 'L\n' .. live[i] .. '\n') end
-if had > 0 then redis.call('PUBLISH', ch, 'P\n\n') end
+for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
 return {'ok'}
 `)
 
@@ -58,7 +55,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 	if force {
 		f = "1"
 	}
-	status, res, err := s.run(ctx, "DeleteGroup", deleteGroupScript, ks, k.events, f)
+	status, res, err := s.run(ctx, "DeleteGroup", deleteGroupScript, ks, f)
 	if err != nil {
 		return err
 	}

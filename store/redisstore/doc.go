@@ -61,7 +61,6 @@
 //	<prefix>:{<b64 group>}:givenback    HASH  partition id -> session id of the last GiveBack (the record's GivenBack mark)
 //	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
 //	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry
-//	<prefix>:{<b64 group>}:events       pub/sub channel of the group's change events
 //
 // Every SetPartitions also writes partset, since Redis deletes an empty
 // hash: an emptied set then reads as stored and empty, and neither key
@@ -102,8 +101,7 @@
 // A session is alive while its expiry score is later than the server's
 // current time. The scripts of OpenSession, KeepAlive, CloseSession,
 // Claim, Release and their batches first remove (at most 256) sessions
-// whose expiry has passed, logging SessionExpired and publishing EventLeft
-// for each; Snapshot removes every one, so the sessions it lists are
+// whose expiry has passed, logging SessionExpired for each; Snapshot removes every one, so the sessions it lists are
 // exactly those the log has not ended; ExpireSessions removes them 1,000
 // per script until none is due. KeepAlive and ExpireSessions answer the
 // time until the earliest expiry, so a member knows when to call
@@ -157,17 +155,4 @@
 // After such a loss every session is unknown: KeepAlive returns
 // store.ErrSessionExpired and the member opens a new session. Checkpoints
 // stored only in Redis are lost with it.
-//
-// # Change feed
-//
-// Scripts publish "<kind>\n<session>\n<partition>" on the group's channel
-// for joins, leaves, claims, releases and partition-set changes; KeepAlive
-// and Checkpoint, the steady-state operations, publish nothing (KeepAlive
-// only announces sessions it found expired). Each Watch has its own pub/sub
-// connection; go-redis reconnects and resubscribes after a disconnection,
-// and the feed emits store.EventResync at the start and after every
-// resubscription, so readers re-read what they may have missed. Delivery
-// never blocks: when the reader's buffer is full, new events are dropped,
-// which is safe because the reader has a buffered event left to read and
-// re-reads the snapshot after it.
 package redisstore

@@ -19,7 +19,7 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 	}
 	k := s.keys(group)
 	status, _, err := s.runLogged(ctx, "GiveBack", giveBackScript, k, []string{k.sessions, k.members, k.owners, k.givenback},
-		k.events, partition, session, strconv.FormatUint(epoch, 10))
+		partition, session, strconv.FormatUint(epoch, 10))
 	if err != nil {
 		return err
 	}

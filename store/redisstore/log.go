@@ -412,7 +412,7 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 	k := s.keys(group)
 	for {
 		status, res, err := s.runLogged(ctx, "ExpireSessions", expireScript, k, []string{k.sessions, k.members},
-			k.events, expireBatch)
+			expireBatch)
 		if err != nil {
 			return 0, err
 		}
@@ -438,7 +438,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 	}
 	k := s.keys(group)
 	args := make([]any, 0, 2+len(partitions))
-	args = append(args, k.events, session)
+	args = append(args, session)
 	for _, p := range partitions {
 		args = append(args, p)
 	}
@@ -501,7 +501,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 	}
 	k := s.keys(group)
 	args := make([]any, 0, 2+2*len(held))
-	args = append(args, k.events, session)
+	args = append(args, session)
 	for _, o := range held {
 		args = append(args, o.Partition, strconv.FormatUint(o.Epoch, 10))
 	}

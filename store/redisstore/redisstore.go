@@ -27,16 +27,13 @@ const DefaultPrefix = "herd"
 // Store is a store.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
-	owned  bool          // Close closes client (Open made it)
-	prefix string        // validated key prefix
-	err    error         // a bad option given to New: every call returns it
-	health time.Duration // Watch's health-check interval (tests shorten it)
-	log    logConfig     // see log.go
+	owned  bool      // Close closes client (Open made it)
+	prefix string    // validated key prefix
+	err    error     // a bad option given to New: every call returns it
+	log    logConfig // see log.go
 
-	mu       sync.Mutex
-	closed   bool
-	watchers map[*watcher]struct{}
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
 }
 
 // Option configures a Store.
@@ -83,7 +80,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{client: client, prefix: cfg.prefix, health: defaultHealthInterval, log: cfg.log, watchers: map[*watcher]struct{}{}}
+	s := &Store{client: client, prefix: cfg.prefix, log: cfg.log}
 	if client == nil {
 		s.err = fmt.Errorf("redisstore: New was given a nil client: %w", store.ErrInvalid)
 	} else {
@@ -151,8 +148,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close stops the store's Watch feeds and, if the store was made by Open,
-// closes its connections. Sessions are not closed. Calls after Close fail.
+// Close closes the store's connections if the store was made by Open. Sessions are not closed. Calls after Close fail.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -160,15 +156,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	ws := make([]*watcher, 0, len(s.watchers))
-	for w := range s.watchers {
-		ws = append(ws, w)
-	}
 	s.mu.Unlock()
-	for _, w := range ws {
-		w.cancel()
-	}
-	s.wg.Wait()
 	if s.owned && s.client != nil {
 		return s.client.Close()
 	}
@@ -179,10 +167,10 @@ func (s *Store) Close() error {
 // inside one hash tag, so any id (braces, colons, spaces, ...) yields valid,
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
-	sessions, members, partitions, owners, checkpoints, events string
-	partset, givenback                                         string // see scripts.go
-	epochat, ckptat                                            string // see scripts.go
-	log, version                                               string // see log.go
+	sessions, members, partitions, owners, checkpoints string
+	partset, givenback                                 string // see scripts.go
+	epochat, ckptat                                    string // see scripts.go
+	log, version                                       string // see log.go
 }
 
 func (s *Store) keys(group string) keys {
@@ -197,7 +185,6 @@ func (s *Store) keys(group string) keys {
 		epochat:     base + "epochat",
 		ckptat:      base + "ckptat",
 		givenback:   base + "givenback",
-		events:      base + "events",
 		log:         base + "log",
 		version:     base + "version",
 	}
@@ -394,7 +381,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	for range 3 {
 		id := newSessionID()
 		status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
-			k.events, id, ttlMicros(ttl), meta)
+			id, ttlMicros(ttl), meta)
 		if err != nil {
 			return "", err
 		}
@@ -411,9 +398,9 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 }
 
 // KeepAlive implements store.Store. Besides renewing the session it removes
-// sessions it finds expired and publishes EventLeft for them, so a
-// crashed member's departure is pushed to the group within one renewal
-// interval of any member; in the steady state it publishes nothing.
+// sessions it finds expired and logs them, so a crashed member's departure
+// reaches the group within one renewal interval of any member; in the
+// steady state it logs nothing.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
 	if err := s.begin(ctx, "group", group, "session", session); err != nil {
 		return 0, err
@@ -423,7 +410,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "KeepAlive", keepAliveScript, k, []string{k.sessions, k.members},
-		k.events, session, ttlMicros(ttl))
+		session, ttlMicros(ttl))
 	if err != nil {
 		return 0, err
 	}
@@ -442,7 +429,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		return err
 	}
 	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "CloseSession", closeScript, k, []string{k.sessions, k.members}, k.events, session)
+	status, _, err := s.runLogged(ctx, "CloseSession", closeScript, k, []string{k.sessions, k.members}, session)
 	if err != nil {
 		return err
 	}
@@ -461,8 +448,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 		return fmt.Errorf("redisstore: SetPartitions: %w", err)
 	}
 	k := s.keys(group)
-	args := make([]any, 0, 1+2*len(partitions))
-	args = append(args, k.events)
+	args := make([]any, 0, 2*len(partitions))
 	for _, p := range partitions {
 		args = append(args, p.ID, strconv.Itoa(p.Weight))
 	}
@@ -494,7 +480,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		return nil, err
 	}
 	k := s.keys(group)
-	ks, args := s.logArgs(k, []string{k.sessions, k.members}, k.events)
+	ks, args := s.logArgs(k, []string{k.sessions, k.members})
 	res, err := s.eval(ctx, pruneScript, ks, args...)
 	if err != nil {
 		return nil, fail("Snapshot", err)
@@ -778,7 +764,7 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, k.events, partition, session)
+		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, partition, session)
 	if err != nil {
 		return store.Ownership{}, err
 	}
@@ -814,7 +800,7 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 	}
 	k := s.keys(group)
 	status, _, err := s.runLogged(ctx, "Release", releaseScript, k, []string{k.sessions, k.members, k.owners},
-		k.events, partition, session, strconv.FormatUint(epoch, 10))
+		partition, session, strconv.FormatUint(epoch, 10))
 	if err != nil {
 		return err
 	}
@@ -874,7 +860,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 	}
 	k := s.keys(group)
 	status, _, err := s.runLogged(ctx, "Restore", restoreScript, k, []string{k.owners, k.checkpoints, k.epochat, k.ckptat, k.givenback},
-		k.events, partition, strconv.FormatUint(epoch, 10), value)
+		partition, strconv.FormatUint(epoch, 10), value)
 	if err != nil {
 		return err
 	}

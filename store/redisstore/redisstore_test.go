@@ -154,13 +154,14 @@ func TestOpenPrefixAndACL(t *testing.T) {
 	defer s3.Close()
 	id, err := s3.OpenSession(ctx, "acl group", "m", 1, time.Minute)
 	must(t, err, "OpenSession as ACL user")
-	ch, err := s3.Watch(ctx, "acl group")
-	must(t, err, "Watch as ACL user")
-	if ev := <-ch; ev.Kind != store.EventResync {
-		t.Fatalf("first event %v; want resync", ev)
-	}
+	snap, err := s3.Snapshot(ctx, "acl group")
+	must(t, err, "Snapshot as ACL user")
 	_, err = s3.Claim(ctx, "acl group", "p", id)
 	must(t, err, "Claim as ACL user")
+	cs, _, err := s3.Changes(ctx, "acl group", snap.Version, 10)
+	if err != nil || len(cs) != 1 || cs[0].Partition != "p" {
+		t.Fatalf("Changes as ACL user: %+v, %v; want the claim of p", cs, err)
+	}
 	// The same user with another prefix is refused by the server.
 	s4 := New(s3.client, WithPrefix("not-"+prefix))
 	_, err = s4.OpenSession(ctx, "g", "m", 1, time.Minute)
@@ -193,16 +194,15 @@ func TestNewBadPrefix(t *testing.T) {
 		s := New(raw, WithPrefix(p))
 		_, err := s.OpenSession(ctx, "g", "m", 1, time.Second)
 		wantIs(t, err, store.ErrInvalid, fmt.Sprintf("OpenSession on a store with prefix %q", p))
-		_, err = s.Watch(ctx, "g")
-		wantIs(t, err, store.ErrInvalid, fmt.Sprintf("Watch on a store with prefix %q", p))
+		_, _, err = s.Changes(ctx, "g", store.Version{}, 1)
+		wantIs(t, err, store.ErrInvalid, fmt.Sprintf("Changes on a store with prefix %q", p))
 	}
 	_, err := New(nil).Snapshot(ctx, "g")
 	wantIs(t, err, store.ErrInvalid, "Snapshot on New(nil)")
 }
 
-// TestKeysShareHashTag: every key and the channel of a group, whatever its
-// id, have the same Redis Cluster hash tag, and different groups different
-// tags.
+// TestKeysShareHashTag: every key of a group, whatever its id, has the
+// same Redis Cluster hash tag, and different groups different tags.
 func TestKeysShareHashTag(t *testing.T) {
 	s := New(redis.NewClient(&redis.Options{}), WithPrefix("pre:fix"))
 	defer s.client.Close()
@@ -210,7 +210,7 @@ func TestKeysShareHashTag(t *testing.T) {
 	for _, g := range []string{"g", "{g}", "}{", "{", "}", "a:b", "with space", "日本", "{}", strings.Repeat("{x}", 170)} {
 		k := s.keys(g)
 		var tag string
-		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.events, k.partset, k.log, k.version} {
+		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.log, k.version} {
 			open := strings.IndexByte(name, '{')
 			close := strings.IndexByte(name[open+1:], '}')
 			if open < 0 || close <= 0 {
@@ -483,14 +483,12 @@ func TestCheckpointBytes(t *testing.T) {
 	}
 }
 
-// TestExpiryPublishesLeft: a session that is not renewed expires by the
-// server's clock, and the next KeepAlive of another member announces it.
-func TestExpiryPublishesLeft(t *testing.T) {
+// TestExpiryLogged: a session that is not renewed expires by the server's
+// clock, and the next KeepAlive of another member logs it.
+func TestExpiryLogged(t *testing.T) {
 	s, _ := newTestStore(t)
 	ctx := ctxT(t)
 	const g = "expiry"
-	ch, err := s.Watch(ctx, g)
-	must(t, err, "Watch")
 	live, _ := s.OpenSession(ctx, g, "live", 1, time.Minute)
 	short, _ := s.OpenSession(ctx, g, "short", 2, 300*time.Millisecond)
 	o, err := s.Claim(ctx, g, "p", short)
@@ -502,9 +500,10 @@ func TestExpiryPublishesLeft(t *testing.T) {
 		}
 	}
 	time.Sleep(400 * time.Millisecond)
-	drain(ch)
 	must(t, keepErr(s.KeepAlive(ctx, g, live, time.Minute)), "KeepAlive of the live session")
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventLeft && ev.Session == short })
+	if cs, _, err := s.Changes(ctx, g, snap.Version, 10); err != nil || len(cs) != 1 || cs[0].Kind != store.SessionExpired || cs[0].Session != short {
+		t.Fatalf("the log after the KeepAlive: %+v, %v; want the expiry of %s", cs, err, short)
+	}
 	wantIs(t, keepErr(s.KeepAlive(ctx, g, short, time.Minute)), store.ErrSessionExpired, "KeepAlive of the expired session")
 	wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, []byte("late")), store.ErrNotOwner, "Checkpoint of an expired owner")
 	o2, err := s.Claim(ctx, g, "p", live)
@@ -516,120 +515,11 @@ func TestExpiryPublishesLeft(t *testing.T) {
 	wantIs(t, err, store.ErrSessionExpired, "Claim by an expired session")
 }
 
-func drain(ch <-chan store.Event) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
-func waitEvent(t *testing.T, ch <-chan store.Event, match func(store.Event) bool) []store.Event {
-	t.Helper()
-	var seen []store.Event
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				t.Fatalf("feed closed; events seen: %v", seen)
-			}
-			if match(ev) {
-				return seen
-			}
-			seen = append(seen, ev)
-		case <-timer.C:
-			t.Fatalf("expected event did not arrive; events seen: %v", seen)
-		}
-	}
-}
-
-// TestWatchEvents checks the payload decoding of every kind with ids that
-// contain the separators of other encodings.
-func TestWatchEvents(t *testing.T) {
-	s, _ := newTestStore(t)
-	ctx := ctxT(t)
-	const g = "{watch}: group"
-	ch, err := s.Watch(ctx, g)
-	must(t, err, "Watch")
-	if ev := <-ch; ev.Kind != store.EventResync {
-		t.Fatalf("first event %v; want resync", ev)
-	}
-	id, _ := s.OpenSession(ctx, g, "m: 1", 1, time.Minute)
-	const p = "part: {1} \"%s\" 日本"
-	must(t, s.SetPartitions(ctx, g, []store.Partition{{ID: p, Weight: 3}}), "SetPartitions")
-	o, err := s.Claim(ctx, g, p, id)
-	must(t, err, "Claim")
-	must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
-	must(t, s.CloseSession(ctx, g, id), "CloseSession")
-	want := []store.Event{
-		{Kind: store.EventJoined, Session: id},
-		{Kind: store.EventPartitions},
-		{Kind: store.EventClaimed, Session: id, Partition: p},
-		{Kind: store.EventReleased, Session: id, Partition: p},
-		{Kind: store.EventLeft, Session: id},
-	}
-	for i, w := range want {
-		select {
-		case ev := <-ch:
-			if ev != w {
-				t.Fatalf("event %d = %+v; want %+v", i, ev, w)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("event %d (%+v) did not arrive", i, w)
-		}
-	}
-	for _, bad := range []string{"", "X\n\n", "J", "JJ\na\nb", "C\nno partition"} {
-		if ev := parseEvent(bad); ev.Kind != store.EventResync {
-			t.Fatalf("parseEvent(%q) = %v; want resync", bad, ev)
-		}
-	}
-}
-
-// TestWatchSlowReader: a reader that does not read does not block the
-// store, and after reading again it still sees the latest change.
-func TestWatchSlowReader(t *testing.T) {
-	s, _ := newTestStore(t)
-	ctx := ctxT(t)
-	const g = "slow"
-	ch, err := s.Watch(ctx, g)
-	must(t, err, "Watch")
-	for i := range eventBuffer * 3 {
-		_, err := s.OpenSession(ctx, g, fmt.Sprint("m", i), 1, time.Minute)
-		must(t, err, "OpenSession")
-	}
-	last, _ := s.OpenSession(ctx, g, "last", 1, time.Minute)
-	time.Sleep(200 * time.Millisecond)
-	n := 0
-	for len(ch) > 0 {
-		<-ch
-		n++
-	}
-	if n == 0 || n > eventBuffer {
-		t.Fatalf("buffered %d events; want 1..%d", n, eventBuffer)
-	}
-	// The next reading of the snapshot shows everything.
-	snap, _ := s.Snapshot(ctx, g)
-	if !snap.Alive(last) || len(snap.Sessions) != eventBuffer*3+1 {
-		t.Fatalf("snapshot has %d sessions", len(snap.Sessions))
-	}
-	// And the feed works again.
-	x, _ := s.OpenSession(ctx, g, "x", 1, time.Minute)
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventJoined && ev.Session == x })
-}
-
-// TestCloseStopsWatch: Close ends every feed and later calls fail.
-func TestCloseStopsWatch(t *testing.T) {
+// TestClose: Close returns and later calls fail.
+func TestClose(t *testing.T) {
 	raw := redistest.Need(t)
 	s := openWithPrefix(t, testPrefix(t, raw))
 	ctx := ctxT(t)
-	ch1, err := s.Watch(ctx, "a")
-	must(t, err, "Watch")
-	ch2, err := s.Watch(ctx, "b")
-	must(t, err, "Watch")
 	done := make(chan struct{})
 	go func() { _ = s.Close(); close(done) }()
 	select {
@@ -637,14 +527,10 @@ func TestCloseStopsWatch(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	for _, ch := range []<-chan store.Event{ch1, ch2} {
-		for range ch {
-		}
-	}
-	_, err = s.Snapshot(ctx, "a")
+	_, err := s.Snapshot(ctx, "a")
 	wantIs(t, err, store.ErrUnavailable, "Snapshot after Close")
-	_, err = s.Watch(ctx, "a")
-	wantIs(t, err, store.ErrUnavailable, "Watch after Close")
+	_, _, err = s.Changes(ctx, "a", store.Version{}, 1)
+	wantIs(t, err, store.ErrUnavailable, "Changes after Close")
 	must(t, s.Close(), "second Close")
 }
 
@@ -657,8 +543,8 @@ func TestContextErrors(t *testing.T) {
 	_, err := s.Snapshot(ctx, "g")
 	wantIs(t, err, store.ErrUnavailable, "Snapshot with cancelled ctx")
 	wantIs(t, err, context.Canceled, "Snapshot with cancelled ctx")
-	_, err = s.Watch(ctx, "g")
-	wantIs(t, err, context.Canceled, "Watch with cancelled ctx")
+	_, _, err = s.Changes(ctx, "g", store.Version{}, 1)
+	wantIs(t, err, context.Canceled, "Changes with cancelled ctx")
 
 	// A deadline that passes while the server is busy.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
@@ -676,7 +562,7 @@ func TestOpenSessionRetried(t *testing.T) {
 	ctx := ctxT(t)
 	k := s.keys("g")
 	for i, meta := range []string{"1:m", "1:m", "2:other"} {
-		status, _, err := s.runLogged(ctx, "open", openScript, k, []string{k.sessions, k.members}, k.events, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
+		status, _, err := s.runLogged(ctx, "open", openScript, k, []string{k.sessions, k.members}, "FIXEDIDFIXEDIDFIXEDIDFIXED", "60000000", meta)
 		must(t, err, "open script")
 		want := "ok"
 		if i == 2 {
@@ -736,34 +622,24 @@ func TestServerRestart(t *testing.T) {
 	must(t, err, "Open")
 	defer s.Close()
 	const g = "restart"
-	ch, err := s.Watch(ctx, g)
-	must(t, err, "Watch")
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")
 	var maxEpoch uint64
 	for i := range 100 {
-		if i%10 == 0 {
-			// Keep the feed's buffer from filling (it drops events then).
-			drain(ch)
-		}
 		p := fmt.Sprint("p", i%4)
 		o, err := s.Claim(ctx, g, p, id)
 		must(t, err, "Claim")
 		maxEpoch = o.Epoch
 		must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
 	}
-	time.Sleep(50 * time.Millisecond)
-	drain(ch)
 	o, err := s.Claim(ctx, g, "kept", id)
 	must(t, err, "Claim")
 	maxEpoch = o.Epoch
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventClaimed && ev.Partition == "kept" })
+	before, err := s.Snapshot(ctx, g)
+	must(t, err, "Snapshot")
 
 	ts.Restart()
 
-	// The feed reconnects and says so.
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
 	// The pool's connections died with the server; calls recover.
 	var kerr error
 	for range 50 {
@@ -780,8 +656,9 @@ func TestServerRestart(t *testing.T) {
 	if id2 == id {
 		t.Fatal("session id repeated after the restart")
 	}
-	// Events flow on the new subscription.
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventJoined && ev.Session == id2 })
+	// The log is a new history: a reader of the old one reads anew.
+	_, _, err = s.Changes(ctx, g, before.Version, 10)
+	wantIs(t, err, store.ErrVersionGone, "Changes after the restart, from a version before it")
 	for _, p := range []string{"kept", "p0", "new"} {
 		o, err := s.Claim(ctx, g, p, id2)
 		must(t, err, "Claim after the restart")
@@ -796,57 +673,16 @@ func TestServerRestart(t *testing.T) {
 	defer cancel()
 	_, err = s.Snapshot(sctx, g)
 	wantIs(t, err, store.ErrUnavailable, "Snapshot with the server down")
-	// And the feed survives the outage.
+	// And the store works again once it is back.
 	ts.Start()
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
-}
-
-// TestWatchIdleHealthCheck: an idle feed pings the server and stays quiet
-// (no spurious resyncs) as long as the server answers.
-func TestWatchIdleHealthCheck(t *testing.T) {
-	s, _ := newTestStore(t)
-	s.health = 50 * time.Millisecond
-	ctx := ctxT(t)
-	ch, err := s.Watch(ctx, "idle")
-	must(t, err, "Watch")
-	if ev := <-ch; ev.Kind != store.EventResync {
-		t.Fatalf("first event %v; want resync", ev)
+	var serr error
+	for range 50 {
+		if _, serr = s.Snapshot(ctx, g); serr == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // about 10 ping rounds
-	if n := len(ch); n != 0 {
-		t.Fatalf("idle feed delivered %d events (%v); want none", n, <-ch)
-	}
-	id, _ := s.OpenSession(ctx, "idle", "m", 1, time.Minute)
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventJoined && ev.Session == id })
-}
-
-// TestWatchUnresponsiveServer: when the server stops answering (here
-// CLIENT PAUSE on a private server) the feed gives up on the connection,
-// subscribes again, and delivers EventResync once it is back.
-func TestWatchUnresponsiveServer(t *testing.T) {
-	redistest.Need(t)
-	ts := redistest.StartServer(t)
-	ctx := ctxT(t)
-	s, err := Open(ctx, ts.URL())
-	must(t, err, "Open")
-	defer s.Close()
-	s.health = 100 * time.Millisecond
-	ch, err := s.Watch(ctx, "paused")
-	must(t, err, "Watch")
-	if ev := <-ch; ev.Kind != store.EventResync {
-		t.Fatalf("first event %v; want resync", ev)
-	}
-	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(ts.URL(), "redis://"), "/0")})
-	defer admin.Close()
-	must(t, admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(), "CLIENT PAUSE")
-	start := time.Now()
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventResync })
-	if time.Since(start) < time.Second {
-		t.Fatalf("resync after %v, before the pause ended", time.Since(start))
-	}
-	id, err := s.OpenSession(ctx, "paused", "m", 1, time.Minute)
-	must(t, err, "OpenSession")
-	waitEvent(t, ch, func(ev store.Event) bool { return ev.Kind == store.EventJoined && ev.Session == id })
+	must(t, serr, "Snapshot once the server is back")
 }
 
 // Benchmarks of the steady-state operations (one round trip each).

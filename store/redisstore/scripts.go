@@ -49,9 +49,6 @@ import "github.com/redis/go-redis/v9"
 // newSessionID), so the first two colons of an owners value delimit the
 // epoch and the session; the member id (any printable text) is the rest.
 //
-// Change events are published on the group's channel as
-// "<kind>\n<session>\n<partition>" (ids never contain control characters).
-//
 // Scripts answer with a table whose first element is a status: "ok",
 // "expired", "claimed", "notowner",
 // "dup" (session id collision) or "corrupt" followed by the key and field
@@ -175,14 +172,13 @@ local function log_done()
 end
 
 -- prune expires at most limit (-1: every) sessions whose TTL has passed,
--- logging and announcing each, and returns how many it expired.
-local function prune(zkey, hkey, ch, limit)
+-- logging each, and returns how many it expired.
+local function prune(zkey, hkey, limit)
   local dead = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_s, 'LIMIT', 0, limit or 256)
   for i = 1, #dead do
     redis.call('ZREM', zkey, dead[i])
     redis.call('HDEL', hkey, dead[i])
     append('E\n' .. dead[i])
-    redis.call('PUBLISH', ch, 'L\n' .. dead[i] .. '\n')
   end
   return #dead
 end
@@ -205,58 +201,56 @@ func logged(body string) *redis.Script {
 	return redis.NewScript(logPrelude + "local function body()\n" + body + "\nend\nlocal r = body()\nlog_done()\nreturn r\n")
 }
 
-// KEYS: sessions, members. ARGV: channel, session id, ttl µs, "<weight>:<member>".
+// KEYS: sessions, members. ARGV: session id, ttl µs, "<weight>:<member>".
 var openScript = logged(`
-local sess, meta, ch, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-prune(sess, meta, ch)
-local exp = string.format('%.0f', now + tonumber(ARGV[3]))
+local sess, meta, id = KEYS[1], KEYS[2], ARGV[1]
+prune(sess, meta)
+local exp = string.format('%.0f', now + tonumber(ARGV[2]))
 if redis.call('ZSCORE', sess, id) then
   -- The id is 130 random bits: an existing entry with the same metadata
   -- is this very call, retried by the client after a lost reply.
-  if redis.call('HGET', meta, id) == ARGV[4] then
+  if redis.call('HGET', meta, id) == ARGV[3] then
     redis.call('ZADD', sess, 'XX', exp, id)
     return {'ok'}
   end
   return {'dup'}
 end
 redis.call('ZADD', sess, exp, id)
-redis.call('HSET', meta, id, ARGV[4])
-append('O\n' .. id .. '\n' .. ARGV[4])
-redis.call('PUBLISH', ch, 'J\n' .. id .. '\n')
+redis.call('HSET', meta, id, ARGV[3])
+append('O\n' .. id .. '\n' .. ARGV[3])
 return {'ok'}
 `)
 
-// KEYS: sessions, members. ARGV: channel, session id, ttl µs.
+// KEYS: sessions, members. ARGV: session id, ttl µs.
 // Answers the time until the earliest expiry (see store.Store.KeepAlive).
 var keepAliveScript = logged(`
-local sess, meta, ch, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-prune(sess, meta, ch)
+local sess, meta, id = KEYS[1], KEYS[2], ARGV[1]
+prune(sess, meta)
 if not alive(sess, id) then return {'expired'} end
-redis.call('ZADD', sess, 'XX', string.format('%.0f', now + tonumber(ARGV[3])), id)
+redis.call('ZADD', sess, 'XX', string.format('%.0f', now + tonumber(ARGV[2])), id)
 return {'ok', next_expiry(sess)}
 `)
 
-// KEYS: sessions, members. ARGV: channel, limit. Answers how many sessions
-// it expired and the time until the next expiry.
+// KEYS: sessions, members. ARGV: limit. Answers how many sessions it
+// expired and the time until the next expiry.
 var expireScript = logged(`
-local n = prune(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]))
+local n = prune(KEYS[1], KEYS[2], tonumber(ARGV[1]))
 return {'ok', n, next_expiry(KEYS[1])}
 `)
 
-// KEYS: sessions, members. ARGV: channel, session id.
+// KEYS: sessions, members. ARGV: session id.
 var closeScript = logged(`
-local sess, meta, ch, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-prune(sess, meta, ch)
+local sess, meta, id = KEYS[1], KEYS[2], ARGV[1]
+prune(sess, meta)
 local n = redis.call('ZREM', sess, id)
 redis.call('HDEL', meta, id)
 if n == 1 then
   append('X\n' .. id)
-  redis.call('PUBLISH', ch, 'L\n' .. id .. '\n')
 end
 return {'ok'}
 `)
 
-// KEYS: partitions, partset. ARGV: channel, then partition, weight pairs.
+// KEYS: partitions, partset. ARGV: partition, weight pairs.
 // The entry lists the whole set, "P" then "\n<id>\n<weight>" per partition.
 var setPartitionsScript = logged(`
 local key = KEYS[1]
@@ -266,7 +260,7 @@ redis.call('DEL', key)
 redis.call('SET', KEYS[2], '1')
 local batch = {}
 local entry = {'P'}
-for i = 2, NARGV, 2 do
+for i = 1, NARGV, 2 do
   batch[#batch + 1] = ARGV[i]
   batch[#batch + 1] = ARGV[i + 1]
   entry[#entry + 1] = ARGV[i]
@@ -278,17 +272,16 @@ for i = 2, NARGV, 2 do
 end
 if #batch > 0 then redis.call('HSET', key, unpack(batch)) end
 append(table.concat(entry, '\n'))
-redis.call('PUBLISH', ARGV[1], 'P\n\n')
 return {'ok'}
 `)
 
-// KEYS: sessions, members. ARGV: channel. Snapshot's first step: every
+// KEYS: sessions, members. Snapshot's first step: every
 // due session is expired (and logged), and the server's time, in µs, is
 // the answer. The read that follows (Snapshot, a MULTI/EXEC) lists the
 // sessions that expire after that time, so the live sessions it shows are
 // exactly those the log has not ended at the version it reads.
 var pruneScript = logged(`
-prune(KEYS[1], KEYS[2], ARGV[1], -1)
+prune(KEYS[1], KEYS[2], -1)
 return {now_s}
 `)
 
@@ -298,7 +291,7 @@ return {now_s}
 // record's GivenBack mark (in gb) is kept, unless it names s: the giver's
 // claim clears it.
 const claimFn = `
-local function claim_one(sess, owners, ckpt, at, gb, ch, p, s, m)
+local function claim_one(sess, owners, ckpt, at, gb, p, s, m)
   local prev = '0'
   local cur = redis.call('HGET', owners, p)
   if cur then
@@ -319,7 +312,6 @@ local function claim_one(sess, owners, ckpt, at, gb, ch, p, s, m)
     mark = false
   end
   append('C\n' .. p .. '\n' .. s .. '\n' .. e .. '\n' .. m)
-  redis.call('PUBLISH', ch, 'C\n' .. s .. '\n' .. p)
   return {'ok', e, redis.call('HGET', ckpt, p), mark or ''}
 end
 
@@ -331,32 +323,32 @@ end
 `
 
 // KEYS: sessions, members, owners, checkpoints, epochat, givenback. ARGV:
-// channel, partition, session. Answers {'ok', epoch, member, checkpoint, mark}.
+// partition, session. Answers {'ok', epoch, member, checkpoint, mark}.
 var claimScript = logged(claimFn + `
 local sess, meta, owners, ckpt, at, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local ch, p, s = ARGV[1], ARGV[2], ARGV[3]
-prune(sess, meta, ch)
+local p, s = ARGV[1], ARGV[2]
+prune(sess, meta)
 if not alive(sess, s) then return {'expired'} end
 local m = member_of(meta, s)
 if not m then return {'corrupt', meta, s} end
-local r = claim_one(sess, owners, ckpt, at, gb, ch, p, s, m)
+local r = claim_one(sess, owners, ckpt, at, gb, p, s, m)
 if r[1] == 'ok' then return {'ok', r[2], m, r[3], r[4]} end
 return r
 `)
 
 // KEYS: sessions, members, owners, checkpoints, epochat, givenback. ARGV:
-// channel, session, then the partitions. Answers {'ok', member,
-// {result}...}, one claim_one result per partition.
+// session, then the partitions. Answers {'ok', member, {result}...}, one
+// claim_one result per partition.
 var claimBatchScript = logged(claimFn + `
 local sess, meta, owners, ckpt, at, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local ch, s = ARGV[1], ARGV[2]
-prune(sess, meta, ch)
+local s = ARGV[1]
+prune(sess, meta)
 if not alive(sess, s) then return {'expired'} end
 local m = member_of(meta, s)
 if not m then return {'corrupt', meta, s} end
 local out = {'ok', m}
-for i = 3, NARGV do
-  out[#out + 1] = claim_one(sess, owners, ckpt, at, gb, ch, ARGV[i], s, m)
+for i = 2, NARGV do
+  out[#out + 1] = claim_one(sess, owners, ckpt, at, gb, ARGV[i], s, m)
 end
 return out
 `)
@@ -366,7 +358,7 @@ return out
 // gb (the givenback key) it is a GiveBack: the record's mark becomes s and
 // the entry carries s as a fifth field.
 const releaseFn = `
-local function release_one(sess, owners, ch, p, s, epoch, gb)
+local function release_one(sess, owners, p, s, epoch, gb)
   local cur = redis.call('HGET', owners, p)
   if not cur then return {'notowner'} end
   local e, owner = parse(cur)
@@ -379,40 +371,39 @@ local function release_one(sess, owners, ch, p, s, epoch, gb)
   else
     append('R\n' .. p .. '\n' .. s .. '\n' .. e)
   end
-  redis.call('PUBLISH', ch, 'R\n' .. s .. '\n' .. p)
   return {'ok'}
 end
 `
 
-// KEYS: sessions, members, owners. ARGV: channel, partition, session, epoch.
+// KEYS: sessions, members, owners. ARGV: partition, session, epoch.
 var releaseScript = logged(releaseFn + `
 local sess, meta, owners = KEYS[1], KEYS[2], KEYS[3]
-prune(sess, meta, ARGV[1])
-return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+prune(sess, meta)
+return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3])
 `)
 
-// KEYS: sessions, members, owners, givenback. ARGV: channel, partition,
-// session, epoch.
+// KEYS: sessions, members, owners, givenback. ARGV: partition, session,
+// epoch.
 var giveBackScript = logged(releaseFn + `
 local sess, meta, owners, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-prune(sess, meta, ARGV[1])
-return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], ARGV[4], gb)
+prune(sess, meta)
+return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], gb)
 `)
 
-// KEYS: sessions, members, owners. ARGV: channel, session, then partition,
-// epoch pairs. Answers {'ok', {result}...}, one per pair.
+// KEYS: sessions, members, owners. ARGV: session, then partition, epoch
+// pairs. Answers {'ok', {result}...}, one per pair.
 var releaseBatchScript = logged(releaseFn + `
 local sess, meta, owners = KEYS[1], KEYS[2], KEYS[3]
-prune(sess, meta, ARGV[1])
+prune(sess, meta)
 local out = {'ok'}
-for i = 3, NARGV, 2 do
-  out[#out + 1] = release_one(sess, owners, ARGV[1], ARGV[i], ARGV[2], ARGV[i + 1])
+for i = 2, NARGV, 2 do
+  out[#out + 1] = release_one(sess, owners, ARGV[i], ARGV[1], ARGV[i + 1])
 end
 return out
 `)
 
 // KEYS: sessions, owners, checkpoints, ckptat. ARGV: partition, epoch, value.
-// Checkpoint neither prunes nor publishes: it is the hot path.
+// Checkpoint neither prunes nor logs: it is the hot path.
 var checkpointScript = redis.NewScript(prelude + `
 local sess, owners, ckpt = KEYS[1], KEYS[2], KEYS[3]
 local p, epoch = ARGV[1], ARGV[2]
@@ -426,27 +417,26 @@ redis.call('HSET', KEYS[4], p, now_s)
 return {'ok'}
 `)
 
-// KEYS: owners, checkpoints, epochat, ckptat, givenback. ARGV: channel,
-// partition, epoch, value.
+// KEYS: owners, checkpoints, epochat, ckptat, givenback. ARGV: partition,
+// epoch, value.
 // Restore writes where the partition has no record, or a released record
 // with a lower epoch (itself restored after a data loss, by a member that
 // lost the partition earlier), and leaves it without a GivenBack mark.
 var restoreScript = logged(`
 local owners, ckpt = KEYS[1], KEYS[2]
-local ch, p = ARGV[1], ARGV[2]
+local p, epoch = ARGV[1], ARGV[2]
 local cur = redis.call('HGET', owners, p)
 if cur then
   local e, owner = parse(cur)
   if not e then return {'corrupt', owners, p} end
-  if owner ~= '' or not dec_gt(ARGV[3], e) then return {'notowner'} end
+  if owner ~= '' or not dec_gt(epoch, e) then return {'notowner'} end
 end
-redis.call('HSET', owners, p, ARGV[3] .. '::')
-redis.call('HSET', ckpt, p, ARGV[4])
-redis.call('HSET', KEYS[3], p, ARGV[3] .. ':' .. now_s)
+redis.call('HSET', owners, p, epoch .. '::')
+redis.call('HSET', ckpt, p, ARGV[3])
+redis.call('HSET', KEYS[3], p, epoch .. ':' .. now_s)
 redis.call('HSET', KEYS[4], p, now_s)
 redis.call('HDEL', KEYS[5], p)
-append('T\n' .. p .. '\n' .. ARGV[3])
-redis.call('PUBLISH', ch, 'R\n\n' .. p)
+append('T\n' .. p .. '\n' .. epoch)
 return {'ok'}
 `)
 

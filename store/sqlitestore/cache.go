@@ -90,7 +90,7 @@ func (s *Store) records(c conn, name string, g *group) (*recordSet, error) {
 		}
 		n := g.seq - cur.version.Seq
 		if cur.version.Seq > 0 && n <= uint64(2*(len(cur.owners)+len(cur.partitions))+1000) {
-			cs, v, err := readLog(c, name, cur.version, int(n), false)
+			cs, v, err := readLog(c, name, cur.version, int(n))
 			var be *bailout
 			switch {
 			case errors.As(err, &be):

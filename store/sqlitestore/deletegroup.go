@@ -13,7 +13,7 @@ import (
 // highest epoch of its records is kept in the file (herd_meta
 // epoch_floor), so that the group, written again, never repeats an epoch
 // whatever the clock does. Readers waiting in Changes find their version
-// gone; Watch feeds deliver EventResync.
+// gone.
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
 	if err := s.begin(ctx, "delete group", "group", group); err != nil {
 		return err

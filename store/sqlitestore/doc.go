@@ -110,7 +110,7 @@
 // systems, or fs.inotify.max_user_instances reached) it is polled every
 // 10 ms. Polling alone was measured at 1.1 ms median wake-up and 1% of a
 // core per idle Store at 1 ms, 9.5 ms and 0.46% at 10 ms (BenchmarkWake,
-// BenchmarkIdle). Watch is a goroutine following Changes.
+// BenchmarkIdle).
 //
 // # Snapshots
 //

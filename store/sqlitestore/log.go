@@ -112,12 +112,11 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	if max < 1 {
 		return nil, after, fmt.Errorf("sqlitestore: changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
-	return s.changes(ctx, group, after, max, false)
+	return s.changes(ctx, group, after, max)
 }
 
-// changes is Changes; fromStart makes the zero version follow the first
-// history written (Watch on a group never written).
-func (s *Store) changes(ctx context.Context, group string, after store.Version, limit int, fromStart bool) ([]store.Change, store.Version, error) {
+// changes is Changes, once the arguments are checked.
+func (s *Store) changes(ctx context.Context, group string, after store.Version, limit int) ([]store.Change, store.Version, error) {
 	block := defaultChangesBlock
 	if d, ok := ctx.Deadline(); ok {
 		block = min(block, time.Until(d)-50*time.Millisecond)
@@ -130,7 +129,7 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 		v := after
 		err := s.read(ctx, "changes", func(c conn) error {
 			var err error
-			out, v, err = readLog(c, group, after, limit, fromStart)
+			out, v, err = readLog(c, group, after, limit)
 			return err
 		})
 		if err != nil || len(out) > 0 {
@@ -150,7 +149,7 @@ func (s *Store) changes(ctx context.Context, group string, after store.Version, 
 
 // readLog reads at most max entries after after. No entries and no error:
 // the log ends at after.
-func readLog(c conn, name string, after store.Version, limit int, fromStart bool) ([]store.Change, store.Version, error) {
+func readLog(c conn, name string, after store.Version, limit int) ([]store.Change, store.Version, error) {
 	g, err := loadGroup(c, name)
 	if err != nil {
 		return nil, after, err
@@ -162,7 +161,7 @@ func readLog(c conn, name string, after store.Version, limit int, fromStart bool
 			return nil, after, nil
 		}
 		return nil, after, &bailout{gone(after, "the group has no log")}
-	case zero && !fromStart:
+	case zero:
 		return nil, after, &bailout{gone(after, "the group's log was written since (it is at %d)", g.seq)}
 	case after.Seq > g.seq:
 		return nil, after, &bailout{gone(after, "the log ends at %d", g.seq)}
@@ -171,19 +170,15 @@ func readLog(c conn, name string, after store.Version, limit int, fromStart bool
 	case after.Seq == g.seq:
 		return nil, after, nil
 	}
-	// One query reads the entry at after too (unless after is the zero
-	// version), to check its tag: the reader's history.
-	from, n := after.Seq, limit+1
-	if zero {
-		from, n = 1, limit
-	}
-	rows, err := c.rows(qLogEntries, g.id, int64(from), n)
+	// One query reads the entry at after too, to check its tag: the
+	// reader's history.
+	rows, err := c.rows(qLogEntries, g.id, int64(after.Seq), limit+1)
 	if err != nil {
 		return nil, after, err
 	}
 	defer rows.Close()
 	out := make([]store.Change, 0, min(uint64(limit), g.seq-after.Seq))
-	v, prev, atAfter := after, after.Tag, !zero
+	v, prev, atAfter := after, after.Tag, true
 	for rows.Next() {
 		var seq, tag, kind, weight, epoch int64
 		var e store.Change

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// notifier wakes the readers waiting at the end of a log (Changes, and so
-// Watch) when another connection, of this process or another, appends to
+// notifier wakes the readers waiting at the end of a log (Changes) when
+// another connection, of this process or another, appends to
 // a log. Writes of this Store wake them at once (wake after commit).
 // Other Stores' appends are seen by:
 //

@@ -39,10 +39,9 @@ type Store struct {
 	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
 	cache recordCache          // the last records read of each group (cache.go)
 
-	mu       sync.Mutex
-	closed   bool
-	done     chan struct{} // closed by Close: Watch feeds and waiting Changes end
-	watchers sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close: waiting Changes end
 }
 
 func newStore(db *sql.DB, path string, cfg config) *Store {
@@ -63,7 +62,7 @@ func newStore(db *sql.DB, path string, cfg config) *Store {
 // Path is the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close ends the store's Watch feeds and closes its connections. Sessions
+// Close ends the waiting Changes calls and closes its connections. Sessions
 // are not closed. Calls after Close fail with store.ErrUnavailable.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -74,7 +73,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
-	s.watchers.Wait()
 	s.notify.close()
 	if s.side != nil {
 		s.side.Close()

@@ -100,20 +100,18 @@ func testUnusualIDs(e *env) {
 		e.close(sessions[i])
 	}
 
-	// As group ids, each watched, all sharing one prefix so that a glob or
-	// prefix match between groups would show.
+	// As group ids, all sharing one prefix so that a glob or prefix match
+	// between groups would show, each with its own log.
 	base := newGroup(t, "")
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
 	groups := make([]string, len(ids))
-	feeds := make([]*feed, len(ids))
 	for i, id := range ids {
 		groups[i] = groupWith(base, id)
-		feeds[i] = e.watch(ctx, groups[i], "watcher of group "+quote(groups[i]))
 	}
 	members := make([]string, len(ids))
+	opened := make([]store.Version, len(ids))
 	for i, g := range groups {
 		members[i] = e.openIn(g, "member", 1, longTTL)
+		opened[i] = e.snapOf(g).Version
 		if err := e.s.SetPartitions(e.ctx, g, []store.Partition{{ID: "p"}}); err != nil {
 			t.Fatalf("SetPartitions in group %s: %v", quote(g), err)
 		}
@@ -130,16 +128,15 @@ func testUnusualIDs(e *env) {
 		if len(s.Owners) != 1 || s.Owners[0].Session != members[i] {
 			t.Fatalf("group %s has records %+v; want one, owned by %q", quote(g), s.Owners, members[i])
 		}
+		// Its log holds its own changes after its session's opening: the
+		// partition set and the claim, none of another group's.
+		cs := e.readLogOf(g, opened[i], s.Version)
+		if len(cs) != 2 || cs[0].Kind != store.PartitionsSet || cs[1].Kind != store.Claimed || cs[1].Session != members[i] {
+			t.Fatalf("group %s logged %+v after its session opened; want its partition set and its claim of p", quote(g), cs)
+		}
 		if o := e.claimIn(g, "p", members[i]); string(o.Checkpoint) != g {
 			t.Fatalf("group %s: Claim returned checkpoint %q; want its own %q", quote(g), o.Checkpoint, g)
 		}
-		skipped := feeds[i].waitFor("EventJoined for its session", isEvent(store.EventJoined, members[i], ""))
-		for _, ev := range skipped {
-			if ev.Kind != store.EventResync {
-				t.Fatalf("watcher of group %s received %v before its own group's first event; want no events of other groups", quote(g), ev)
-			}
-		}
-		feeds[i].waitFor("EventClaimed for p", isEvent(store.EventClaimed, members[i], "p"))
 	}
 }
 
@@ -174,12 +171,6 @@ func testMalformedIDs(e *env) {
 			"GiveBack(partition)":      func() error { return e.s.GiveBack(ctx, e.group, bad, s, o.Epoch) },
 			"Checkpoint(group)":        func() error { return e.s.Checkpoint(ctx, bad, "p", o.Epoch, []byte("x")) },
 			"Checkpoint(partition)":    func() error { return e.s.Checkpoint(ctx, e.group, bad, o.Epoch, []byte("x")) },
-			"Watch(group)": func() error {
-				wctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				_, err := e.s.Watch(wctx, bad)
-				return err
-			},
 		}
 		for name, call := range calls {
 			wantErr(t, call(), store.ErrInvalid, fmt.Sprintf("%s with id %s", name, quote(bad)), "store.ValidateID rejects the id")
@@ -207,6 +198,7 @@ func testCancelledContext(e *env) {
 	cancel()
 	expired, cancel2 := context.WithDeadline(e.ctx, time.Now().Add(-time.Second))
 	defer cancel2()
+	v := e.snap().Version
 	for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "past its deadline": expired} {
 		calls := map[string]func() error{
 			"OpenSession":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, time.Second); return err },
@@ -219,6 +211,7 @@ func testCancelledContext(e *env) {
 			"Release":       func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
 			"GiveBack":      func() error { return e.s.GiveBack(ctx, e.group, "p", s, o.Epoch+1) },
 			"Checkpoint":    func() error { return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, []byte("x")) },
+			"Changes":       func() error { _, _, err := e.s.Changes(ctx, e.group, v, 1); return err },
 		}
 		for name, call := range calls {
 			start := time.Now()
@@ -229,15 +222,6 @@ func testCancelledContext(e *env) {
 			if err == nil {
 				t.Fatalf("%s with a %s context returned nil; want an error", name, ctxName)
 			}
-		}
-		// Watch either refuses or returns a feed that closes at once.
-		start := time.Now()
-		ch, err := e.s.Watch(ctx, e.group)
-		if took := time.Since(start); took > promptly {
-			t.Fatalf("Watch with a %s context took %v; want it to return within %v", ctxName, took, promptly)
-		}
-		if err == nil {
-			(&feed{e: e, name: "Watch with a " + ctxName + " context", ch: ch}).waitClosed("returning with a dead context")
 		}
 	}
 }

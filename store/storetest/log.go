@@ -22,10 +22,16 @@ import (
 // (same generation), failing the test on any error or gap.
 func (e *env) readLog(after, until store.Version) []store.Change {
 	e.t.Helper()
+	return e.readLogOf(e.group, after, until)
+}
+
+// readLogOf is readLog of another group.
+func (e *env) readLogOf(group string, after, until store.Version) []store.Change {
+	e.t.Helper()
 	var out []store.Change
 	v := after
 	for v.Seq < until.Seq {
-		cs, next, err := e.s.Changes(e.ctx, e.group, v, 1+rand.IntN(50))
+		cs, next, err := e.s.Changes(e.ctx, group, v, 1+rand.IntN(50))
 		if err != nil {
 			e.t.Fatalf("Changes(after %v) on the way to %v: %v; want the entries", v, until, err)
 		}
