@@ -83,6 +83,14 @@
 //	reads/s, writes/s   store operations per second, whole fleet; a list or
 //	           snapshot is one read, rows/s counts the records it returned;
 //	           checkpoints are counted apart (every policy makes the same).
+//	           For herd a read of the log (Changes) is a read too, and its
+//	           rows are the snapshots' sessions, partitions and records and
+//	           the log's entries.
+//	server     seconds of one store server's time per second, whole fleet
+//	           (1.000 is one Redis core fully busy; more is more than one
+//	           core can serve): each operation charged the service time of
+//	           faultstore.RedisCost (calibrated on Redis 7.0.15 with INFO
+//	           commandstats; see its comment), checkpoints included.
 //	steady/member       (reads+writes)/s per member while balanced and idle.
 //	double-s   partition-seconds with two or more live handlers.
 //	peak-imb   largest (most - least) partitions among running members.
@@ -150,6 +158,14 @@
 // the partitions a node processes, so a node waiting to take over keeps
 // winning races, and with ~100 partitions per node the answer delays exceed
 // the minimum grab time - which is why it degrades badly at scale.
+//
+// The store server. Herd's members share one modelled server
+// (faultstore.Server): each call waits for the calls before it and for its
+// own service time, so a fleet that asks more than one Redis core can serve
+// sees its calls queue, and its times show it. The models are charged the
+// same service times in the server column (a write: a call and a record
+// written; a list: a call and a record per row; a checkpoint), but their
+// timings are their own documented cycles: they do not wait for the server.
 //
 // Assumptions common to the models: store latency 2 ms per operation
 // (scenarios may change it); a CPU-starved member runs each of its callbacks

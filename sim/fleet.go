@@ -103,13 +103,16 @@ type Ops struct {
 	// Notifications counts messages delivered through the store's change
 	// feed / pub-sub (one per receiving member).
 	Notifications int64 `json:"notifications"`
+	// ServerBusy is the time one store server (one Redis core) spends
+	// serving these operations, with faultstore.RedisCost's service times.
+	ServerBusy time.Duration `json:"server_busy_ns"`
 }
 
 func (o Ops) sub(p Ops) Ops {
 	return Ops{
 		Reads: o.Reads - p.Reads, Writes: o.Writes - p.Writes, Rows: o.Rows - p.Rows,
 		Checkpoints: o.Checkpoints - p.Checkpoints, Failed: o.Failed - p.Failed,
-		Notifications: o.Notifications - p.Notifications,
+		Notifications: o.Notifications - p.Notifications, ServerBusy: o.ServerBusy - p.ServerBusy,
 	}
 }
 

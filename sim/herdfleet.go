@@ -38,6 +38,11 @@ import (
 //   - JumpClock does nothing: herd never compares a wall clock with the
 //     store's, and in a bubble one member's clock cannot jump alone;
 //   - SetStore sets latency, failure rate and cut on every connection.
+//
+// Every connection queues on one store server (faultstore.Server with
+// Server's service times, default faultstore.RedisCost): a call's reply
+// waits for the calls before it and for its own service time, as on one
+// Redis core, so what the fleet asks of the store shows in its times.
 type Herd struct {
 	// Config is the template of every member's configuration; Group,
 	// Member, Handler, Gate and Logger are set by the fleet.
@@ -48,6 +53,9 @@ type Herd struct {
 	// Bubble, if set, runs a whole run inside a new bubble (for RunAll):
 	// func(run func()) { synctest.Test(t, func(*testing.T) { run() }) }.
 	Bubble func(run func())
+	// Server is the service time of the store server's operations (nil:
+	// faultstore.RedisCost; a zero Cost makes them free).
+	Server *faultstore.Cost
 }
 
 // InBubble implements Bubbler.
@@ -66,7 +74,14 @@ func (h Herd) Describe() string {
 	if ttl == 0 {
 		ttl = herd.DefaultSessionTTL
 	}
-	return "herd member code on memstore + faultstore: session TTL " + fmtDur(ttl) + ", fenced checkpoints, handoff on leave"
+	return "herd member code on memstore + faultstore: session TTL " + fmtDur(ttl) + ", fenced checkpoints, handoff on leave, one store server (" + h.serverCost().String() + ")"
+}
+
+func (h Herd) serverCost() faultstore.Cost {
+	if h.Server != nil {
+		return *h.Server
+	}
+	return faultstore.RedisCost
 }
 
 // FailoverBound: a crashed member's session expires after SessionTTL and
@@ -88,6 +103,7 @@ func (h Herd) NewFleet(env *Env) (Fleet, error) {
 	f := &herdFleet{
 		h: h, env: env, start: start, ctx: ctx, cancel: cancel,
 		st: memstore.New(), members: map[string]*herdMember{}, faults: env.Store,
+		server: faultstore.NewServer(h.serverCost()),
 	}
 	env.Rec.SetClock(func() time.Duration { return time.Since(start) })
 	env.Sched.SetDriver(f)
@@ -101,6 +117,7 @@ type herdFleet struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	st     *memstore.Store
+	server *faultstore.Server // shared by every member's connection
 
 	mu      sync.Mutex
 	members map[string]*herdMember // current incarnation per id
@@ -109,7 +126,7 @@ type herdFleet struct {
 	errs    []error
 	wg      sync.WaitGroup
 
-	rows, ckpts atomic.Int64
+	ckpts atomic.Int64
 }
 
 type herdMember struct {
@@ -159,7 +176,7 @@ func (f *herdFleet) AddMember(id string) error {
 	}
 	hm := &herdMember{
 		id:     id,
-		fs:     faultstore.Wrap(f.st, faultstore.WithSeed(f.env.Rand.Uint64())),
+		fs:     faultstore.Wrap(f.st, faultstore.WithSeed(f.env.Rand.Uint64()), faultstore.WithServer(f.server)),
 		gate:   &herd.Gate{},
 		joined: make(chan struct{}),
 	}
@@ -172,7 +189,7 @@ func (f *herdFleet) AddMember(id string) error {
 	cfg.Group, cfg.Member, cfg.Gate = f.env.Group, id, hm.gate
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.Handler = f.handler(hm)
-	st := rowCounter{Store: hm.fs, rows: &f.rows}
+	st := hm.fs
 	// Join waits for the store: it runs on its own goroutine so that the
 	// runner's time does not move inside a step.
 	f.wg.Go(func() {
@@ -289,13 +306,14 @@ func (f *herdFleet) Ops() Ops {
 	var o Ops
 	for _, hm := range f.all {
 		c := hm.fs.Ops()
-		o.Reads += c.Reads
+		o.Reads += c.Reads + c.Feeds // a read of the log is a read
 		o.Writes += c.Writes
 		o.Failed += c.Failed
+		o.Rows += c.Rows
 	}
 	o.Checkpoints = f.ckpts.Load()
 	o.Writes -= o.Checkpoints
-	o.Rows = f.rows.Load()
+	o.ServerBusy = f.server.Busy()
 	return o
 }
 
@@ -358,18 +376,4 @@ func (f *herdFleet) handler(hm *herdMember) herd.Handler {
 			}
 		}
 	}
-}
-
-// rowCounter counts the records every Snapshot returns.
-type rowCounter struct {
-	store.Store
-	rows *atomic.Int64
-}
-
-func (r rowCounter) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
-	s, err := r.Store.Snapshot(ctx, group)
-	if err == nil {
-		r.rows.Add(int64(len(s.Sessions) + len(s.Owners)))
-	}
-	return s, err
 }

@@ -43,6 +43,9 @@ type Rates struct {
 	Checkpoints float64 `json:"checkpoints_per_s"`
 	// PerMember: (reads + writes) per second per member.
 	PerMember float64 `json:"ops_per_member_per_s"`
+	// Server: seconds of one store server's time per second (1 is one
+	// Redis core fully busy; more is more than one core could serve).
+	Server float64 `json:"server_busy_per_s"`
 }
 
 func rates(o Ops, d time.Duration, members int) Rates {
@@ -53,6 +56,7 @@ func rates(o Ops, d time.Duration, members int) Rates {
 	r := Rates{
 		Reads: float64(o.Reads) / s, Writes: float64(o.Writes) / s,
 		Rows: float64(o.Rows) / s, Checkpoints: float64(o.Checkpoints) / s,
+		Server: o.ServerBusy.Seconds() / s,
 	}
 	if members > 0 {
 		r.PerMember = (r.Reads + r.Writes) / float64(members)

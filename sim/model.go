@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
 )
 
 // This file is the machinery shared by the policy models: members as
@@ -121,13 +122,19 @@ func (md *model) lag() time.Duration {
 	return time.Duration(md.rng.ExpFloat64() * float64(md.env.SlowLag))
 }
 
-// op counts one store operation and reports whether it succeeded.
+// op counts one store operation and reports whether it succeeded. It also
+// adds what the operation would cost one Redis core (faultstore.RedisCost:
+// a write, or a read of rows records), without making the model wait for
+// it: the models' timings are those of their own documented cycles.
 func (md *model) op(write bool, rows int) bool {
+	c := faultstore.RedisCost
 	if write {
 		md.ops.Writes++
+		md.ops.ServerBusy += c.Call + c.Write
 	} else {
 		md.ops.Reads++
 		md.ops.Rows += int64(rows)
+		md.ops.ServerBusy += c.Call + c.Record*time.Duration(rows)
 	}
 	if md.faults.Down || (md.faults.FailureRate > 0 && md.rng.Float64() < md.faults.FailureRate) {
 		md.ops.Failed++
@@ -204,6 +211,7 @@ func (md *model) scheduleCheckpoints() {
 			for _, h := range m.hs {
 				h.pos += step
 				md.ops.Checkpoints++
+				md.ops.ServerBusy += faultstore.RedisCost.Checkpoint
 				ok := !md.faults.Down && md.pol.accept(m, h)
 				if ok {
 					md.ckpt[h.p] = h.pos

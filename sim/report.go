@@ -16,6 +16,7 @@ import (
 //	owned     time from the measured step until every partition is owned for good
 //	moves     handler starts after the warm-up / the minimum / the ratio
 //	reads/s, writes/s, rows/s   store operations per second after the warm-up
+//	server    seconds of one store server's time per second after the warm-up
 //	steady    (reads+writes)/s per member in the quiet window before the steps
 //	double-s  partition-seconds with two live handlers
 //	peak-imb  largest max-min of partitions per running member
@@ -37,10 +38,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "   steps: %s\n", steps)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tbalance\towned\tunowned-s\tmoves\tmin\tratio\treads/s\twrites/s\trows/s\tsteady/member\tdouble-s\tpeak-imb\tviolations\t")
+		fmt.Fprintln(tw, "policy\tbalance\towned\tunowned-s\tmoves\tmin\tratio\treads/s\twrites/s\trows/s\tserver\tsteady/member\tdouble-s\tpeak-imb\tviolations\t")
 		for _, res := range rs {
 			if res.Err != "" {
-				fmt.Fprintf(tw, "%s\terror: %s\t\t\t\t\t\t\t\t\t\t\t\t\t\n", res.Policy, res.Err)
+				fmt.Fprintf(tw, "%s\terror: %s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", res.Policy, res.Err)
 				continue
 			}
 			m := res.Metrics
@@ -48,9 +49,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if m.MinMoves > 0 {
 				ratio = fmt.Sprintf("%.2f", m.MoveRatio())
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%s\t%.1f\t%d\t%s\t\n",
 				res.Policy, fmtDur(m.TimeToBalance), fmtDur(m.TimeToOwned), m.UnownedSeconds, m.Moves, m.MinMoves, ratio,
-				fmtRate(m.Rates.Reads), fmtRate(m.Rates.Writes), fmtRate(m.Rates.Rows), fmtRate(m.Steady.PerMember),
+				fmtRate(m.Rates.Reads), fmtRate(m.Rates.Writes), fmtRate(m.Rates.Rows), m.Rates.Server, fmtRate(m.Steady.PerMember),
 				m.DoubleSeconds, m.PeakImbalance, fmtViolations(res.Violations))
 		}
 		if err := tw.Flush(); err != nil {

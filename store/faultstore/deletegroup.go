@@ -1,6 +1,9 @@
 package faultstore
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // DeleteGroup implements store.Store. It is a write like any other: subject
 // to the cut, the latency and the failure rate, and counted.
@@ -10,6 +13,9 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		return err
 	}
 	err = s.inner.DeleteGroup(ctx, group, force)
+	if err := s.charge(ctx, "delete group", func(c Cost) time.Duration { return c.Call }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("delete group")
 	}

@@ -59,6 +59,8 @@ type Store struct {
 	latency  time.Duration
 	failRate float64
 	rng      *rand.Rand
+
+	server *Server // WithServer; nil: calls cost no server time
 }
 
 var _ store.Store = (*Store)(nil)
@@ -171,6 +173,9 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 		return "", err
 	}
 	id, err := s.inner.OpenSession(ctx, group, member, weight, ttl)
+	if err := s.charge(ctx, "open session", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return "", err
+	}
 	if f == failAfter {
 		return "", lostReply("open session")
 	}
@@ -184,6 +189,9 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 		return 0, err
 	}
 	next, err := s.inner.KeepAlive(ctx, group, session, ttl)
+	if err := s.charge(ctx, "keep alive", func(c Cost) time.Duration { return c.KeepAlive }); err != nil {
+		return 0, err
+	}
 	if f == failAfter {
 		return 0, lostReply("keep alive")
 	}
@@ -197,6 +205,9 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		return err
 	}
 	err = s.inner.CloseSession(ctx, group, session)
+	if err := s.charge(ctx, "close session", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("close session")
 	}
@@ -210,6 +221,9 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 		return err
 	}
 	err = s.inner.SetPartitions(ctx, group, partitions)
+	if err := s.charge(ctx, "set partitions", func(c Cost) time.Duration { return c.Call + c.Partition*time.Duration(len(partitions)) }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("set partitions")
 	}
@@ -226,6 +240,9 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	if snap != nil {
 		s.rows.Add(int64(len(snap.Sessions) + len(snap.Partitions) + len(snap.Owners) + len(snap.Malformed)))
 	}
+	if err := s.charge(ctx, "snapshot", func(c Cost) time.Duration { return snapshotCost(c, snap) }); err != nil {
+		return nil, err
+	}
 	if f == failAfter {
 		return nil, lostReply("snapshot")
 	}
@@ -239,6 +256,9 @@ func (s *Store) Claim(ctx context.Context, group, partition, session string) (st
 		return store.Ownership{}, err
 	}
 	o, err := s.inner.Claim(ctx, group, partition, session)
+	if err := s.charge(ctx, "claim", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return store.Ownership{}, err
+	}
 	if f == failAfter {
 		return store.Ownership{}, lostReply("claim")
 	}
@@ -252,6 +272,9 @@ func (s *Store) Release(ctx context.Context, group, partition, session string, e
 		return err
 	}
 	err = s.inner.Release(ctx, group, partition, session, epoch)
+	if err := s.charge(ctx, "release", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("release")
 	}
@@ -265,6 +288,9 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 		return err
 	}
 	err = s.inner.GiveBack(ctx, group, partition, session, epoch)
+	if err := s.charge(ctx, "give back", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("give back")
 	}
@@ -278,6 +304,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 		return err
 	}
 	err = s.inner.Checkpoint(ctx, group, partition, epoch, value)
+	if err := s.charge(ctx, "checkpoint", func(c Cost) time.Duration { return c.Checkpoint }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("checkpoint")
 	}
@@ -291,6 +320,9 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 		return err
 	}
 	err = s.inner.Restore(ctx, group, partition, epoch, value)
+	if err := s.charge(ctx, "restore", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
+		return err
+	}
 	if f == failAfter {
 		return lostReply("restore")
 	}

@@ -19,6 +19,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	cs, v, err := s.inner.Changes(ctx, group, after, max)
 	s.rows.Add(int64(len(cs)))
+	if err := s.charge(ctx, "changes", func(c Cost) time.Duration { return c.Call + c.Entry*time.Duration(len(cs)) }); err != nil {
+		return nil, after, err
+	}
 	if f == failAfter {
 		return nil, after, lostReply("changes")
 	}
@@ -32,6 +35,9 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 		return 0, err
 	}
 	next, err := s.inner.ExpireSessions(ctx, group)
+	if err := s.charge(ctx, "expire sessions", func(c Cost) time.Duration { return c.Call }); err != nil {
+		return 0, err
+	}
 	if f == failAfter {
 		return 0, lostReply("expire sessions")
 	}
@@ -46,6 +52,9 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		return nil, err
 	}
 	rs, err := s.inner.ClaimBatch(ctx, group, session, partitions)
+	if err := s.charge(ctx, "claim batch", func(c Cost) time.Duration { return c.Call + c.Write*time.Duration(len(partitions)) }); err != nil {
+		return nil, err
+	}
 	if f == failAfter {
 		return nil, lostReply("claim batch")
 	}
@@ -60,6 +69,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 		return nil, err
 	}
 	errs, err := s.inner.ReleaseBatch(ctx, group, session, held)
+	if err := s.charge(ctx, "release batch", func(c Cost) time.Duration { return c.Call + c.Write*time.Duration(len(held)) }); err != nil {
+		return nil, err
+	}
 	if f == failAfter {
 		return nil, lostReply("release batch")
 	}

@@ -2,6 +2,7 @@ package faultstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/herdhq/herd/store"
 )
@@ -14,6 +15,9 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 		return nil, err
 	}
 	rs, err := s.inner.Records(ctx, group, partitions)
+	if err := s.charge(ctx, "records", func(c Cost) time.Duration { return c.Call + c.RecordRead*time.Duration(len(rs)) }); err != nil {
+		return nil, err
+	}
 	if f == failAfter {
 		return nil, lostReply("records")
 	}
