@@ -194,6 +194,18 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
+			// The log issue's large bench scenario, each member on a
+			// machine of its own: the bench runs it in one process.
+			Name: "large-100x100k-join", About: "100 members, 100,000 partitions; 10 new ones join",
+			Partitions: 100000, Members: 100, MeasureFrom: -1, Duration: 3 * min, Large: true,
+			Steps: []Step{{At: 0, Do: Add, Members: memberRange(100, 110)}},
+		},
+		{
+			Name: "large-100x100k-crash", About: "100 members, 100,000 partitions; 10 are killed at once",
+			Partitions: 100000, Members: 100, MeasureFrom: -1, Duration: 3 * min, Large: true,
+			Steps: []Step{{At: 0, Do: Crash, Members: memberRange(90, 100)}},
+		},
+		{
 			Name: "large-1000x100k", About: "1,000 members, 100,000 partitions; 10 are killed, a minute later 10 new ones join",
 			Partitions: 100000, Members: 1000, MeasureFrom: -1, Duration: 5 * min, Large: true,
 			Steps: []Step{
