@@ -83,9 +83,9 @@
 //	reads/s, writes/s   store operations per second, whole fleet; a list or
 //	           snapshot is one read, rows/s counts the records it returned;
 //	           checkpoints are counted apart (every policy makes the same).
-//	           For herd a read of the log (Changes) is a read too, and its
-//	           rows are the snapshots' sessions, partitions and records and
-//	           the log's entries.
+//	           For herd a read of the log (Changes) is a read too (counted
+//	           apart in Ops.LogReads), and its rows are the snapshots'
+//	           sessions, partitions and records and the log's entries.
 //	server     seconds of one store server's time per second, whole fleet
 //	           (1.000 is one Redis core fully busy; more is more than one
 //	           core can serve): each operation charged the service time of

@@ -95,7 +95,11 @@ type StoreFaults struct {
 // writes are counted apart from the coordination writes: every policy makes
 // the same checkpoints, and what differs is the cost of coordination.
 type Ops struct {
-	Reads       int64 `json:"reads"`
+	Reads int64 `json:"reads"`
+	// LogReads are reads of a log of changes (herd's Changes), apart
+	// from Reads (lists and snapshots of the group, and herd's checks of
+	// its own records).
+	LogReads    int64 `json:"log_reads"`
 	Writes      int64 `json:"writes"`
 	Rows        int64 `json:"rows"`
 	Checkpoints int64 `json:"checkpoints"`
@@ -110,7 +114,7 @@ type Ops struct {
 
 func (o Ops) sub(p Ops) Ops {
 	return Ops{
-		Reads: o.Reads - p.Reads, Writes: o.Writes - p.Writes, Rows: o.Rows - p.Rows,
+		Reads: o.Reads - p.Reads, LogReads: o.LogReads - p.LogReads, Writes: o.Writes - p.Writes, Rows: o.Rows - p.Rows,
 		Checkpoints: o.Checkpoints - p.Checkpoints, Failed: o.Failed - p.Failed,
 		Notifications: o.Notifications - p.Notifications, ServerBusy: o.ServerBusy - p.ServerBusy,
 	}

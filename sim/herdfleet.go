@@ -306,7 +306,8 @@ func (f *herdFleet) Ops() Ops {
 	var o Ops
 	for _, hm := range f.all {
 		c := hm.fs.Ops()
-		o.Reads += c.Reads + c.Feeds // a read of the log is a read
+		o.Reads += c.Reads
+		o.LogReads += c.Feeds
 		o.Writes += c.Writes
 		o.Failed += c.Failed
 		o.Rows += c.Rows

@@ -37,7 +37,7 @@ type Metrics struct {
 
 // Rates are store operations per second of virtual time.
 type Rates struct {
-	Reads       float64 `json:"reads_per_s"`
+	Reads       float64 `json:"reads_per_s"` // Ops.Reads and Ops.LogReads
 	Writes      float64 `json:"writes_per_s"`
 	Rows        float64 `json:"rows_per_s"`
 	Checkpoints float64 `json:"checkpoints_per_s"`
@@ -54,7 +54,7 @@ func rates(o Ops, d time.Duration, members int) Rates {
 		return Rates{}
 	}
 	r := Rates{
-		Reads: float64(o.Reads) / s, Writes: float64(o.Writes) / s,
+		Reads: float64(o.Reads+o.LogReads) / s, Writes: float64(o.Writes) / s,
 		Rows: float64(o.Rows) / s, Checkpoints: float64(o.Checkpoints) / s,
 		Server: o.ServerBusy.Seconds() / s,
 	}
