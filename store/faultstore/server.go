@@ -53,7 +53,8 @@ type Cost struct {
 // KeepAlive 23-48 µs, Checkpoint 17.5-26 µs, ClaimBatch 10.8-11.8 µs and
 // ReleaseBatch 11.2-12.5 µs per partition (batches of 1,000), Records 0.88-1.03
 // µs per record, Changes 35-44 µs per call of 1,000 changes, a Snapshot
-// 0.29-0.39 µs per partition and 0.6 µs more per record. Execution time is
+// 1.4-2.9 ns per partition (the set is one string, partlist) and 0.44-0.46
+// µs per record. Execution time is
 // close to the server's CPU time: used_cpu_sys + used_cpu_user over whole
 // herd bench runs was 0.74-1.09 times the commands' time (less under
 // contention, when execution time includes time the server waited for a
@@ -63,8 +64,8 @@ var RedisCost = Cost{
 	KeepAlive:  30 * time.Microsecond,
 	Checkpoint: 18 * time.Microsecond,
 	Write:      11 * time.Microsecond,
-	Partition:  350 * time.Nanosecond,
-	Record:     950 * time.Nanosecond,
+	Partition:  2 * time.Nanosecond,
+	Record:     450 * time.Nanosecond,
 	Entry:      40 * time.Nanosecond,
 	RecordRead: 900 * time.Nanosecond,
 }

@@ -53,7 +53,8 @@
 //	<prefix>:{<b64 group>}:sessions     ZSET  session id -> expiry (µs, server clock)
 //	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
 //	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
-//	<prefix>:{<b64 group>}:partset      STRING "1": a partition set is stored (even an empty one)
+//	<prefix>:{<b64 group>}:partset      STRING "2" (or "1", written by older versions): a partition set is stored (even an empty one)
+//	<prefix>:{<b64 group>}:partlist     STRING the partition set sorted by id, what Snapshot reads (partlist.go)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes
 //	<prefix>:{<b64 group>}:epochat      HASH  partition id -> "<epoch>:<µs>" (server time the record got that epoch)

@@ -72,6 +72,9 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	must(t, raw.HSet(ctx, k.owners, "badsess", "5:a\x01b:m").Err(), "HSET owners badsess")
 	must(t, raw.HSet(ctx, k.partitions, "heavy", "a lot").Err(), "HSET partitions heavy")
 	must(t, raw.HSet(ctx, k.partitions, "ctl\tp", "1").Err(), "HSET partitions ctl")
+	// The partitions hash is read when a version before partlist wrote the
+	// set (partset "1"); this version reads partlist (see partlist.go).
+	must(t, raw.Set(ctx, k.partset, "1", 0).Err(), "SET partset")
 	ghost, badmeta := strings.Repeat("G", 26), strings.Repeat("B", 26)
 	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, ghost)).Err(), "ZADD ghost") // no member record
 	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, badmeta)).Err(), "ZADD badmeta")

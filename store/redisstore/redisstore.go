@@ -168,7 +168,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints string
-	partset, givenback                                 string // see scripts.go
+	partset, partlist, givenback                       string // see scripts.go
 	epochat, ckptat                                    string // see scripts.go
 	log, version                                       string // see log.go
 }
@@ -180,6 +180,7 @@ func (s *Store) keys(group string) keys {
 		members:     base + "members",
 		partitions:  base + "partitions",
 		partset:     base + "partset",
+		partlist:    base + "partlist",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
 		epochat:     base + "epochat",
@@ -448,11 +449,12 @@ func (s *Store) SetPartitions(ctx context.Context, group string, partitions []st
 		return fmt.Errorf("redisstore: SetPartitions: %w", err)
 	}
 	k := s.keys(group)
-	args := make([]any, 0, 2*len(partitions))
+	args := make([]any, 0, 1+2*len(partitions))
+	args = append(args, encodePartList(partitions))
 	for _, p := range partitions {
 		args = append(args, p.ID, strconv.Itoa(p.Weight))
 	}
-	status, _, err := s.runLogged(ctx, "SetPartitions", setPartitionsScript, k, []string{k.partitions, k.partset}, args...)
+	status, _, err := s.runLogged(ctx, "SetPartitions", setPartitionsScript, k, []string{k.partitions, k.partset, k.partlist}, args...)
 	if err != nil {
 		return err
 	}
@@ -489,7 +491,13 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	if !allDigits(after) {
 		return nil, unexpected("Snapshot", after)
 	}
-	r, err := s.readGroup(ctx, k, after)
+	// The partition set from partlist, one string; from the partitions
+	// hash (a second read) if a version before partlist wrote the set, or
+	// partlist is missing or does not decode.
+	r, err := s.readGroup(ctx, k, after, true)
+	if err == nil && !r.listed {
+		r, err = s.readGroup(ctx, k, after, false)
+	}
 	if err != nil {
 		return nil, fail("Snapshot", err)
 	}
@@ -501,7 +509,9 @@ type groupRead struct {
 	now     time.Time // the server's time in the transaction
 	live    []redis.Z // sessions expiring after the prune's time, with their expiry in µs
 	metas   map[string]string
-	parts   map[string]string
+	parts   map[string]string // the partitions hash (read without the list)
+	list    []store.Partition // partlist, decoded (listed)
+	listed  bool              // the set was read from partlist
 	owners  map[string]string
 	marks   map[string]string // givenback
 	partset bool              // the partset key exists
@@ -511,43 +521,68 @@ type groupRead struct {
 // readGroup reads the group in one MULTI/EXEC (all its keys share one hash
 // slot): the sessions whose expiry is after after (µs), the members, the
 // partition set, the records, the GivenBack marks and the log's version.
-func (s *Store) readGroup(ctx context.Context, k keys, after string) (groupRead, error) {
+// With list, the partition set is read from partlist (one string), and
+// r.listed says whether it could be: partset says partlist holds the set
+// and it decodes; without, from the partitions hash.
+func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) (groupRead, error) {
 	var r groupRead
 	read := func() error {
 		var (
-			tm                          *redis.TimeCmd
-			live                        *redis.ZSliceCmd
-			metas, parts, owners, marks *redis.MapStringStringCmd
-			partset                     *redis.IntCmd
-			ver                         *redis.StringCmd
+			tm                   *redis.TimeCmd
+			live                 *redis.ZSliceCmd
+			metas, owners, marks *redis.MapStringStringCmd
+			parts                *redis.MapStringStringCmd
+			partset, plist, ver  *redis.StringCmd
 		)
 		_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			tm = p.Time(ctx)
 			live = p.ZRangeByScoreWithScores(ctx, k.sessions, &redis.ZRangeBy{Min: "(" + after, Max: "+inf"})
 			metas = p.HGetAll(ctx, k.members)
-			parts = p.HGetAll(ctx, k.partitions)
+			if list {
+				plist = p.Get(ctx, k.partlist)
+			} else {
+				parts = p.HGetAll(ctx, k.partitions)
+			}
 			owners = p.HGetAll(ctx, k.owners)
-			partset = p.Exists(ctx, k.partset)
+			partset = p.Get(ctx, k.partset)
 			ver = p.Get(ctx, k.version)
 			marks = p.HGetAll(ctx, k.givenback)
 			return nil
 		})
 		// Every command's own error (the transaction's failure is every
-		// command's), but the version's: a version key this store did not
-		// write (missing, or of another kind) reads as no log, and the
-		// next write starts a new history.
-		for _, c := range []redis.Cmder{tm, live, metas, parts, owners, partset, marks} {
+		// command's), but those of the strings: a version key this store
+		// did not write (missing, or of another kind) reads as no log, and
+		// the next write starts a new history; partset and partlist are
+		// judged below.
+		cmds := []redis.Cmder{tm, live, metas, owners, marks}
+		if !list {
+			cmds = append(cmds, parts)
+		}
+		for _, c := range cmds {
 			if err := c.Err(); err != nil {
 				return s.redirected(err)
 			}
 		}
-		if err := ver.Err(); err != nil && !errors.Is(err, redis.Nil) && !isRedisError(err) {
-			return s.redirected(err)
+		for _, c := range []*redis.StringCmd{ver, partset, plist} {
+			if c == nil {
+				continue
+			}
+			if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) && !isRedisError(err) {
+				return s.redirected(err)
+			}
 		}
 		r.version, _ = ver.Result()
 		r.now, r.live = tm.Val(), live.Val()
-		r.metas, r.parts, r.owners, r.marks = metas.Val(), parts.Val(), owners.Val(), marks.Val()
-		r.partset = partset.Val() == 1
+		r.metas, r.owners, r.marks = metas.Val(), owners.Val(), marks.Val()
+		ps, err := partset.Result()
+		r.partset = err == nil
+		if list {
+			if v, err := plist.Result(); err == nil && ps == "2" {
+				r.list, r.listed = decodePartList(v)
+			}
+		} else {
+			r.parts = parts.Val()
+		}
 		return nil
 	}
 	if err := await(ctx, read); err != nil {
@@ -648,7 +683,10 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	}
 	// A non-empty hash is a stored set even without partset (written by a
 	// version before partset existed).
-	snap.PartitionSetStored = r.partset || len(r.parts) > 0
+	snap.PartitionSetStored = r.partset || len(r.parts) > 0 || len(r.list) > 0
+	if r.listed {
+		snap.Partitions = r.list // sorted, checked
+	}
 	// A version key this store did not write reads as no log: the next
 	// write starts a new history.
 	snap.Version, _ = parseVersion(r.version)
@@ -682,7 +720,9 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 		snap.Owners = append(snap.Owners, store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch, GivenBack: marks[p]})
 	}
 	slices.SortFunc(snap.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	if !r.listed {
+		slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	}
 	slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
 	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
 		if c := strings.Compare(a.Kind, b.Kind); c != 0 {

@@ -210,7 +210,7 @@ func TestKeysShareHashTag(t *testing.T) {
 	for _, g := range []string{"g", "{g}", "}{", "{", "}", "a:b", "with space", "日本", "{}", strings.Repeat("{x}", 170)} {
 		k := s.keys(g)
 		var tag string
-		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.log, k.version} {
+		for i, name := range []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.partlist, k.log, k.version} {
 			open := strings.IndexByte(name, '{')
 			close := strings.IndexByte(name[open+1:], '}')
 			if open < 0 || close <= 0 {

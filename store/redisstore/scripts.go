@@ -21,8 +21,12 @@ import "github.com/redis/go-redis/v9"
 //	sessions    ZSET  session -> expiry, µs of server time
 //	members     HASH  session -> "<weight>:<member>"
 //	partitions  HASH  partition -> "<weight>"
-//	partset     STRING "1", written by every SetPartitions: a set is stored,
-//	                  even an empty one (Redis deletes an empty hash)
+//	partset     STRING written by every SetPartitions: a set is stored,
+//	                  even an empty one (Redis deletes an empty hash); "2"
+//	                  when partlist holds the set too ("1": written by a
+//	                  version before partlist, which did not write it)
+//	partlist    STRING the set sorted by id, "<id>\x1f<weight>\x1e" per
+//	                  partition: what Snapshot reads (see partlist.go)
 //	owners      HASH  partition -> "<epoch>:<session>:<member>" (session and member empty when released)
 //	checkpoints HASH  partition -> checkpoint bytes (binary safe, never parsed)
 //	epochat     HASH  partition -> "<epoch>:<µs>": server time at which the
@@ -250,17 +254,19 @@ end
 return {'ok'}
 `)
 
-// KEYS: partitions, partset. ARGV: partition, weight pairs.
-// The entry lists the whole set, "P" then "\n<id>\n<weight>" per partition.
+// KEYS: partitions, partset, partlist. ARGV: the set as partlist holds it,
+// then partition, weight pairs. The entry lists the whole set, "P" then
+// "\n<id>\n<weight>" per partition.
 var setPartitionsScript = logged(`
 local key = KEYS[1]
 redis.call('DEL', key)
 -- Redis deletes an empty hash: partset says a set is stored, so that an
--- emptied set reads as stored and empty, not as lost.
-redis.call('SET', KEYS[2], '1')
+-- emptied set reads as stored and empty, not as lost; "2": partlist holds it.
+redis.call('SET', KEYS[2], '2')
+redis.call('SET', KEYS[3], ARGV[1])
 local batch = {}
 local entry = {'P'}
-for i = 1, NARGV, 2 do
+for i = 2, NARGV, 2 do
   batch[#batch + 1] = ARGV[i]
   batch[#batch + 1] = ARGV[i + 1]
   entry[#entry + 1] = ARGV[i]
