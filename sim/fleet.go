@@ -133,6 +133,8 @@ type Env struct {
 	Rec *Recorder
 	// Group names the group in the store.
 	Group string
+	// Members and Partitions are the scenario's size at the start.
+	Members, Partitions int
 	// Store is how the store behaves at the start of the run.
 	Store StoreFaults
 	// SlowLag is the mean lag of a CPU-starved member's callbacks.

@@ -184,6 +184,7 @@ func Run(ctx context.Context, pol Policy, sc Scenario, o RunOptions) (*Result, e
 	fmt.Fprintf(h, "%s/%s", pol.Name(), sc.Name)
 	env := &Env{
 		Sched: sched, Rand: rand.New(rand.NewPCG(o.Seed, h.Sum64())), Rec: rec, Group: "sim",
+		Members: sc.Members, Partitions: sc.Partitions,
 		Store: *o.Store, SlowLag: o.SlowLag, CheckpointEvery: o.CheckpointEvery,
 	}
 	fleet, err := pol.NewFleet(env)

@@ -38,6 +38,8 @@ type Counts struct {
 	Feeds  int64 // Changes calls
 	Writes int64 // every other call except Close
 	Failed int64 // calls failed by the wrapper (cut or random failure)
+	// Checkpoints is the Checkpoint calls, counted in Writes too.
+	Checkpoints int64
 	// Rows is the records the calls returned that read the group:
 	// sessions, partitions, ownership and malformed records of each
 	// Snapshot, and entries of each Changes.
@@ -50,7 +52,7 @@ type Store struct {
 	inner store.Store
 
 	reads, feeds, writes, failed atomic.Int64
-	rows                         atomic.Int64
+	rows, checkpoints            atomic.Int64
 
 	mu       sync.Mutex
 	cut      bool
@@ -113,7 +115,8 @@ func (s *Store) SetFailureRate(p float64) {
 
 // Ops returns the calls counted so far.
 func (s *Store) Ops() Counts {
-	return Counts{Reads: s.reads.Load(), Feeds: s.feeds.Load(), Writes: s.writes.Load(), Failed: s.failed.Load(), Rows: s.rows.Load()}
+	return Counts{Reads: s.reads.Load(), Feeds: s.feeds.Load(), Writes: s.writes.Load(), Failed: s.failed.Load(), Rows: s.rows.Load(),
+		Checkpoints: s.checkpoints.Load()}
 }
 
 // fate is what happens to one call.
@@ -299,6 +302,7 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 
 // Checkpoint implements store.Store.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	s.checkpoints.Add(1)
 	f, err := s.enter(ctx, "checkpoint", &s.writes)
 	if err != nil {
 		return err

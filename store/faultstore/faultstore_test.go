@@ -211,8 +211,8 @@ func TestCounts(t *testing.T) {
 	}
 	c := fs.Ops()
 	c.Rows = 0 // TestCountsRows
-	if c != (faultstore.Counts{Reads: 4, Feeds: 1, Writes: 11}) {
-		t.Fatalf("counts %+v; want 4 reads, 1 feed and 11 writes, none failed", c)
+	if c != (faultstore.Counts{Reads: 4, Feeds: 1, Writes: 11, Checkpoints: 1}) {
+		t.Fatalf("counts %+v; want 4 reads, 1 feed and 11 writes (1 a checkpoint), none failed", c)
 	}
 }
 
