@@ -423,7 +423,36 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 		}
 	}
 	c.Owners = withPlaceholders(c.Partitions, c.Owners)
+	internSessions(c.Sessions, c.Owners)
 	return c
+}
+
+// internSessions makes the session and member strings of the records of a
+// live session that session's own strings (as ApplyAll does for the
+// claims it applies), so that plan, which compares every record's session
+// with the live sessions', compares pointers, not bytes: a profile of 100
+// members on 100,000 partitions spent 11% of its CPU comparing equal
+// session ids byte by byte.
+func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
+	if len(ss) == 0 {
+		return
+	}
+	byID := make(map[string]*store.SessionInfo, len(ss))
+	for i := range ss {
+		byID[ss[i].ID] = &ss[i]
+	}
+	for i := range rs {
+		r := &rs[i]
+		if r.Session == "" {
+			continue
+		}
+		if s, ok := byID[r.Session]; ok {
+			r.Session = s.ID
+			if r.Member == s.Member {
+				r.Member = s.Member
+			}
+		}
+	}
 }
 
 // withPlaceholders returns the records rs (sorted by partition) with a
