@@ -7,7 +7,7 @@ import (
 
 // Gate pauses a member as if its process had been stopped (SIGSTOP): while
 // the gate is paused, the member's goroutines (renewal, reconciliation,
-// change feed, Claim.Checkpoint) block at their next step; timers keep
+// the reader of the log, Claim.Checkpoint) block at their next step; timers keep
 // running, so on Resume they all see the time that passed, as a resumed
 // process does. It exists for tests and simulations. The zero value is open.
 type Gate struct {

@@ -6,8 +6,9 @@
 // The contract is deliberately small. It knows sessions (a member's
 // liveness, with a TTL counted by the store's own clock), ownership records
 // (one per partition: owning session, epoch, checkpoint), the group's
-// partition set, a snapshot read and a change feed. It knows nothing about
-// balancing: that is decided by every member from the same snapshot.
+// partition set, a snapshot read and the group's log of changes (Changes).
+// It knows nothing about balancing: that is decided by every member from
+// its copy of the group.
 //
 // # Rules every backend keeps
 //
