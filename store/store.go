@@ -297,7 +297,11 @@ type Store interface {
 	// Changes returns the entries of the group's log after version after,
 	// in order and without gaps, at most max of them (max >= 1), and the
 	// version after the last one returned (each entry's Version is the
-	// group's version after it; apply them with Snapshot.ApplyAll). If there
+	// group's version after it; apply them with Snapshot.ApplyAll). It
+	// returns fewer than max entries only when the log held no more after
+	// them when the call read it, so a caller that got fewer has every
+	// entry appended before its call began (members rely on it to tell a
+	// copy that is behind from one that is wrong). If there
 	// is none yet it blocks until one is appended or ctx ends; a backend may
 	// also bound how long one call blocks and then return no entries, the
 	// version after and no error (the caller calls again). ErrVersionGone

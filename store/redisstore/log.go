@@ -294,7 +294,11 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	return s.waitChanges(ctx, k, after, max)
 }
 
-// waitChanges blocks in XREAD for the entries after after.
+// waitChanges blocks in XREAD for the entries after after. It returns
+// fewer than limit changes only when the log held no more: one read of
+// entriesFor(limit) entries may hold fewer changes (entries of one change
+// each), and then the next entries are read at once, without blocking, until
+// limit changes or the end of the log.
 func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int) ([]store.Change, store.Version, error) {
 	block := s.log.block
 	if block <= 0 {
@@ -305,11 +309,45 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 		block = min(block, time.Until(d)-100*time.Millisecond)
 	}
 	if block < time.Millisecond {
-		return nil, after, nil
+		block = -1 // no time to wait: read what is there (XREAD without BLOCK)
 	}
+	var out []store.Change
+	v := after
+	for {
+		count := entriesFor(limit - len(out))
+		msgs, err := s.readLog(ctx, k, after, v, count, block)
+		switch {
+		case err != nil && out == nil:
+			return nil, after, err
+		case err != nil:
+			// The changes read so far stand: the next call reads on.
+			return out, v, nil
+		case len(msgs) == 0:
+			return out, v, nil
+		}
+		cs, next, err := decodeEntries(v, msgs, limit-len(out))
+		if err != nil {
+			return nil, after, err
+		}
+		if out == nil {
+			out = cs
+		} else {
+			out = append(out, cs...)
+		}
+		v = next
+		if len(out) >= limit || len(msgs) < count {
+			return out, v, nil
+		}
+		block = -1 // the rest is there already
+	}
+}
+
+// readLog is one XREAD of at most count entries after v, blocking up to
+// block (no blocking if block < 0), for a call of Changes after after.
+func (s *Store) readLog(ctx context.Context, k keys, after, v store.Version, count int, block time.Duration) ([]redis.XMessage, error) {
 	args := &redis.XReadArgs{
-		Streams: []string{k.log, strconv.FormatUint(after.Seq, 10) + "-" + strconv.FormatUint(after.Tag, 10)},
-		Count:   int64(entriesFor(limit)),
+		Streams: []string{k.log, strconv.FormatUint(v.Seq, 10) + "-" + strconv.FormatUint(v.Tag, 10)},
+		Count:   int64(count),
 		Block:   block,
 	}
 	type reply struct {
@@ -325,21 +363,21 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
-		return nil, after, fail("Changes", ctx.Err())
+		return nil, fail("Changes", ctx.Err())
 	}
 	switch {
 	case errors.Is(r.err, redis.Nil):
-		return nil, after, nil
+		return nil, nil
 	case r.err != nil:
 		var rerr redis.Error
 		if errors.As(r.err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
-			return nil, after, gone(after, "the log key holds something else")
+			return nil, gone(after, "the log key holds something else")
 		}
-		return nil, after, fail("Changes", r.err)
-	case len(r.xs) == 0 || len(r.xs[0].Messages) == 0:
-		return nil, after, nil
+		return nil, fail("Changes", r.err)
+	case len(r.xs) == 0:
+		return nil, nil
 	}
-	return decodeEntries(after, r.xs[0].Messages, limit)
+	return r.xs[0].Messages, nil
 }
 
 // entriesFor is how many entries of the log one read asks for, to return
@@ -355,7 +393,15 @@ func entriesFor(limit int) int {
 // changes of them. after may be inside an entry (a read that stopped at
 // max): that entry's changes up to after are left out.
 func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
-	out := make([]store.Change, 0, min(max, len(msgs)))
+	total := 0 // the changes in msgs, to size out once
+	for _, m := range msgs {
+		val, _ := m.Values["e"].(string)
+		total++
+		if strings.HasPrefix(val, groupPrefix) {
+			total += strings.Count(val, groupSep) - 1
+		}
+	}
+	out := make([]store.Change, 0, min(max, total))
 	v := after
 	for _, m := range msgs {
 		id, ok := parseEntryID(m.ID)

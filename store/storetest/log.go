@@ -481,6 +481,56 @@ func testLogBlocks(e *env) {
 	}
 }
 
+// testLogFull: Changes returns max entries whenever the log holds that
+// many after the version asked for, whatever the writes that made them (one
+// entry each or one batch of many): a call that returns fewer has read to
+// the end of the log, which members rely on (store.Store.Changes).
+func testLogFull(e *env) {
+	t := e.t
+	sess := e.open("m", longTTL)
+	var ids []string
+	for i := range 300 {
+		ids = append(ids, fmt.Sprintf("p%03d", i))
+	}
+	e.setPartitions(ids...)
+	v := e.snap().Version
+	for _, p := range ids[:150] {
+		e.claim(p, sess) // one entry each
+	}
+	if _, err := e.s.ClaimBatch(e.ctx, e.group, sess, ids[150:250]); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ids[250:] {
+		e.claim(p, sess)
+	}
+	head := e.snap().Version
+	total := int(head.Seq - v.Seq)
+	if total != len(ids) {
+		t.Fatalf("300 claims moved the version from %v to %v; want 300 entries", v, head)
+	}
+	for _, c := range []struct {
+		after, max int
+	}{{0, 1000}, {0, 300}, {0, 7}, {0, 120}, {0, 160}, {140, 100}, {149, 2}, {150, 100}, {160, 1000}, {240, 30}, {299, 5}} {
+		from := v
+		if c.after > 0 {
+			cs, next, err := e.s.Changes(e.ctx, e.group, v, c.after)
+			if err != nil || len(cs) != c.after {
+				t.Fatalf("Changes(after %v, max %d) returned %d entries, %v; want %d", v, c.after, len(cs), err, c.after)
+			}
+			from = next
+		}
+		want := min(c.max, total-c.after)
+		cs, next, err := e.s.Changes(e.ctx, e.group, from, c.max)
+		if err != nil {
+			t.Fatalf("Changes(after entry %d, max %d): %v", c.after, c.max, err)
+		}
+		checkEntries(t, from, next, cs)
+		if len(cs) != want {
+			t.Fatalf("Changes(after entry %d of 300, max %d) returned %d entries; want %d (fewer than max only at the end of the log)", c.after, c.max, len(cs), want)
+		}
+	}
+}
+
 // testLogExpiry: a session left to expire is logged as expired exactly
 // once, however many calls notice it at once; ExpireSessions and KeepAlive
 // report the time until the next expiry.

@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"log/replica_equals_snapshot", testLogReplicaProperty},
 		{"log/version_gone", testLogVersionGone},
 		{"log/changes_blocks_until_append", testLogBlocks},
+		{"log/changes_returns_max_unless_at_the_end", testLogFull},
 		{"log/expiry_logged_once", testLogExpiry},
 		{"batch/claim_like_single", testClaimBatch},
 		{"batch/release_like_single", testReleaseBatch},
