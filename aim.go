@@ -20,8 +20,12 @@ package herd
 // member a few full plans instead of one per batch of entries.
 //
 // The aim is dropped, and the next plan is full, whenever something else
-// may call for action: a read of the group, a contested claim, a plan that
-// left something to look at later (a hold, JoinSettle), a session lost.
+// may call for action: a read of the group, a plan that left something to
+// look at later (a hold, JoinSettle), a session lost, the log read to its
+// end with a contested claim still unexplained. A contested claim (one that
+// failed although the copy showed the partition free) waits for the entry
+// that explains it, which is not progress: the aim then lasts until the
+// claim is due to be looked at again (see plan), not longer.
 // It also expires after RenewInterval, so that a target that did change
 // after all (an assumption the check cannot prove for every input) or a
 // record of this member's that it does not run (a claim whose reply was
@@ -84,10 +88,12 @@ func (r *replica) setAim(a *aim, v store.Version) {
 		r.offAim = true
 		return
 	}
-	for _, c := range r.pending {
-		if !a.progress(c) {
-			r.offAim = true
-			return
+	for _, cs := range r.pending {
+		for _, c := range cs {
+			if !a.progress(c) {
+				r.offAim = true
+				return
+			}
 		}
 	}
 }
@@ -106,7 +112,7 @@ func (r *replica) onAim(sess string, now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.aim
-	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted || len(r.contested) > 0 || !now.Before(a.until) {
+	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted || !now.Before(a.until) {
 		return 0, false
 	}
 	return a.until.Sub(now), true

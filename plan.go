@@ -18,6 +18,7 @@ import (
 // reconcilePlan is what plan decided: the store calls left to make.
 type reconcilePlan struct {
 	next    time.Duration // when to look again (JoinSettle, a hold, a contested claim)
+	held    bool          // next is for a hold (not only contested claims)
 	expired bool          // the store no longer knows the session
 	wait    bool          // the replica does not show the session yet: nothing to do
 	claim   []string      // partitions to claim, in ID order
@@ -238,15 +239,25 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			if pl.next == 0 || wait < pl.next {
 				pl.next = wait
 			}
+			pl.held = true
 			continue
 		}
 		if at, ok := m.rep.contestedSince(p); ok {
 			// A claim of it failed although the replica showed it free,
 			// and the replica has shown nothing about it since: wait for
-			// the entry that explains it. If none comes within
-			// RenewInterval, the replica is stale: read the group anew
-			// and claim again.
-			if wait := m.cfg.RenewInterval - now.Sub(at); wait > 0 {
+			// the entry that explains it. That entry was in the log before
+			// the claim failed: if the feed has read the log to its end
+			// since, and RenewInterval has passed, it is not coming (the
+			// record was written by hand): read the group anew and claim
+			// again. A replica still behind the log (its member busy, the
+			// log long) is not stale, and reading the whole group would
+			// only put it further behind; the feed wakes plan when it
+			// reaches the end.
+			wait := m.cfg.RenewInterval - now.Sub(at)
+			if wait <= 0 && !m.rep.reachedSince(at) {
+				wait = m.cfg.RenewInterval
+			}
+			if wait > 0 {
 				if pl.next == 0 || wait < pl.next {
 					pl.next = wait
 				}
@@ -434,4 +445,12 @@ func latest(a, b time.Time) time.Time {
 // change, after a quiet period, is planned at once.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -65,9 +65,13 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
-	if pl.next == 0 && m.aim != nil {
-		// The plan left nothing to look at later: until an entry says
-		// otherwise, the next plans would find nothing to do (aim.go).
+	if m.aim != nil && !pl.held {
+		// The plan left nothing to look at later but contested claims:
+		// until an entry says otherwise, or the first of those claims is
+		// due, the next plans would find nothing to do (aim.go).
+		if pl.next > 0 {
+			m.aim.until = earliest(m.aim.until, time.Now().Add(pl.next))
+		}
 		m.rep.setAim(m.aim, m.aimAt)
 	}
 	return pl.next, nil
@@ -98,6 +102,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			return false, fmt.Errorf("claim %d partitions: the store answered %d results: %w", len(batch), len(res), store.ErrCorrupt)
 		}
 		seq := m.writes.Add(1)
+		var claimed []string
 		for i, r := range res {
 			p := batch[i]
 			switch {
@@ -108,7 +113,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 				// Someone got there first: our replica has not shown it
 				// yet. Its entry is on its way; if it does not come, the
 				// replica is stale and plan reads the group anew.
-				m.rep.contest(p, time.Now())
+				claimed = append(claimed, p)
 			case errors.Is(r.Err, store.ErrCorrupt):
 				// Its record broke since the read: it costs this partition
 				// only. The log does not show that (nothing herd wrote), so
@@ -117,9 +122,11 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 				m.rep.contest(p, time.Now())
 				m.rep.resync()
 			default:
+				m.rep.contestClaims(claimed, time.Now())
 				return false, fmt.Errorf("claim %q: %w", p, r.Err)
 			}
 		}
+		m.rep.contestClaims(claimed, time.Now())
 	}
 	return false, nil
 }

@@ -47,15 +47,20 @@ const readPace = 50 * time.Microsecond
 // while no plan takes it (the member is between sessions or waiting):
 // then it works on a copy if plan holds the current one.
 type replica struct {
-	mu      sync.Mutex
-	work    *store.Snapshot // nil until the first read
-	pending []store.Change  // entries after work.Version, not applied yet
-	lent    bool            // plan is using work (current .. release)
-	base    uint64          // Member.writes when the read of work's snapshot began
-	took    time.Duration   // how long the last read of the group took
-	readAt  time.Time       // when it ended
-	err     error           // why the last read failed, nil after one succeeded
-	again   bool            // read the group anew (the copy is stale or diverged)
+	mu   sync.Mutex
+	work *store.Snapshot // nil until the first read
+	// pending: the entries after work.Version not applied yet, in the
+	// batches Changes returned them in (kept as they came: copying them
+	// into one list cost a tenth of the CPU of 100 members placing
+	// 100,000 partitions), npending how many.
+	pending  [][]store.Change
+	npending int
+	lent     bool          // plan is using work (current .. release)
+	base     uint64        // Member.writes when the read of work's snapshot began
+	took     time.Duration // how long the last read of the group took
+	readAt   time.Time     // when it ended
+	err      error         // why the last read failed, nil after one succeeded
+	again    bool          // read the group anew (the copy is stale or diverged)
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
@@ -65,10 +70,14 @@ type replica struct {
 	kick   chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when. They are not claimed
-	// again until an entry about them arrives, or for RenewInterval; see
-	// plan.
+	// again until an entry about them arrives; see plan.
 	contested map[string]time.Time
-	log       func(msg string, args ...any) // a warning about a diverged copy
+	// reached: when the last call to the log that read to its end began
+	// (one that returned fewer entries than it asked for: see
+	// store.Store.Changes). Every entry appended before then is queued.
+	// lastContest is when the latest claim was contested.
+	reached, lastContest time.Time
+	log                  func(msg string, args ...any) // a warning about a diverged copy
 	// aim is the target of the last full plan (nil: none, plan in full),
 	// offAim whether an entry since was not progress toward it (aim.go).
 	aim    *aim
@@ -143,15 +152,19 @@ func (r *replica) release() {
 // holds it) and reports whether the copy is usable: false if the entries do
 // not fit it, in which case the group is read anew. r.mu is held.
 func (r *replica) applyPending() bool {
-	if len(r.pending) == 0 {
+	if r.npending == 0 {
 		return true
 	}
 	if r.lent {
 		r.work, r.lent = r.work.Clone(), false
 	}
-	err := r.work.ApplyAll(r.pending)
-	clear(r.pending) // let the entries' strings go
-	r.pending = r.pending[:0]
+	var err error
+	for _, cs := range r.pending {
+		if err = r.work.ApplyAll(cs); err != nil {
+			break
+		}
+	}
+	r.dropPending()
 	if err != nil {
 		if r.log != nil {
 			r.log("the group's log does not fit the member's copy; reading the group anew", "err", err)
@@ -169,9 +182,16 @@ func (r *replica) applyPending() bool {
 // included. r.mu is held.
 func (r *replica) version() store.Version {
 	if n := len(r.pending); n > 0 {
-		return r.pending[n-1].Version
+		last := r.pending[n-1]
+		return last[len(last)-1].Version
 	}
 	return r.work.Version
+}
+
+// dropPending empties the queue. r.mu is held.
+func (r *replica) dropPending() {
+	clear(r.pending) // let the entries go
+	r.pending, r.npending = r.pending[:0], 0
 }
 
 // resync asks the feed to read the group anew, at once: it cancels the
@@ -198,23 +218,79 @@ func (r *replica) distrust() {
 }
 
 // broken reports whether the copy shows something broken by hand, which
-// the log cannot show the repair of: a malformed record, a claim the store
-// refused although the copy showed the partition free, or a read that
-// failed.
+// the log cannot show the repair of: a malformed record, or a read that
+// failed. (A claim the store refused although the copy showed the
+// partition free is plan's to resolve: see contestedSince.)
 func (r *replica) broken() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0 || len(r.contested) > 0
+	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0
 }
 
-// contest notes that a claim of p failed although the copy showed it free.
+// contest marks p contested from now: plan leaves it alone until an entry
+// about it arrives (a give-back under way).
 func (r *replica) contest(p string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.contestLocked(p, now)
+}
+
+func (r *replica) contestLocked(p string, now time.Time) {
 	if r.contested == nil {
 		r.contested = map[string]time.Time{}
 	}
 	r.contested[p] = now
+	r.lastContest = latest(r.lastContest, now)
+}
+
+// contestClaims notes that claims of ps failed (ErrClaimed) although the
+// copy plan used showed them free. The entries that explain them were in
+// the log before the claims failed; those that the feed has queued or
+// applied since that plan explain them already: a queued entry about the
+// partition, or the copy showing it held by a live session. The others are
+// contested.
+func (r *replica) contestClaims(ps []string, now time.Time) {
+	if len(ps) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	left := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		left[p] = true
+	}
+	for _, cs := range r.pending {
+		for _, c := range cs {
+			delete(left, c.Partition)
+		}
+	}
+	for _, p := range ps {
+		if left[p] && !r.heldByLive(p) {
+			r.contestLocked(p, now)
+		}
+	}
+}
+
+// heldByLive reports whether the copy shows p held by a live session.
+// r.mu is held.
+func (r *replica) heldByLive(p string) bool {
+	if r.work == nil {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	if !ok || r.work.Owners[i].Session == "" {
+		return false
+	}
+	_, live := slices.BinarySearchFunc(r.work.Sessions, r.work.Owners[i].Session, func(s store.SessionInfo, id string) int { return strings.Compare(s.ID, id) })
+	return live
+}
+
+// reachedSince reports whether the feed has read the log to its end in a
+// call that began at t or later.
+func (r *replica) reachedSince(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.reached.Before(t)
 }
 
 // contestedSince returns when a claim of p failed, if the copy has shown
@@ -295,8 +371,8 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// plan may still hold the old copy: it is left to it.
 				r.work, r.base, r.err, r.distrusted, r.took, r.readAt = sortedCopy(snap), base, nil, false, took, time.Now()
 				r.aim, r.fresh = nil, false
-				clear(r.pending)
-				r.pending, r.lent = r.pending[:0], false
+				r.dropPending()
+				r.lent = false
 			} else {
 				r.again = true
 				if m.runCtx.Err() == nil {
@@ -334,8 +410,11 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			// if the log has nothing new: plan waits for it (see fresh).
 			cctx, ccancel = context.WithTimeout(ctx, freshWait)
 		}
+		began := time.Now()
 		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
 		cancelled := ctx.Err() != nil // by resync, or the member stopping
+		// Fewer entries than asked for: the call read the log to its end.
+		atEnd := err == nil && !cancelled && len(cs) < changesPerRead
 		if first && cctx.Err() != nil && !cancelled {
 			err = nil // nothing new within freshWait: the copy is up to date
 		}
@@ -349,6 +428,16 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		if freshNow {
 			r.fresh = true
 		}
+		// A claim contested before this call whose entry has not come:
+		// plan reads the group anew (see contestedSince), so wake it.
+		explain := false
+		if atEnd {
+			explain = r.reached.Before(r.lastContest) && !began.Before(r.lastContest) && len(r.contested) > 0
+			r.reached = began
+			if explain {
+				r.aim = nil // plan in full: see contestedSince
+			}
+		}
 		asked := r.again || r.work == nil
 		switch {
 		case asked || m.runCtx.Err() != nil:
@@ -359,8 +448,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				break // unreachable: only this goroutine queues entries
 			}
 			r.checkAim(cs)
-			r.pending = append(r.pending, cs...)
-			if len(r.pending) >= maxPending(r.work) {
+			r.pending = append(r.pending, cs)
+			r.npending += len(cs)
+			if r.npending >= maxPending(r.work) {
 				r.applyPending()
 			}
 			for _, c := range cs {
@@ -377,7 +467,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// whose snapshots lack their version) is read again with back-off.
 		gone := errors.Is(err, store.ErrVersionGone) && read
 		r.mu.Unlock()
-		if freshNow {
+		if freshNow || explain {
 			m.poke() // plan waits for it
 		}
 		switch {
