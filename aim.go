@@ -9,9 +9,10 @@ package herd
 // target every member computed: a claim of a partition by its target owner,
 // or the release of a partition by an owner that hands it to another.
 // Such an entry changes nothing this member has to do, and the target
-// computed after it is the same (balance keeps a partition's target when
-// it moves to that target: see balance's TestPartialFillKeepsTarget for a
-// fill, and its sticky pass for the rest). So the feed checks each entry
+// computed after it is the same (balance keeps every partition's target
+// while the moves to it are carried out, in any order: see balance's
+// TestPartialFillKeepsTarget for a fill and TestHandoffKeepsTarget for a
+// rebalance). So the feed checks each entry
 // against the aim as it arrives (O(log P)), and plan runs in full only when
 // an entry is not such progress: a session opened, closed or expired, a
 // claim by another member than the target, a release of a partition whose

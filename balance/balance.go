@@ -156,6 +156,14 @@ type work struct {
 	idealOK    bool
 	idealFor   []member
 	idealQuota []int
+	// The fill ring (fill.go), cached while the members (ringFor) stay
+	// the same, and the members' room.
+	vring   []vnode
+	vindex  []int32
+	vseen   []int32
+	ringOK  bool
+	ringFor []member
+	room    []int
 }
 
 // slot is one missing unit k of member m, at ring position pos.
@@ -272,6 +280,8 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		if len(pool) == 0 {
 			return target
 		}
+		w.fill(p, pool, quota, kept, target) // pool is in ring order
+		return target
 	}
 	w.match(p, pool, quota, kept, target)
 	return target

@@ -51,14 +51,20 @@
 //     When some partitions are kept, the pool first goes to the "ideal"
 //     member of each partition (its target in the assignment computed with
 //     no owners at all, with the same quotas), taken in ring order while
-//     that member is below quota; only the rest is matched on the ring of
-//     the remaining missing units. So a fleet part way through claiming an
-//     assignment (each member claims its share in batches, and members see
-//     each other's claims at different moments) is given the same
-//     assignment again, and members never race for a partition the plan
-//     they read a moment earlier gave to another. The pool moves either
-//     way, so the moves stay minimal. The ideal is cached by an [Assigner]
-//     while the partitions, members and quotas stay the same.
+//     that member is below quota. The rest, still in ring order, each goes
+//     to the first member below quota clockwise from its position on a
+//     second ring, of 16 fixed points per member placed by the member's
+//     hash alone. So a fleet part way through carrying out an assignment
+//     (each member claims its share in batches, owners hand partitions off
+//     one batch at a time, and members see each other's moves at different
+//     moments) is given the same assignment again, whichever moves are
+//     done: a partition that reached its target takes one unit of that
+//     member's room, and every other partition finds the same members with
+//     room at its turn (see fill.go). Members never race for a partition
+//     the plan they read a moment earlier gave to another. The pool moves
+//     either way, so the moves stay minimal. The ideal and the second ring
+//     are cached by an [Assigner] while the partitions, members and quotas
+//     stay the same.
 //
 // # Guarantees
 //
