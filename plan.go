@@ -110,7 +110,12 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 	settled := m.joinedAt.Add(m.cfg.JoinSettle)
 	if m.cfg.JoinSettle > 0 {
-		settled = latest(settled, m.rep.settled(m.cfg.SessionTTL/4))
+		// At most 5 x JoinSettle (and SessionTTL/4): a read is slow
+		// mostly when the member's process is busy, and then the others'
+		// sessions opened long before it ended (herd bench --scenario
+		// large: 10 joining 100 read 100,000 records in 1.6-5.4 s, and
+		// waited 2.3 s more when the wait was up to SessionTTL/4).
+		settled = latest(settled, m.rep.settled(min(m.cfg.SessionTTL/4, 5*m.cfg.JoinSettle)))
 	}
 	if wait := time.Until(settled); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
