@@ -6,6 +6,7 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultURL is the server tests use unless HERD_POSTGRES_URL says otherwise.
@@ -86,8 +88,19 @@ func Exec(t testing.TB, sql string, args ...any) {
 		return
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Errorf("%s: %v", sql, err)
+	for try := 1; ; try++ {
+		_, err := conn.Exec(ctx, sql, args...)
+		var pe *pgconn.PgError
+		if err != nil && errors.As(err, &pe) && pe.Code == "40P01" && try < 5 {
+			// Deadlock detected: a statement such as DROP SCHEMA ... CASCADE
+			// that locks many objects can deadlock with a store working in
+			// them; the server rolled this one back, so run it again.
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+		return
 	}
 }
 
