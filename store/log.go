@@ -141,7 +141,7 @@ func (s *Snapshot) Apply(c Change) error {
 			o.GivenBack = keptMark(s.Owners[i].GivenBack, c.Session)
 			s.Owners[i] = o
 		} else {
-			s.Owners = slices.Insert(s.Owners, i, o)
+			s.Owners, s.index = slices.Insert(s.Owners, i, o), nil
 		}
 	case Released:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
@@ -162,7 +162,7 @@ func (s *Snapshot) Apply(c Change) error {
 			s.Owners[i] = Ownership{Partition: c.Partition, Epoch: c.Epoch}
 			break
 		}
-		s.Owners = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch})
+		s.Owners, s.index = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch}), nil
 	case PartitionsSet:
 		ps := slices.Clone(c.Partitions)
 		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
@@ -182,7 +182,6 @@ func (s *Snapshot) Apply(c Change) error {
 // new records). On error, s is left partly changed: the replica has
 // diverged anyway and must be rebuilt from a new Snapshot.
 func (s *Snapshot) ApplyAll(cs []Change) error {
-	byPartition := func(o Ownership, id string) int { return strings.Compare(o.Partition, id) }
 	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
 	var added map[string]*Ownership // records new to s, merged into Owners at the end
 	flush := func() {
@@ -205,7 +204,7 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 				j++
 			}
 		}
-		s.Owners, added = merged, nil
+		s.Owners, s.index, added = merged, nil, nil
 	}
 	for _, c := range cs {
 		switch c.Kind {
@@ -220,7 +219,19 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 			return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
 		}
 		var cur *Ownership
-		if i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition); found {
+		i, found := s.locate(c.Partition)
+		if found && s.index == nil && len(s.Owners) >= indexFrom {
+			// Entries about records s has: worth an index once they add
+			// up to a sixteenth of the records (not for entries that add
+			// records, which drop it).
+			if s.hits++; s.hits >= len(s.Owners)/16 {
+				s.index, s.hits = make(map[string]int32, len(s.Owners)), 0
+				for i := range s.Owners {
+					s.index[s.Owners[i].Partition] = int32(i)
+				}
+			}
+		}
+		if found {
 			cur = &s.Owners[i]
 		} else if o, ok := added[c.Partition]; ok {
 			cur = o
@@ -275,6 +286,23 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 	}
 	flush()
 	return nil
+}
+
+// indexFrom is the number of records from which ApplyAll locates records by
+// an index (Snapshot.index) rather than by binary search: on 100,000
+// records, a binary search of a partition's ID was 0.5 µs and most of the
+// cost of applying an entry (100 members placing 100,000 partitions, each
+// applying every claim: a tenth of that bench's CPU).
+const indexFrom = 4096
+
+// locate returns the index in Owners of the record of partition id, and
+// whether there is one (if not, where it would be inserted), by the index
+// if it has id at the right place, by binary search otherwise.
+func (s *Snapshot) locate(id string) (int, bool) {
+	if i, ok := s.index[id]; ok && int(i) < len(s.Owners) && s.Owners[i].Partition == id {
+		return int(i), true
+	}
+	return slices.BinarySearchFunc(s.Owners, id, func(o Ownership, id string) int { return strings.Compare(o.Partition, id) })
 }
 
 // keptMark is the GivenBack mark of a record after a claim by session: the

@@ -11,7 +11,10 @@ import (
 // randomLog is a valid log of n entries from an empty group: sessions
 // opening and ending, claims (new records and existing ones), releases and
 // give-backs, restores and partition sets.
-func randomLog(seed uint64, n int) []store.Change {
+func randomLog(seed uint64, n int) []store.Change { return randomLogOf(seed, n, 200) }
+
+// randomLogOf is randomLog on parts partitions.
+func randomLogOf(seed uint64, n, parts int) []store.Change {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var cs []store.Change
 	var sessions []string
@@ -21,7 +24,7 @@ func randomLog(seed uint64, n int) []store.Change {
 		cs = append(cs, c)
 	}
 	for len(cs) < n {
-		p := fmt.Sprintf("p%03d", rng.IntN(200))
+		p := fmt.Sprintf("p%03d", rng.IntN(parts))
 		r, has := records[p]
 		switch op := rng.IntN(10); {
 		case op == 0 || len(sessions) == 0:
@@ -79,6 +82,45 @@ func TestApplyAllEqualsApply(t *testing.T) {
 		}
 		if fmt.Sprint(one) != fmt.Sprint(all) {
 			t.Fatalf("seed %d: ApplyAll gave\n%v\nApply gave\n%v", seed, all, one)
+		}
+	}
+}
+
+// ApplyAll on a snapshot large enough to be indexed gives what Apply gives,
+// also when the caller changes Owners itself between calls (moving every
+// record the index knows).
+func TestApplyAllIndexed(t *testing.T) {
+	same := func(a, b *store.Snapshot) bool {
+		return fmt.Sprint(a.Sessions, a.Partitions, a.Owners, a.Version) == fmt.Sprint(b.Sessions, b.Partitions, b.Owners, b.Version)
+	}
+	for seed := range uint64(3) {
+		cs := randomLogOf(seed, 40000, 8000)
+		one, all := &store.Snapshot{}, &store.Snapshot{}
+		for i := 0; i < len(cs); {
+			j := min(len(cs), i+1+int(seed*37+100)%1000)
+			for _, c := range cs[i:j] {
+				if err := one.Apply(c); err != nil {
+					t.Fatalf("seed %d: Apply: %v", seed, err)
+				}
+			}
+			if err := all.ApplyAll(cs[i:j]); err != nil {
+				t.Fatalf("seed %d: ApplyAll: %v", seed, err)
+			}
+			if !same(one, all) {
+				t.Fatalf("seed %d: after entry %d, ApplyAll and Apply differ", seed, j)
+			}
+			if i%7 == 3 {
+				// The caller inserts a record first (every record moves),
+				// and works on a clone (which shares the index).
+				o := store.Ownership{Partition: fmt.Sprintf("a%d", i), Epoch: 1}
+				one.Owners = append([]store.Ownership{o}, one.Owners...)
+				all = all.Clone()
+				all.Owners = append([]store.Ownership{o}, all.Owners...)
+			}
+			i = j
+		}
+		if len(all.Owners) < 4096 {
+			t.Fatalf("seed %d: %d records: too few to be indexed", seed, len(all.Owners))
 		}
 	}
 }
@@ -177,5 +219,32 @@ func BenchmarkApplyPlacement(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkApplyClaims applies 100,000 claims, 1,000 per call, to a copy
+// that has a record (or a member's placeholder) for every partition already:
+// what each member does in a first placement.
+//
+//	go test -run '^$' -bench ApplyClaims -benchtime 3x ./store/
+func BenchmarkApplyClaims(b *testing.B) {
+	const n = 100_000
+	id := func(i int) string { return fmt.Sprintf("%026d", i) }
+	base := &store.Snapshot{Sessions: []store.SessionInfo{{ID: "S", Member: "m"}}}
+	for i := range n {
+		base.Owners = append(base.Owners, store.Ownership{Partition: id(i)})
+	}
+	cs := make([]store.Change, n)
+	for i := range cs {
+		cs[i] = store.Change{Version: store.Version{Seq: uint64(i + 1)}, Kind: store.Claimed,
+			Partition: id((i * 7919) % n), Session: "S", Member: "m", Epoch: 1}
+	}
+	for b.Loop() {
+		s := base.Clone()
+		for i := 0; i < len(cs); i += 1000 {
+			if err := s.ApplyAll(cs[i : i+1000]); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

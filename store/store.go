@@ -164,6 +164,12 @@ type Snapshot struct {
 	// shows: the state after the entry Version.Seq.
 	// A group whose log was never written has the zero Version.
 	Version Version
+	// index locates records by partition for ApplyAll (see locate): built
+	// by it on a large snapshot, shared by clones, never changed (a change
+	// that moves records drops it), and checked at every use, so a caller
+	// that changes Owners itself makes it slower, never wrong.
+	index map[string]int32
+	hits  int // records ApplyAll found by binary search, toward building index
 }
 
 // Kinds of Malformed records.
