@@ -387,8 +387,9 @@ func (f *herdFleet) handler(hm *herdMember) herd.Handler {
 
 // replicaBytes is about what a member's copy of the group costs per
 // partition: its record, its partition and their share of the queues (the
-// large run of 1,000 members on 100,000 partitions reached 24 GB).
-const replicaBytes = 250
+// large run of 1,000 members on 100,000 partitions reached 24 GB), and the
+// entry of the record in the copy's index (store.Snapshot.ApplyAll).
+const replicaBytes = 300
 
 // availableMemory is MemAvailable from /proc/meminfo in bytes (0 if it
 // cannot be read).
