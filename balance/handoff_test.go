@@ -87,3 +87,47 @@ func known(ms []Member, id string) bool {
 	}
 	return false
 }
+
+// TestIdealsCached: an Assigner that sees several memberships in turn (more
+// than it keeps ideals for), with partial owners, answers as a new one does.
+func TestIdealsCached(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var parts []Partition
+	for i := range 3000 {
+		parts = append(parts, Partition{ID: fmt.Sprintf("p%05d", i)})
+	}
+	var shapes [][]Member
+	for s := range maxIdeals + 2 {
+		var ms []Member
+		for i := range 3 + s {
+			ms = append(ms, Member{ID: fmt.Sprintf("m%02d", i), Weight: 1 + (i+s)%2})
+		}
+		shapes = append(shapes, ms)
+	}
+	var shared Assigner
+	for iter := range 200 {
+		ms := shapes[rng.IntN(len(shapes))]
+		owner := make([]int32, len(parts))
+		frac := rng.Float64()
+		for i := range owner {
+			owner[i] = -1
+			if rng.Float64() < frac {
+				owner[i] = int32(rng.IntN(len(ms)))
+			}
+		}
+		got, err := shared.AssignSorted(ms, parts, owner, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fresh Assigner
+		want, err := fresh.AssignSorted(ms, parts, owner, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("iter %d (%d members, %.0f%% owned): partition %d goes to %d with cached ideals, %d without", iter, len(ms), frac*100, i, got[i], want[i])
+			}
+		}
+	}
+}
