@@ -30,6 +30,9 @@ type slot struct {
 	mode     atomic.Int32
 	released atomic.Bool // set once released (normal path or ForceHandoff)
 	seq      uint64      // the claim's number among the member's writes (Member.writes)
+	// at is where plan last found the partition in the partition set (a
+	// hint: see partIndex). Only the reconcile loop uses it.
+	at int32
 }
 
 func (m *Member) unown(p string) {
