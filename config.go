@@ -117,8 +117,7 @@ type Config struct {
 	// group (when its session opens), a member also waits as long as the
 	// read took, up to 5 x JoinSettle: members joining together open their
 	// sessions while others read the group, which on a large group takes
-	// longer than JoinSettle. In a first placement (no partition held yet)
-	// members wait 3 x JoinSettle after the last join they saw.
+	// longer than JoinSettle.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

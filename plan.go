@@ -116,13 +116,6 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		// large: 10 joining 100 read 100,000 records in 1.6-5.4 s, and
 		// waited 2.3 s more when the wait was up to SessionTTL/4).
 		settled = latest(settled, m.rep.settled(min(m.cfg.SessionTTL/4, 5*m.cfg.JoinSettle)))
-		if time.Until(m.joinedAt.Add(3*m.cfg.JoinSettle)) > 0 && !anyHeld(snap) {
-			// A first placement (no partition is held): members starting
-			// together open their sessions over a second or more, with
-			// gaps longer than JoinSettle, and one that plans on part of
-			// them claims others' shares, which it must hand off again.
-			settled = latest(settled, m.joinedAt.Add(3*m.cfg.JoinSettle))
-		}
 	}
 	if wait := time.Until(settled); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
@@ -461,16 +454,6 @@ func latest(a, b time.Time) time.Time {
 // change, after a quiet period, is planned at once.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
-}
-
-// anyHeld reports whether a record of snap is held by a session.
-func anyHeld(snap *store.Snapshot) bool {
-	for i := range snap.Owners {
-		if snap.Owners[i].Session != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // partIndex returns the index of partition p in parts (sorted by ID) and
