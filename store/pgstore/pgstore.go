@@ -145,8 +145,25 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	// server serves those first. Ten members joining at once connected in
 	// 0.06-0.16 s this way, against 0.25-0.37 s with two each opened ahead
 	// (herd bench --scenario scale-out-large, 2-core machine, PostgreSQL 15).
+	//
+	// The connection Open itself makes (to check the server and the
+	// schema) is not warmed up: compiling every function there made Open
+	// take 14-286 ms (median 146 ms) when 16 members opened their stores
+	// at once, so their sessions opened over more than JoinSettle, and
+	// members that planned before the last ones showed placed everything
+	// twice (herd bench --scenario steady on PostgreSQL). That connection
+	// compiles each function when it first calls it; the pool's later
+	// connections, made when calls overlap (a handoff's releases and
+	// claims), are warmed up before they serve one.
+	var started atomic.Bool
 	if checkSchema(cfg.schema) == nil {
-		pc.AfterConnect = warmUp(buildQueries(quoteIdent(cfg.schema)))
+		warm := warmUp(buildQueries(quoteIdent(cfg.schema)))
+		pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			if !started.Load() {
+				return nil
+			}
+			return warm(ctx, conn)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -160,6 +177,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	started.Store(true)
 	s.owned = true
 	return s, nil
 }
