@@ -46,6 +46,7 @@ type config struct {
 	listen   bool
 	poll     time.Duration
 	backstop time.Duration // tests lengthen it to show that LISTEN wakes readers
+	txIdle   time.Duration // InTx: see WithTxIdleTimeout
 }
 
 // WithSchema sets the schema of the store's tables (default "herd"):
@@ -65,6 +66,29 @@ func WithLogLimit(n int) Option { return func(c *config) { c.logLimit = max(n, 1
 // Turn it off behind a pooler in transaction mode (PgBouncer), where
 // LISTEN cannot work: the store finds that out itself, after a few seconds.
 func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
+
+// DefaultTxIdleTimeout is how long an InTx transaction may wait for its
+// function's next statement before the server ends it (see
+// WithTxIdleTimeout).
+const DefaultTxIdleTimeout = time.Second
+
+// WithTxIdleTimeout bounds how long an InTx transaction may sit idle, the
+// server waiting for the next statement of its function, before the server
+// ends the connection and with it the transaction (PostgreSQL's
+// idle_in_transaction_session_timeout, set for the transaction only;
+// default DefaultTxIdleTimeout, from 10ms to 1h). The transaction locks its
+// partition's record: without the bound, a member stopped in the middle of
+// one (SIGSTOP, a long pause, a network cut) would hold that lock until it
+// resumed, and the expiry of its session, then every claim, release and
+// renewal of the group, would wait behind it. Set it above the longest a
+// function computes between two statements.
+func WithTxIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d >= 10*time.Millisecond && d <= time.Hour {
+			c.txIdle = d
+		}
+	}
+}
 
 // WithPollInterval sets how often a waiting Changes call reads the log
 // when LISTEN is off or not working (default DefaultPollInterval).
@@ -110,6 +134,7 @@ type Store struct {
 //	listen=on|off        LISTEN/NOTIFY wake-ups of Changes (default on)
 //	poll_interval=500ms  how often a waiting Changes reads without them
 //	log_limit=100000     entries kept of each group's log
+//	tx_idle_timeout=1s   how long an InTx transaction may sit idle
 //
 // Every other option is pgx's (see pgxpool.ParseConfig and
 // pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout,
@@ -200,7 +225,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Option) (*Store, error) {
-	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval}
+	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval, txIdle: DefaultTxIdleTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}

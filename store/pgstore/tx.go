@@ -41,8 +41,12 @@ type Fence struct {
 // the transaction ends, and then sees what it committed (the checkpoint
 // its Claim returns included). That Claim holds the group's row lock while
 // it waits, so every claim and release of the group waits too: keep these
-// transactions short. fn must not call the store itself (its Checkpoint
-// would wait for this very transaction).
+// transactions short. The server ends one that waits longer than the
+// store's idle bound for fn's next statement (WithTxIdleTimeout, default
+// 1s; InTx then returns an error and nothing of it is written), so a member
+// stopped in the middle of one (SIGSTOP, a pause, a network cut) does not
+// hold up its group until it resumes. fn must not call the store itself
+// (its Checkpoint would wait for this very transaction).
 //
 // From a handler:
 //
@@ -85,6 +89,14 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
+	// The transaction locks the partition's record until it ends: if this
+	// process stops in the middle (SIGSTOP, a pause, a cut), the server
+	// ends it after the idle bound instead of holding the lock, and with
+	// it the group's expiries and claims, until the process resumes.
+	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
+		strconv.FormatInt(s.cfg.txIdle.Milliseconds(), 10)); err != nil {
+		return s.fail("InTx", err)
+	}
 	var last []byte
 	err = tx.QueryRow(ctx, s.q.fenceLock, f.Group, f.Partition, epoch).Scan(&last)
 	switch {

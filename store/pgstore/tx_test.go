@@ -139,7 +139,8 @@ func TestInTxFenced(t *testing.T) {
 // A claim of the partition by another member waits for a transaction in
 // progress and sees what it committed.
 func TestInTxClaimWaits(t *testing.T) {
-	s := openTest(t)
+	// The transaction waits (idle) for the test: a bound longer than it.
+	s := openTest(t, WithTxIdleTimeout(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	table := s.qschema + ".items"
@@ -202,6 +203,62 @@ func TestInTxClaimWaits(t *testing.T) {
 	}
 	if o.Epoch <= oa.Epoch || o.Checkpoint != nil {
 		t.Fatalf("b's claim after the rolled-back transaction: %+v; want a new epoch and no checkpoint", o)
+	}
+	if got := results(t, s, table); len(got) != 0 {
+		t.Fatalf("items %v; want none", got)
+	}
+}
+
+// A transaction whose process stops in the middle (here: its function
+// waits, the server idle in the transaction) is ended by the server after
+// the idle bound, so its lock on the record does not hold up the group: a
+// claim of the partition after its session ended goes through long before
+// the function returns, and nothing of the transaction is written.
+func TestInTxIdleBound(t *testing.T) {
+	s := openTest(t, WithTxIdleTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table := s.qschema + ".items"
+	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
+	const group = "tx-idle"
+	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, err := s.Claim(ctx, group, "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.OpenSession(ctx, group, "b", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stopped = 5 * time.Second
+	inside := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.InTx(ctx, Fence{Group: group, Partition: "p", Epoch: oa.Epoch}, write(t, table, 1, func() {
+			close(inside)
+			time.Sleep(stopped) // the process stopped mid-transaction
+		}))
+	}()
+	<-inside
+	began := time.Now()
+	if err := s.CloseSession(ctx, group, a); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Claim(ctx, group, "p", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d >= stopped {
+		t.Fatalf("b's claim took %v: it waited for the stopped transaction", d)
+	}
+	if o.Epoch <= oa.Epoch || o.Checkpoint != nil {
+		t.Fatalf("b's claim: %+v; want a new epoch and no checkpoint", o)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("InTx ended by the server returned no error")
 	}
 	if got := results(t, s, table); len(got) != 0 {
 		t.Fatalf("items %v; want none", got)

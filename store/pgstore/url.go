@@ -13,7 +13,7 @@ import (
 // herdOptions are the query options Open reads itself; every other option
 // is pgx's (pgxpool.ParseConfig: pool_max_conns, connect_timeout, sslmode,
 // default_query_exec_mode, ...).
-var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit"}
+var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit", "tx_idle_timeout"}
 
 // secretOptions are the query options whose values never appear in
 // messages.
@@ -131,6 +131,12 @@ func parseURL(raw string) (*target, error) {
 				return nil, invalid(t.redacted, "poll_interval=%q: want a Go duration from 10ms to 1h, such as 500ms", abbrev(v))
 			}
 			t.opts = append(t.opts, WithPollInterval(d))
+		case "tx_idle_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 10*time.Millisecond || d > time.Hour {
+				return nil, invalid(t.redacted, "tx_idle_timeout=%q: want a Go duration from 10ms to 1h, such as 1s", abbrev(v))
+			}
+			t.opts = append(t.opts, WithTxIdleTimeout(d))
 		case "log_limit":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 100_000_000 {
