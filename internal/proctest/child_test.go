@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/pgstore"
@@ -35,6 +37,10 @@ const (
 	envPartitions = "HERD_PROCTEST_PARTITIONS"
 	envTTL        = "HERD_PROCTEST_TTL"
 	envInterval   = "HERD_PROCTEST_INTERVAL"
+	// envInTx names a table (PostgreSQL only): each step of a handler
+	// inserts (partition, item) into it and checkpoints item in one
+	// pgstore.InTx, instead of calling Claim.Checkpoint.
+	envInTx = "HERD_PROCTEST_INTX"
 )
 
 // event is one line a child writes on its stdout. Seq and Recv are set by
@@ -117,13 +123,21 @@ func runChild() error {
 	defer st.Close()
 
 	out := &emitter{member: member}
+	write := func(ctx context.Context, c *herd.Claim, v uint64) error { return c.Checkpoint(ctx, encode(v)) }
+	if table := os.Getenv(envInTx); table != "" {
+		pst, ok := st.(*pgstore.Store)
+		if !ok {
+			return fmt.Errorf("%s needs a postgres:// store", envInTx)
+		}
+		write = inTxWrite(pst, group, table)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := herd.Join(context.Background(), st, herd.Config{
 		Group:      group,
 		Member:     member,
 		Partitions: herd.Numbered(n),
 		SessionTTL: ttl,
-		Handler:    handler(out, ttl, interval),
+		Handler:    handler(out, ttl, interval, write),
 		Logger:     logger,
 	})
 	if err != nil {
@@ -189,7 +203,7 @@ func newFreezeDetector(ttl time.Duration) *freezeDetector {
 // epoch. Frozen means more than a TTL since the previous write returned, or
 // a resume seen by the detector since the previous write began (a write in
 // flight across the stop).
-func handler(out *emitter, ttl, interval time.Duration) herd.Handler {
+func handler(out *emitter, ttl, interval time.Duration, write func(ctx context.Context, c *herd.Claim, v uint64) error) herd.Handler {
 	freeze := newFreezeDetector(ttl)
 	return func(c *herd.Claim) error {
 		last := decode(c.LastCheckpoint())
@@ -214,7 +228,7 @@ func handler(out *emitter, ttl, interval time.Duration) herd.Handler {
 			ctx, cancel := context.WithTimeout(base, time.Second)
 			v := last + 1
 			began = time.Now()
-			err := c.Checkpoint(ctx, encode(v))
+			err := write(ctx, c, v)
 			cancel()
 			returned = time.Now()
 			sent := began.UnixNano()
@@ -232,5 +246,24 @@ func handler(out *emitter, ttl, interval time.Duration) herd.Handler {
 				out.emit(event{Ev: "cp_err", Partition: c.Partition, Epoch: c.Epoch, Value: v, Sent: sent, Err: err.Error()})
 			}
 		}
+	}
+}
+
+// inTxWrite returns the write of item v of a claim as one pgstore.InTx:
+// insert (partition, v) into table and checkpoint v, fenced by the claim's
+// epoch. The checkpoint as of the transaction must be v-1: the handler
+// counts from the checkpoint its claim started from.
+func inTxWrite(st *pgstore.Store, group, table string) func(ctx context.Context, c *herd.Claim, v uint64) error {
+	return func(ctx context.Context, c *herd.Claim, v uint64) error {
+		fence := pgstore.Fence{Group: group, Partition: c.Partition, Epoch: c.Epoch}
+		return st.InTx(ctx, fence, func(tx pgx.Tx, last []byte) ([]byte, error) {
+			if got := decode(last); got != v-1 {
+				return nil, fmt.Errorf("item %d of %s after checkpoint %d", v, c.Partition, got)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (part, item) VALUES ($1, $2)", c.Partition, int64(v)); err != nil {
+				return nil, err
+			}
+			return encode(v), nil
+		})
 	}
 }

@@ -47,6 +47,7 @@ type fleet struct {
 	ttl        time.Duration
 	interval   time.Duration // between a handler's checkpoints
 	url        string        // the store's, if all children share one
+	env        []string      // more environment for the children
 
 	wg sync.WaitGroup // stdout readers
 
@@ -139,6 +140,7 @@ func (f *fleet) start(name, url string) {
 		envTTL+"="+f.ttl.String(),
 		envInterval+"="+f.interval.String(),
 	)
+	cmd.Env = append(cmd.Env, f.env...)
 	c := &child{name: name, cmd: cmd, stderr: &tail{}, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()

@@ -41,7 +41,7 @@ func TestProcessesPostgres(t *testing.T) {
 	}
 	pgtest.Need(t)
 	t.Run("kill9", func(t *testing.T) {
-		pf := startPGFleet(t, "kill9", nil)
+		pf := startPGFleet(t, "kill9", nil, nil)
 		checkKill9(t, pf.fleet, pf.members)
 	})
 	t.Run("cut", func(t *testing.T) {
@@ -51,12 +51,25 @@ func TestProcessesPostgres(t *testing.T) {
 			p := newProxy(t, target)
 			proxies[m] = p
 			return withHost(t, url, p.Addr())
-		})
+		}, nil)
 		checkCut(t, pf.fleet, pf.members, proxies)
 	})
 	t.Run("sigstop", func(t *testing.T) {
-		pf := startPGFleet(t, "sigstop", nil)
+		pf := startPGFleet(t, "sigstop", nil, nil)
 		checkSigstop(t, pf.fleet, pf.members, pf.st)
+	})
+	t.Run("sigstop-intx", func(t *testing.T) {
+		// Each step of each handler inserts its item into a table of the
+		// fleet's schema and checkpoints it in one pgstore.InTx: the
+		// same assertions, and the table holds each item exactly once.
+		var table string
+		pf := startPGFleet(t, "sigstop-intx", nil, func(pf *pgFleet) []string {
+			table = pgx.Identifier{pf.schema, "items"}.Sanitize()
+			pgtest.Exec(t, "CREATE TABLE "+table+" (part text NOT NULL, item bigint NOT NULL)")
+			return []string{envInTx + "=" + table}
+		})
+		checkSigstop(t, pf.fleet, pf.members, pf.st)
+		checkItemsOnce(t, pf, table)
 	})
 	t.Run("terminate", testPGTerminate)
 }
@@ -83,7 +96,7 @@ func (pf *pgFleet) url(member string) string {
 // store on it (which creates the tables), starts the children (child name
 // -> store URL through via, if not nil) and waits until they share the
 // partitions evenly.
-func startPGFleet(t *testing.T, name string, via func(member, url string) string) *pgFleet {
+func startPGFleet(t *testing.T, name string, via func(member, url string) string, env func(pf *pgFleet) []string) *pgFleet {
 	t.Helper()
 	pf := &pgFleet{schema: pgtest.Schema(t)} // dropped after the children and the store are gone
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -96,6 +109,9 @@ func startPGFleet(t *testing.T, name string, via func(member, url string) string
 	pf.st = st
 	pf.fleet = newFleet(t, "proctest-pg-"+name, "", pgPartitions, ttl)
 	pf.interval = pgInterval
+	if env != nil {
+		pf.env = env(pf)
+	}
 	for i := range pgChildren {
 		pf.members = append(pf.members, fmt.Sprintf("c%d", i))
 	}
@@ -246,7 +262,7 @@ const (
 // termination, c2 LISTENs again, and when a fifth member joins it sees it
 // and gives it partitions within 5 s.
 func testPGTerminate(t *testing.T) {
-	pf := startPGFleet(t, "terminate", nil)
+	pf := startPGFleet(t, "terminate", nil, nil)
 	f := pf.fleet
 	a := newAdmin(t)
 	victim := "c2"
@@ -403,4 +419,71 @@ func startOf(es []event, epoch uint64) int64 {
 		}
 	}
 	return 0
+}
+
+// checkItemsOnce reads, in one snapshot of the database, the fleet's
+// checkpoints and the items its handlers wrote with InTx, and requires each
+// partition's items to be 1 to its checkpoint, each exactly once: no item
+// lost, none written twice, nothing written by a member that had lost the
+// partition (whose items would repeat its successor's).
+func checkItemsOnce(t *testing.T, pf *pgFleet, table string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := pf.st.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	S := pgx.Identifier{pf.schema}.Sanitize()
+	rows, err := tx.Query(ctx, `SELECT o.partition, o.checkpoint FROM `+S+`.owners o JOIN `+S+`.groups g ON g.gid = o.gid WHERE g.name = $1`, pf.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := map[string]uint64{}
+	for rows.Next() {
+		var p string
+		var cp []byte
+		if err := rows.Scan(&p, &cp); err != nil {
+			t.Fatal(err)
+		}
+		checkpoint[p] = decode(cp)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	type items struct{ n, distinct, lo, hi int64 }
+	got := map[string]items{}
+	rows, err = tx.Query(ctx, `SELECT part, count(*), count(DISTINCT item), min(item), max(item) FROM `+table+` GROUP BY part`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		var it items
+		if err := rows.Scan(&p, &it.n, &it.distinct, &it.lo, &it.hi); err != nil {
+			t.Fatal(err)
+		}
+		got[p] = it
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for p, cp := range checkpoint {
+		it := got[p]
+		total += it.n
+		want := items{n: int64(cp), distinct: int64(cp), lo: min(1, int64(cp)), hi: int64(cp)}
+		if it != want {
+			t.Errorf("partition %s: checkpoint %d, items %d (%d distinct, %d to %d); want each of 1 to %d once", p, cp, it.n, it.distinct, it.lo, it.hi, cp)
+		}
+		delete(got, p)
+	}
+	for p, it := range got {
+		t.Errorf("partition %s has %d items and no record", p, it.n)
+	}
+	if total == 0 {
+		t.Fatal("the handlers wrote no item")
+	}
+	t.Logf("%d items in %d partitions, each written once", total, len(checkpoint))
 }
