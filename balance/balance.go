@@ -352,31 +352,16 @@ func (w *work) match(p *problem, pool []int32, quota []int, kept []int, target [
 	w.ringOrder(p, pool)
 
 	// Walk the pool in ring order; each partition takes the first free slot
-	// at or after its ring position, wrapping around. next is a union-find
-	// "next free slot" array with sentinel S meaning "none up to the end".
+	// at or after its ring position, wrapping around.
 	S := len(slots)
-	w.next = resize(w.next, S+1)
-	next := w.next
-	for i := range next {
-		next[i] = int32(i)
-	}
-	find := func(i int32) int32 {
-		for next[i] != i {
-			next[i] = next[next[i]] // path halving
-			i = next[i]
-		}
-		return i
-	}
+	free := w.nextFree(S)
 	j := 0
 	for _, pi := range pool {
 		pt := &p.parts[pi]
 		for j < S && slots[j].pos < pt.h {
 			j++
 		}
-		s := find(int32(j))
-		if int(s) == S {
-			s = find(0)
-		}
+		s := free.clockwise(j)
 		if int(s) == S {
 			// Unreachable: there are exactly as many slots as pool
 			// partitions. Kept so odd input can never cause a panic.
@@ -384,9 +369,45 @@ func (w *work) match(p *problem, pool []int32, quota []int, kept []int, target [
 			continue
 		}
 		target[pi] = slots[s].m
-		next[s] = s + 1
+		free.take(s)
 	}
 }
+
+// nextFree is a union-find "next free position" array over n positions and
+// a sentinel n.
+type nextFree []int32
+
+// nextFree returns w's nextFree array over n positions, every one free.
+func (w *work) nextFree(n int) nextFree {
+	w.next = resize(w.next, n+1)
+	for i := range w.next {
+		w.next[i] = int32(i)
+	}
+	return nextFree(w.next)
+}
+
+// find returns the first free position at or after i (n if none).
+func (f nextFree) find(i int32) int32 {
+	for f[i] != i {
+		f[i] = f[f[i]] // path halving
+		i = f[i]
+	}
+	return i
+}
+
+// clockwise returns the first free position at or after i, wrapping around
+// to 0 (n if none is free).
+func (f nextFree) clockwise(i int) int32 {
+	n := int32(len(f) - 1)
+	s := f.find(int32(i))
+	if s == n {
+		s = f.find(0)
+	}
+	return s
+}
+
+// take marks position i used.
+func (f nextFree) take(i int32) { f[i] = i + 1 }
 
 // ringOrder sorts pool (indices into p.parts) in ring order: by hash, then
 // ID, whatever the order of the input.

@@ -78,17 +78,12 @@ func (w *work) fill(p *problem, pool []int32, quota, kept []int, target []int32)
 		room[m] = quota[m] - kept[m]
 	}
 	w.room = room
-	// next: union-find "next point of a member with room", with sentinel
-	// S meaning "none up to the end".
+	// free: the points of members with room.
 	S := len(ring)
-	next := resize(w.next, S+1)
-	w.next = next
-	for i := range next {
-		next[i] = int32(i)
-	}
+	free := w.nextFree(S)
 	full := func(m int) {
 		for _, i := range index[m*vnodesPerMember : (m+1)*vnodesPerMember] {
-			next[i] = i + 1
+			free.take(i)
 		}
 	}
 	for m, r := range room {
@@ -96,23 +91,13 @@ func (w *work) fill(p *problem, pool []int32, quota, kept []int, target []int32)
 			full(m)
 		}
 	}
-	find := func(i int32) int32 {
-		for next[i] != i {
-			next[i] = next[next[i]] // path halving
-			i = next[i]
-		}
-		return i
-	}
 	j := 0
 	for _, pi := range pool {
 		h := p.parts[pi].h
 		for j < S && ring[j].pos < h {
 			j++
 		}
-		s := find(int32(j))
-		if int(s) == S {
-			s = find(0)
-		}
+		s := free.clockwise(j)
 		if int(s) == S {
 			// Unreachable: the pool is no larger than the room. Kept so
 			// odd input can never cause a panic.
