@@ -136,6 +136,25 @@ func TestInTxFenced(t *testing.T) {
 	}
 }
 
+// handoverSetup makes the items table, and in group a session a that holds
+// partition p (record oa) and a session b to take it over.
+func handoverSetup(ctx context.Context, t *testing.T, s *Store, group string) (table, a string, oa store.Ownership, b string) {
+	t.Helper()
+	table = s.qschema + ".items"
+	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
+	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oa, err = s.Claim(ctx, group, "p", a); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = s.OpenSession(ctx, group, "b", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return table, a, oa, b
+}
+
 // A claim of the partition by another member waits for a transaction in
 // progress and sees what it committed.
 func TestInTxClaimWaits(t *testing.T) {
@@ -143,21 +162,8 @@ func TestInTxClaimWaits(t *testing.T) {
 	s := openTest(t, WithTxIdleTimeout(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	table := s.qschema + ".items"
-	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
 	const group = "tx-wait"
-	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oa, err := s.Claim(ctx, group, "p", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.OpenSession(ctx, group, "b", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, a, oa, b := handoverSetup(ctx, t, s, group)
 	inside, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -218,21 +224,8 @@ func TestInTxIdleBound(t *testing.T) {
 	s := openTest(t, WithTxIdleTimeout(200*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	table := s.qschema + ".items"
-	admin(t, "CREATE TABLE "+table+" (item integer PRIMARY KEY)")
 	const group = "tx-idle"
-	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oa, err := s.Claim(ctx, group, "p", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.OpenSession(ctx, group, "b", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, a, oa, b := handoverSetup(ctx, t, s, group)
 	const stopped = 5 * time.Second
 	inside := make(chan struct{})
 	done := make(chan error, 1)
