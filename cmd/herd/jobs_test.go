@@ -86,6 +86,11 @@ func readJobEvents(t *testing.T, path string, seen map[string]time.Time) []jobEv
 // stopped with SIGTERM exit 0 after ending their runs.
 func TestJobsE2EKill(t *testing.T) {
 	u, _, _ := redisURL(t)
+	testJobsE2EKill(t, u)
+}
+
+// testJobsE2EKill runs TestJobsE2EKill's members on the store at u.
+func testJobsE2EKill(t *testing.T, u string) {
 	buildHerd(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "child.sh")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store/pgstore"
 )
@@ -76,6 +77,56 @@ func TestGroupDeletePostgres(t *testing.T) {
 	out, err := execute(t, "group", "delete", "--store", u, "--group", "orders", "--force")
 	if err != nil || out != "deleted group \"orders\"\n" {
 		t.Fatalf("group delete --force: %q, %v", out, err)
+	}
+	noRows(t, schema)
+}
+
+// herd run on PostgreSQL: TestRunE2EKill's three members, one killed, on a
+// schema of the test's own.
+func TestRunE2EKillPostgres(t *testing.T) {
+	u, _ := pgURL(t)
+	testRunE2EKill(t, t.TempDir(), []string{"--store", u})
+}
+
+// herd jobs on PostgreSQL: TestJobsE2EKill's three members, one killed.
+func TestJobsE2EKillPostgres(t *testing.T) {
+	u, _ := pgURL(t)
+	testJobsE2EKill(t, u)
+}
+
+// herd status and herd groups on PostgreSQL, through the command line.
+func TestStatusPostgres(t *testing.T) {
+	u, schema := pgURL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := pgstore.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const group, n = "orders", 8
+	started := time.Now()
+	f := startFleet(t, st, group, 2, herd.Numbered(n))
+	read := func() statusReport {
+		return readJSON(t, func(out *bytes.Buffer) error {
+			s, err := execute(t, "status", "--store", u, "--json", "--group", group)
+			out.WriteString(s)
+			return err
+		})
+	}
+	rep := waitStatus(t, "every partition running with its checkpoint", read, f.settled(n))
+	f.checkRunning(rep, n, started)
+	if out, err := execute(t, "groups", "--store", u); err != nil || out != group+"\n" {
+		t.Fatalf("herd groups: %q, %v; want %q", out, err, group+"\n")
+	}
+	text, err := execute(t, "status", "--store", u, "--group", group)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, text)
+	}
+	checkTable(t, text, n, f)
+	f.leave(2)
+	if _, err := execute(t, "group", "delete", "--store", u, "--group", group); err != nil {
+		t.Fatal(err)
 	}
 	noRows(t, schema)
 }
