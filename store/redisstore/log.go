@@ -317,11 +317,10 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 		count := entriesFor(limit - len(out))
 		msgs, err := s.readLog(ctx, k, after, v, count, block)
 		switch {
-		case err != nil && out == nil:
-			return nil, after, err
 		case err != nil:
-			// The changes read so far stand: the next call reads on.
-			return out, v, nil
+			// Not what was read so far: fewer than limit changes would
+			// say that the log ends there. The next call reads them again.
+			return nil, after, err
 		case len(msgs) == 0:
 			return out, v, nil
 		}
