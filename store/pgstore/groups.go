@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/herdhq/herd/store"
 )
@@ -19,29 +22,18 @@ func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	S := s.qschema
 	var out []string
 	err := s.do(ctx, "Groups", func(ctx context.Context) error {
-		out = out[:0]
 		rows, err := s.pool.Query(ctx, `SELECT g.name FROM `+S+`.groups g
 WHERE g.seq > 0 OR g.partset
   OR EXISTS (SELECT 1 FROM `+S+`.sessions x WHERE x.gid = g.gid)
   OR EXISTS (SELECT 1 FROM `+S+`.owners x WHERE x.gid = g.gid)
 ORDER BY g.name`)
-		if err != nil {
-			return err
+		if err == nil {
+			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				return err
-			}
-			if store.ValidateID("group", name) == nil {
-				out = append(out, name)
-			}
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return slices.DeleteFunc(out, func(name string) bool { return store.ValidateID("group", name) != nil }), nil
 }

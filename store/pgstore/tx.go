@@ -92,13 +92,14 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	// The transaction locks the partition's record until it ends: if this
 	// process stops in the middle (SIGSTOP, a pause, a cut), the server
 	// ends it after the idle bound instead of holding the lock, and with
-	// it the group's expiries and claims, until the process resumes.
-	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
-		strconv.FormatInt(s.cfg.txIdle.Milliseconds(), 10)); err != nil {
-		return s.fail("InTx", err)
-	}
+	// it the group's expiries and claims, until the process resumes. The
+	// bound and the lock go in one round trip.
 	var last []byte
-	err = tx.QueryRow(ctx, s.q.fenceLock, f.Group, f.Partition, epoch).Scan(&last)
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
+		strconv.FormatInt(s.cfg.txIdle.Milliseconds(), 10))
+	b.Queue(s.q.fenceLock, f.Group, f.Partition, epoch).QueryRow(func(row pgx.Row) error { return row.Scan(&last) })
+	err = tx.SendBatch(ctx, b).Close()
 	switch {
 	case isNoRows(err):
 		return notOwner()

@@ -125,18 +125,16 @@ func parseURL(raw string) (*target, error) {
 			default:
 				return nil, invalid(t.redacted, "listen=%q: want on or off", abbrev(v))
 			}
-		case "poll_interval":
+		case "poll_interval", "tx_idle_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 10*time.Millisecond || d > time.Hour {
-				return nil, invalid(t.redacted, "poll_interval=%q: want a Go duration from 10ms to 1h, such as 500ms", abbrev(v))
+				return nil, invalid(t.redacted, "%s=%q: want a Go duration from 10ms to 1h, such as 500ms", k, abbrev(v))
 			}
-			t.opts = append(t.opts, WithPollInterval(d))
-		case "tx_idle_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 10*time.Millisecond || d > time.Hour {
-				return nil, invalid(t.redacted, "tx_idle_timeout=%q: want a Go duration from 10ms to 1h, such as 1s", abbrev(v))
+			if k == "poll_interval" {
+				t.opts = append(t.opts, WithPollInterval(d))
+			} else {
+				t.opts = append(t.opts, WithTxIdleTimeout(d))
 			}
-			t.opts = append(t.opts, WithTxIdleTimeout(d))
 		case "log_limit":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 100_000_000 {
