@@ -281,8 +281,7 @@ func (r *replica) heldByLive(p string) bool {
 	if !ok || r.work.Owners[i].Session == "" {
 		return false
 	}
-	_, live := slices.BinarySearchFunc(r.work.Sessions, r.work.Owners[i].Session, func(s store.SessionInfo, id string) int { return strings.Compare(s.ID, id) })
-	return live
+	return r.work.Alive(r.work.Owners[i].Session)
 }
 
 // reachedSince reports whether the feed has read the log to its end in a

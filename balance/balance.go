@@ -160,7 +160,6 @@ type work struct {
 	vring   []vnode
 	vindex  []int32
 	vseen   []int32
-	ringOK  bool
 	ringFor []member
 	room    []int
 }
@@ -315,30 +314,23 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 		all = append(all, int32(pi))
 	}
 	w.all = all
-	w.match(p, all, quota, nil, c.target)
+	w.match(p, all, quota, c.target)
 	c.members = append(c.members[:0], p.members...)
 	c.quota = append(c.quota[:0], quota...)
-	w.ideals = append(w.ideals, ideal{})
-	copy(w.ideals[1:], w.ideals)
-	w.ideals[0] = c
+	w.ideals = slices.Insert(w.ideals, 0, c)
 	return c.target
 }
 
 // match places the partitions of pool (indices into p.parts) on the
-// members' missing units: one slot per unit k from kept[m] (0 if kept is
-// nil) to quota[m] of each member m, on a hash ring, and each pool
-// partition, in ring order, takes the first free slot clockwise from its
-// position (consistent hashing with bounded loads). The pool must have as
-// many partitions as there are missing units. It sets target[pi] for every
-// pi in pool, and reorders pool.
-func (w *work) match(p *problem, pool []int32, quota []int, kept []int, target []int32) {
+// members' quota units: one slot per unit k below quota[m] of each member
+// m, on a hash ring, and each pool partition, in ring order, takes the
+// first free slot clockwise from its position (consistent hashing with
+// bounded loads). The pool must have as many partitions as there are
+// units. It sets target[pi] for every pi in pool, and reorders pool.
+func (w *work) match(p *problem, pool []int32, quota []int, target []int32) {
 	slots := resize(w.slots, len(pool))[:0]
 	for m := range p.members {
-		k := 0
-		if kept != nil {
-			k = kept[m]
-		}
-		for ; k < quota[m]; k++ {
+		for k := 0; k < quota[m]; k++ {
 			slots = append(slots, slot{pos: slotPos(p.members[m].h, k), m: int32(m), k: int32(k)})
 		}
 	}

@@ -35,7 +35,7 @@ type vnode struct {
 // member index), and for each member the indices of its points in it; both
 // are cached while the members stay the same.
 func (w *work) fillRing(p *problem) ([]vnode, []int32) {
-	if w.ringOK && slices.Equal(w.ringFor, p.members) {
+	if len(w.ringFor) > 0 && slices.Equal(w.ringFor, p.members) {
 		return w.vring, w.vindex
 	}
 	n := len(p.members)
@@ -63,7 +63,6 @@ func (w *work) fillRing(p *problem) ([]vnode, []int32) {
 	}
 	w.vring, w.vindex, w.vseen = ring, index, seen
 	w.ringFor = append(w.ringFor[:0], p.members...)
-	w.ringOK = true
 	return ring, index
 }
 
