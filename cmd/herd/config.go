@@ -231,7 +231,8 @@ func secretsOf(fs *pflag.FlagSet, environ []string) []string {
 }
 
 // secretsIn finds the secrets in values: in every URL, the password of its
-// user info (the whole user info if it has no colon), taken up to each '@'
+// user info (the whole user info if it has no colon, as redis://password@,
+// except in a postgres:// URL, where it is the user's name), taken up to each '@'
 // in turn since a password may hold an unescaped one, and query parameters
 // whose name ends in "password" (sentinel_password); each also
 // percent-decoded. Longest first.
@@ -255,6 +256,7 @@ func secretsIn(values ...string) []string {
 			if i < 0 {
 				break
 			}
+			pg := strings.HasSuffix(rest[:i], "postgres") || strings.HasSuffix(rest[:i], "postgresql")
 			rest = rest[i+3:]
 			end := strings.IndexFunc(rest, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' })
 			if end < 0 {
@@ -268,7 +270,7 @@ func secretsIn(values ...string) []string {
 				info := u[:j]
 				if _, pw, ok := strings.Cut(info, ":"); ok {
 					add(pw)
-				} else {
+				} else if !pg {
 					add(info)
 				}
 			}

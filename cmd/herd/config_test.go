@@ -160,6 +160,16 @@ func TestRedact(t *testing.T) {
 			t.Errorf("redact(%q) = %q; want %q", tc.in, got, tc.want)
 		}
 	}
+	// A postgres:// user without a password is a name, not a secret.
+	pg := secretsIn("postgres://postgres@db/test", "postgresql://ann:s3cret@db/test")
+	for _, tc := range []struct{ in, want string }{
+		{"store postgres://postgres@db/test", "store postgres://postgres@db/test"},
+		{"store postgresql://ann:s3cret@db/test", "store postgresql://ann:xxxxx@db/test"},
+	} {
+		if got := redact(tc.in, pg); got != tc.want {
+			t.Errorf("redact(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
 }
 
 // Every command's help has examples (cobra's own help and completion
