@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store/pgstore"
 )
@@ -60,17 +59,11 @@ func TestBenchPostgres(t *testing.T) {
 // leaves no row.
 func TestGroupDeletePostgres(t *testing.T) {
 	u, schema := pgURL(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	st, err := pgstore.Open(ctx, u)
-	if err != nil {
+	st := openPG(t, u)
+	if _, err := st.OpenSession(t.Context(), "orders", "m1", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if _, err := st.OpenSession(ctx, "orders", "m1", 1, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_, err = execute(t, "group", "delete", "--store", u, "--group", "orders")
+	_, err := execute(t, "group", "delete", "--store", u, "--group", "orders")
 	if err == nil || !strings.Contains(err.Error(), "live members") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("group delete with a live member: %v; want a refusal that mentions --force", err)
 	}
@@ -94,39 +87,23 @@ func TestJobsE2EKillPostgres(t *testing.T) {
 	testJobsE2EKill(t, u)
 }
 
-// herd status and herd groups on PostgreSQL, through the command line.
+// herd status and herd groups on PostgreSQL, through the command line:
+// TestStatusRedis's checks, and no row left.
 func TestStatusPostgres(t *testing.T) {
 	u, schema := pgURL(t)
+	testStatusCLI(t, u, openPG(t, u))
+	noRows(t, schema)
+}
+
+// openPG opens the store at u, closed when t ends.
+func openPG(t *testing.T, u string) *pgstore.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	st, err := pgstore.Open(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	const group, n = "orders", 8
-	started := time.Now()
-	f := startFleet(t, st, group, 2, herd.Numbered(n))
-	read := func() statusReport {
-		return readJSON(t, func(out *bytes.Buffer) error {
-			s, err := execute(t, "status", "--store", u, "--json", "--group", group)
-			out.WriteString(s)
-			return err
-		})
-	}
-	rep := waitStatus(t, "every partition running with its checkpoint", read, f.settled(n))
-	f.checkRunning(rep, n, started)
-	if out, err := execute(t, "groups", "--store", u); err != nil || out != group+"\n" {
-		t.Fatalf("herd groups: %q, %v; want %q", out, err, group+"\n")
-	}
-	text, err := execute(t, "status", "--store", u, "--group", group)
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, text)
-	}
-	checkTable(t, text, n, f)
-	f.leave(2)
-	if _, err := execute(t, "group", "delete", "--store", u, "--group", group); err != nil {
-		t.Fatal(err)
-	}
-	noRows(t, schema)
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -240,6 +240,15 @@ func TestStatusRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	testStatusCLI(t, u, st)
+	noKeys(t, raw, prefix)
+}
+
+// testStatusCLI runs two members of group "orders" on st, checks herd
+// status (--json, the table, without --group) and herd groups against the
+// store at u, which holds no other group, and deletes the group.
+func testStatusCLI(t *testing.T, u string, st store.Store) {
+	t.Helper()
 	const group, n = "orders", 8
 	started := time.Now()
 	f := startFleet(t, st, group, 2, herd.Numbered(n))
@@ -280,7 +289,6 @@ func TestStatusRedis(t *testing.T) {
 	if _, err := execute(t, "group", "delete", "--store", u, "--group", group); err != nil {
 		t.Fatal(err)
 	}
-	noKeys(t, raw, prefix)
 }
 
 // checkTable checks the text status of a group of n running partitions:
