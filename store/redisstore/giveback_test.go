@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,44 @@ func TestGiveBackMarkStorage(t *testing.T) {
 	must(t, err, "Claim of a record with a foreign mark")
 	if oh.GivenBack != "" {
 		t.Fatalf("Claim of a record with a foreign mark returned GivenBack %q; want none", oh.GivenBack)
+	}
+}
+
+// Every kind of entry decodes with its number of fields and fails with one
+// more or one fewer (fields splits without allocating, up to one field
+// more than any kind but a partition set has).
+func TestDecodeChangeFields(t *testing.T) {
+	v := store.Version{Seq: 3, Tag: 9}
+	for _, tc := range []struct {
+		entry string
+		kind  store.ChangeKind
+	}{
+		{"O\nS\n1:m", store.SessionOpened},
+		{"X\nS", store.SessionClosed},
+		{"E\nS", store.SessionExpired},
+		{"C\np\nS\n5\nm", store.Claimed},
+		{"R\np\nS\n5", store.Released},
+		{"T\np\n5", store.Restored},
+		{"P", store.PartitionsSet},
+		{"P\np\n1\nq\n0", store.PartitionsSet},
+	} {
+		if c, err := decodeChange(v, tc.entry); err != nil || c.Kind != tc.kind {
+			t.Errorf("decodeChange(%q) = %v, %v; want kind %v", tc.entry, c.Kind, err, tc.kind)
+		}
+		bads := []string{tc.entry + "\nx"}
+		if i := strings.LastIndexByte(tc.entry, '\n'); i >= 0 {
+			bads = append(bads, tc.entry[:i])
+		}
+		for _, bad := range bads {
+			if tc.kind == store.Released && strings.Count(bad, "\n") == 4 {
+				continue // a give-back: five fields
+			}
+			if c, err := decodeChange(v, bad); err == nil {
+				t.Errorf("decodeChange(%q) = %+v; want an error", bad, c)
+			}
+		}
+	}
+	if _, err := decodeChange(v, "C\np\nS\n5\nm\nx\ny\nz"); err == nil {
+		t.Error("a claim of eight fields decoded")
 	}
 }

@@ -186,9 +186,28 @@ func chain(prev uint64, e string) uint64 {
 	return t
 }
 
+// fields splits v at each newline into f's room, without allocating: an
+// entry of a partition set ("P") has as many fields as it lists partitions,
+// and is split by strings.Split; any other that fills f has too many
+// fields, and decodes as no kind.
+func fields(f []string, v string) []string {
+	if strings.HasPrefix(v, "P\n") {
+		return strings.Split(v, "\n")
+	}
+	for len(f) < cap(f) {
+		i := strings.IndexByte(v, '\n')
+		if i < 0 {
+			return append(f, v)
+		}
+		f, v = append(f, v[:i]), v[i+1:]
+	}
+	return f
+}
+
 // decodeChange decodes one entry's value (see the table above).
 func decodeChange(version store.Version, v string) (store.Change, error) {
-	f := strings.Split(v, "\n")
+	var fa [6]string // one more than an entry other than "P" has
+	f := fields(fa[:0], v)
 	c := store.Change{Version: version}
 	bad := func() (store.Change, error) {
 		return store.Change{}, fmt.Errorf("entry %v %q cannot be decoded", version, abbrev(v))
