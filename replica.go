@@ -494,26 +494,39 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 // sortedCopy returns a copy of snap that Apply may change, its lists sorted
 // by id without duplicates as the store contract promises (a backend that
 // breaks the promise costs a sorted copy; of duplicate records the last is
-// kept, as plan does).
+// kept, as plan does). The records are copied once, by withPlaceholders,
+// and the partition set not at all when it is sorted: Apply replaces it
+// and never writes into it (100 members reading 100,000 records each spent
+// 5% of their CPU copying them twice).
 func sortedCopy(snap *store.Snapshot) *store.Snapshot {
-	c := snap.Clone()
-	if !slices.IsSortedFunc(c.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) }) {
+	c := *snap
+	c.Sessions = slices.Clone(c.Sessions)
+	c.Malformed = slices.Clone(c.Malformed)
+	if !strictlySorted(c.Sessions, func(s store.SessionInfo) string { return s.ID }) {
 		slices.SortStableFunc(c.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+		c.Sessions = slices.CompactFunc(c.Sessions, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
 	}
-	c.Sessions = slices.CompactFunc(c.Sessions, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
-	if !slices.IsSortedFunc(c.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) }) {
+	if !strictlySorted(c.Partitions, func(p store.Partition) string { return p.ID }) {
+		c.Partitions = slices.Clone(c.Partitions)
 		slices.SortStableFunc(c.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+		c.Partitions = slices.CompactFunc(c.Partitions, func(a, b store.Partition) bool { return a.ID == b.ID })
 	}
-	c.Partitions = slices.CompactFunc(c.Partitions, func(a, b store.Partition) bool { return a.ID == b.ID })
-	for i := 1; i < len(c.Owners); i++ {
-		if c.Owners[i-1].Partition >= c.Owners[i].Partition {
-			c.Owners = sortedOwners(c.Owners)
-			break
+	if !strictlySorted(c.Owners, func(o store.Ownership) string { return o.Partition }) {
+		c.Owners = sortedOwners(c.Owners)
+	}
+	c.Owners = withPlaceholders(c.Partitions, c.Owners) // a new list
+	internSessions(c.Sessions, c.Owners)
+	return &c
+}
+
+// strictlySorted reports whether the ids of xs increase strictly.
+func strictlySorted[T any](xs []T, id func(T) string) bool {
+	for i := 1; i < len(xs); i++ {
+		if id(xs[i-1]) >= id(xs[i]) {
+			return false
 		}
 	}
-	c.Owners = withPlaceholders(c.Partitions, c.Owners)
-	internSessions(c.Sessions, c.Owners)
-	return c
+	return true
 }
 
 // internSessions makes the session and member strings of the records of a
