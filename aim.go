@@ -47,6 +47,13 @@ type aim struct {
 	members []string          // live session ids, by index
 	target  []int32           // per partition of parts: index in members (-1: none)
 	until   time.Time         // when to plan in full again anyway
+	// recPart: per record of the copy plan used (by index in its Owners,
+	// placeholders included), the index in parts of its partition (-1: a
+	// record outside the set). The feed finds an entry's record in the
+	// copy by its index (one map lookup) and its partition here, instead
+	// of searching parts (a third of a microsecond per entry on 100,000
+	// partitions, per member). nil: search.
+	recPart []int32
 }
 
 // newAim records the target of a full plan: sessions and parts as plan saw
@@ -63,11 +70,24 @@ func newAim(sess string, sessions []store.SessionInfo, parts []store.Partition, 
 // progress reports whether entry c only carries out the aim: a claim by
 // the partition's target owner, or a plain release by an owner that is not
 // its target owner, of a partition whose target owner is another member.
-func (a *aim) progress(c store.Change) bool {
+func (a *aim) progress(c store.Change) bool { return a.progressAt(c, -1) }
+
+// progressAt is progress for an entry whose partition's record is at index
+// rec of the copy's records, if rec >= 0: a hint, checked against the
+// partition's id (the records may have moved since the plan).
+func (a *aim) progressAt(c store.Change, rec int) bool {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false
 	}
-	i, ok := slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+	i, ok := -1, false
+	if rec >= 0 && rec < len(a.recPart) {
+		if k := int(a.recPart[rec]); k >= 0 && k < len(a.parts) && a.parts[k].ID == c.Partition {
+			i, ok = k, true
+		}
+	}
+	if !ok {
+		i, ok = slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+	}
 	if !ok || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
 		return false
 	}
@@ -76,6 +96,18 @@ func (a *aim) progress(c store.Change) bool {
 		return c.Session == t
 	}
 	return c.GivenBack == "" && c.Session != t && t != a.sess
+}
+
+// progressIn is progressAt with the record's index found in the copy snap.
+// Only reads snap: plan may be reading it at the same time.
+func (a *aim) progressIn(c store.Change, snap *store.Snapshot) bool {
+	rec := -1
+	if a.recPart != nil && snap != nil && c.Partition != "" {
+		if j, ok := snap.RecordIndex(c.Partition); ok {
+			rec = j
+		}
+	}
+	return a.progressAt(c, rec)
 }
 
 // setAim makes a the aim, for a full plan of the copy at version v. The
@@ -91,7 +123,7 @@ func (r *replica) setAim(a *aim, v store.Version) {
 	}
 	for _, cs := range r.pending {
 		for _, c := range cs {
-			if !a.progress(c) {
+			if !a.progressIn(c, r.work) {
 				r.offAim = true
 				return
 			}
@@ -125,7 +157,7 @@ func (r *replica) checkAim(cs []store.Change) {
 		return
 	}
 	for _, c := range cs {
-		if !r.aim.progress(c) {
+		if !r.aim.progressIn(c, r.work) {
 			r.offAim = true
 			return
 		}

@@ -35,9 +35,33 @@ func TestAimProgress(t *testing.T) {
 		{"restore", store.Change{Kind: store.Restored, Partition: "p2", Epoch: 9}, false},
 		{"partition set", store.Change{Kind: store.PartitionsSet}, false},
 	}
+	// The same answers with the records' hint (aim.recPart): records of a
+	// copy with a stray record "p0" before the set, and every hint an
+	// entry may come with, right, wrong or out of range.
+	owners := []store.Ownership{{Partition: "p0", Epoch: 1}, {Partition: "p1"}, {Partition: "p2", Epoch: 3}, {Partition: "p3"}}
+	hinted := *a
+	hinted.recPart = []int32{-1, 0, 1, 2}
+	snap := &store.Snapshot{Owners: owners}
 	for _, tc := range cases {
 		if got := a.progress(tc.c); got != tc.want {
 			t.Errorf("%s: progress = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := hinted.progressIn(tc.c, snap); got != tc.want {
+			t.Errorf("%s: progressIn = %v, want %v", tc.name, got, tc.want)
+		}
+		for rec := -1; rec <= len(owners); rec++ {
+			if got := hinted.progressAt(tc.c, rec); got != tc.want {
+				t.Errorf("%s: progressAt(record %d) = %v, want %v", tc.name, rec, got, tc.want)
+			}
+		}
+	}
+	// A hint into records that moved since the plan (a record inserted
+	// before them) is checked against the partition's id, not trusted.
+	moved := *a
+	moved.recPart = []int32{0, 1, 2} // the plan saw no stray
+	for _, tc := range cases {
+		if got := moved.progressIn(tc.c, snap); got != tc.want {
+			t.Errorf("%s: progressIn over moved records = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A partition the balance left without a target is never progress.

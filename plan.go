@@ -34,6 +34,7 @@ type reconcileBuf struct {
 	parts    []balance.Partition
 	owner    []int32           // per partition: index in members of its live owner, or -1
 	rec      []int32           // per partition: index of its record in the snapshot, or -1
+	recPart  []int32           // per record of the snapshot (placeholders too): index of its partition, or -1
 	target   []int32           // per partition: index in members of its target owner
 	strays   []int32           // records of ours for partitions outside the set
 	records  int               // records found (placeholders aside)
@@ -169,6 +170,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	// one that gave them back, while it lives (givenback.go).
 	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, time.Now().Add(m.cfg.RenewInterval)), snap.Version
+	if sameSlice(owners, snap.Owners) {
+		m.aim.recPart = slices.Clone(b.recPart) // the feed's hint into snap's records
+	}
 
 	// Partitions we run: keep, drop (lost) or hand off.
 	for p, sl := range slots {
@@ -369,6 +373,7 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 	}
 	prev := b.owner
 	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
+	b.recPart = resize(b.recPart, len(owners))
 	b.strays = b.strays[:0]
 	b.records = 0
 	// stray consumes owners[j], which matches no partition.
@@ -376,6 +381,7 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
 			return false
 		}
+		b.recPart[j] = -1
 		if owners[j].Epoch > 0 {
 			b.records++
 		}
@@ -405,6 +411,7 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		if j == len(owners) {
 			continue
 		}
+		b.recPart[j] = int32(i)
 		if owners[j].Epoch == 0 {
 			j++ // a placeholder of the member's copy (withPlaceholders): no record
 			continue

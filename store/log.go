@@ -295,6 +295,11 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 // applying every claim: a tenth of that bench's CPU).
 const indexFrom = 4096
 
+// RecordIndex returns the index in Owners of the record of partition id,
+// and whether there is one. It only reads s (by its index once ApplyAll
+// built one, by binary search otherwise), so readers may share s.
+func (s *Snapshot) RecordIndex(id string) (int, bool) { return s.locate(id) }
+
 // locate returns the index in Owners of the record of partition id, and
 // whether there is one (if not, where it would be inserted), by the index
 // if it has id at the right place, by binary search otherwise.
