@@ -150,6 +150,11 @@ type work struct {
 	buf   []slot
 	next  []int32
 	all   []int32
+	// ringAll: every partition in ring order (see ringOrder), cached with
+	// the ideals while the partitions stay the same: each new membership's
+	// ideal matches every partition, and sorting them by hash was a third
+	// of the cost.
+	ringAll []int32
 	// ideals: the targets of every partition without owners (the ideal)
 	// for the last few memberships and quotas, most recent first; idealOK
 	// is cleared by the Assigner when the partitions change (see idealOf).
@@ -294,6 +299,7 @@ const maxIdeals = 4
 func (w *work) idealOf(p *problem, quota []int) []int32 {
 	if !w.idealOK {
 		w.ideals = w.ideals[:0]
+		w.ringAll = w.ringAll[:0]
 		w.idealOK = true
 	}
 	for i, c := range w.ideals {
@@ -309,12 +315,16 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 		w.ideals = w.ideals[:maxIdeals-1]
 	}
 	c.target = resize(c.target, len(p.parts))
-	all := resize(w.all, len(p.parts))[:0]
-	for pi := range p.parts {
-		all = append(all, int32(pi))
+	if len(w.ringAll) != len(p.parts) {
+		w.ringAll = resize(w.ringAll, len(p.parts))[:0]
+		for pi := range p.parts {
+			w.ringAll = append(w.ringAll, int32(pi))
+		}
+		w.ringOrder(p, w.ringAll)
 	}
+	all := append(resize(w.all, len(p.parts))[:0], w.ringAll...)
 	w.all = all
-	w.match(p, all, quota, c.target)
+	w.matchOrdered(p, all, quota, c.target)
 	c.members = append(c.members[:0], p.members...)
 	c.quota = append(c.quota[:0], quota...)
 	w.ideals = slices.Insert(w.ideals, 0, c)
@@ -328,6 +338,12 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 // bounded loads). The pool must have as many partitions as there are
 // units. It sets target[pi] for every pi in pool, and reorders pool.
 func (w *work) match(p *problem, pool []int32, quota []int, target []int32) {
+	w.ringOrder(p, pool)
+	w.matchOrdered(p, pool, quota, target)
+}
+
+// matchOrdered is match for a pool already in ring order.
+func (w *work) matchOrdered(p *problem, pool []int32, quota []int, target []int32) {
 	slots := resize(w.slots, len(pool))[:0]
 	for m := range p.members {
 		for k := 0; k < quota[m]; k++ {
@@ -341,7 +357,6 @@ func (w *work) match(p *problem, pool []int32, quota []int, target []int32) {
 		}
 		return cmp.Compare(a.k, b.k)
 	})
-	w.ringOrder(p, pool)
 
 	// Walk the pool in ring order; each partition takes the first free slot
 	// at or after its ring position, wrapping around.

@@ -779,6 +779,22 @@ func BenchmarkAssignSorted(b *testing.B) {
 					}
 				}
 			})
+			// One Assigner, a new membership every time (more than it
+			// keeps ideals of): what a member pays for each membership
+			// change of a group whose partitions stay the same.
+			b.Run("new-membership", func(b *testing.B) {
+				var a Assigner
+				var target []int32
+				i := 0
+				for b.Loop() {
+					ms := slices.Delete(slices.Clone(in.Members), i%(maxIdeals+1), i%(maxIdeals+1)+1)
+					i++
+					var err error
+					if target, err = a.AssignSorted(ms, in.Partitions, owner, target); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
