@@ -27,10 +27,14 @@ package herd
 // failed although the copy showed the partition free) waits for the entry
 // that explains it, which is not progress: the aim then lasts until the
 // claim is due to be looked at again (see plan), not longer.
-// It also expires after RenewInterval, so that a target that did change
-// after all (an assumption the check cannot prove for every input) or a
-// record of this member's that it does not run (a claim whose reply was
-// lost) is acted on within that bound.
+// It also expires RenewInterval after the first entry it let pass, so that
+// a target that did change after all (an assumption the check cannot prove
+// for every input) or a record of this member's that it does not run (a
+// claim whose reply was lost) is acted on within that bound. An aim no
+// entry has reached does not expire: a plan of the same copy would find
+// the same (a fleet at rest made every member plan in full every
+// RenewInterval for nothing, and in the large bench those plans, which
+// fell together, delayed the join that followed the placement).
 
 import (
 	"slices"
@@ -46,7 +50,8 @@ type aim struct {
 	parts   []store.Partition // the partition set planned (sorted; read-only)
 	members []string          // live session ids, by index
 	target  []int32           // per partition of parts: index in members (-1: none)
-	until   time.Time         // when to plan in full again anyway
+	due     time.Time         // when to plan in full again anyway (zero: see life)
+	life    time.Duration     // how long after the first entry it let pass the aim lasts
 	// recPart: per record of the copy plan used (by index in its Owners,
 	// placeholders included), the index in parts of its partition (-1: a
 	// record outside the set). The feed finds an entry's record in the
@@ -57,9 +62,10 @@ type aim struct {
 }
 
 // newAim records the target of a full plan: sessions and parts as plan saw
-// them (sorted by id), target as balance computed it (copied).
-func newAim(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32, until time.Time) *aim {
-	a := &aim{sess: sess, parts: parts, target: slices.Clone(target), until: until}
+// them (sorted by id), target as balance computed it (copied), and how long
+// it lasts once an entry has reached it.
+func newAim(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32, life time.Duration) *aim {
+	a := &aim{sess: sess, parts: parts, target: slices.Clone(target), life: life}
 	a.members = make([]string, len(sessions))
 	for i, s := range sessions {
 		a.members[i] = s.ID
@@ -116,7 +122,7 @@ func (a *aim) progressIn(c store.Change, snap *store.Snapshot) bool {
 func (r *replica) setAim(a *aim, v store.Version) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.aim, r.offAim = a, false
+	r.aim, r.offAim, r.aimFirst = a, false, time.Time{}
 	if r.work == nil || r.work.Version != v {
 		r.offAim = true
 		return
@@ -128,6 +134,9 @@ func (r *replica) setAim(a *aim, v store.Version) {
 				return
 			}
 		}
+	}
+	if r.npending > 0 {
+		r.aimFirst = time.Now()
 	}
 }
 
@@ -145,10 +154,24 @@ func (r *replica) onAim(sess string, now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.aim
-	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted || !now.Before(a.until) {
+	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted {
 		return 0, false
 	}
-	return a.until.Sub(now), true
+	if !a.due.IsZero() && !now.Before(a.due) {
+		return 0, false
+	}
+	next := a.life // nothing to do: look again then (onAim is cheap)
+	if !r.aimFirst.IsZero() {
+		end := r.aimFirst.Add(a.life)
+		if !now.Before(end) {
+			return 0, false
+		}
+		next = end.Sub(now)
+	}
+	if !a.due.IsZero() {
+		next = min(next, a.due.Sub(now))
+	}
+	return next, true
 }
 
 // checkAim checks entries that just arrived against the aim. r.mu is held.
@@ -161,5 +184,8 @@ func (r *replica) checkAim(cs []store.Change) {
 			r.offAim = true
 			return
 		}
+	}
+	if len(cs) > 0 && r.aimFirst.IsZero() {
+		r.aimFirst = time.Now()
 	}
 }

@@ -13,7 +13,7 @@ func TestAimProgress(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
 	// p1 -> A (this member), p2 -> B, p3 -> C
-	a := newAim("A", sessions, parts, []int32{0, 1, 2}, time.Now().Add(time.Minute))
+	a := newAim("A", sessions, parts, []int32{0, 1, 2}, time.Minute)
 	cases := []struct {
 		name string
 		c    store.Change
@@ -65,7 +65,7 @@ func TestAimProgress(t *testing.T) {
 		}
 	}
 	// A partition the balance left without a target is never progress.
-	b := newAim("A", sessions, parts, []int32{0, -1, 7}, time.Now().Add(time.Minute))
+	b := newAim("A", sessions, parts, []int32{0, -1, 7}, time.Minute)
 	for _, p := range []string{"p2", "p3"} {
 		if b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}) {
 			t.Errorf("claim of %s, which has no valid target: progress", p)
@@ -80,9 +80,21 @@ func TestReplicaAim(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}}
 	now := time.Now()
-	a := newAim("A", sessions, parts, []int32{0, 1}, now.Add(time.Second))
+	a := newAim("A", sessions, parts, []int32{0, 1}, time.Second)
 	v := store.Version{Seq: 5, Tag: 1}
 	r := &replica{work: &store.Snapshot{Version: v}}
+
+	// No entry since the plan: the aim lasts (a plan would find the same).
+	r.setAim(a, v)
+	if next, ok := r.onAim("A", now.Add(time.Hour)); !ok || next != time.Second {
+		t.Fatalf("aim no entry reached: onAim = %v, %v; want on aim, look again in 1s", next, ok)
+	}
+	// A plan's own due time (a contested claim's) ends it.
+	a.due = now.Add(time.Minute)
+	if _, ok := r.onAim("A", now.Add(time.Minute)); ok {
+		t.Fatal("plan skipped at the aim's due time")
+	}
+	a.due = time.Time{}
 
 	r.pending, r.npending = [][]store.Change{{{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p2", Session: "B"}}}, 1
 	r.setAim(a, v)
@@ -92,8 +104,15 @@ func TestReplicaAim(t *testing.T) {
 	if _, ok := r.onAim("B", now); ok {
 		t.Fatal("another session's plan skipped on this aim")
 	}
-	if _, ok := r.onAim("A", now.Add(time.Second)); ok {
-		t.Fatal("plan skipped after the aim expired")
+	if _, ok := r.onAim("A", time.Now().Add(time.Second)); ok {
+		t.Fatal("plan skipped a life after the first entry the aim let pass")
+	}
+	// An entry that arrives after the aim was set starts its life.
+	r.pending, r.npending = nil, 0
+	r.setAim(a, v)
+	r.checkAim([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
+	if _, ok := r.onAim("A", time.Now().Add(2*time.Second)); ok {
+		t.Fatal("plan skipped a life after an entry checked by the feed")
 	}
 	r.checkAim([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
 	if _, ok := r.onAim("A", now); ok {

@@ -169,7 +169,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	// Partitions given back (ErrGiveBack) go to another member than the
 	// one that gave them back, while it lives (givenback.go).
 	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
-	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, time.Now().Add(m.cfg.RenewInterval)), snap.Version
+	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, m.cfg.RenewInterval), snap.Version
 	if sameSlice(owners, snap.Owners) {
 		m.aim.recPart = slices.Clone(b.recPart) // the feed's hint into snap's records
 	}
@@ -477,12 +477,4 @@ func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
 		*at = int32(i)
 	}
 	return i, ok
-}
-
-// earliest returns the earlier of a and b.
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -70,7 +70,7 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		// until an entry says otherwise, or the first of those claims is
 		// due, the next plans would find nothing to do (aim.go).
 		if pl.next > 0 {
-			m.aim.until = earliest(m.aim.until, time.Now().Add(pl.next))
+			m.aim.due = time.Now().Add(pl.next)
 		}
 		m.rep.setAim(m.aim, m.aimAt)
 	}

@@ -80,8 +80,9 @@ type replica struct {
 	log                  func(msg string, args ...any) // a warning about a diverged copy
 	// aim is the target of the last full plan (nil: none, plan in full),
 	// offAim whether an entry since was not progress toward it (aim.go).
-	aim    *aim
-	offAim bool
+	aim      *aim
+	offAim   bool
+	aimFirst time.Time // when the first entry checked against aim arrived (zero: none yet)
 	// fresh: the feed has had an answer from the log since the last read
 	// of the group. A read is slow on a large group, and members joining
 	// together open their sessions meanwhile: until the log has answered
