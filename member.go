@@ -56,6 +56,9 @@ type Member struct {
 	lossSeen    bool              // since then, the store showed it lost data
 	lastRecords int               // ownership records in the last snapshot
 	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
+	// checkedParts: the last partition set plan found sorted (see
+	// reconcileBuf.sorted).
+	checkedParts []store.Partition
 	sessions    map[string]bool   // live sessions at the last reconcile
 	joinedAt    time.Time         // when a new session was last seen
 

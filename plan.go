@@ -38,8 +38,8 @@ type reconcileBuf struct {
 	target   []int32           // per partition: index in members of its target owner
 	strays   []int32           // records of ours for partitions outside the set
 	records  int               // records found (placeholders aside)
+	marked   int               // records of partitions in the set with a GivenBack mark
 	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
-	checked  []store.Partition // the last partition set found sorted
 	from     []store.Partition // the partition set parts was made from
 	assigner balance.Assigner
 }
@@ -127,7 +127,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)
-	sessions, parts, owners := b.sorted(snap)
+	sessions, parts, owners := b.sorted(snap, &m.checkedParts)
 	parts = unplaceable(parts, snap.Malformed)
 	clear(b.sessIdx)
 	b.members = b.members[:0]
@@ -168,7 +168,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	b.target = target
 	// Partitions given back (ErrGiveBack) go to another member than the
 	// one that gave them back, while it lives (givenback.go).
-	b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
+	if b.marked > 0 { // join found marks: at rest, none (and the pass over the records is saved)
+		b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
+	}
 	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, m.cfg.RenewInterval), snap.Version
 	if sameSlice(owners, snap.Owners) {
 		m.aim.recPart = slices.Clone(b.recPart) // the feed's hint into snap's records
@@ -307,9 +309,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 // without duplicates, as the store contract promises (join checks the
 // records). A backend that breaks the promise costs a sorted copy, in which
 // the first of duplicates is kept, as balance.Assign does. A partition set
-// already checked (the same read-only slice, shared between snapshots) is
-// not checked again.
-func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
+// already checked (the same read-only slice, shared between snapshots; the
+// member keeps it in *checked, not in the buffer, which the members of one
+// process share) is not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
 	ss, ps := snap.Sessions, snap.Partitions
 	for i := 1; i < len(ss); i++ {
 		if ss[i-1].ID >= ss[i].ID {
@@ -319,8 +322,8 @@ func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []stor
 			break
 		}
 	}
-	if !sameSlice(ps, b.checked) {
-		b.checked = nil
+	if !sameSlice(ps, *checked) {
+		*checked = nil
 		for i := 1; i < len(ps); i++ {
 			if ps[i-1].ID >= ps[i].ID {
 				ps = slices.Clone(ps)
@@ -330,7 +333,7 @@ func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []stor
 			}
 		}
 		if sameSlice(ps, snap.Partitions) {
-			b.checked = ps
+			*checked = ps
 		}
 	}
 	return ss, ps, snap.Owners
@@ -375,7 +378,7 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
 	b.recPart = resize(b.recPart, len(owners))
 	b.strays = b.strays[:0]
-	b.records = 0
+	b.records, b.marked = 0, 0
 	// stray consumes owners[j], which matches no partition.
 	stray := func(j int) bool {
 		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
@@ -418,6 +421,9 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		}
 		b.records++
 		b.rec[i] = int32(j)
+		if owners[j].GivenBack != "" {
+			b.marked++
+		}
 		if s := owners[j].Session; s != "" {
 			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
 				b.owner[i] = guess
