@@ -153,8 +153,11 @@ type work struct {
 	// ringAll: every partition in ring order (see ringOrder), cached with
 	// the ideals while the partitions stay the same: each new membership's
 	// ideal matches every partition, and sorting them by hash was a third
-	// of the cost.
+	// of the cost. Read-only (it may be the process's: shared.go), as are
+	// the ideals' targets. fp is the partitions' fingerprint, if fpOK.
 	ringAll []int32
+	fp      uint64
+	fpOK    bool
 	// ideals: the targets of every partition without owners (the ideal)
 	// for the last few memberships and quotas, most recent first; idealOK
 	// is cleared by the Assigner when the partitions change (see idealOf).
@@ -299,7 +302,8 @@ const maxIdeals = 4
 func (w *work) idealOf(p *problem, quota []int) []int32 {
 	if !w.idealOK {
 		w.ideals = w.ideals[:0]
-		w.ringAll = w.ringAll[:0]
+		w.ringAll = nil
+		w.fpOK = false
 		w.idealOK = true
 	}
 	for i, c := range w.ideals {
@@ -309,24 +313,33 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 			return c.target
 		}
 	}
-	var c ideal
+	if !w.fpOK {
+		w.fp, w.fpOK = fingerprint(p.parts), true
+	}
+	target, ring := sharedIdeal(p, w.fp, quota)
+	if ring != nil && w.ringAll == nil {
+		w.ringAll = ring
+	}
+	c := ideal{members: slices.Clone(p.members), quota: slices.Clone(quota), target: target}
+	if target == nil {
+		if len(w.ringAll) != len(p.parts) {
+			all := make([]int32, len(p.parts))
+			for pi := range all {
+				all[pi] = int32(pi)
+			}
+			w.ringOrder(p, all)
+			w.ringAll = all
+		}
+		// New memory: the shared ideal, and w.ringAll, are read-only.
+		pool := append(resize(w.all, len(p.parts))[:0], w.ringAll...)
+		w.all = pool
+		c.target = make([]int32, len(p.parts))
+		w.matchOrdered(p, pool, quota, c.target)
+		publishIdeal(p, w.fp, c, w.ringAll)
+	}
 	if len(w.ideals) == maxIdeals {
-		c = w.ideals[maxIdeals-1] // reuse the least recent one's memory
 		w.ideals = w.ideals[:maxIdeals-1]
 	}
-	c.target = resize(c.target, len(p.parts))
-	if len(w.ringAll) != len(p.parts) {
-		w.ringAll = resize(w.ringAll, len(p.parts))[:0]
-		for pi := range p.parts {
-			w.ringAll = append(w.ringAll, int32(pi))
-		}
-		w.ringOrder(p, w.ringAll)
-	}
-	all := append(resize(w.all, len(p.parts))[:0], w.ringAll...)
-	w.all = all
-	w.matchOrdered(p, all, quota, c.target)
-	c.members = append(c.members[:0], p.members...)
-	c.quota = append(c.quota[:0], quota...)
 	w.ideals = slices.Insert(w.ideals, 0, c)
 	return c.target
 }
