@@ -743,6 +743,12 @@ func BenchmarkAssignSorted(b *testing.B) {
 	}{
 		{"fresh", func(int) int32 { return -1 }},
 		{"balanced", func(i int) int32 { return int32(i % nm) }},
+		{"half-placed", func(i int) int32 { // a first placement under way
+			if i%2 == 0 {
+				return -1
+			}
+			return int32(i % nm)
+		}},
 		{"join", func(i int) int32 { return int32(i % (nm - 1)) }},
 		{"leave", func(i int) int32 {
 			if i%nm == 0 {
