@@ -178,12 +178,21 @@ func parseEntryID(id string) (v store.Version, ok bool) {
 // chain is the tag of the entry with value e that follows an entry tagged
 // prev: the scripts' chain, in Go.
 func chain(prev uint64, e string) uint64 {
-	h := sha1.Sum([]byte(strconv.FormatUint(prev, 10) + "\n" + e))
+	t, _ := chainBuf(nil, prev, e)
+	return t
+}
+
+// chainBuf is chain hashing in buf (returned for reuse): decodeEntries
+// checks entries of a few kilobytes each, and allocated a copy of each.
+func chainBuf(buf []byte, prev uint64, e string) (uint64, []byte) {
+	buf = strconv.AppendUint(buf[:0], prev, 10)
+	buf = append(append(buf, '\n'), e...)
+	h := sha1.Sum(buf)
 	t := binary.BigEndian.Uint64(h[:8]) >> 12 // the first 13 hex digits
 	if t == 0 {
 		t = 1
 	}
-	return t
+	return t, buf
 }
 
 // fields splits v at each newline into f's room, without allocating: an
@@ -421,6 +430,7 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 	}
 	out := make([]store.Change, 0, min(max, total))
 	v := after
+	var buf []byte // chainBuf's
 	for _, m := range msgs {
 		id, ok := parseEntryID(m.ID)
 		val, _ := m.Values["e"].(string)
@@ -434,10 +444,14 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 		n := uint64(len(changes))
 		first := id.Seq - n + 1 // the entry's first change (n <= id.Seq: checked below)
 		skip := uint64(0)
+		var tag uint64
+		if first == v.Seq+1 && n <= id.Seq {
+			tag, buf = chainBuf(buf, v.Tag, val)
+		}
 		switch {
 		case n > id.Seq:
 			return nil, after, gone(after, "entry %v holds %d changes", id, n)
-		case first == v.Seq+1 && id.Tag == chain(v.Tag, val):
+		case first == v.Seq+1 && id.Tag == tag:
 		case id.Tag == v.Tag && first <= v.Seq && v.Seq < id.Seq:
 			skip = v.Seq - first + 1 // after is inside this entry
 		case first != v.Seq+1:
