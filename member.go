@@ -59,8 +59,8 @@ type Member struct {
 	// checkedParts: the last partition set plan found sorted (see
 	// reconcileBuf.sorted).
 	checkedParts []store.Partition
-	sessions    map[string]bool   // live sessions at the last reconcile
-	joinedAt    time.Time         // when a new session was last seen
+	sessions     map[string]bool // live sessions at the last reconcile
+	joinedAt     time.Time       // when a new session was last seen
 
 	// Owned by the reconcile loop too: what malformed.go has reported.
 	malformed   map[string]bool // malformed records already reported
