@@ -316,7 +316,7 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 	if !w.fpOK {
 		w.fp, w.fpOK = fingerprint(p.parts), true
 	}
-	target, ring := sharedIdeal(p, w.fp, quota)
+	target, ring, set := sharedIdeal(p, w.fp, quota)
 	if ring != nil && w.ringAll == nil {
 		w.ringAll = ring
 	}
@@ -334,8 +334,8 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 		pool := append(resize(w.all, len(p.parts))[:0], w.ringAll...)
 		w.all = pool
 		c.target = make([]int32, len(p.parts))
-		w.matchOrdered(p, pool, quota, c.target)
-		publishIdeal(p, w.fp, c, w.ringAll)
+		w.match(p, pool, quota, c.target)
+		publishIdeal(set, c, w.ringAll)
 	}
 	if len(w.ideals) == maxIdeals {
 		w.ideals = w.ideals[:maxIdeals-1]
@@ -348,15 +348,10 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 // members' quota units: one slot per unit k below quota[m] of each member
 // m, on a hash ring, and each pool partition, in ring order, takes the
 // first free slot clockwise from its position (consistent hashing with
-// bounded loads). The pool must have as many partitions as there are
-// units. It sets target[pi] for every pi in pool, and reorders pool.
+// bounded loads). The pool must be in ring order (ringOrder) and have as
+// many partitions as there are units. It sets target[pi] for every pi in
+// pool.
 func (w *work) match(p *problem, pool []int32, quota []int, target []int32) {
-	w.ringOrder(p, pool)
-	w.matchOrdered(p, pool, quota, target)
-}
-
-// matchOrdered is match for a pool already in ring order.
-func (w *work) matchOrdered(p *problem, pool []int32, quota []int, target []int32) {
 	slots := resize(w.slots, len(pool))[:0]
 	for m := range p.members {
 		for k := 0; k < quota[m]; k++ {

@@ -89,34 +89,34 @@ func sharedSetFor(p *problem, fp uint64) *sharedSet {
 }
 
 // sharedIdeal returns the ideal the process has for p's partitions (of
-// fingerprint fp), members and quota, if any, and the set's ring order if
-// it has one.
-func sharedIdeal(p *problem, fp uint64, quota []int) (target, ring []int32) {
+// fingerprint fp), members and quota, if any, the set's ring order if it
+// has one, and the set, for publishIdeal (nil when shared ideals are off).
+func sharedIdeal(p *problem, fp uint64, quota []int) (target, ring []int32, s *sharedSet) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.off {
-		return nil, nil
+		return nil, nil, nil
 	}
-	s := sharedSetFor(p, fp)
+	s = sharedSetFor(p, fp)
 	for i, c := range s.ideals {
 		if slices.Equal(c.members, p.members) && slices.Equal(c.quota, quota) {
 			copy(s.ideals[1:i+1], s.ideals[:i])
 			s.ideals[0] = c
-			return c.target, s.ring
+			return c.target, s.ring, s
 		}
 	}
-	return nil, s.ring
+	return nil, s.ring, s
 }
 
 // publishIdeal adds an ideal (and the ring order it was computed with) to
-// the process's: neither may be changed afterwards.
-func publishIdeal(p *problem, fp uint64, c ideal, ring []int32) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.off {
+// the set sharedIdeal returned: neither may be changed afterwards. A set
+// the process forgot meanwhile takes it to no one's harm.
+func publishIdeal(s *sharedSet, c ideal, ring []int32) {
+	if s == nil {
 		return
 	}
-	s := sharedSetFor(p, fp)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
 	if s.ring == nil {
 		s.ring = ring
 	}
