@@ -176,15 +176,10 @@ func parseEntryID(id string) (v store.Version, ok bool) {
 }
 
 // chain is the tag of the entry with value e that follows an entry tagged
-// prev: the scripts' chain, in Go.
-func chain(prev uint64, e string) uint64 {
-	t, _ := chainBuf(nil, prev, e)
-	return t
-}
-
-// chainBuf is chain hashing in buf (returned for reuse): decodeEntries
-// checks entries of a few kilobytes each, and allocated a copy of each.
-func chainBuf(buf []byte, prev uint64, e string) (uint64, []byte) {
+// prev: the scripts' chain, in Go. It hashes in buf, returned for reuse:
+// decodeEntries checks entries of a few kilobytes each, and allocated a
+// copy of each.
+func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
 	buf = strconv.AppendUint(buf[:0], prev, 10)
 	buf = append(append(buf, '\n'), e...)
 	h := sha1.Sum(buf)
@@ -430,7 +425,7 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 	}
 	out := make([]store.Change, 0, min(max, total))
 	v := after
-	var buf []byte // chainBuf's
+	var buf []byte // chain's
 	for _, m := range msgs {
 		id, ok := parseEntryID(m.ID)
 		val, _ := m.Values["e"].(string)
@@ -446,7 +441,7 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 		skip := uint64(0)
 		var tag uint64
 		if first == v.Seq+1 && n <= id.Seq {
-			tag, buf = chainBuf(buf, v.Tag, val)
+			tag, buf = chain(buf, v.Tag, val)
 		}
 		switch {
 		case n > id.Seq:

@@ -67,7 +67,8 @@ func TestLogForeignEntries(t *testing.T) {
 	must(t, err, "Snapshot")
 	v := snap.Version
 	k := s.keys(g)
-	id := strconv.FormatUint(v.Seq+1, 10) + "-" + strconv.FormatUint(chain(v.Tag, "garbage"), 10)
+	tag, _ := chain(nil, v.Tag, "garbage")
+	id := strconv.FormatUint(v.Seq+1, 10) + "-" + strconv.FormatUint(tag, 10)
 	must(t, raw.XAdd(ctx, &redis.XAddArgs{Stream: k.log, ID: id, Values: []string{"e", "garbage"}}).Err(), "XADD")
 	_, _, err = s.Changes(ctx, g, v, 10)
 	wantIs(t, err, store.ErrVersionGone, "Changes over an entry this store did not write")
