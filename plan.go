@@ -314,24 +314,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 // process share) is not checked again.
 func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
 	ss, ps := snap.Sessions, snap.Partitions
-	for i := 1; i < len(ss); i++ {
-		if ss[i-1].ID >= ss[i].ID {
-			ss = slices.Clone(ss)
-			slices.SortStableFunc(ss, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
-			ss = slices.CompactFunc(ss, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
-			break
-		}
-	}
+	ss = sortedByID(ss, sessionID)
 	if !sameSlice(ps, *checked) {
 		*checked = nil
-		for i := 1; i < len(ps); i++ {
-			if ps[i-1].ID >= ps[i].ID {
-				ps = slices.Clone(ps)
-				slices.SortStableFunc(ps, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
-				ps = slices.CompactFunc(ps, func(a, b store.Partition) bool { return a.ID == b.ID })
-				break
-			}
-		}
+		ps = sortedByID(ps, partitionID)
 		if sameSlice(ps, snap.Partitions) {
 			*checked = ps
 		}

@@ -501,17 +501,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 // 5% of their CPU copying them twice).
 func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 	c := *snap
-	c.Sessions = slices.Clone(c.Sessions)
+	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
 	c.Malformed = slices.Clone(c.Malformed)
-	if !strictlySorted(c.Sessions, func(s store.SessionInfo) string { return s.ID }) {
-		slices.SortStableFunc(c.Sessions, func(a, b store.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
-		c.Sessions = slices.CompactFunc(c.Sessions, func(a, b store.SessionInfo) bool { return a.ID == b.ID })
-	}
-	if !strictlySorted(c.Partitions, func(p store.Partition) string { return p.ID }) {
-		c.Partitions = slices.Clone(c.Partitions)
-		slices.SortStableFunc(c.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
-		c.Partitions = slices.CompactFunc(c.Partitions, func(a, b store.Partition) bool { return a.ID == b.ID })
-	}
+	c.Partitions = sortedByID(c.Partitions, partitionID)
 	if !strictlySorted(c.Owners, func(o store.Ownership) string { return o.Partition }) {
 		c.Owners = sortedOwners(c.Owners)
 	}
@@ -519,6 +511,20 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 	internSessions(c.Sessions, c.Owners)
 	return &c
 }
+
+// sortedByID returns xs if its ids increase strictly, or else a copy sorted
+// by id without duplicates (the first of each kept).
+func sortedByID[T any](xs []T, id func(T) string) []T {
+	if strictlySorted(xs, id) {
+		return xs
+	}
+	xs = slices.Clone(xs)
+	slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return slices.CompactFunc(xs, func(a, b T) bool { return id(a) == id(b) })
+}
+
+func sessionID(s store.SessionInfo) string { return s.ID }
+func partitionID(p store.Partition) string { return p.ID }
 
 // strictlySorted reports whether the ids of xs increase strictly.
 func strictlySorted[T any](xs []T, id func(T) string) bool {
