@@ -347,16 +347,18 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 		case len(msgs) == 0:
 			return out, v, nil
 		}
-		cs, next, err := decodeEntries(v, msgs, limit-len(out))
+		if out != nil {
+			// A second read: the log holds more than the first read
+			// brought. Make room for the rest at once, so that the
+			// changes are not copied again as each read adds its own
+			// (growing the list read by read was a tenth of the CPU of
+			// 100 members following a placement of 100,000 partitions).
+			out = slices.Grow(out, limit-len(out))
+		}
+		out, v, err = decodeEntries(out, v, msgs, limit-len(out))
 		if err != nil {
 			return nil, after, err
 		}
-		if out == nil {
-			out = cs
-		} else {
-			out = append(out, cs...)
-		}
-		v = next
 		if len(out) >= limit || len(msgs) < count {
 			return out, v, nil
 		}
@@ -411,10 +413,11 @@ func entriesFor(limit int) int {
 }
 
 // decodeEntries checks that msgs continue after without a gap and in its
-// history (each tag chains from the previous one), and decodes at most max
-// changes of them. after may be inside an entry (a read that stopped at
-// max): that entry's changes up to after are left out.
-func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
+// history (each tag chains from the previous one), and appends at most max
+// changes of them to dst. after may be inside an entry (a read that stopped
+// at max): that entry's changes up to after are left out. On error it
+// returns nil.
+func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
 	total := 0 // the changes in msgs, to size out once
 	for _, m := range msgs {
 		val, _ := m.Values["e"].(string)
@@ -423,7 +426,8 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 			total += strings.Count(val, groupSep) - 1
 		}
 	}
-	out := make([]store.Change, 0, min(max, total))
+	out := slices.Grow(dst, min(max, total))
+	end := len(dst) + max // out is full at this length
 	v := after
 	var buf []byte // chain's
 	for _, m := range msgs {
@@ -432,11 +436,13 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 		if !ok {
 			return nil, after, gone(after, "entry id %q is not <seq>-<tag>", abbrev(m.ID))
 		}
-		changes := []string{val}
-		if rest, grouped := strings.CutPrefix(val, groupPrefix); grouped {
-			changes = strings.Split(rest, groupSep)
+		// The entry's changes, one after the other (cut from rest, not
+		// split into a list: that was a list per entry).
+		rest, grouped := strings.CutPrefix(val, groupPrefix)
+		n := uint64(1)
+		if grouped {
+			n += uint64(strings.Count(rest, groupSep))
 		}
-		n := uint64(len(changes))
 		first := id.Seq - n + 1 // the entry's first change (n <= id.Seq: checked below)
 		skip := uint64(0)
 		var tag uint64
@@ -454,15 +460,22 @@ func decodeEntries(after store.Version, msgs []redis.XMessage, max int) ([]store
 		default:
 			return nil, after, gone(after, "entry %v does not follow %v: another history of the group", id, v)
 		}
-		for i := skip; i < n; i++ {
+		for i := range n {
+			one := rest
+			if grouped {
+				one, rest, _ = strings.Cut(rest, groupSep)
+			}
+			if i < skip {
+				continue
+			}
 			cv := store.Version{Seq: first + i, Tag: id.Tag}
-			c, err := decodeChange(cv, changes[i])
+			c, err := decodeChange(cv, one)
 			if err != nil {
 				return nil, after, gone(after, "%v", err)
 			}
 			out = append(out, c)
 			v = cv
-			if len(out) == max {
+			if len(out) == end {
 				return out, v, nil
 			}
 		}
