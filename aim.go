@@ -62,13 +62,26 @@ type aim struct {
 }
 
 // newAim records the target of a full plan: sessions and parts as plan saw
-// them (sorted by id), target as balance computed it (copied), and how long
-// it lasts once an entry has reached it.
-func newAim(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32, life time.Duration) *aim {
-	a := &aim{sess: sess, parts: parts, target: slices.Clone(target), life: life}
-	a.members = make([]string, len(sessions))
-	for i, s := range sessions {
-		a.members[i] = s.ID
+// them (sorted by id), target as balance computed it and recPart (nil: none)
+// as join found it (both copied), and how long it lasts once an entry has
+// reached it. The lists of prev (nil: none), the member's previous aim, are
+// reused: prev must be nobody else's any more (the replica's aim was
+// dropped). A new target and hint per plan were 800 KB on 100,000
+// partitions, a twentieth of the CPU of 100 members placing them.
+func newAim(prev *aim, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *aim {
+	a := prev
+	if a == nil {
+		a = &aim{}
+	}
+	*a = aim{sess: sess, parts: parts, life: life,
+		target: append(a.target[:0], target...), members: a.members[:0], recPart: a.recPart[:0]}
+	for _, s := range sessions {
+		a.members = append(a.members, s.ID)
+	}
+	if recPart == nil {
+		a.recPart = nil
+	} else {
+		a.recPart = append(a.recPart, recPart...)
 	}
 	return a
 }

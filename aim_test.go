@@ -13,7 +13,7 @@ func TestAimProgress(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
 	// p1 -> A (this member), p2 -> B, p3 -> C
-	a := newAim("A", sessions, parts, []int32{0, 1, 2}, time.Minute)
+	a := newAim(nil, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute)
 	cases := []struct {
 		name string
 		c    store.Change
@@ -65,11 +65,28 @@ func TestAimProgress(t *testing.T) {
 		}
 	}
 	// A partition the balance left without a target is never progress.
-	b := newAim("A", sessions, parts, []int32{0, -1, 7}, time.Minute)
+	b := newAim(nil, "A", sessions, parts, []int32{0, -1, 7}, nil, time.Minute)
 	for _, p := range []string{"p2", "p3"} {
 		if b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}) {
 			t.Errorf("claim of %s, which has no valid target: progress", p)
 		}
+	}
+	// A new aim made over b's lists answers as a fresh one, with b's
+	// memory, and copies what it is given.
+	target, hint := []int32{0, 1, 2}, []int32{-1, 0, 1, 2}
+	oldTarget := &b.target[0]
+	c := newAim(b, "A", sessions, parts, target, hint, time.Minute)
+	target[0], hint[1] = 2, -1
+	if c != b || &c.target[0] != oldTarget || c.due != (time.Time{}) {
+		t.Error("newAim over a previous aim did not reuse it")
+	}
+	for _, tc := range cases {
+		if got := c.progressIn(tc.c, snap); got != tc.want {
+			t.Errorf("%s: progressIn of a reused aim = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if d := newAim(c, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute); d.recPart != nil {
+		t.Error("reused aim kept a hint it was not given")
 	}
 }
 
@@ -80,7 +97,7 @@ func TestReplicaAim(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}}
 	now := time.Now()
-	a := newAim("A", sessions, parts, []int32{0, 1}, time.Second)
+	a := newAim(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Second)
 	v := store.Version{Seq: 5, Tag: 1}
 	r := &replica{work: &store.Snapshot{Version: v}}
 

@@ -58,6 +58,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		pl.next, pl.wait = next, true
 		return pl, nil
 	}
+	prev := m.aim // its lists are reused: nobody else's once the replica's is dropped
 	m.rep.dropAim()
 	m.aim = nil
 	m.plannedAt = time.Now()
@@ -171,10 +172,11 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if b.marked > 0 { // join found marks: at rest, none (and the pass over the records is saved)
 		b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 	}
-	m.aim, m.aimAt = newAim(sess.id, sessions, parts, target, m.cfg.RenewInterval), snap.Version
+	var recPart []int32 // the feed's hint into snap's records
 	if sameSlice(owners, snap.Owners) {
-		m.aim.recPart = slices.Clone(b.recPart) // the feed's hint into snap's records
+		recPart = b.recPart
 	}
+	m.aim, m.aimAt = newAim(prev, sess.id, sessions, parts, target, recPart, m.cfg.RenewInterval), snap.Version
 
 	// Partitions we run: keep, drop (lost) or hand off.
 	for p, sl := range slots {
