@@ -62,69 +62,46 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.rep.dropAim()
 	m.aim = nil
 	m.plannedAt = time.Now()
-	snap, base, err := m.rep.current()
-	defer m.rep.release()
-	if snap != nil {
-		defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
-	}
-	if err != nil {
-		return pl, fmt.Errorf("read group: %w", err)
-	}
-	if snap == nil || base < sess.seq || !m.rep.isFresh() {
-		// The read that shows this session is under way; the feed wakes
-		// the loop when it is done.
-		pl.wait = true
-		return pl, nil
-	}
-	m.corruptRepaired()
-	m.reportMalformed(snap.Malformed)
-	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
-		m.lastParts = snap.Partitions // follows a set emptied on purpose
-	}
-	// Restores that failed before this session opened, or a partition set
-	// the store lost (put back even when no checkpoint is pending).
-	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
-	if (len(m.restores) > 0 || lostSet) && m.restore(ctx) {
-		m.holdAfterLoss(true)
-	}
-	// A linear scan, not snap.Alive: that trusts the store's sort order,
-	// which sorted (below) checks only later. The replica shows this
-	// session (base >= sess.seq): if it lacks it, the log said the session
-	// expired or was closed, or a new read of the group lacks it.
-	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
-		// The store no longer knows us (expired, or it lost its data):
-		// everything we run is no longer ours.
-		sess.cancel(ErrSessionExpired)
-		pl.expired = true
-		return pl, nil
-	}
-	if m.sessions == nil {
-		m.sessions = map[string]bool{}
-	}
-	for _, s := range snap.Sessions {
-		if !m.sessions[s.ID] {
-			m.joinedAt = time.Now()
+	// The plan proper is a heavy step (heavy.go): it waits for a turn, the
+	// checks below do not (a member that only learns it must wait, for
+	// JoinSettle or a read, does not queue for it). If the turn is not
+	// free, the copy is handed back while the member waits, and the checks
+	// are made again on the copy as it is then, entries that came during
+	// the wait applied: a plan made on the copy from before the wait missed
+	// the sessions that opened meanwhile (herd bench --scenario large:
+	// 16,398 moves in a placement). The wait is bounded by the session, not
+	// by ctx: that bounds the store calls (by the fence time), and a turn
+	// may take a while to come when many members share the process.
+	turn := false
+	defer func() {
+		if turn {
+			heavy.done()
 		}
+	}()
+	var snap *store.Snapshot
+	var base uint64
+	for {
+		var err error
+		snap, base, err = m.rep.current()
+		if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
+			m.rep.release()
+			return pl, err
+		}
+		if turn {
+			break // the checks passed on the copy as it is after the wait
+		}
+		if turn = heavy.tryTake(); turn {
+			break
+		}
+		m.rep.release()
+		if !heavy.take(sess.ctx) {
+			pl.wait = true // the session ended: the loop sees it
+			return pl, nil
+		}
+		turn = true
 	}
-	clear(m.sessions)
-	for _, s := range snap.Sessions {
-		m.sessions[s.ID] = true
-	}
-	settled := m.joinedAt.Add(m.cfg.JoinSettle)
-	if m.cfg.JoinSettle > 0 {
-		// At most 5 x JoinSettle (and SessionTTL/4): a read is slow
-		// mostly when the member's process is busy, and then the others'
-		// sessions opened long before it ended (herd bench --scenario
-		// large: 10 joining 100 read 100,000 records in 1.6-5.4 s, and
-		// waited 2.3 s more when the wait was up to SessionTTL/4).
-		settled = latest(settled, m.rep.settled(min(m.cfg.SessionTTL/4, 5*m.cfg.JoinSettle)))
-	}
-	if wait := time.Until(settled); wait > 0 {
-		// A member just joined: others may be joining with it. Wait for
-		// the membership to settle so the fleet moves once.
-		pl.next = wait
-		return pl, nil
-	}
+	defer m.rep.release()
+	defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
 
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)
@@ -443,6 +420,79 @@ func latest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// planChecks is what plan checks on the copy snap (from replica.current,
+// with its base and error) before it plans in full: ok false, with what to
+// return, if it must not (the copy is not ready, this session has ended, or
+// a member just joined and the membership is to settle first).
+func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snapshot, base uint64, err error) (pl reconcilePlan, ok bool, _ error) {
+	if snap != nil {
+		defer func() {
+			if !ok {
+				m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
+			}
+		}()
+	}
+	if err != nil {
+		return pl, false, fmt.Errorf("read group: %w", err)
+	}
+	if snap == nil || base < sess.seq || !m.rep.isFresh() {
+		// The read that shows this session is under way; the feed wakes
+		// the loop when it is done.
+		pl.wait = true
+		return pl, false, nil
+	}
+	m.corruptRepaired()
+	m.reportMalformed(snap.Malformed)
+	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
+		m.lastParts = snap.Partitions // follows a set emptied on purpose
+	}
+	// Restores that failed before this session opened, or a partition set
+	// the store lost (put back even when no checkpoint is pending).
+	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
+	if (len(m.restores) > 0 || lostSet) && m.restore(ctx) {
+		m.holdAfterLoss(true)
+	}
+	// A linear scan, not snap.Alive: that trusts the store's sort order,
+	// which sorted (below) checks only later. The replica shows this
+	// session (base >= sess.seq): if it lacks it, the log said the session
+	// expired or was closed, or a new read of the group lacks it.
+	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
+		// The store no longer knows us (expired, or it lost its data):
+		// everything we run is no longer ours.
+		sess.cancel(ErrSessionExpired)
+		pl.expired = true
+		return pl, false, nil
+	}
+	if m.sessions == nil {
+		m.sessions = map[string]bool{}
+	}
+	for _, s := range snap.Sessions {
+		if !m.sessions[s.ID] {
+			m.joinedAt = time.Now()
+		}
+	}
+	clear(m.sessions)
+	for _, s := range snap.Sessions {
+		m.sessions[s.ID] = true
+	}
+	settled := m.joinedAt.Add(m.cfg.JoinSettle)
+	if m.cfg.JoinSettle > 0 {
+		// At most 5 x JoinSettle (and SessionTTL/4): a read is slow
+		// mostly when the member's process is busy, and then the others'
+		// sessions opened long before it ended (herd bench --scenario
+		// large: 10 joining 100 read 100,000 records in 1.6-5.4 s, and
+		// waited 2.3 s more when the wait was up to SessionTTL/4).
+		settled = latest(settled, m.rep.settled(min(m.cfg.SessionTTL/4, 5*m.cfg.JoinSettle)))
+	}
+	if wait := time.Until(settled); wait > 0 {
+		// A member just joined: others may be joining with it. Wait for
+		// the membership to settle so the fleet moves once.
+		pl.next = wait
+		return pl, false, nil
+	}
+	return pl, true, nil
 }
 
 // planGap is the least time between two plans of a group of p records, the
