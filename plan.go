@@ -68,18 +68,22 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	// free, the copy is handed back while the member waits, and the checks
 	// are made again on the copy as it is then, entries that came during
 	// the wait applied: a plan made on the copy from before the wait missed
-	// the sessions that opened meanwhile (herd bench --scenario large:
-	// 16,398 moves in a placement). The wait is bounded by the session, not
-	// by ctx: that bounds the store calls (by the fence time), and a turn
-	// may take a while to come when many members share the process.
+	// the sessions that opened meanwhile (in herd bench --scenario large, a
+	// version that did moved 16,398 partitions in a placement). The wait
+	// is bounded by the session, not by ctx: that bounds the store calls
+	// (by the fence time), and a turn may take a while to come when many
+	// members share the process.
 	turn := false
+	var snap *store.Snapshot
+	var base uint64
 	defer func() {
 		if turn {
 			heavy.done()
 		}
+		if snap != nil {
+			m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
+		}
 	}()
-	var snap *store.Snapshot
-	var base uint64
 	for {
 		var err error
 		snap, base, err = m.rep.current()
@@ -101,7 +105,6 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		turn = true
 	}
 	defer m.rep.release()
-	defer func() { m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40) }()
 
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)
@@ -427,13 +430,6 @@ func latest(a, b time.Time) time.Time {
 // return, if it must not (the copy is not ready, this session has ended, or
 // a member just joined and the membership is to settle first).
 func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snapshot, base uint64, err error) (pl reconcilePlan, ok bool, _ error) {
-	if snap != nil {
-		defer func() {
-			if !ok {
-				m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
-			}
-		}()
-	}
 	if err != nil {
 		return pl, false, fmt.Errorf("read group: %w", err)
 	}

@@ -463,10 +463,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// Applied now rather than by the next plan when plan does
 				// not hold the copy (in place: about a microsecond an
 				// entry, the copy having a record for every partition):
-				// after a placement of 100,000 partitions, that plan came
-				// with the next membership change, and 100 members
-				// applying 100,000 entries each then (in turns) put ten
-				// seconds before a join's first move.
+				// the entries an aim lets pass (a placement's 100,000)
+				// would otherwise wait for the plan of the next
+				// membership change, and delay it.
 				r.applyPending()
 			}
 			for _, c := range cs {
