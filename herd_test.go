@@ -3,6 +3,7 @@ package herd_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
 
@@ -150,6 +152,32 @@ func TestFinalCheckpointAndFencing(t *testing.T) {
 		}
 		if err := st.CloseSession(t.Context(), "g", reader); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// The first session may take longer to open than a renewal may take (a new
+// connection's first call): Join waits up to SessionTTL-FenceMargin for it,
+// and fails after that.
+func TestJoinWaitsForFirstSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := faultstore.Wrap(memstore.New())
+		cfg := herd.Config{Group: "g", Member: "a", Handler: ok, SessionTTL: time.Second,
+			Logger: slog.New(slog.DiscardHandler)} // RenewTimeout 333ms, FenceMargin 100ms
+		fs.SetLatency(500 * time.Millisecond)
+		m, err := herd.Join(t.Context(), fs, cfg)
+		if err != nil {
+			t.Fatalf("Join with 500ms per call, TTL 1s: %v", err)
+		}
+		fs.SetLatency(0)
+		if err := m.Leave(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		fs.SetLatency(time.Second)
+		cfg.Member = "b"
+		if m, err := herd.Join(t.Context(), fs, cfg); err == nil {
+			m.Leave(t.Context())
+			t.Fatal("Join with 1s per call, TTL 1s: opened a session past its fence time")
 		}
 	})
 }

@@ -178,7 +178,7 @@ func (m *Member) run(sess *session) {
 			if m.restore(m.attemptCtx) {
 				m.lossSeen = true
 			}
-			s, err := m.openSession(m.attemptCtx)
+			s, err := m.openSession(m.attemptCtx, m.cfg.RenewTimeout)
 			switch {
 			case err == nil:
 				sess = s

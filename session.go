@@ -75,14 +75,15 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 	return fctx, cancel, true
 }
 
-// openSession opens a session and starts its renewal goroutine. ctx bounds
-// the attempt only; the session lives until the member stops.
-func (m *Member) openSession(ctx context.Context) (*session, error) {
+// openSession opens a session and starts its renewal goroutine. ctx and
+// bound (at most) bound the attempt only; the session lives until the
+// member stops.
+func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
 	if err := m.cfg.Gate.wait(ctx); err != nil {
 		return nil, err
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	id, err := m.st.OpenSession(ctx, m.cfg.Group, m.cfg.Member, m.cfg.Weight, m.cfg.SessionTTL)
 	cancel()
 	if err != nil {
