@@ -83,9 +83,14 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	notOwner := func() error {
 		return fmt.Errorf("pgstore: InTx on %q at epoch %d: rolled back: %w", f.Partition, f.Epoch, store.ErrNotOwner)
 	}
+	// Before the commit is sent, a failure leaves nothing written: the
+	// transaction is rolled back (or was never begun).
+	rolledBack := func(err error) error {
+		return s.fail(fmt.Sprintf("InTx on %q: rolled back, nothing written", f.Partition), err)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.fail("InTx", err)
+		return rolledBack(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
@@ -104,7 +109,7 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	case isNoRows(err):
 		return notOwner()
 	case err != nil:
-		return s.fail("InTx", err)
+		return rolledBack(err)
 	}
 	next, err := fn(tx, last)
 	if err != nil {
@@ -120,14 +125,14 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	}
 	tag, err := tx.Exec(ctx, s.q.fenceWrite, f.Group, f.Partition, epoch, arg)
 	if err != nil {
-		return s.fail("InTx", err)
+		return rolledBack(err)
 	}
 	if tag.RowsAffected() == 0 {
 		return notOwner()
 	}
 	if err := tx.Commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxClosed) {
-			return s.fail("InTx", err)
+			return rolledBack(err)
 		}
 		return s.wrap("pgstore: InTx: commit (it may or may not have been applied)", err, store.ErrUnavailable)
 	}

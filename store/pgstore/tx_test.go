@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,16 @@ func TestInTxFenced(t *testing.T) {
 	})
 	if err != mine {
 		t.Fatalf("InTx whose function failed: %v; want its error", err)
+	}
+	if got := results(t, s, table); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("items %v; want [1 2]", got)
+	}
+	// The context ends inside the transaction, before the commit: the
+	// error says nothing was written, and nothing was.
+	cctx, ccancel := context.WithCancel(ctx)
+	err = s.InTx(cctx, Fence{Group: group, Partition: "p", Epoch: oc.Epoch}, write(t, table, 3, ccancel))
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "rolled back, nothing written") {
+		t.Fatalf("InTx whose context ended before the commit: %v; want ErrUnavailable saying nothing was written", err)
 	}
 	if got := results(t, s, table); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("items %v; want [1 2]", got)
