@@ -23,10 +23,10 @@ import (
 // releases it with its descriptors. Writers that do not take it (a
 // sqlite3 shell) still meet SQLite's lock, and wait for it as before.
 
-// lockWriter takes the exclusive flock. It is called with s.wsem held; if
+// lockWriter takes the exclusive flock. It is called with s.gate held; if
 // ctx ends first it returns an error and the flock attempt goes on in the
-// background, which then releases the flock and wsem itself (handed
-// over: handedOver is true, and the caller must not release wsem).
+// background, which then releases the flock and the gate itself (handed
+// over: handedOver is true, and the caller must not leave the gate).
 func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err error) {
 	if s.side == nil {
 		return false, nil
@@ -55,7 +55,7 @@ func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err
 			if err == nil {
 				_ = flock(dup, unix.LOCK_UN)
 			}
-			<-s.wsem
+			s.gate.leave()
 		}
 	}()
 	select {

@@ -48,7 +48,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 	}
 	var next time.Duration
 	var res error
-	err := s.write(ctx, "keep alive", group, false, func(w *wtx) error {
+	err := s.writeAs(ctx, true, "keep alive", group, false, func(w *wtx) error {
 		if w.g == nil {
 			res = fmt.Errorf("sqlitestore: keep alive of session %q: %w", session, store.ErrSessionExpired)
 			return nil

@@ -31,10 +31,10 @@ type Store struct {
 	// could not be opened.
 	side *os.File
 
-	// wsem admits one write transaction of this Store at a time: they
+	// gate admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
-	// without the busy handler's sleeps.
-	wsem chan struct{}
+	// without the busy handler's sleeps, renewals first (gate.go).
+	gate gate
 
 	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
 	cache recordCache          // the last records read of each group (cache.go)
@@ -50,7 +50,6 @@ func newStore(db *sql.DB, path string, cfg config) *Store {
 		path:     path,
 		now:      cfg.now,
 		logLimit: cfg.logLimit,
-		wsem:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		stmts:    map[string]*sql.Stmt{},
 		side:     openSidecar(path, path+"-herd"),

@@ -34,23 +34,28 @@ type wtx struct {
 // variable of its caller, after the expiries are committed. A bailout
 // error rolls back and is returned as it is.
 func (s *Store) write(ctx context.Context, op, name string, create bool, fn func(w *wtx) error) error {
-	select {
-	case s.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, ctx.Err())
-	case <-s.done:
+	return s.writeAs(ctx, false, op, name, create, fn)
+}
+
+// writeAs is write; a renewal goes before the Store's other waiting writes
+// (gate).
+func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, create bool, fn func(w *wtx) error) error {
+	if !s.gate.enter(renewal, ctx.Done(), s.done) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, ctx.Err())
+		}
 		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
 	handedOver, err := s.lockWriter(ctx, op)
 	if err != nil {
 		if !handedOver {
-			<-s.wsem
+			s.gate.leave()
 		}
 		return err
 	}
 	defer func() {
 		s.unlockWriter()
-		<-s.wsem
+		s.gate.leave()
 	}()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
