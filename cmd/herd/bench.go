@@ -20,17 +20,20 @@ import (
 
 // benchResult is one scenario's figures; --json prints one per line.
 type benchResult struct {
-	Scenario            string  `json:"scenario"`
-	Store               string  `json:"store"`
-	Partitions          int     `json:"partitions"`
-	MembersBefore       int     `json:"members_before"`
-	MembersAfter        int     `json:"members_after"`
-	SecondsToBalance    float64 `json:"seconds_to_balance"`
+	Scenario         string  `json:"scenario"`
+	Store            string  `json:"store"`
+	Partitions       int     `json:"partitions"`
+	MembersBefore    int     `json:"members_before"`
+	MembersAfter     int     `json:"members_after"`
+	SecondsToBalance float64 `json:"seconds_to_balance"`
+	// SecondsToSettle: until the last member's copy of the group had read
+	// the last entry of the change (the next change waits for it).
+	SecondsToSettle     float64 `json:"seconds_to_settle"`
 	Moves               int     `json:"moves"`
 	MinMoves            int     `json:"min_moves"`
 	SessionTTLSeconds   float64 `json:"session_ttl_seconds"`
 	MaxConcurrentOwners int     `json:"max_concurrent_owners"`
-	// What the rebalance cost the store, from the change until balanced,
+	// What the rebalance cost the store, from the change until settled,
 	// per member (after the change): operations (renewals, log reads and
 	// writes included), reads of the whole group among them, and records
 	// returned by reads (group reads and log entries). ServerCPUSeconds is
@@ -177,9 +180,10 @@ func benchCmd() *cobra.Command {
 		Short: "Measure time to balance and partitions moved after scale-out, leave and crash",
 		Long: `bench runs each scenario on a fresh group in this process, in real time, with
 default settings (session TTL 10s), and reports how long the fleet took to be
-balanced again (every partition running exactly one handler, spread fair),
-how many partitions moved against the minimum, and the most handlers seen
-running at once for one partition. Each scenario's group is deleted from the
+balanced again (every partition running exactly one handler, spread fair)
+and settled (every member's copy of the group has read the change's last
+entry; the next change waits for it), how many partitions moved against the
+minimum, and the most handlers seen running at once for one partition. Each scenario's group is deleted from the
 store when it ends, or on Ctrl-C.
 
 Scenarios: ` + scenarioNames() + `
@@ -331,6 +335,7 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 		MembersBefore:       before,
 		MembersAfter:        s.Members,
 		SecondsToBalance:    s.Elapsed.Seconds(),
+		SecondsToSettle:     s.Settled.Seconds(),
 		Moves:               s.Moves,
 		MinMoves:            s.MinMoves,
 		SessionTTLSeconds:   o.ttl.Seconds(),
@@ -350,7 +355,7 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 
 func printBenchTable(out io.Writer, rs []benchResult) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tmoves\tmin moves\tmax owners at once\tops/member\trows read/member\tserver CPU\t")
+	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tsettled after\tmoves\tmin moves\tmax owners at once\tops/member\trows read/member\tserver CPU\t")
 	var steady, jobs []benchResult
 	for _, r := range rs {
 		if r.StoreOpsPerMemberPerSecond != nil {
@@ -363,13 +368,13 @@ func printBenchTable(out io.Writer, rs []benchResult) {
 		if r.ServerCPUSeconds != nil {
 			cpu = fmt.Sprintf("%.3fs", *r.ServerCPUSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d→%d\t%.3fs\t%d\t%d\t%d\t%.1f\t%.0f\t%s\t\n", r.Scenario, r.Store, r.Partitions,
-			r.MembersBefore, r.MembersAfter, r.SecondsToBalance, r.Moves, r.MinMoves, r.MaxConcurrentOwners,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d→%d\t%.3fs\t%.3fs\t%d\t%d\t%d\t%.1f\t%.0f\t%s\t\n", r.Scenario, r.Store, r.Partitions,
+			r.MembersBefore, r.MembersAfter, r.SecondsToBalance, r.SecondsToSettle, r.Moves, r.MinMoves, r.MaxConcurrentOwners,
 			r.StoreOpsPerMember, r.RowsReadPerMember, cpu)
 	}
 	w.Flush()
 	if len(rs) > 0 {
-		fmt.Fprintf(out, "(session TTL %gs; ops and rows read are per member from the change until balanced)\n", rs[0].SessionTTLSeconds)
+		fmt.Fprintf(out, "(session TTL %gs; settled: every member has read the change's last entry; ops and rows read are per member from the change until settled)\n", rs[0].SessionTTLSeconds)
 	}
 	for _, r := range steady {
 		fmt.Fprintf(out, "\nsteady (%d members, %d partitions, balanced): %.3f store ops per member per second, "+

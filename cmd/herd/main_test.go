@@ -268,6 +268,11 @@ func benchJSON(t *testing.T, storeURL string, ttl time.Duration) {
 		if r.MaxConcurrentOwners != 1 || r.Moves < r.MinMoves || r.SecondsToBalance <= 0 {
 			t.Errorf("%s on %s: %+v; want max_concurrent_owners 1 and moves >= min_moves", r.Scenario, r.Store, r)
 		}
+		// Settled: every member read the change's last entry, after the
+		// fleet was balanced (or at the same time).
+		if r.SecondsToSettle < r.SecondsToBalance {
+			t.Errorf("%s on %s: settled after %gs, before it was balanced (%gs)", r.Scenario, r.Store, r.SecondsToSettle, r.SecondsToBalance)
+		}
 	}
 	if n != 3 {
 		t.Fatalf("bench printed %d JSON lines, want 3:\n%s", n, out.String())
