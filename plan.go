@@ -488,12 +488,6 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		pl.next = wait
 		return pl, false, nil
 	}
-	if m.cfg.JoinSettle > 0 && !m.rep.joinSettled() {
-		// The log has not answered since the last opening: the feed
-		// wakes the loop when it does (see joinSettled).
-		pl.wait = true
-		return pl, false, nil
-	}
 	return pl, true, nil
 }
 

@@ -83,12 +83,6 @@ type replica struct {
 	aim      *aim
 	offAim   bool
 	aimFirst time.Time // when the first entry checked against aim arrived (zero: none yet)
-	// joinSeen: when the feed last received the opening of a session;
-	// joinConfirmed: a call to the log that began after it has answered
-	// since, without another opening. Until then plan does not take the
-	// membership as settled (see joinSettled).
-	joinSeen      time.Time
-	joinConfirmed bool
 	// fresh: the feed has had an answer from the log since the last read
 	// of the group. A read is slow on a large group, and members joining
 	// together open their sessions meanwhile: until the log has answered
@@ -99,20 +93,6 @@ type replica struct {
 // freshWait bounds the feed's first call to the log after a read of the
 // group (see replica.fresh).
 const freshWait = 150 * time.Millisecond
-
-// joinSettled reports whether the last session opening the feed received
-// is confirmed by a later answer of the log (or there was none). JoinSettle
-// alone does not show that no other member joined with it: when the store
-// is slow to answer (on Redis, ten members joining a group of 100,000
-// partitions read 100,000 records each, and the server answers nobody else
-// meanwhile), the entries of the others' sessions are still on their way
-// when JoinSettle has passed, and a member that planned then planned again
-// a moment later, giving up partitions in two steps.
-func (r *replica) joinSettled() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.joinSeen.IsZero() || r.joinConfirmed
-}
 
 // isFresh reports whether the log has answered since the last read.
 func (r *replica) isFresh() bool {
@@ -419,9 +399,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			r.cancel = cancel
 		}
 		first := !r.fresh
-		// A session's opening awaits a later answer (joinSettled): a call
-		// that finds the log at rest answers within freshWait too.
-		confirm := !r.joinSeen.IsZero() && !r.joinConfirmed
 		var sessions int
 		if r.work != nil {
 			sessions = len(r.work.Sessions)
@@ -432,7 +409,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			continue
 		}
 		cctx, ccancel := ctx, context.CancelFunc(func() {})
-		if first || confirm {
+		if first {
 			// The first call after a read answers within freshWait even
 			// if the log has nothing new: plan waits for it (see fresh).
 			cctx, ccancel = context.WithTimeout(ctx, freshWait)
@@ -442,7 +419,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		cancelled := ctx.Err() != nil // by resync, or the member stopping
 		// Fewer entries than asked for: the call read the log to its end.
 		atEnd := err == nil && !cancelled && len(cs) < changesPerRead
-		if (first || confirm) && cctx.Err() != nil && !cancelled {
+		if first && cctx.Err() != nil && !cancelled {
 			err = nil // nothing new within freshWait: the copy is up to date
 		}
 		ccancel()
@@ -459,12 +436,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		freshNow := !cancelled && !r.fresh
 		if freshNow {
 			r.fresh = true
-		}
-		// An answer to a call begun after the last opening confirms it,
-		// unless it brings another (below).
-		confirmNow := !cancelled && !r.joinSeen.IsZero() && !r.joinConfirmed && !began.Before(r.joinSeen)
-		if confirmNow {
-			r.joinConfirmed = true
 		}
 		// A claim contested before this call whose entry has not come:
 		// plan reads the group anew (see contestedSince), so wake it.
@@ -502,8 +473,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 					delete(r.contested, c.Partition)
 				} else if c.Kind == store.PartitionsSet {
 					clear(r.contested)
-				} else if c.Kind == store.SessionOpened {
-					r.joinSeen, r.joinConfirmed = time.Now(), false
 				}
 			}
 		case errors.Is(err, store.ErrVersionGone):
@@ -516,7 +485,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		if turn {
 			heavy.done()
 		}
-		if freshNow || explain || confirmNow {
+		if freshNow || explain {
 			m.poke() // plan waits for it
 		}
 		switch {
