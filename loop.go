@@ -160,6 +160,11 @@ func (m *Member) run(sess *session) {
 		}
 		if leaving && len(slots) == 0 {
 			if sess != nil {
+				// Stop renewing first: a renewal in flight as the session
+				// closes would be answered "expired", and reported as a
+				// session lost.
+				sess.cancel(ErrLeft)
+				<-sess.renew
 				ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 				err := m.st.CloseSession(ctx, m.cfg.Group, sess.id)
 				cancel()
