@@ -91,8 +91,12 @@ type replica struct {
 }
 
 // freshWait bounds the feed's first call to the log after a read of the
-// group (see replica.fresh).
-const freshWait = 150 * time.Millisecond
+// group (see replica.fresh), and maxFreshWait the longer calls made after
+// one the store did not answer in time.
+const (
+	freshWait    = 150 * time.Millisecond
+	maxFreshWait = 16 * freshWait
+)
 
 // isFresh reports whether the log has answered since the last read.
 func (r *replica) isFresh() bool {
@@ -317,6 +321,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 	defer close(done)
 	r := &m.rep
 	backoff := 20 * time.Millisecond
+	// firstWait bounds the first call to the log after a read (see fresh);
+	// it doubles each time the store does not answer within it.
+	firstWait := freshWait
 	pause := func() {
 		select {
 		case <-m.runCtx.Done():
@@ -412,15 +419,28 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		if first {
 			// The first call after a read answers within freshWait even
 			// if the log has nothing new: plan waits for it (see fresh).
-			cctx, ccancel = context.WithTimeout(ctx, freshWait)
+			cctx, ccancel = context.WithTimeout(ctx, firstWait)
 		}
 		began := time.Now()
 		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
 		cancelled := ctx.Err() != nil // by resync, or the member stopping
 		// Fewer entries than asked for: the call read the log to its end.
 		atEnd := err == nil && !cancelled && len(cs) < changesPerRead
-		if first && cctx.Err() != nil && !cancelled {
-			err = nil // nothing new within freshWait: the copy is up to date
+		// A store answers a call at rest by its deadline with no entries
+		// and no error (store.Store.Changes); a call cut by the deadline
+		// is one the store did not answer in time (on Redis, a server
+		// busy with a hundred reads of the group): its log may hold the
+		// sessions of members that joined meanwhile, so it does not make
+		// the copy fresh, and the next call may take twice as long. Past
+		// maxFreshWait it does (a backend that answers a deadline with
+		// its error).
+		late := first && err != nil && cctx.Err() != nil && !cancelled
+		if late {
+			if firstWait < maxFreshWait {
+				firstWait = min(2*firstWait, maxFreshWait)
+			} else {
+				late, err = false, nil
+			}
 		}
 		ccancel()
 		cancel()
@@ -433,9 +453,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		r.cancel = nil
 		// Any answer counts, an error too: then it is not the log that is
 		// late, and plan goes on with the copy it has, as it would have.
-		freshNow := !cancelled && !r.fresh
+		freshNow := !cancelled && !r.fresh && !late
 		if freshNow {
 			r.fresh = true
+			firstWait = freshWait
 		}
 		// A claim contested before this call whose entry has not come:
 		// plan reads the group anew (see contestedSince), so wake it.

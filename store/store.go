@@ -310,7 +310,11 @@ type Store interface {
 	// copy that is behind from one that is wrong). If there
 	// is none yet it blocks until one is appended or ctx ends; a backend may
 	// also bound how long one call blocks and then return no entries, the
-	// version after and no error (the caller calls again). ErrVersionGone
+	// version after and no error (the caller calls again). When ctx's
+	// deadline comes while it waits, having read the log to its end, it
+	// returns the same (no entries, no error): the log was at rest until
+	// then. An error for the deadline means that the store did not answer
+	// in time (members tell the two apart when they join). ErrVersionGone
 	// if the log cannot be continued from after: its entries were trimmed,
 	// it is of another history (the group was deleted, or the store lost its
 	// data or its latest writes, since), or it is ahead of the store; then

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -108,6 +109,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, after, nil // at rest until the deadline
+			}
 			return nil, after, fmt.Errorf("memstore: changes: %w", ctx.Err())
 		}
 	}

@@ -69,6 +69,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, after, nil // read to its end, at rest until the deadline
+			}
 			return nil, after, fmt.Errorf("pgstore: Changes: %w: %w", store.ErrUnavailable, ctx.Err())
 		}
 		t.Stop()

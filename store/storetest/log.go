@@ -431,8 +431,9 @@ func testLogVersionGone(e *env) {
 }
 
 // testLogBlocks: Changes at the end of the log blocks until an entry is
-// appended (or returns nothing, which a backend may do), and returns
-// promptly when its context is cancelled.
+// appended (or returns nothing, which a backend may do), returns promptly
+// when its context is cancelled, and returns nothing and no error when its
+// deadline comes.
 func testLogBlocks(e *env) {
 	t := e.t
 	e.open("m", longTTL)
@@ -445,6 +446,14 @@ func testLogBlocks(e *env) {
 	}
 	if d := time.Since(began); d > promptly {
 		t.Fatalf("Changes with a cancelled context took %v", d)
+	}
+	// At rest until its deadline: no entries and no error (an error says
+	// the store did not answer in time).
+	dctx, dcancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	cs, next, err := e.s.Changes(dctx, e.group, v, 10)
+	dcancel()
+	if err != nil || len(cs) > 0 || next != v {
+		t.Fatalf("Changes at the end of the log until its deadline: %+v, %v, %v; want no entries, %v and no error", cs, next, err, v)
 	}
 	type reply struct {
 		cs  []store.Change
