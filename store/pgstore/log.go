@@ -48,6 +48,20 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		return nil, after, fmt.Errorf("pgstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
 	max = min(max, maxChangesRows)
+	// With a deadline, the wait ends a little before it, so that a call at
+	// rest answers "nothing new" rather than run its last read of the
+	// table into the deadline (an error, which says the store did not
+	// answer in time).
+	var atRest <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		wait := time.Until(d) - 50*time.Millisecond // max is the argument here
+		if wait < 0 {
+			wait = 0
+		}
+		stop := time.NewTimer(wait)
+		defer stop.Stop()
+		atRest = stop.C
+	}
 	for {
 		// Register before reading: a notification after it wakes us. The
 		// notes of the group's notifications may hold the entries, or say
@@ -67,6 +81,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 		select {
 		case <-woken:
 		case <-t.C:
+		case <-atRest:
+			t.Stop()
+			return nil, after, nil
 		case <-ctx.Done():
 			t.Stop()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -447,13 +447,22 @@ func testLogBlocks(e *env) {
 	if d := time.Since(began); d > promptly {
 		t.Fatalf("Changes with a cancelled context took %v", d)
 	}
-	// At rest until its deadline: no entries and no error (an error says
-	// the store did not answer in time).
-	dctx, dcancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
-	cs, next, err := e.s.Changes(dctx, e.group, v, 10)
-	dcancel()
-	if err != nil || len(cs) > 0 || next != v {
-		t.Fatalf("Changes at the end of the log until its deadline: %+v, %v, %v; want no entries, %v and no error", cs, next, err, v)
+	// At rest until its deadline: no entries and no error. An error says
+	// that the store did not answer in time, which a loaded machine may
+	// make happen now and then: one call in three must answer.
+	for try := 1; ; try++ {
+		dctx, dcancel := context.WithTimeout(e.ctx, 500*time.Millisecond)
+		cs, next, err := e.s.Changes(dctx, e.group, v, 10)
+		dcancel()
+		if len(cs) > 0 || (err == nil && next != v) {
+			t.Fatalf("Changes at the end of the log until its deadline: %+v, %v, %v; want no entries and %v", cs, next, err, v)
+		}
+		if err == nil {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("Changes at the end of the log until its deadline, three times: %v; want no entries and no error", err)
+		}
 	}
 	type reply struct {
 		cs  []store.Change
