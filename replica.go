@@ -451,8 +451,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		turn := len(cs) >= heavyEntries && heavy.take(m.runCtx)
 		r.mu.Lock()
 		r.cancel = nil
-		// Any answer counts, an error too: then it is not the log that is
-		// late, and plan goes on with the copy it has, as it would have.
+		// Any answer counts, an error too (but not a call the store did
+		// not answer in time: late): then it is not the log that is late,
+		// and plan goes on with the copy it has, as it would have.
 		freshNow := !cancelled && !r.fresh && !late
 		if freshNow {
 			r.fresh = true

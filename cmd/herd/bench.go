@@ -183,8 +183,8 @@ default settings (session TTL 10s), and reports how long the fleet took to be
 balanced again (every partition running exactly one handler, spread fair)
 and settled (every member's copy of the group has read the change's last
 entry; the next change waits for it), how many partitions moved against the
-minimum, and the most handlers seen running at once for one partition. Each scenario's group is deleted from the
-store when it ends, or on Ctrl-C.
+minimum, and the most handlers seen running at once for one partition. Each
+scenario's group is deleted from the store when it ends, or on Ctrl-C.
 
 Scenarios: ` + scenarioNames() + `
 

@@ -18,10 +18,10 @@ import (
 // checkpoint every second per partition (64 commits a second, each synced
 // to disk), the same 2s TTL. Every commit takes the file's one write lock:
 // at 250ms (256 a second), with the race detector and other packages'
-// tests running beside these, the lock was busy nearly all the time, and
-// renewals waited behind checkpoints of other processes past their
-// deadline; this tests fencing and takeover, not the file's throughput
-// (store/sqlitestore's benchmarks measure that).
+// tests running beside these, renewals waited for the lock past their
+// deadline, sessions were lost, and the fleet did not balance within 30s
+// (.ci/run, 2026-11-25); this tests fencing and takeover, not the file's
+// throughput (store/sqlitestore's benchmarks measure that).
 const (
 	sqliteChildren   = 8
 	sqlitePartitions = 64

@@ -54,8 +54,8 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	// answer in time).
 	var atRest <-chan time.Time
 	if d, ok := ctx.Deadline(); ok {
-		wait := time.Until(d) - 50*time.Millisecond // max is the argument here
-		if wait < 0 {
+		wait := time.Until(d) - 50*time.Millisecond
+		if wait < 0 { // not the builtin max: max is an argument here
 			wait = 0
 		}
 		stop := time.NewTimer(wait)

@@ -1,6 +1,9 @@
 package sqlitestore
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // gate admits one write transaction of a Store at a time, first come first
 // served, except that session renewals go before every other waiting
@@ -47,7 +50,9 @@ func (g *gate) enter(urgent bool, done, closed <-chan struct{}) bool {
 	case <-ready: // handed over as the wait ended: pass it on
 		g.passLocked()
 	default:
-		*q = remove(*q, ready)
+		if i := slices.Index(*q, ready); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+		}
 	}
 	return false
 }
@@ -70,13 +75,4 @@ func (g *gate) passLocked() {
 		}
 	}
 	g.held = false
-}
-
-func remove(q []chan struct{}, c chan struct{}) []chan struct{} {
-	for i, x := range q {
-		if x == c {
-			return append(q[:i], q[i+1:]...)
-		}
-	}
-	return q
 }
