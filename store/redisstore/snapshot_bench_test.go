@@ -103,7 +103,10 @@ func BenchmarkSnapshotBigCheckpoints(b *testing.B) {
 // server time without records (5 ms on the client), 44-46 ms with them
 // (131-137 ms). From the partitions hash: 29-39 ms and 90-102 ms (82-105
 // and 271-287 ms on the client). When the whole read was one script (at
-// commit e54c089): 51-54 ms and 134-174 ms.
+// commit e54c089): 51-54 ms and 134-174 ms. With records, when the records
+// were sorted rather than taken in the order of the partition set (commit
+// 2c07965, same machine, 2026-11-25, three runs of 20x each): 117-130 ms
+// on the client against 98-112 ms.
 func BenchmarkSnapshot100k(b *testing.B) {
 	s, raw := newTestStore(b)
 	ctx := context.Background()
