@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -900,6 +901,46 @@ func TestPartialFillKeepsTarget(t *testing.T) {
 				t.Fatalf("iter %d (%d members, %d partitions, %.0f%% claimed): partition %s goes to %s, not %s as from nothing",
 					iter, nm, np, frac*100, p, got[p], m)
 			}
+		}
+	}
+}
+
+// TestSelectSlotsPicksTheLeast checks selectSlots against a sort: the same
+// slots first, whatever the input's order, ties on pos included.
+func TestSelectSlotsPicksTheLeast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		n := 1 + rng.IntN(300)
+		s := make([]slot, n)
+		for i := range s {
+			pos := rng.Uint64()
+			if trial%3 == 0 {
+				pos %= 8 // many equal positions: tie decides
+			}
+			s[i] = slot{pos: pos, m: int32(i)}
+		}
+		tie := func(a, b slot) int { return cmp.Compare(a.m, b.m) }
+		k := rng.IntN(n + 1)
+		got := slices.Clone(s)
+		selectSlots(got, k, tie)
+		want := slices.Clone(s)
+		slices.SortFunc(want, func(a, b slot) int {
+			if c := cmp.Compare(a.pos, b.pos); c != 0 {
+				return c
+			}
+			return tie(a, b)
+		})
+		gotK := slices.Clone(got[:k])
+		slices.SortFunc(gotK, func(a, b slot) int { return cmp.Compare(a.m, b.m) })
+		wantK := slices.Clone(want[:k])
+		slices.SortFunc(wantK, func(a, b slot) int { return cmp.Compare(a.m, b.m) })
+		if !slices.Equal(gotK, wantK) {
+			t.Fatalf("trial %d: n %d k %d: selected %v, want %v", trial, n, k, gotK, wantK)
+		}
+		all := slices.Clone(got)
+		slices.SortFunc(all, func(a, b slot) int { return cmp.Compare(a.m, b.m) })
+		if !slices.Equal(all, s) {
+			t.Fatalf("trial %d: selectSlots lost or duplicated slots", trial)
 		}
 	}
 }
