@@ -114,10 +114,11 @@ type Config struct {
 	// nearly the same time (a deployment scaling out) are balanced in one
 	// step and no partition moves twice. Leaves and crashes are acted on at
 	// once. Default 100ms; negative means no wait. After reading the whole
-	// group (when its session opens), a member also waits as long as the
-	// read took, up to 5 x JoinSettle: members joining together open their
-	// sessions while others read the group, which on a large group takes
-	// longer than JoinSettle.
+	// group (when its session opens), a member also waits for the group's
+	// log to show what changed during the read, for as long as the read
+	// took (up to 5 x JoinSettle) if nothing did: members joining together
+	// open their sessions while others read the group, which on a large
+	// group takes longer than JoinSettle.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

@@ -88,3 +88,22 @@ func TestFreshWaitsForTheLog(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstWaitFollowsTheRead: the first call to the log after a read waits
+// as long as the read took, within its bounds.
+func TestFirstWaitFollowsTheRead(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		took, settle, ttl4, want time.Duration
+	}{
+		{took: 10 * ms, settle: 100 * ms, ttl4: 2500 * ms, want: freshWait}, // a quick read: at least freshWait
+		{took: 300 * ms, settle: 100 * ms, ttl4: 2500 * ms, want: 300 * ms}, // as long as the read
+		{took: 3 * time.Second, settle: 100 * ms, ttl4: 2500 * ms, want: 500 * ms},
+		{took: 3 * time.Second, settle: time.Second, ttl4: 2500 * ms, want: 2500 * ms},
+		{took: 3 * time.Second, settle: -1, ttl4: 2500 * ms, want: freshWait}, // JoinSettle off
+	} {
+		if got := firstWait(c.took, c.settle, c.ttl4); got != c.want {
+			t.Errorf("firstWait(%v, %v, %v) = %v; want %v", c.took, c.settle, c.ttl4, got, c.want)
+		}
+	}
+}

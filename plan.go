@@ -473,16 +473,10 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	for _, s := range snap.Sessions {
 		m.sessions[s.ID] = true
 	}
-	settled := m.joinedAt.Add(m.cfg.JoinSettle)
-	if m.cfg.JoinSettle > 0 {
-		// At most 5 x JoinSettle (and SessionTTL/4): a read is slow
-		// mostly when the member's process is busy, and then the others'
-		// sessions opened long before it ended (herd bench --scenario
-		// large: 10 joining 100 read 100,000 records in 1.6-5.4 s, and
-		// waited 2.3 s more when the wait was up to SessionTTL/4).
-		settled = latest(settled, m.rep.settled(min(m.cfg.SessionTTL/4, 5*m.cfg.JoinSettle)))
-	}
-	if wait := time.Until(settled); wait > 0 {
+	// The log has answered since the last read (fresh): it showed the
+	// sessions opened during the read, or waited for them as long as the
+	// read took (see feedLoop's firstWait).
+	if wait := time.Until(m.joinedAt.Add(m.cfg.JoinSettle)); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait

@@ -55,12 +55,10 @@ type replica struct {
 	// 100,000 partitions), npending how many.
 	pending  [][]store.Change
 	npending int
-	lent     bool          // plan is using work (current .. release)
-	base     uint64        // Member.writes when the read of work's snapshot began
-	took     time.Duration // how long the last read of the group took
-	readAt   time.Time     // when it ended
-	err      error         // why the last read failed, nil after one succeeded
-	again    bool          // read the group anew (the copy is stale or diverged)
+	lent     bool   // plan is using work (current .. release)
+	base     uint64 // Member.writes when the read of work's snapshot began
+	err      error  // why the last read failed, nil after one succeeded
+	again    bool   // read the group anew (the copy is stale or diverged)
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
@@ -90,13 +88,32 @@ type replica struct {
 	fresh bool
 }
 
-// freshWait bounds the feed's first call to the log after a read of the
-// group (see replica.fresh), and maxFreshWait the longer calls made after
-// one the store did not answer in time.
+// freshWait is the least bound of the feed's first call to the log after a
+// read of the group (see replica.fresh), and maxFreshWait the most for the
+// longer calls made after one the store did not answer in time.
 const (
 	freshWait    = 150 * time.Millisecond
 	maxFreshWait = 16 * freshWait
 )
+
+// firstWait bounds the first call to the log after a read of the group that
+// took took, for a member with JoinSettle settle: as long as the read took,
+// at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
+// that join together open their sessions while the first of them read the
+// group; on a large group (100,000 partitions: a tenth of a second or more)
+// that takes longer than JoinSettle, and a member that planned before the
+// others' sessions showed would claim more than its share, to hand the
+// surplus off again a moment later. A log that shows changes answers at
+// once: then the sessions opened during the read are among them (herd
+// bench --scenario large: 10 members joining 100 read 100,000 records in
+// 1.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
+// the log's answer).
+func firstWait(took, settle, ttl4 time.Duration) time.Duration {
+	if settle <= 0 {
+		return freshWait
+	}
+	return max(freshWait, min(took, 5*settle, ttl4))
+}
 
 // isFresh reports whether the log has answered since the last read.
 func (r *replica) isFresh() bool {
@@ -130,20 +147,6 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	}
 	r.lent = true
 	return r.work, r.base, r.err
-}
-
-// settled returns when the membership a member saw in its last read of the
-// group can be taken as settled: as long after that read as the read took
-// (at most limit). Members that join together open their sessions while the
-// first of them read the group; on a large group (100,000 partitions: a
-// tenth of a second or more) that takes longer than JoinSettle, and a
-// member that planned before the others' sessions showed would claim more
-// than its share, to hand the surplus off again a moment later. Joins long
-// after the read wait JoinSettle only.
-func (r *replica) settled(limit time.Duration) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.readAt.Add(min(r.took, limit))
 }
 
 // release hands the copy current returned back to the feed.
@@ -321,9 +324,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 	defer close(done)
 	r := &m.rep
 	backoff := 20 * time.Millisecond
-	// firstWait bounds the first call to the log after a read (see fresh);
-	// it doubles each time the store does not answer within it.
-	firstWait := freshWait
+	// first bounds the first call to the log after a read (see fresh and
+	// firstWait); it doubles each time the store does not answer within it.
+	first := freshWait
 	pause := func() {
 		select {
 		case <-m.runCtx.Done():
@@ -377,8 +380,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// contested is kept: a record broken by hand (ErrCorrupt)
 				// may look free in the new read too.
 				// plan may still hold the old copy: it is left to it.
-				r.work, r.base, r.err, r.distrusted, r.took, r.readAt = sortedCopy(snap), base, nil, false, took, time.Now()
+				r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 				r.aim, r.fresh = nil, false
+				first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
 				r.dropPending()
 				r.lent = false
 			} else {
@@ -405,7 +409,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			after = r.version()
 			r.cancel = cancel
 		}
-		first := !r.fresh
+		firstCall := !r.fresh
 		var sessions int
 		if r.work != nil {
 			sessions = len(r.work.Sessions)
@@ -416,10 +420,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			continue
 		}
 		cctx, ccancel := ctx, context.CancelFunc(func() {})
-		if first {
-			// The first call after a read answers within freshWait even
-			// if the log has nothing new: plan waits for it (see fresh).
-			cctx, ccancel = context.WithTimeout(ctx, firstWait)
+		if firstCall {
+			// The first call after a read answers within first even if
+			// the log has nothing new: plan waits for it (see fresh).
+			cctx, ccancel = context.WithTimeout(ctx, first)
 		}
 		began := time.Now()
 		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
@@ -434,10 +438,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// the copy fresh, and the next call may take twice as long. Past
 		// maxFreshWait it does (a backend that answers a deadline with
 		// its error).
-		late := first && err != nil && cctx.Err() != nil && !cancelled
+		late := firstCall && err != nil && cctx.Err() != nil && !cancelled
 		if late {
-			if firstWait < maxFreshWait {
-				firstWait = min(2*firstWait, maxFreshWait)
+			if first < maxFreshWait {
+				first = min(2*first, maxFreshWait)
 			} else {
 				late, err = false, nil
 			}
@@ -457,7 +461,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		freshNow := !cancelled && !r.fresh && !late
 		if freshNow {
 			r.fresh = true
-			firstWait = freshWait
 		}
 		// A claim contested before this call whose entry has not come:
 		// plan reads the group anew (see contestedSince), so wake it.
