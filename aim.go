@@ -198,7 +198,14 @@ func (r *replica) checkAim(cs []store.Change) {
 			return
 		}
 	}
-	if len(cs) > 0 && r.aimFirst.IsZero() {
+	r.reachedAim(cs)
+}
+
+// reachedAim notes that the entries cs, checked, were all progress toward
+// the aim (if it is still on): the aim's life starts with the first.
+// r.mu is held.
+func (r *replica) reachedAim(cs []store.Change) {
+	if r.aim != nil && !r.offAim && len(cs) > 0 && r.aimFirst.IsZero() {
 		r.aimFirst = time.Now()
 	}
 }

@@ -152,3 +152,45 @@ func TestReplicaAim(t *testing.T) {
 		t.Fatal("a contested claim alone made the plan a full one")
 	}
 }
+
+// TestApplyChecksAim: entries checked against the aim as they are applied
+// (applyPending with checkLast) leave the aim as checkAim before applying
+// them does.
+func TestApplyChecksAim(t *testing.T) {
+	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
+	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
+	v := func(n uint64) store.Version { return store.Version{Seq: n, Tag: 1} }
+	progress := []store.Change{ // p2 handed from C to its target B
+		{Kind: store.Released, Partition: "p2", Session: "C", Epoch: 3, Version: v(2)},
+		{Kind: store.Claimed, Partition: "p2", Session: "B", Member: "b", Epoch: 4, Version: v(3)},
+	}
+	off := []store.Change{ // p3, C's target, claimed by A
+		{Kind: store.Claimed, Partition: "p3", Session: "A", Member: "a", Epoch: 2, Version: v(2)},
+	}
+	for _, tc := range []struct {
+		name string
+		cs   []store.Change
+		off  bool
+	}{{"progress", progress, false}, {"off the aim", off, true}} {
+		for _, fused := range []bool{false, true} {
+			snap := &store.Snapshot{Version: v(1), Sessions: sessions, Partitions: parts, Owners: []store.Ownership{
+				{Partition: "p1", Epoch: 1}, {Partition: "p2", Session: "C", Member: "c", Epoch: 3}, {Partition: "p3", Epoch: 1},
+			}}
+			r := &replica{work: snap}
+			r.aim = newAim(nil, "A", sessions, parts, []int32{0, 1, 2}, []int32{0, 1, 2}, time.Minute)
+			r.pending, r.npending = [][]store.Change{tc.cs}, len(tc.cs)
+			if !fused {
+				r.checkAim(tc.cs)
+			}
+			if !r.applyPending(fused) {
+				t.Fatalf("%s (fused %v): the entries did not apply", tc.name, fused)
+			}
+			if r.offAim != tc.off || r.aimFirst.IsZero() != tc.off {
+				t.Errorf("%s (fused %v): offAim %v, aim reached %v; want offAim %v", tc.name, fused, r.offAim, !r.aimFirst.IsZero(), tc.off)
+			}
+			if r.work.Version != tc.cs[len(tc.cs)-1].Version {
+				t.Errorf("%s (fused %v): copy at %v after the entries", tc.name, fused, r.work.Version)
+			}
+		}
+	}
+}

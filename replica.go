@@ -142,7 +142,7 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	if r.work == nil || r.distrusted {
 		return nil, 0, r.err
 	}
-	if !r.applyPending() {
+	if !r.applyPending(false) {
 		return nil, 0, r.err
 	}
 	r.lent = true
@@ -158,8 +158,11 @@ func (r *replica) release() {
 
 // applyPending applies the queued entries to work (a copy of it if plan
 // holds it) and reports whether the copy is usable: false if the entries do
-// not fit it, in which case the group is read anew. r.mu is held.
-func (r *replica) applyPending() bool {
+// not fit it, in which case the group is read anew. With checkLast, the
+// last batch queued has not been checked against the aim (checkAim): it is
+// as it is applied, which looks each entry's record up once for both.
+// r.mu is held.
+func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
 	}
@@ -167,9 +170,20 @@ func (r *replica) applyPending() bool {
 		r.work, r.lent = r.work.Clone(), false
 	}
 	var err error
-	for _, cs := range r.pending {
-		if err = r.work.ApplyAll(cs); err != nil {
+	for k, cs := range r.pending {
+		var seen func(store.Change, int)
+		if a := r.aim; checkLast && k == len(r.pending)-1 && a != nil && !r.offAim {
+			seen = func(c store.Change, rec int) {
+				if !r.offAim && !a.progressAt(c, rec) {
+					r.offAim = true
+				}
+			}
+		}
+		if err = r.work.ApplyAllFunc(cs, seen); err != nil {
 			break
+		}
+		if seen != nil {
+			r.reachedAim(cs)
 		}
 	}
 	r.dropPending()
@@ -481,7 +495,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			if r.version() != after {
 				break // unreachable: only this goroutine queues entries
 			}
-			r.checkAim(cs)
 			r.pending = append(r.pending, cs)
 			r.npending += len(cs)
 			if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= heavyEntries) {
@@ -490,8 +503,11 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// entry, the copy having a record for every partition):
 				// the entries an aim lets pass (a placement's 100,000)
 				// would otherwise wait for the plan of the next
-				// membership change, and delay it.
-				r.applyPending()
+				// membership change, and delay it. They are checked
+				// against the aim as they are applied.
+				r.applyPending(true)
+			} else {
+				r.checkAim(cs)
 			}
 			for _, c := range cs {
 				if c.Partition != "" {

@@ -181,7 +181,15 @@ func (s *Snapshot) Apply(c Change) error {
 // returned with it (a first placement of 100,000 partitions is 100,000
 // new records). On error, s is left partly changed: the replica has
 // diverged anyway and must be rebuilt from a new Snapshot.
-func (s *Snapshot) ApplyAll(cs []Change) error {
+func (s *Snapshot) ApplyAll(cs []Change) error { return s.ApplyAllFunc(cs, nil) }
+
+// ApplyAllFunc is ApplyAll, calling seen (unless nil) with each entry just
+// before it is applied, and the index in Owners of its partition's record
+// as RecordIndex would return it then (-1: none, or an entry without a
+// partition). A member checks each entry against its plan as it applies
+// it: one lookup of the record for both (looking each record up twice was
+// a sixth of the CPU of 110 members on 100,000 partitions balancing a join).
+func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error {
 	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
 	var added map[string]*Ownership // records new to s, merged into Owners at the end
 	flush := func() {
@@ -210,6 +218,9 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 		switch c.Kind {
 		case Claimed, Released, Restored:
 		default:
+			if seen != nil {
+				seen(c, -1)
+			}
 			if err := s.Apply(c); err != nil {
 				return err
 			}
@@ -229,6 +240,13 @@ func (s *Snapshot) ApplyAll(cs []Change) error {
 				for i := range s.Owners {
 					s.index[s.Owners[i].Partition] = int32(i)
 				}
+			}
+		}
+		if seen != nil {
+			if found {
+				seen(c, i)
+			} else {
+				seen(c, -1)
 			}
 		}
 		if found {

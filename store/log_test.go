@@ -125,6 +125,52 @@ func TestApplyAllIndexed(t *testing.T) {
 	}
 }
 
+// ApplyAllFunc calls its function with each entry before applying it, and
+// the index RecordIndex gives for the entry's partition at that moment
+// (-1 for none, and for entries without a partition): checked against a
+// copy the entries are applied to one by one, large enough to be indexed.
+func TestApplyAllFuncSeesRecordIndex(t *testing.T) {
+	cs := randomLogOf(4, 30000, 6000)
+	one, all := &store.Snapshot{}, &store.Snapshot{}
+	for i := 0; i < len(cs); {
+		j := min(len(cs), i+700)
+		// Records added within a batch are merged in at its end:
+		// RecordIndex on the batch's start state answers for them.
+		start := one.Clone()
+		k := i
+		err := all.ApplyAllFunc(cs[i:j], func(c store.Change, rec int) {
+			if c.Version != cs[k].Version || c.Partition != cs[k].Partition {
+				t.Fatalf("entry %d: seen %+v, want %+v", k, c, cs[k])
+			}
+			want := -1
+			if c.Partition != "" {
+				if r, ok := start.RecordIndex(c.Partition); ok {
+					want = r
+				}
+			}
+			if rec != want {
+				t.Fatalf("entry %d (%+v): seen with record %d, want %d", k, c, rec, want)
+			}
+			k++
+		})
+		if err != nil {
+			t.Fatalf("ApplyAllFunc: %v", err)
+		}
+		if k != j {
+			t.Fatalf("ApplyAllFunc saw %d entries of %d", k-i, j-i)
+		}
+		for _, c := range cs[i:j] {
+			if err := one.Apply(c); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+		}
+		i = j
+	}
+	if len(all.Owners) < 4096 {
+		t.Fatalf("%d records: too few to be indexed", len(all.Owners))
+	}
+}
+
 // The GivenBack mark: set by a give-back, kept by a plain release and by a
 // claim of another session, cleared by the giver's claim and by a restore;
 // Apply and ApplyAll agree.
