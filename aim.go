@@ -88,38 +88,42 @@ func newAim(prev *aim, sess string, sessions []store.SessionInfo, parts []store.
 
 // progress reports whether entry c only carries out the aim: a claim by
 // the partition's target owner, or a plain release by an owner that is not
-// its target owner, of a partition whose target owner is another member.
-func (a *aim) progress(c store.Change) bool { return a.progressAt(c, -1) }
+// its target owner; claim, whether it is such a release of a partition
+// whose target owner is this member, which it is to claim.
+func (a *aim) progress(c store.Change) (ok, claim bool) { return a.progressAt(c, -1) }
 
 // progressAt is progress for an entry whose partition's record is at index
 // rec of the copy's records, if rec >= 0: a hint, checked against the
 // partition's id (the records may have moved since the plan).
-func (a *aim) progressAt(c store.Change, rec int) bool {
+func (a *aim) progressAt(c store.Change, rec int) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
-		return false
+		return false, false
 	}
-	i, ok := -1, false
+	i, found := -1, false
 	if rec >= 0 && rec < len(a.recPart) {
 		if k := int(a.recPart[rec]); k >= 0 && k < len(a.parts) && a.parts[k].ID == c.Partition {
-			i, ok = k, true
+			i, found = k, true
 		}
 	}
-	if !ok {
-		i, ok = slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+	if !found {
+		i, found = slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
 	}
-	if !ok || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
-		return false
+	if !found || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
+		return false, false
 	}
 	t := a.members[a.target[i]]
 	if c.Kind == store.Claimed {
-		return c.Session == t
+		return c.Session == t, false
 	}
-	return c.GivenBack == "" && c.Session != t && t != a.sess
+	if c.GivenBack != "" || c.Session == t {
+		return false, false
+	}
+	return true, t == a.sess
 }
 
 // progressIn is progressAt with the record's index found in the copy snap.
 // Only reads snap: plan may be reading it at the same time.
-func (a *aim) progressIn(c store.Change, snap *store.Snapshot) bool {
+func (a *aim) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
 	rec := -1
 	if a.recPart != nil && snap != nil && c.Partition != "" {
 		if j, ok := snap.RecordIndex(c.Partition); ok {
@@ -129,26 +133,84 @@ func (a *aim) progressIn(c store.Change, snap *store.Snapshot) bool {
 	return a.progressAt(c, rec)
 }
 
+// judge notes what an entry about partition p, found progress toward the
+// aim (ok) and a release toward this member (claim) or not, calls for:
+// nothing, a claim (p is queued in toClaim), or a full plan (offAim, and
+// false). r.mu is held.
+func (r *replica) judge(p string, ok, claim bool) bool {
+	switch {
+	case !ok:
+		r.offAim = true
+	case claim:
+		r.toClaim = append(r.toClaim, p)
+	}
+	return ok
+}
+
+// noteUnchecked keeps batches applied to the copy while no aim was set (a
+// plan under way, then its claims), for setAim to check: up to
+// changesPerRead entries, beyond which the next aim is off. r.mu is held.
+func (r *replica) noteUnchecked(cs []store.Change) {
+	if r.uncheckedOver {
+		return
+	}
+	if r.nunchecked += len(cs); r.nunchecked > changesPerRead {
+		clear(r.unchecked)
+		r.unchecked, r.uncheckedOver = r.unchecked[:0], true
+		return
+	}
+	r.unchecked = append(r.unchecked, cs)
+}
+
+// forgetUnchecked empties what noteUnchecked kept. r.mu is held.
+func (r *replica) forgetUnchecked() {
+	clear(r.unchecked)
+	r.unchecked, r.nunchecked, r.uncheckedOver = r.unchecked[:0], 0, false
+}
+
 // setAim makes a the aim, for a full plan of the copy at version v. The
-// entries that arrived since (still queued) are checked against it; if the
-// feed applied some of them already, they cannot be, and the aim is off.
+// entries after v are checked against it: those the feed applied to the
+// copy meanwhile (noteUnchecked), then those still queued. If the applied
+// ones were not all kept, the aim is off.
 func (r *replica) setAim(a *aim, v store.Version) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.aim, r.offAim, r.aimFirst = a, false, time.Time{}
-	if r.work == nil || r.work.Version != v {
+	r.aim, r.offAim, r.aimFirst, r.toClaim = a, false, time.Time{}, nil
+	defer r.forgetUnchecked()
+	if r.work == nil {
 		r.offAim = true
 		return
 	}
-	for _, cs := range r.pending {
-		for _, c := range cs {
-			if !a.progressIn(c, r.work) {
-				r.offAim = true
-				return
+	checked := 0
+	if r.work.Version != v {
+		next := v.Seq + 1 // the next entry to check
+		for _, cs := range r.unchecked {
+			for _, c := range cs {
+				if c.Version.Seq < next {
+					continue // in the plan's copy
+				}
+				if ok, claim := a.progress(c); c.Version.Seq != next || !r.judge(c.Partition, ok, claim) {
+					r.offAim = true
+					return
+				}
+				next++
+				checked++
 			}
 		}
+		if r.uncheckedOver || next != r.work.Version.Seq+1 {
+			r.offAim = true
+			return
+		}
 	}
-	if r.npending > 0 {
+	for _, cs := range r.pending {
+		for _, c := range cs {
+			if ok, claim := a.progressIn(c, r.work); !r.judge(c.Partition, ok, claim) {
+				return
+			}
+			checked++
+		}
+	}
+	if checked > 0 {
 		r.aimFirst = time.Now()
 	}
 }
@@ -156,35 +218,38 @@ func (r *replica) setAim(a *aim, v store.Version) {
 // dropAim makes the next plan a full one.
 func (r *replica) dropAim() {
 	r.mu.Lock()
-	r.aim = nil
+	r.aim, r.toClaim = nil, nil
+	r.forgetUnchecked()
 	r.mu.Unlock()
 }
 
 // onAim reports whether every entry since the last full plan was progress
-// toward its aim, so that plan has nothing to do, and if so how long until
-// the aim expires.
-func (r *replica) onAim(sess string, now time.Time) (time.Duration, bool) {
+// toward its aim, so that plan has nothing to do but claim the partitions
+// released toward this member since (claims, taken: each is returned
+// once), and if so how long until the aim expires.
+func (r *replica) onAim(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.aim
 	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted {
-		return 0, false
+		return 0, nil, false
 	}
 	if !a.due.IsZero() && !now.Before(a.due) {
-		return 0, false
+		return 0, nil, false
 	}
-	next := a.life // nothing to do: look again then (onAim is cheap)
+	claims, r.toClaim = r.toClaim, nil
+	next = a.life // nothing to do: look again then (onAim is cheap)
 	if !r.aimFirst.IsZero() {
 		end := r.aimFirst.Add(a.life)
 		if !now.Before(end) {
-			return 0, false
+			return 0, nil, false
 		}
 		next = end.Sub(now)
 	}
 	if !a.due.IsZero() {
 		next = min(next, a.due.Sub(now))
 	}
-	return next, true
+	return next, claims, true
 }
 
 // checkAim checks entries that just arrived against the aim. r.mu is held.
@@ -193,8 +258,7 @@ func (r *replica) checkAim(cs []store.Change) {
 		return
 	}
 	for _, c := range cs {
-		if !r.aim.progressIn(c, r.work) {
-			r.offAim = true
+		if ok, claim := r.aim.progressIn(c, r.work); !r.judge(c.Partition, ok, claim) {
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package herd
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ func TestAimProgress(t *testing.T) {
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
 	// p1 -> A (this member), p2 -> B, p3 -> C
 	a := newAim(nil, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute)
+	const toClaim = "release of this member's target (to claim)"
 	cases := []struct {
 		name string
 		c    store.Change
@@ -25,7 +27,7 @@ func TestAimProgress(t *testing.T) {
 		{"claim by this member of another's target", store.Change{Kind: store.Claimed, Partition: "p3", Session: "A"}, false},
 		{"release toward another member", store.Change{Kind: store.Released, Partition: "p2", Session: "C"}, true},
 		{"own release toward another member", store.Change{Kind: store.Released, Partition: "p3", Session: "A"}, true},
-		{"release of this member's target (to claim)", store.Change{Kind: store.Released, Partition: "p1", Session: "B"}, false},
+		{"release of this member's target (to claim)", store.Change{Kind: store.Released, Partition: "p1", Session: "B"}, true},
 		{"release by the target owner", store.Change{Kind: store.Released, Partition: "p2", Session: "B"}, false},
 		{"give-back", store.Change{Kind: store.Released, Partition: "p2", Session: "C", GivenBack: "C"}, false},
 		{"partition outside the set", store.Change{Kind: store.Claimed, Partition: "p9", Session: "A"}, false},
@@ -43,14 +45,14 @@ func TestAimProgress(t *testing.T) {
 	hinted.recPart = []int32{-1, 0, 1, 2}
 	snap := &store.Snapshot{Owners: owners}
 	for _, tc := range cases {
-		if got := a.progress(tc.c); got != tc.want {
-			t.Errorf("%s: progress = %v, want %v", tc.name, got, tc.want)
+		if got, claim := a.progress(tc.c); got != tc.want || claim != (tc.name == toClaim) {
+			t.Errorf("%s: progress = %v, %v; want %v, %v", tc.name, got, claim, tc.want, tc.name == toClaim)
 		}
-		if got := hinted.progressIn(tc.c, snap); got != tc.want {
+		if got, _ := hinted.progressIn(tc.c, snap); got != tc.want {
 			t.Errorf("%s: progressIn = %v, want %v", tc.name, got, tc.want)
 		}
 		for rec := -1; rec <= len(owners); rec++ {
-			if got := hinted.progressAt(tc.c, rec); got != tc.want {
+			if got, _ := hinted.progressAt(tc.c, rec); got != tc.want {
 				t.Errorf("%s: progressAt(record %d) = %v, want %v", tc.name, rec, got, tc.want)
 			}
 		}
@@ -60,14 +62,14 @@ func TestAimProgress(t *testing.T) {
 	moved := *a
 	moved.recPart = []int32{0, 1, 2} // the plan saw no stray
 	for _, tc := range cases {
-		if got := moved.progressIn(tc.c, snap); got != tc.want {
+		if got, _ := moved.progressIn(tc.c, snap); got != tc.want {
 			t.Errorf("%s: progressIn over moved records = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A partition the balance left without a target is never progress.
 	b := newAim(nil, "A", sessions, parts, []int32{0, -1, 7}, nil, time.Minute)
 	for _, p := range []string{"p2", "p3"} {
-		if b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}) {
+		if ok, _ := b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}); ok {
 			t.Errorf("claim of %s, which has no valid target: progress", p)
 		}
 	}
@@ -81,7 +83,7 @@ func TestAimProgress(t *testing.T) {
 		t.Error("newAim over a previous aim did not reuse it")
 	}
 	for _, tc := range cases {
-		if got := c.progressIn(tc.c, snap); got != tc.want {
+		if got, _ := c.progressIn(tc.c, snap); got != tc.want {
 			t.Errorf("%s: progressIn of a reused aim = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -103,52 +105,77 @@ func TestReplicaAim(t *testing.T) {
 
 	// No entry since the plan: the aim lasts (a plan would find the same).
 	r.setAim(a, v)
-	if next, ok := r.onAim("A", now.Add(time.Hour)); !ok || next != time.Second {
+	if next, _, ok := r.onAim("A", now.Add(time.Hour)); !ok || next != time.Second {
 		t.Fatalf("aim no entry reached: onAim = %v, %v; want on aim, look again in 1s", next, ok)
 	}
 	// A plan's own due time (a contested claim's) ends it.
 	a.due = now.Add(time.Minute)
-	if _, ok := r.onAim("A", now.Add(time.Minute)); ok {
+	if _, _, ok := r.onAim("A", now.Add(time.Minute)); ok {
 		t.Fatal("plan skipped at the aim's due time")
 	}
 	a.due = time.Time{}
 
 	r.pending, r.npending = [][]store.Change{{{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p2", Session: "B"}}}, 1
 	r.setAim(a, v)
-	if _, ok := r.onAim("A", now); !ok {
+	if _, _, ok := r.onAim("A", now); !ok {
 		t.Fatal("progress queued before the aim was set: plan not skipped")
 	}
-	if _, ok := r.onAim("B", now); ok {
+	if _, _, ok := r.onAim("B", now); ok {
 		t.Fatal("another session's plan skipped on this aim")
 	}
-	if _, ok := r.onAim("A", time.Now().Add(time.Second)); ok {
+	if _, _, ok := r.onAim("A", time.Now().Add(time.Second)); ok {
 		t.Fatal("plan skipped a life after the first entry the aim let pass")
 	}
 	// An entry that arrives after the aim was set starts its life.
 	r.pending, r.npending = nil, 0
 	r.setAim(a, v)
 	r.checkAim([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
-	if _, ok := r.onAim("A", time.Now().Add(2*time.Second)); ok {
+	if _, _, ok := r.onAim("A", time.Now().Add(2*time.Second)); ok {
 		t.Fatal("plan skipped a life after an entry checked by the feed")
 	}
 	r.checkAim([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
-	if _, ok := r.onAim("A", now); ok {
+	if _, _, ok := r.onAim("A", now); ok {
 		t.Fatal("plan skipped after a session opened")
 	}
 
-	// An aim set on a copy the feed has moved past cannot be checked.
+	// An aim set on a copy the feed has moved past cannot be checked,
+	// unless the entries it applied meanwhile were kept (noteUnchecked).
 	r.pending, r.npending = nil, 0
 	r.work.Version = store.Version{Seq: 7, Tag: 1}
 	r.setAim(a, v)
-	if _, ok := r.onAim("A", now); ok {
+	if _, _, ok := r.onAim("A", now); ok {
 		t.Fatal("plan skipped although entries after the plan were applied unchecked")
+	}
+	applied := []store.Change{
+		{Version: store.Version{Seq: 5, Tag: 1}, Kind: store.Claimed, Partition: "p1", Session: "B"}, // in the plan's copy
+		{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p2", Session: "B"},
+		{Version: store.Version{Seq: 7, Tag: 1}, Kind: store.Released, Partition: "p1", Session: "B"},
+	}
+	r.noteUnchecked(applied)
+	r.setAim(a, v)
+	if _, claims, ok := r.onAim("A", now); !ok || !slices.Equal(claims, []string{"p1"}) {
+		t.Fatalf("progress applied during the plan: onAim = %v, claims %v; want on aim, claim [p1]", ok, claims)
+	}
+	if _, claims, _ := r.onAim("A", now); len(claims) != 0 {
+		t.Fatalf("claims %v given twice", claims)
+	}
+	r.noteUnchecked(applied[2:]) // 6 missing: a gap
+	r.setAim(a, v)
+	if _, _, ok := r.onAim("A", now); ok {
+		t.Fatal("plan skipped although an entry applied during the plan was not kept")
+	}
+	r.noteUnchecked(applied[:2])
+	r.noteUnchecked([]store.Change{{Version: store.Version{Seq: 7, Tag: 1}, Kind: store.Claimed, Partition: "p1", Session: "B"}})
+	r.setAim(a, v)
+	if _, _, ok := r.onAim("A", now); ok {
+		t.Fatal("plan skipped although another member claimed this member's target during the plan")
 	}
 
 	// A contested claim leaves the aim on (plan bounds it by the claim's
 	// wait), until the log read to its end leaves it unexplained.
 	r.setAim(a, r.work.Version)
 	r.contest("p1", now)
-	if _, ok := r.onAim("A", now); !ok {
+	if _, _, ok := r.onAim("A", now); !ok {
 		t.Fatal("a contested claim alone made the plan a full one")
 	}
 }

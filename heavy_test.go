@@ -3,6 +3,7 @@ package herd
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,13 +18,13 @@ import (
 // its context.
 func TestTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := make(turns, 2)
+		tr := newTurns(2)
 		var running, most atomic.Int32
 		var wg sync.WaitGroup
 		release := make(chan struct{})
 		for range 10 {
 			wg.Go(func() {
-				if !tr.take(context.Background()) {
+				if !tr.take(context.Background(), false) {
 					t.Error("take without a deadline gave no turn")
 					return
 				}
@@ -46,18 +47,74 @@ func TestTurns(t *testing.T) {
 		}
 
 		// Both turns taken: a wait ends with its context, without a turn.
-		tr <- struct{}{}
-		tr <- struct{}{}
+		tr.tryTake()
+		tr.tryTake()
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan bool)
-		go func() { got <- tr.take(ctx) }()
+		go func() { got <- tr.take(ctx, false) }()
 		synctest.Wait()
 		cancel()
 		if <-got {
 			t.Error("take gave a turn after its context ended, with none free")
 		}
-		if len(tr) != 2 {
-			t.Errorf("%d turns taken after a wait that ended, want 2", len(tr))
+		if n := tr.inUse(); n != 2 {
+			t.Errorf("%d turns taken after a wait that ended, want 2", n)
+		}
+	})
+}
+
+// TestTurnsFirst checks the order turns are handed over in: those asked
+// for first before the others, each kind in the order asked; and that a
+// turn handed over as its waiter's context ended goes to the next.
+func TestTurnsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTurns(1)
+		tr.tryTake()
+		var order []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, w := range []struct {
+			name  string
+			first bool
+		}{{"rest1", false}, {"first1", true}, {"rest2", false}, {"first2", true}} {
+			wg.Go(func() {
+				if tr.take(context.Background(), w.first) {
+					mu.Lock()
+					order = append(order, w.name)
+					mu.Unlock()
+					tr.done()
+				}
+			})
+			synctest.Wait() // queued in this order
+		}
+		tr.done()
+		wg.Wait()
+		if want := []string{"first1", "first2", "rest1", "rest2"}; !slices.Equal(order, want) {
+			t.Errorf("turns handed over in the order %v, want %v", order, want)
+		}
+		if n := tr.inUse(); n != 0 {
+			t.Errorf("%d turns held at the end, want 0", n)
+		}
+
+		// A waiter whose context ends leaves the queue; the turn goes on.
+		tr.tryTake()
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := make(chan bool)
+		go func() { gone <- tr.take(ctx, true) }()
+		next := make(chan bool)
+		go func() { next <- tr.take(context.Background(), false) }()
+		synctest.Wait()
+		cancel()
+		if <-gone {
+			t.Error("take gave a turn after its context ended, with none free")
+		}
+		tr.done()
+		if !<-next {
+			t.Error("the next waiter got no turn")
+		}
+		tr.done()
+		if n := tr.inUse(); n != 0 {
+			t.Errorf("%d turns held at the end, want 0", n)
 		}
 	})
 }
@@ -70,7 +127,7 @@ func TestTurns(t *testing.T) {
 func TestPlanGivesTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		old := heavy
-		heavy = make(turns, 2) // of this bubble, so that waits on it are seen as such
+		heavy = newTurns(2) // of this bubble, so that waits on it are seen as such
 		defer func() { heavy = old }()
 
 		st := memstore.New()
@@ -96,15 +153,15 @@ func TestPlanGivesTurnBack(t *testing.T) {
 		// The members have read the group and wait for JoinSettle: take
 		// every turn, so that their plans wait for one when it ends.
 		time.Sleep(time.Second)
-		heavy <- struct{}{}
-		heavy <- struct{}{}
+		heavy.tryTake()
+		heavy.tryTake()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if n := running.Load(); n != 0 {
 			t.Fatalf("%d partitions running while every turn was taken, want 0", n)
 		}
-		<-heavy
-		<-heavy
+		heavy.done()
+		heavy.done()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if n := running.Load(); n != 30 {
@@ -116,7 +173,7 @@ func TestPlanGivesTurnBack(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		if n := len(heavy); n != 0 {
+		if n := heavy.inUse(); n != 0 {
 			t.Errorf("%d turns held after every member left, want 0", n)
 		}
 	})

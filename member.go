@@ -74,6 +74,10 @@ type Member struct {
 	planGap   time.Duration
 
 	rep replica // the member's copy of the group, fed by feedLoop
+	// receiving: the member is still to receive partitions (its session
+	// opened and it has not planned yet, or its last plan left partitions
+	// that others hold): its heavy steps go first (heavy.go).
+	receiving atomic.Bool
 	// aim and aimAt: the target of the plan under way and the version of
 	// the copy it was computed on, made the replica's aim by reconcile
 	// once the plan is carried out (aim.go).

@@ -21,6 +21,7 @@ type reconcilePlan struct {
 	held    bool          // next is for a hold (not only contested claims)
 	expired bool          // the store no longer knows the session
 	wait    bool          // the replica does not show the session yet: nothing to do
+	onAim   bool          // no full plan: claim is what was released toward this member (aim.go)
 	claim   []string      // partitions to claim, in ID order
 	release []store.Ownership
 }
@@ -52,10 +53,18 @@ var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: ma
 // claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	var pl reconcilePlan
-	if next, ok := m.rep.onAim(sess.id, time.Now()); ok && len(m.restores) == 0 {
+	if next, claims, ok := m.rep.onAim(sess.id, time.Now()); ok && len(m.restores) == 0 {
 		// Every entry since the last full plan carried it out: nothing
-		// to do (aim.go).
+		// to do (aim.go) but claim what was released toward this member,
+		// as a full plan would.
 		pl.next, pl.wait = next, true
+		claims = slices.DeleteFunc(claims, func(p string) bool { return slots[p] != nil })
+		if len(claims) > 0 {
+			slices.Sort(claims)
+			pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
+			m.incoming = max(0, m.incoming-len(pl.claim))
+			m.receiving.Store(m.incoming > 0)
+		}
 		return pl, nil
 	}
 	prev := m.aim // its lists are reused: nobody else's once the replica's is dropped
@@ -98,7 +107,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			break
 		}
 		m.rep.release()
-		if !heavy.take(sess.ctx) {
+		if !heavy.take(sess.ctx, m.receiving.Load()) {
 			pl.wait = true // the session ended: the loop sees it
 			return pl, nil
 		}
@@ -268,6 +277,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
 	}
+
+	m.receiving.Store(m.incoming > 0)
 
 	// Records the store says are ours but we do not run and the target
 	// gives to others: release them (after the claims).

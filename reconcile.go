@@ -65,7 +65,7 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
-	if m.aim != nil && !pl.held {
+	if m.aim != nil && !pl.held && !pl.onAim {
 		// The plan left nothing to look at later but contested claims:
 		// until an entry says otherwise, or the first of those claims is
 		// due, the next plans would find nothing to do (aim.go).

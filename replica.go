@@ -78,9 +78,18 @@ type replica struct {
 	log                  func(msg string, args ...any) // a warning about a diverged copy
 	// aim is the target of the last full plan (nil: none, plan in full),
 	// offAim whether an entry since was not progress toward it (aim.go).
-	aim      *aim
-	offAim   bool
-	aimFirst time.Time // when the first entry checked against aim arrived (zero: none yet)
+	aim    *aim
+	offAim bool
+	// toClaim: partitions released toward this member since the aim was
+	// set, which it claims without a full plan (see onAim).
+	toClaim []string
+	// unchecked: batches applied to the copy while no aim was set (a plan
+	// under way), nunchecked their entries, for setAim to check;
+	// uncheckedOver: more than it keeps were applied.
+	unchecked     [][]store.Change
+	nunchecked    int
+	uncheckedOver bool
+	aimFirst      time.Time // when the first entry checked against aim arrived (zero: none yet)
 	// fresh: the feed has had an answer from the log since the last read
 	// of the group. A read is slow on a large group, and members joining
 	// together open their sessions meanwhile: until the log has answered
@@ -174,8 +183,9 @@ func (r *replica) applyPending(checkLast bool) bool {
 		var seen func(store.Change, int)
 		if a := r.aim; checkLast && k == len(r.pending)-1 && a != nil && !r.offAim {
 			seen = func(c store.Change, rec int) {
-				if !r.offAim && !a.progressAt(c, rec) {
-					r.offAim = true
+				if !r.offAim {
+					ok, claim := a.progressAt(c, rec)
+					r.judge(c.Partition, ok, claim)
 				}
 			}
 		}
@@ -184,6 +194,9 @@ func (r *replica) applyPending(checkLast bool) bool {
 		}
 		if seen != nil {
 			r.reachedAim(cs)
+		}
+		if r.aim == nil {
+			r.noteUnchecked(cs) // for the aim of the plan under way
 		}
 	}
 	r.dropPending()
@@ -388,14 +401,15 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 			cancel()
 			took := time.Since(began)
-			turn := err == nil && heavy.take(m.runCtx)
+			turn := err == nil && heavy.take(m.runCtx, m.receiving.Load())
 			r.mu.Lock()
 			if err == nil {
 				// contested is kept: a record broken by hand (ErrCorrupt)
 				// may look free in the new read too.
 				// plan may still hold the old copy: it is left to it.
 				r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
-				r.aim, r.fresh = nil, false
+				r.aim, r.fresh, r.toClaim = nil, false, nil
+				r.forgetUnchecked()
 				first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
 				r.dropPending()
 				r.lent = false
@@ -466,7 +480,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// applied: about a microsecond an entry); a few entries are not
 		// worth a wait for a turn, which would delay news such as an
 		// expiry behind every plan of the process.
-		turn := len(cs) >= heavyEntries && heavy.take(m.runCtx)
+		turn := len(cs) >= heavyEntries && heavy.take(m.runCtx, m.receiving.Load())
 		r.mu.Lock()
 		r.cancel = nil
 		// Any answer counts, an error too (but not a call the store did
