@@ -221,3 +221,41 @@ func TestApplyChecksAim(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanOnAimClaims: on its aim, plan claims what was released toward the
+// member, and only that; a partition it runs already is left out, and a
+// hold after a loss of the store's data makes the plan a full one.
+func TestPlanOnAimClaims(t *testing.T) {
+	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}}
+	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}}
+	v := store.Version{Seq: 5, Tag: 1}
+	m := &Member{}
+	m.rep.work = &store.Snapshot{Version: v}
+	m.rep.setAim(newAim(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Minute), v)
+	released := func(p string) {
+		m.rep.mu.Lock()
+		defer m.rep.mu.Unlock()
+		m.rep.checkAim([]store.Change{{Kind: store.Released, Partition: p, Session: "B"}})
+	}
+	sess := &session{id: "A"}
+
+	released("p1")
+	pl, ok := m.planOnAim(sess, map[string]*slot{})
+	if !ok || !pl.onAim || pl.wait || !slices.Equal(pl.claim, []string{"p1"}) {
+		t.Fatalf("release toward the member: planOnAim = %+v, %v; want a claim of p1 on the aim", pl, ok)
+	}
+	if pl, ok := m.planOnAim(sess, map[string]*slot{}); !ok || !pl.wait || len(pl.claim) != 0 {
+		t.Fatalf("nothing new: planOnAim = %+v, %v; want nothing to do", pl, ok)
+	}
+
+	released("p1")
+	if pl, ok := m.planOnAim(sess, map[string]*slot{"p1": {}}); !ok || !pl.wait || len(pl.claim) != 0 {
+		t.Fatalf("release of a partition the member runs: planOnAim = %+v, %v; want nothing to do", pl, ok)
+	}
+
+	released("p1")
+	m.holdFree = time.Now().Add(time.Minute)
+	if _, ok := m.planOnAim(sess, map[string]*slot{}); ok {
+		t.Fatal("claim on the aim during a hold after a loss; want a full plan")
+	}
+}

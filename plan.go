@@ -52,21 +52,10 @@ var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: ma
 // gives to others (neither waits on the store), and returns what is left to
 // claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
-	var pl reconcilePlan
-	if next, claims, ok := m.rep.onAim(sess.id, time.Now()); ok && len(m.restores) == 0 {
-		// Every entry since the last full plan carried it out: nothing
-		// to do (aim.go) but claim what was released toward this member,
-		// as a full plan would.
-		pl.next, pl.wait = next, true
-		claims = slices.DeleteFunc(claims, func(p string) bool { return slots[p] != nil })
-		if len(claims) > 0 {
-			slices.Sort(claims)
-			pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
-			m.incoming = max(0, m.incoming-len(pl.claim))
-			m.receiving.Store(m.incoming > 0)
-		}
+	if pl, ok := m.planOnAim(sess, slots); ok {
 		return pl, nil
 	}
+	var pl reconcilePlan
 	prev := m.aim // its lists are reused: nobody else's once the replica's is dropped
 	m.rep.dropAim()
 	m.aim = nil
@@ -296,6 +285,33 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 	}
 	return pl, nil
+}
+
+// planOnAim is plan when every entry since the last full plan carried it
+// out (aim.go): nothing to do but claim what was released toward this
+// member since, as a full plan would. It reports false if a full plan is
+// due: the aim is off or expired, restores are pending, or a hold after a
+// loss of the store's data is under way (holdAfterLoss) and there is
+// something to claim, which the full plan decides.
+func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
+	now := time.Now()
+	next, claims, ok := m.rep.onAim(sess.id, now)
+	if !ok || len(m.restores) > 0 {
+		return pl, false
+	}
+	claims = slices.DeleteFunc(claims, func(p string) bool { return slots[p] != nil })
+	pl.next, pl.wait = next, true
+	if len(claims) == 0 {
+		return pl, true
+	}
+	if now.Before(m.holdFree) || now.Before(m.holdFresh) {
+		return pl, false
+	}
+	slices.Sort(claims)
+	pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
+	m.incoming = max(0, m.incoming-len(pl.claim))
+	m.receiving.Store(m.incoming > 0)
+	return pl, true
 }
 
 // sorted returns the snapshot's sessions and partitions, each sorted by id

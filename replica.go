@@ -154,6 +154,9 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	if !r.applyPending(false) {
 		return nil, 0, r.err
 	}
+	if r.aim == nil {
+		r.forgetUnchecked() // in the copy plan is given: nothing to check
+	}
 	r.lent = true
 	return r.work, r.base, r.err
 }
