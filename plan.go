@@ -76,7 +76,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	var base uint64
 	defer func() {
 		if turn {
-			heavy.done()
+			heavy.Done()
 		}
 		if snap != nil {
 			m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
@@ -92,11 +92,11 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		if turn {
 			break // the checks passed on the copy as it is after the wait
 		}
-		if turn = heavy.tryTake(); turn {
+		if turn = heavy.TryTake(); turn {
 			break
 		}
 		m.rep.release()
-		if !heavy.take(sess.ctx, m.receiving.Load()) {
+		if !heavy.Take(m.receiving.Load(), sess.ctx.Done(), nil) {
 			pl.wait = true // the session ended: the loop sees it
 			return pl, nil
 		}

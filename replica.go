@@ -404,7 +404,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 			cancel()
 			took := time.Since(began)
-			turn := err == nil && heavy.take(m.runCtx, m.receiving.Load())
+			turn := err == nil && heavy.Take(m.receiving.Load(), m.runCtx.Done(), nil)
 			r.mu.Lock()
 			if err == nil {
 				// contested is kept: a record broken by hand (ErrCorrupt)
@@ -424,7 +424,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			}
 			r.mu.Unlock()
 			if turn {
-				heavy.done()
+				heavy.Done()
 			}
 			m.poke()
 			if err != nil {
@@ -483,7 +483,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// applied: about a microsecond an entry); a few entries are not
 		// worth a wait for a turn, which would delay news such as an
 		// expiry behind every plan of the process.
-		turn := len(cs) >= heavyEntries && heavy.take(m.runCtx, m.receiving.Load())
+		turn := len(cs) >= heavyEntries && heavy.Take(m.receiving.Load(), m.runCtx.Done(), nil)
 		r.mu.Lock()
 		r.cancel = nil
 		// Any answer counts, an error too (but not a call the store did
@@ -541,7 +541,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		gone := errors.Is(err, store.ErrVersionGone) && read
 		r.mu.Unlock()
 		if turn {
-			heavy.done()
+			heavy.Done()
 		}
 		if freshNow || explain {
 			m.poke() // plan waits for it

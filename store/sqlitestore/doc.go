@@ -23,7 +23,7 @@
 // queue, and a writer that finds it taken sleeps between attempts (1, 2,
 // 5 ... 100 ms), so with many members writing at once the lock sat free
 // while they slept. Writes of one Store queue in Go before that, in
-// arrival order but with session renewals first (gate.go). A write
+// arrival order but with session renewals first (writeAs). A write
 // waits for as long as its context allows; SQLite's busy timeout (5 s,
 // WithBusyTimeout) bounds the wait for writers that do not take the flock
 // (a sqlite3 shell).

@@ -55,7 +55,7 @@ func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err
 			if err == nil {
 				_ = flock(dup, unix.LOCK_UN)
 			}
-			s.gate.leave()
+			s.gate.Done()
 		}
 	}()
 	select {

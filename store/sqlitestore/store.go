@@ -12,6 +12,7 @@ import (
 
 	"modernc.org/sqlite"
 
+	"github.com/herdhq/herd/internal/turns"
 	"github.com/herdhq/herd/store"
 )
 
@@ -33,8 +34,8 @@ type Store struct {
 
 	// gate admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
-	// without the busy handler's sleeps, renewals first (gate.go).
-	gate gate
+	// without the busy handler's sleeps, renewals first (see writeAs).
+	gate turns.Turns
 
 	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
 	cache recordCache          // the last records read of each group (cache.go)

@@ -38,9 +38,13 @@ func (s *Store) write(ctx context.Context, op, name string, create bool, fn func
 }
 
 // writeAs is write; a renewal goes before the Store's other waiting writes
-// (gate).
+// (gate): a member that checkpoints many partitions queues many writes,
+// and its renewal, if it waited behind them all on a busy file, would pass
+// its deadline and the member would fence itself with nothing wrong.
+// Renewals are few (one per session every third of its TTL or so), so the
+// others do not starve.
 func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, create bool, fn func(w *wtx) error) error {
-	if !s.gate.enter(renewal, ctx.Done(), s.done) {
+	if !s.gate.Take(renewal, ctx.Done(), s.done) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, ctx.Err())
 		}
@@ -49,13 +53,13 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 	handedOver, err := s.lockWriter(ctx, op)
 	if err != nil {
 		if !handedOver {
-			s.gate.leave()
+			s.gate.Done()
 		}
 		return err
 	}
 	defer func() {
 		s.unlockWriter()
-		s.gate.leave()
+		s.gate.Done()
 	}()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
