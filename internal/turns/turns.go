@@ -16,10 +16,26 @@ type Turns struct {
 	cap   int // 0: 1
 	held  int
 	queue [2][]chan struct{} // waiters: [0] first, [1] the others
+	// spare: channels for waiters, each of room 1 (a waiter is handed its
+	// turn by a send), made by New and reused. A channel made inside a
+	// testing/synctest bubble may not be used outside it: Turns shared by
+	// the members of a process (herd's heavy steps) run by tests in
+	// several bubbles hand turns over on channels made outside them, as a
+	// channel semaphore made at package initialization would.
+	spare []chan struct{}
 }
 
+// spares is how many waiter channels New makes; more are made as needed.
+const spares = 1024
+
 // New returns Turns with capacity n (at least 1).
-func New(n int) *Turns { return &Turns{cap: max(n, 1)} }
+func New(n int) *Turns {
+	t := &Turns{cap: max(n, 1), spare: make([]chan struct{}, spares)}
+	for i := range t.spare {
+		t.spare[i] = make(chan struct{}, 1)
+	}
+	return t
+}
 
 // Take waits for a turn until done or closed is closed (a nil channel
 // never is); it reports whether it got one. The caller gives the turn
@@ -31,7 +47,20 @@ func (t *Turns) Take(first bool, done, closed <-chan struct{}) bool {
 		t.mu.Unlock()
 		return true
 	}
-	ready := make(chan struct{})
+	// A channel made here is not kept: it may belong to this caller's
+	// bubble.
+	var ready chan struct{}
+	spared := len(t.spare) > 0
+	if spared {
+		ready, t.spare = t.spare[len(t.spare)-1], t.spare[:len(t.spare)-1]
+	} else {
+		ready = make(chan struct{}, 1)
+	}
+	keep := func() {
+		if spared {
+			t.spare = append(t.spare, ready)
+		}
+	}
 	q := 1
 	if first {
 		q = 0
@@ -40,17 +69,22 @@ func (t *Turns) Take(first bool, done, closed <-chan struct{}) bool {
 	t.mu.Unlock()
 	select {
 	case <-ready:
+		t.mu.Lock()
+		keep()
+		t.mu.Unlock()
 		return true
 	case <-done:
 	case <-closed:
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer keep()
 	if i := slices.Index(t.queue[q], ready); i >= 0 {
 		t.queue[q] = slices.Delete(t.queue[q], i, i+1)
 		return false
 	}
 	// Handed a turn as the wait ended: pass it on.
+	<-ready
 	t.handOver()
 	return false
 }
@@ -96,7 +130,7 @@ func (t *Turns) handOver() {
 		if len(t.queue[q]) > 0 {
 			ready := t.queue[q][0]
 			t.queue[q] = slices.Delete(t.queue[q], 0, 1)
-			close(ready)
+			ready <- struct{}{} // its room of 1 is free: it is out of spare
 			return
 		}
 	}

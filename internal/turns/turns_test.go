@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,4 +134,35 @@ func TestClosed(t *testing.T) {
 			t.Error("TryTake gave a second turn of one")
 		}
 	})
+}
+
+// Turns made outside testing/synctest bubbles hand turns over between
+// goroutines of different bubbles (the members of tests run in parallel
+// share herd's heavy steps' turns): a waiter in one is handed a turn given
+// back in another.
+func TestAcrossBubbles(t *testing.T) {
+	tr := New(1)
+	tr.TryTake()
+	got := make(chan bool, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		synctest.Test(t, func(t *testing.T) {
+			ok := tr.Take(false, nil, nil)
+			if ok {
+				tr.Done()
+			}
+			got <- ok
+		})
+	})
+	for tr.Waiting() == 0 {
+		runtime.Gosched()
+	}
+	synctest.Test(t, func(t *testing.T) { tr.Done() })
+	wg.Wait()
+	if !<-got {
+		t.Fatal("the waiter got no turn")
+	}
+	if n := tr.InUse(); n != 0 {
+		t.Fatalf("%d turns held at the end, want 0", n)
+	}
 }
