@@ -25,9 +25,9 @@ import (
 // yet, or whose plan left partitions to come from others) is served before
 // the others: the group is not balanced until it has them, and its steps
 // are few. In herd bench --scenario large, ten members joining a hundred
-// each waited 0.2-0.5 s for a turn to take in their read of the group, and
-// as long again to apply the log's first entries after it, behind the
-// hundred others' plans and entries.
+// each waited 0.2-1.1 s for a turn to take in their read of the group, and
+// about as long again to apply the log's first entries after it, behind
+// the hundred others' plans and entries.
 var heavy = turns.New(runtime.GOMAXPROCS(0))
 
 // heavyEntries is the least number of log entries whose handling (checked

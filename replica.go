@@ -115,7 +115,7 @@ const (
 // surplus off again a moment later. A log that shows changes answers at
 // once: then the sessions opened during the read are among them (herd
 // bench --scenario large: 10 members joining 100 read 100,000 records in
-// 1.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
+// 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
 // the log's answer).
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {

@@ -67,9 +67,8 @@ func decodeRecords(partitions []string, res []any) ([]store.Record, error) {
 		if !ok {
 			continue // no record
 		}
-		epoch, session, member, ok := parseRecord(v)
-		if !ok || session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil) ||
-			session == "" && member != "" {
+		epoch, session, member, bad := parseRecord(v)
+		if bad != "" {
 			continue // malformed: Snapshot lists it
 		}
 		r := store.Record{Ownership: store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch}}

@@ -737,24 +737,14 @@ func decodeOwners(k keys, owners map[string]string, parts []store.Partition, mar
 			bad(store.MalformedOwnership, k.owners, p, "%v", err)
 			return store.Ownership{}, false
 		}
-		const notRecord = "is not <epoch>:<session>:<member>"
-		e, rest, found := strings.Cut(v, ":")
-		epoch, err := strconv.ParseUint(e, 10, 64)
-		if !found || e == "" || e[0] == '0' || !allDigits(e) || err != nil {
+		epoch, rest, ok := parseEpoch(v)
+		if !ok {
 			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(v), notRecord)
 			return store.Ownership{}, false
 		}
 		h, seen := holders[rest]
 		if !seen {
-			session, member, found := strings.Cut(rest, ":")
-			h = holder{session: session, member: member}
-			switch {
-			case !found:
-				h.bad = notRecord
-			case session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil),
-				session == "" && member != "":
-				h.bad = "names a malformed session or member"
-			}
+			h.session, h.member, h.bad = parseHolder(rest)
 			holders[rest] = h
 		}
 		if h.bad != "" {
@@ -836,21 +826,46 @@ func parseMeta(v string) (weight int, member string, ok bool) {
 }
 
 // parseRecord decodes an owners value "<epoch>:<session>:<member>" with the
-// same rules as the scripts' parse: a canonical decimal epoch in 1..2^64-1.
-func parseRecord(v string) (epoch uint64, session, member string, ok bool) {
+// same rules as the scripts' parse: a canonical decimal epoch in 1..2^64-1
+// (parseEpoch), then a session and member as parseHolder accepts them. bad
+// says why a value is malformed ("" if it is not).
+func parseRecord(v string) (epoch uint64, session, member, bad string) {
+	epoch, rest, ok := parseEpoch(v)
+	if !ok {
+		return 0, "", "", notRecord
+	}
+	session, member, bad = parseHolder(rest)
+	return epoch, session, member, bad
+}
+
+// notRecord is why a value that is not "<epoch>:<session>:<member>" is
+// malformed.
+const notRecord = "is not <epoch>:<session>:<member>"
+
+// parseEpoch splits an owners value at its epoch: the epoch, a canonical
+// decimal in 1..2^64-1, and the rest, which names the holder.
+func parseEpoch(v string) (epoch uint64, rest string, ok bool) {
 	e, rest, found := strings.Cut(v, ":")
 	if !found || e == "" || e[0] == '0' || !allDigits(e) {
-		return 0, "", "", false
+		return 0, "", false
 	}
 	epoch, err := strconv.ParseUint(e, 10, 64)
-	if err != nil {
-		return 0, "", "", false
+	return epoch, rest, err == nil
+}
+
+// parseHolder decodes the part of an owners value after its epoch,
+// "<session>:<member>" (both empty for a released record), and says why it
+// is malformed ("" if it is not).
+func parseHolder(rest string) (session, member, bad string) {
+	session, member, found := strings.Cut(rest, ":")
+	switch {
+	case !found:
+		return "", "", notRecord
+	case session != "" && (store.ValidateID("session", session) != nil || store.ValidateID("member", member) != nil),
+		session == "" && member != "":
+		return "", "", "names a malformed session or member"
 	}
-	session, member, found = strings.Cut(rest, ":")
-	if !found {
-		return 0, "", "", false
-	}
-	return epoch, session, member, true
+	return session, member, ""
 }
 
 func allDigits(s string) bool {
