@@ -236,10 +236,7 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 			// up to a sixteenth of the records (not for entries that add
 			// records, which drop it).
 			if s.hits++; s.hits >= len(s.Owners)/16 {
-				s.index, s.hits = make(map[string]int32, len(s.Owners)), 0
-				for i := range s.Owners {
-					s.index[s.Owners[i].Partition] = int32(i)
-				}
+				s.index, s.hits = buildIndex(s.Owners), 0
 			}
 		}
 		if seen != nil {
@@ -322,8 +319,8 @@ func (s *Snapshot) RecordIndex(id string) (int, bool) { return s.locate(id) }
 // whether there is one (if not, where it would be inserted), by the index
 // if it has id at the right place, by binary search otherwise.
 func (s *Snapshot) locate(id string) (int, bool) {
-	if i, ok := s.index[id]; ok && int(i) < len(s.Owners) && s.Owners[i].Partition == id {
-		return int(i), true
+	if i, ok := lookupIndex(s.index, s.Owners, id); ok {
+		return i, true
 	}
 	return slices.BinarySearchFunc(s.Owners, id, func(o Ownership, id string) int { return strings.Compare(o.Partition, id) })
 }

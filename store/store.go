@@ -168,8 +168,8 @@ type Snapshot struct {
 	// by it on a large snapshot, shared by clones, never changed (a change
 	// that moves records drops it), and checked at every use, so a caller
 	// that changes Owners itself makes it slower, never wrong.
-	index map[string]int32
-	hits  int // records ApplyAll found by binary search, toward building index
+	index []int32 // see buildIndex
+	hits  int     // records ApplyAll found by binary search, toward building index
 }
 
 // Kinds of Malformed records.
