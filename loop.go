@@ -220,7 +220,9 @@ func (m *Member) run(sess *session) {
 			leaving = true
 			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
 			for _, sl := range slots {
-				sl.mode.CompareAndSwap(modeRun, modeHandoff)
+				if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
+					m.rel.expect(sl)
+				}
 				sl.cancel()
 			}
 			m.metrics.leaving(m)

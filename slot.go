@@ -28,8 +28,9 @@ type slot struct {
 	sess     *session
 	cancel   context.CancelFunc
 	mode     atomic.Int32
-	released atomic.Bool // set once released (normal path or ForceHandoff)
-	seq      uint64      // the claim's number among the member's writes (Member.writes)
+	released atomic.Bool  // set once released (normal path or ForceHandoff)
+	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
+	seq      uint64       // the claim's number among the member's writes (Member.writes)
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex). Only the reconcile loop uses it.
 	at int32
@@ -127,6 +128,7 @@ func (m *Member) runSlot(sl *slot) {
 	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
 	}
+	m.rel.arrived(sl) // if not released (lost, given back)
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
