@@ -220,10 +220,7 @@ func (m *Member) run(sess *session) {
 			leaving = true
 			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
 			for _, sl := range slots {
-				if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
-					m.rel.expect(sl)
-				}
-				sl.cancel()
+				m.handOff(sl)
 			}
 			m.metrics.leaving(m)
 			m.mu.Lock()

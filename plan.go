@@ -190,10 +190,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			m.step.handingOff(p)
 			// Not over a give-back the handler has just begun: the
 			// partition is released either way, and keeps its mark.
-			if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
-				m.rel.expect(sl)
-			}
-			sl.cancel()
+			m.handOff(sl)
 			m.unown(p)
 		}
 	}

@@ -42,6 +42,17 @@ func (m *Member) unown(p string) {
 	m.mu.Unlock()
 }
 
+// handOff cancels sl's handler so that its partition is released once the
+// handler has returned (unless it is giving it back: then it is released
+// that way, and keeps its mark). The releaser expects the release, to send
+// it with the others of the same handoff.
+func (m *Member) handOff(sl *slot) {
+	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
+		m.rel.expect(sl)
+	}
+	sl.cancel()
+}
+
 // start runs the handler for a freshly claimed partition.
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64) {
 	hctx, cancel := context.WithCancel(sess.ctx)
