@@ -172,7 +172,21 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && base < sl.seq {
 			// Our claim is not in the replica yet: its entry is on its
-			// way (or a new read, if the store lost it, will show that).
+			// way (or a new read, if the store lost it, will show that),
+			// so the record says nothing of whether we lost it. If the
+			// target gives the partition to another, hand it off now all
+			// the same: the release is fenced by our claim's epoch, and
+			// its entry follows the claim's in the log. Waiting for the
+			// replica to show the claim left the partition where it was
+			// until a later full plan: in herd bench --scenario large, a
+			// member whose copy was seconds behind the placement's log
+			// kept partitions the others waited for until its aim
+			// expired (RenewInterval), and the placement took 12 s.
+			if inSet && target[i] != me {
+				m.step.handingOff(p)
+				m.handOff(sl)
+				m.unown(p)
+			}
 			continue
 		}
 		switch {
