@@ -133,6 +133,16 @@ func TestReplicaAim(t *testing.T) {
 	if _, _, ok := r.onAim("A", time.Now().Add(2*time.Second)); ok {
 		t.Fatal("plan skipped a life after an entry checked by the feed")
 	}
+	// Entries that stop coming end it sooner: a third of its life after
+	// the last one.
+	r.setAim(a, v)
+	r.checkAim([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
+	if next, _, ok := r.onAim("A", time.Now()); !ok || next > a.life/3 {
+		t.Fatalf("entry let pass: onAim = %v, %v; want on aim, look again within %v", next, ok, a.life/3)
+	}
+	if _, _, ok := r.onAim("A", time.Now().Add(a.life/2)); ok {
+		t.Fatal("plan skipped after the log went quiet")
+	}
 	r.checkAim([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
 	if _, _, ok := r.onAim("A", now); ok {
 		t.Fatal("plan skipped after a session opened")

@@ -90,6 +90,7 @@ type replica struct {
 	nunchecked    int
 	uncheckedOver bool
 	aimFirst      time.Time // when the first entry checked against aim arrived (zero: none yet)
+	aimLast       time.Time // when the last one did
 	// fresh: the feed has had an answer from the log since the last read
 	// of the group. A read is slow on a large group, and members joining
 	// together open their sessions meanwhile: until the log has answered
