@@ -91,6 +91,9 @@ type replica struct {
 	uncheckedOver bool
 	aimFirst      time.Time // when the first entry checked against aim arrived (zero: none yet)
 	aimLast       time.Time // when the last one did
+	// openedAt: when the feed last brought news of a session opened (an
+	// entry, or a read of the group), which plan's JoinSettle counts from.
+	openedAt time.Time
 	// fresh: the feed has had an answer from the log since the last read
 	// of the group. A read is slow on a large group, and members joining
 	// together open their sessions meanwhile: until the log has answered
@@ -160,6 +163,14 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	}
 	r.lent = true
 	return r.work, r.base, r.err
+}
+
+// sessionNews returns when the feed last brought news of a session opened
+// (see openedAt).
+func (r *replica) sessionNews() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.openedAt
 }
 
 // release hands the copy current returned back to the feed.
@@ -358,6 +369,9 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 	// first bounds the first call to the log after a read (see fresh and
 	// firstWait); it doubles each time the store does not answer within it.
 	first := freshWait
+	// settleCall: the copy is not fresh because a session opened (not
+	// because of a read).
+	settleCall := false
 	pause := func() {
 		select {
 		case <-m.runCtx.Done():
@@ -412,6 +426,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				// may look free in the new read too.
 				// plan may still hold the old copy: it is left to it.
 				r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
+				r.openedAt = time.Now()
 				r.aim, r.fresh, r.toClaim = nil, false, nil
 				r.forgetUnchecked()
 				first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
@@ -455,8 +470,15 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		if firstCall {
 			// The first call after a read answers within first even if
 			// the log has nothing new: plan waits for it (see fresh).
-			cctx, ccancel = context.WithTimeout(ctx, first)
+			// After a session opened, within JoinSettle (plan waits that
+			// long anyway), unless the store was late before.
+			bound := first
+			if settleCall && m.cfg.JoinSettle > 0 {
+				bound = min(first, max(m.cfg.JoinSettle, 10*time.Millisecond))
+			}
+			cctx, ccancel = context.WithTimeout(ctx, bound)
 		}
+		settleCall = false
 		began := time.Now()
 		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
 		cancelled := ctx.Err() != nil // by resync, or the member stopping
@@ -515,6 +537,22 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			}
 			r.pending = append(r.pending, cs)
 			r.npending += len(cs)
+			if slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened }) {
+				// Members that join together open their sessions within
+				// moments, but a store busy with their reads of the group
+				// may log the last of them later than JoinSettle after the
+				// first: on Redis, each read of 100,000 records holds the
+				// server for tens of milliseconds, and in herd bench
+				// --scenario large half of ten new sessions were logged
+				// 130 ms after the others, so that the hundred members
+				// planned for 105 sessions, then again for 110. The copy
+				// is fresh again once the log has answered one more call
+				// (within JoinSettle, or later if the store is late):
+				// that shows every session the store had begun to open
+				// by then.
+				r.openedAt, r.fresh = time.Now(), false
+				settleCall = true
+			}
 			if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= heavyEntries) {
 				// Applied now rather than by the next plan when plan does
 				// not hold the copy (in place: about a microsecond an

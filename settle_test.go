@@ -1,0 +1,101 @@
+package herd
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
+)
+
+// stallLog is a store whose log, once it has shown a session opened (after
+// arm is set), answers nothing more until stall has passed, as Redis busy
+// with new members' reads of a large group does; it counts ReleaseBatch
+// calls.
+type stallLog struct {
+	store.Store
+	arm      atomic.Bool
+	until    atomic.Int64 // unix nanoseconds; 0: no stall
+	stall    time.Duration
+	releases atomic.Int32
+}
+
+func (s *stallLog) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	if u := s.until.Load(); u != 0 {
+		if d := time.Until(time.Unix(0, u)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil, after, ctx.Err() // not answered in time
+			}
+		}
+	}
+	cs, v, err := s.Store.Changes(ctx, group, after, max)
+	if s.arm.Load() && s.until.Load() == 0 && slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened }) {
+		s.until.Store(time.Now().Add(s.stall).UnixNano())
+	}
+	return cs, v, err
+}
+
+func (s *stallLog) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	s.releases.Add(1)
+	return s.Store.ReleaseBatch(ctx, group, session, held)
+}
+
+// TestPlanWaitsForTheLogAfterASessionOpened: after the log shows a session
+// opened, a member plans only once the log has answered again, so that the
+// sessions the store logged late, while it was busy, are in the plan. b
+// and c open together, but the store logs c's session 300 ms after b's and
+// answers a's log 400 ms late: a plans once, for three, and hands off its
+// 27 partitions in one release. Planning JoinSettle after b's entry, it
+// planned for two, released 20, then 7 more.
+func TestPlanWaitsForTheLogAfterASessionOpened(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		st := &stallLog{Store: mem, stall: 400 * time.Millisecond}
+		a, err := Join(t.Context(), st, Config{
+			Group: "g", Member: "a", Partitions: Numbered(40),
+			Handler: func(c *Claim) error { <-c.Context().Done(); return nil },
+			Logger:  slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(a.Owned()); n != 40 {
+			t.Fatalf("a alone runs %d partitions; want 40", n)
+		}
+		st.arm.Store(true)
+		b, err := mem.OpenSession(t.Context(), "g", "b", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		c, err := mem.OpenSession(t.Context(), "g", "c", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := len(a.Owned()); n != 13 && n != 14 {
+			t.Errorf("a runs %d partitions of 40 with b and c; want 13 or 14", n)
+		}
+		if n := st.releases.Load(); n != 1 {
+			t.Errorf("a released its partitions in %d calls; want 1 (one plan, for three members)", n)
+		}
+		for _, id := range []string{b, c} {
+			if err := mem.CloseSession(t.Context(), "g", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Leave(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
