@@ -30,6 +30,59 @@ func buildIndex(owners []Ownership) []int32 {
 	return slots
 }
 
+// lookAhead is how many entries' records prelocate looks up together.
+const lookAhead = 32
+
+// prelocate looks up, by the index, the records of the leading entries of
+// cs about records (Claimed, Released, Restored; at most len(out), and at
+// most lookAhead), and returns how many it looked at: out[j] is the
+// position in s.Owners of the record of cs[j]'s partition, or -1 if the
+// index did not find it at the first place it tried (then locate will
+// tell). It finds what lookupIndex would, in steps over all the entries
+// at once: the hashes, then the index's slots, then the records' ids,
+// then their bytes. Each step's loads do not depend on one another, so
+// the processor has them all under way together; one entry after another,
+// each waited for the last: applying the log was half a microsecond an
+// entry on 100,000 records, most of it waiting for memory, and most of a
+// large placement's CPU time (100 members each applying 100,000 entries).
+func (s *Snapshot) prelocate(cs []Change, out []int32) int {
+	n := 0
+	for n < len(cs) && n < len(out) && n < lookAhead {
+		if k := cs[n].Kind; k != Claimed && k != Released && k != Restored {
+			break
+		}
+		n++
+	}
+	if len(s.index) == 0 {
+		for j := range n {
+			out[j] = -1
+		}
+		return n
+	}
+	mask := uint64(len(s.index) - 1)
+	var h [lookAhead]uint64
+	for j := range n {
+		h[j] = maphash.String(indexSeed, cs[j].Partition) & mask
+	}
+	for j := range n {
+		out[j] = s.index[h[j]] - 1
+	}
+	var ids [lookAhead]string
+	for j := range n {
+		if v := out[j]; v >= 0 && int(v) < len(s.Owners) {
+			ids[j] = s.Owners[v].Partition
+		} else {
+			out[j] = -1
+		}
+	}
+	for j := range n {
+		if out[j] >= 0 && ids[j] != cs[j].Partition {
+			out[j] = -1
+		}
+	}
+	return n
+}
+
 // lookupIndex returns the position in owners of the record of partition
 // id that index (from buildIndex, on owners or on a list owners was
 // changed from) names, and whether it names one: a position is used only

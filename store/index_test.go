@@ -37,3 +37,52 @@ func TestIndexFindsOnlyWhatIsThere(t *testing.T) {
 		t.Fatal("found a record without an index")
 	}
 }
+
+// prelocate finds, for each leading entry about a record, the position
+// locate finds, or leaves it to locate (-1); it stops at the first entry
+// of another kind and after lookAhead entries; an index built on another
+// list (records inserted since) never misleads it.
+func TestPrelocateFindsWhatLocateFinds(t *testing.T) {
+	owners := make([]Ownership, 5000)
+	for i := range owners {
+		owners[i].Partition = fmt.Sprintf("p%05d", i*2)
+	}
+	s := &Snapshot{Owners: owners, index: buildIndex(owners)}
+	var cs []Change
+	for i := range 100 {
+		kind := []ChangeKind{Claimed, Released, Restored}[i%3]
+		cs = append(cs, Change{Kind: kind, Partition: fmt.Sprintf("p%05d", (i*7919)%10000)}) // half have no record
+	}
+	// check returns how many entries prelocate found.
+	check := func(s *Snapshot, cs []Change, wantN int) (hits int) {
+		t.Helper()
+		out := make([]int32, lookAhead)
+		n := s.prelocate(cs, out)
+		if n != wantN {
+			t.Fatalf("prelocate looked at %d entries; want %d", n, wantN)
+		}
+		for j := range n {
+			if out[j] < 0 {
+				continue
+			}
+			hits++
+			if i, found := s.locate(cs[j].Partition); !found || int(out[j]) != i {
+				t.Errorf("%s: prelocate says %d, locate %d (found %v)", cs[j].Partition, out[j], i, found)
+			}
+		}
+		return hits
+	}
+	if hits := check(s, cs, lookAhead); hits < lookAhead/4 {
+		t.Errorf("prelocate found %d of %d entries, about half of which have records", hits, lookAhead)
+	}
+	check(s, cs[:5], 5)
+	mixed := append(append([]Change{}, cs[:3]...), Change{Kind: SessionOpened, Session: "S"})
+	mixed = append(mixed, cs[3:10]...)
+	check(s, mixed, 3)
+	// Records inserted in front: the index names old positions.
+	moved := append([]Ownership{{Partition: "a"}, {Partition: "b"}}, owners...)
+	check(&Snapshot{Owners: moved, index: s.index}, cs, lookAhead)
+	if hits := check(&Snapshot{Owners: owners}, cs, lookAhead); hits != 0 {
+		t.Errorf("prelocate found %d entries without an index", hits)
+	}
+}

@@ -214,7 +214,11 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 		}
 		s.Owners, s.index, added = merged, nil, nil
 	}
-	for _, c := range cs {
+	// Records are looked up lookAhead entries at a time (prelocate): the
+	// positions stay put until flush.
+	var pre [lookAhead]int32
+	preFrom, preN := 0, 0
+	for k, c := range cs {
 		switch c.Kind {
 		case Claimed, Released, Restored:
 		default:
@@ -230,7 +234,13 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 			return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
 		}
 		var cur *Ownership
-		i, found := s.locate(c.Partition)
+		if k >= preFrom+preN {
+			preFrom, preN = k, s.prelocate(cs[k:], pre[:])
+		}
+		i, found := int(pre[k-preFrom]), true
+		if i < 0 {
+			i, found = s.locate(c.Partition)
+		}
 		if found && s.index == nil && len(s.Owners) >= indexFrom {
 			// Entries about records s has: worth an index once they add
 			// up to a sixteenth of the records (not for entries that add
