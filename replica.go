@@ -24,14 +24,10 @@ const changesPerRead = 10 * store.MaxBatch
 // partitions one release at a time turn into more than a core. After a
 // read that returned entries, a member waits sessions x readPace before
 // the next, so that the fleet reads at most about once per readPace
-// (6,700 reads a second, about a seventh of a Redis core), whatever its
-// size: 3 ms between reads at 20 members, 15 ms at 100, 150 ms at 1,000.
-// The entries that arrive meanwhile come in the next read. In herd bench
-// --scenario large (110 members in one process on 2 cores, Redis on the
-// same machine), a third of that pace (50 µs) had every batch of a join's
-// claims and releases read by each member on its own: the join took 2.5-3.7 s
-// and 4-6 s of the process's CPU, against 1.9-2.4 s and 2.8-3.5 s.
-const readPace = 150 * time.Microsecond
+// (20,000 reads a second, 0.4 of a Redis core), whatever its size: 1 ms
+// between reads at 20 members, 5 ms at 100, 50 ms at 1,000. The entries
+// that arrive meanwhile come in the next read.
+const readPace = 50 * time.Microsecond
 
 // replica is the member's copy of the group: one Snapshot, taken when a
 // session opens (and again whenever the log cannot be continued, or the
