@@ -74,14 +74,7 @@ func TestHandOffBeforeTheCopyShowsTheClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		lag := &lagLog{Store: mem, lift: make(chan struct{}), gate: make(chan struct{})}
-		a, err := Join(t.Context(), lag, Config{
-			Group: "g", Member: "a", Partitions: Numbered(40),
-			Handler: func(c *Claim) error { <-c.Context().Done(); return nil },
-			Logger:  slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := joinIdle(t, lag, "a", 40)
 		time.Sleep(time.Second) // a planned alone; its claim waits at the gate
 		synctest.Wait()
 		snap, err := mem.Snapshot(t.Context(), "g")
@@ -120,4 +113,19 @@ func TestHandOffBeforeTheCopyShowsTheClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// joinIdle joins member to group "g" of st with n partitions, each handler
+// waiting for its claim to end.
+func joinIdle(t *testing.T, st store.Store, member string, n int) *Member {
+	t.Helper()
+	m, err := Join(t.Context(), st, Config{
+		Group: "g", Member: member, Partitions: Numbered(n),
+		Handler: func(c *Claim) error { <-c.Context().Done(); return nil },
+		Logger:  slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

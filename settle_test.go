@@ -2,7 +2,6 @@ package herd
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -58,14 +57,7 @@ func TestPlanWaitsForTheLogAfterASessionOpened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		st := &stallLog{Store: mem, stall: 400 * time.Millisecond}
-		a, err := Join(t.Context(), st, Config{
-			Group: "g", Member: "a", Partitions: Numbered(40),
-			Handler: func(c *Claim) error { <-c.Context().Done(); return nil },
-			Logger:  slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := joinIdle(t, st, "a", 40)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if n := len(a.Owned()); n != 40 {
