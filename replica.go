@@ -430,6 +430,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				r.aim, r.fresh, r.toClaim = nil, false, nil
 				r.forgetUnchecked()
 				first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
+				settleCall = false // the first call after a read waits first
 				r.dropPending()
 				r.lent = false
 			} else {
