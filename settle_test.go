@@ -91,3 +91,24 @@ func TestPlanWaitsForTheLogAfterASessionOpened(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinSettleCountsFromTheNews: a session is new to plan when plan first
+// sees it, but the membership settles JoinSettle after the feed brought the
+// news: a plan that waited for its turn meanwhile does not wait again.
+func TestJoinSettleCountsFromTheNews(t *testing.T) {
+	m := &Member{cfg: Config{JoinSettle: 100 * time.Millisecond}}
+	m.rep.fresh = true
+	sess := &session{id: "A"}
+	snap := &store.Snapshot{Sessions: []store.SessionInfo{{ID: "A"}, {ID: "B"}}}
+
+	m.rep.openedAt = time.Now().Add(-time.Second) // the feed brought A and B a second ago
+	if pl, ok, err := m.planChecks(t.Context(), sess, snap, 0, nil); err != nil || !ok {
+		t.Fatalf("sessions new to plan, brought a second ago: planChecks = %+v, %v, %v; want to plan now", pl, ok, err)
+	}
+	snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: "C"})
+	m.rep.openedAt = time.Now() // C just came
+	pl, ok, err := m.planChecks(t.Context(), sess, snap, 0, nil)
+	if err != nil || ok || pl.next <= 0 || pl.next > m.cfg.JoinSettle {
+		t.Fatalf("a session just brought: planChecks = %+v, %v, %v; want to wait up to JoinSettle", pl, ok, err)
+	}
+}
