@@ -512,7 +512,7 @@ type groupRead struct {
 	parts   map[string]string // the partitions hash (read without the list)
 	list    []store.Partition // partlist, decoded (listed)
 	listed  bool              // the set was read from partlist
-	owners  map[string]string
+	owners  hashReply         // the owners hash, as HGETALL's raw reply
 	marks   map[string]string // givenback
 	partset bool              // the partset key exists
 	version string            // "" if none, or not a string
@@ -528,11 +528,12 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 	var r groupRead
 	read := func() error {
 		var (
-			tm                   *redis.TimeCmd
-			live                 *redis.ZSliceCmd
-			metas, owners, marks *redis.MapStringStringCmd
-			parts                *redis.MapStringStringCmd
-			partset, plist, ver  *redis.StringCmd
+			tm                  *redis.TimeCmd
+			live                *redis.ZSliceCmd
+			metas, marks        *redis.MapStringStringCmd
+			parts               *redis.MapStringStringCmd
+			owners              *redis.RawCmd
+			partset, plist, ver *redis.StringCmd
 		)
 		_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			tm = p.Time(ctx)
@@ -543,7 +544,8 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			} else {
 				parts = p.HGetAll(ctx, k.partitions)
 			}
-			owners = p.HGetAll(ctx, k.owners)
+			owners = redis.NewRawCmd(ctx, "hgetall", k.owners)
+			_ = p.Process(ctx, owners)
 			partset = p.Get(ctx, k.partset)
 			ver = p.Get(ctx, k.version)
 			marks = p.HGetAll(ctx, k.givenback)
@@ -573,7 +575,12 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 		}
 		r.version, _ = ver.Result()
 		r.now, r.live = tm.Val(), live.Val()
-		r.metas, r.owners, r.marks = metas.Val(), owners.Val(), marks.Val()
+		r.metas, r.marks = metas.Val(), marks.Val()
+		h, err := newHashReply(owners.Val())
+		if err != nil {
+			return s.redirected(err)
+		}
+		r.owners = h
 		ps, err := partset.Result()
 		r.partset = err == nil
 		if list {
@@ -635,7 +642,6 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	snap := &store.Snapshot{
 		Sessions:   make([]store.SessionInfo, 0, len(r.live)),
 		Partitions: make([]store.Partition, 0, len(r.parts)),
-		Owners:     make([]store.Ownership, 0, len(r.owners)),
 	}
 	bad := func(kind, key, id, format string, args ...any) {
 		snap.Malformed = append(snap.Malformed, store.Malformed{
@@ -706,7 +712,11 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	if !r.listed {
 		slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	}
-	snap.Owners = decodeOwners(k, r.owners, snap.Partitions, marks, snap.Owners, bad)
+	owners, err := decodeOwners(k, r.owners, snap.Partitions, marks, bad)
+	if err != nil {
+		return nil, err
+	}
+	snap.Owners = owners
 	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
 		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
 			return c
@@ -716,68 +726,131 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	return snap, nil
 }
 
-// decodeOwners appends to dst the records of owners (partition -> value),
-// sorted by partition, with the GivenBack marks, and reports through bad
-// those that do not decode. parts is the partition set, sorted by id.
+// decodeOwners returns the records of owners (the raw reply of HGETALL on
+// the owners hash), sorted by partition, with the GivenBack marks, and
+// reports through bad those that do not decode. parts is the partition set,
+// sorted by id.
 //
-// The records are taken in the order of parts, each looked up in owners,
-// rather than sorted: sorting 100,000 records by partition was a third of
-// the client's CPU time of a Snapshot (BenchmarkSnapshot100k). Only the
-// records of partitions outside the set (left by a set that shrank) are
-// sorted, and merged in. The part of a value after its epoch, which names
-// the session and member, is checked once per distinct value: a group of
-// 100,000 records has as many of them as it has sessions.
-func decodeOwners(k keys, owners map[string]string, parts []store.Partition, marks map[string]string, dst []store.Ownership, bad func(kind, key, id, format string, args ...any)) []store.Ownership {
-	// holders: per part of a value after its epoch, what it names, or
-	// why it is malformed.
+// The reply is read once, in the server's order, each value decoded to its
+// epoch and holder and put at the position of its partition in parts,
+// found through an index of parts; the records are then made in the order
+// of parts. Sorting 100,000 records by partition was a third of the
+// client's CPU time of a Snapshot (BenchmarkSnapshot100k). A record's
+// Partition is the set's own string, and its Session and Member are shared
+// by every record of the same holder: nothing is kept of the reply. Only
+// the records of partitions outside the set (left by a set that shrank)
+// are sorted, and merged in.
+func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[string]string, bad func(kind, key, id, format string, args ...any)) ([]store.Ownership, error) {
+	// holders: the part of a value after its epoch ("<session>:<member>"),
+	// decoded once per distinct value: a group of 100,000 records has as
+	// many of them as it has sessions.
 	type holder struct{ session, member, bad string }
-	holders := map[string]holder{}
-	decode := func(p, v string) (store.Ownership, bool) {
-		if err := store.ValidateID("partition", p); err != nil {
-			bad(store.MalformedOwnership, k.owners, p, "%v", err)
-			return store.Ownership{}, false
-		}
-		epoch, rest, ok := parseEpoch(v)
+	var hs []holder
+	holders := map[string]int32{}
+	// decode returns the epoch and the index in hs of v's holder, or
+	// reports v as malformed and returns -1.
+	decode := func(p string, v []byte) (uint64, int32) {
+		epoch, rest, ok := parseEpochBytes(v)
 		if !ok {
-			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(v), notRecord)
-			return store.Ownership{}, false
+			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), notRecord)
+			return 0, -1
 		}
-		h, seen := holders[rest]
+		h, seen := holders[string(rest)]
 		if !seen {
-			h.session, h.member, h.bad = parseHolder(rest)
-			holders[rest] = h
+			var x holder
+			r := string(rest)
+			x.session, x.member, x.bad = parseHolder(r)
+			h = int32(len(hs))
+			hs = append(hs, x)
+			holders[r] = h
 		}
-		if h.bad != "" {
-			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(v), h.bad)
-			return store.Ownership{}, false
+		if hs[h].bad != "" {
+			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), hs[h].bad)
+			return 0, -1
 		}
-		return store.Ownership{Partition: p, Session: h.session, Member: h.member, Epoch: epoch, GivenBack: marks[p]}, true
+		return epoch, h
 	}
-	out := slices.Grow(dst, len(owners))
+	record := func(p string, epoch uint64, h int32) store.Ownership {
+		return store.Ownership{Partition: p, Session: hs[h].session, Member: hs[h].member, Epoch: epoch, GivenBack: marks[p]}
+	}
+	// at[i]: the record of parts[i], if holder > 0 (the holder's index
+	// plus one).
+	type slot struct {
+		epoch  uint64
+		holder int32
+	}
+	var at []slot
+	if owners.len() > 0 {
+		at = make([]slot, len(parts))
+	}
+	index := indexParts(parts)
+	var strays []store.Ownership
 	found := 0
-	for _, pt := range parts {
-		v, ok := owners[pt.ID]
-		if !ok {
-			continue
+	var batch partBatch
+	flush := func() {
+		batch.lookup(index, parts)
+		for j := range batch.n {
+			e := &batch.entries[j]
+			var p string
+			if e.part >= 0 {
+				p = parts[e.part].ID
+			} else {
+				p = string(e.key)
+				if err := store.ValidateID("partition", p); err != nil {
+					bad(store.MalformedOwnership, k.owners, p, "%v", err)
+					continue
+				}
+			}
+			epoch, h := e.epoch, e.holder
+			if h < 0 {
+				// A holder not seen yet, or a malformed value: reported
+				// with its partition's id.
+				if epoch, h = decode(p, e.val); h < 0 {
+					continue
+				}
+			}
+			if e.part < 0 {
+				strays = append(strays, record(p, epoch, h))
+				continue
+			}
+			if at[e.part].holder == 0 {
+				found++
+			}
+			at[e.part] = slot{epoch, h + 1}
 		}
-		found++
-		if o, ok := decode(pt.ID, v); ok {
-			out = append(out, o)
+		batch.n = 0
+	}
+	for {
+		key, v, ok, err := owners.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		e := &batch.entries[batch.n]
+		batch.n++
+		e.key, e.val, e.holder = key, v, -1
+		if epoch, rest, ok := parseEpochBytes(v); ok {
+			if h, seen := holders[string(rest)]; seen && hs[h].bad == "" {
+				e.epoch, e.holder = epoch, h
+			}
+		}
+		if batch.n == len(batch.entries) {
+			flush()
 		}
 	}
-	if found == len(owners) {
-		return out
+	flush()
+	out := make([]store.Ownership, 0, found)
+	for i := range at {
+		if s := at[i]; s.holder > 0 {
+			out = append(out, record(parts[i].ID, s.epoch, s.holder-1))
+		}
+	}
+	if len(strays) == 0 {
+		return out, nil
 	}
 	// Records of partitions outside the set: sorted, and merged in.
-	var strays []store.Ownership
-	for p, v := range owners {
-		if _, in := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) }); in {
-			continue
-		}
-		if o, ok := decode(p, v); ok {
-			strays = append(strays, o)
-		}
-	}
 	slices.SortFunc(strays, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
 	merged := make([]store.Ownership, 0, len(out)+len(strays))
 	i := 0
@@ -788,7 +861,7 @@ func decodeOwners(k keys, owners map[string]string, parts []store.Partition, mar
 		}
 		merged = append(merged, o)
 	}
-	return append(merged, strays[i:]...)
+	return append(merged, strays[i:]...), nil
 }
 
 // capID cuts an id read from the store to MaxIDLength bytes, for a
