@@ -270,20 +270,26 @@ func BenchmarkApplyPlacement(b *testing.B) {
 
 // BenchmarkApplyClaims applies 100,000 claims, 1,000 per call, to a copy
 // that has a record (or a member's placeholder) for every partition already:
-// what each member does in a first placement.
+// what each member does in a first placement. The claims come from 100
+// sessions, 1,000 each in a row, as batches of claims do.
 //
 //	go test -run '^$' -bench ApplyClaims -benchtime 3x ./store/
 func BenchmarkApplyClaims(b *testing.B) {
-	const n = 100_000
+	const n, sessions = 100_000, 100
 	id := func(i int) string { return fmt.Sprintf("%026d", i) }
-	base := &store.Snapshot{Sessions: []store.SessionInfo{{ID: "S", Member: "m"}}}
+	base := &store.Snapshot{}
+	for i := range sessions {
+		base.Sessions = append(base.Sessions, store.SessionInfo{ID: fmt.Sprintf("S%025d", i), Member: fmt.Sprint("m", i)})
+	}
 	for i := range n {
 		base.Owners = append(base.Owners, store.Ownership{Partition: id(i)})
 	}
 	cs := make([]store.Change, n)
 	for i := range cs {
+		// Strings of their own, as decoded from the log.
+		sess := i / (n / sessions)
 		cs[i] = store.Change{Version: store.Version{Seq: uint64(i + 1)}, Kind: store.Claimed,
-			Partition: id((i * 7919) % n), Session: "S", Member: "m", Epoch: 1}
+			Partition: id((i * 7919) % n), Session: fmt.Sprintf("S%025d", sess), Member: fmt.Sprint("m", sess), Epoch: 1}
 	}
 	for b.Loop() {
 		s := base.Clone()
