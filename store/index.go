@@ -37,8 +37,7 @@ const lookAhead = 32
 // cs about records (Claimed, Released, Restored; at most len(out), and at
 // most lookAhead), and returns how many it looked at: out[j] is the
 // position in s.Owners of the record of cs[j]'s partition, or -1 if the
-// index did not find it at the first place it tried (then locate will
-// tell). It finds what lookupIndex would, in steps over all the entries
+// index did not find it (then locate will tell). It finds what lookupIndex would, in steps over all the entries
 // at once: the hashes, then the index's slots, then the records' ids,
 // then their bytes. Each step's loads do not depend on one another, so
 // the processor has them all under way together; one entry after another,
@@ -79,7 +78,19 @@ func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 	}
 	for j := range n {
 		if out[j] >= 0 && ids[j] != cs[j].Partition {
+			// Not at the first place tried: probe on (locate would
+			// hash the id again and start over).
 			out[j] = -1
+			for h := (h[j] + 1) & mask; ; h = (h + 1) & mask {
+				v := s.index[h] - 1
+				if v < 0 || int(v) >= len(s.Owners) {
+					break
+				}
+				if s.Owners[v].Partition == cs[j].Partition {
+					out[j] = v
+					break
+				}
+			}
 		}
 	}
 	return n
