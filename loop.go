@@ -40,7 +40,8 @@ func (m *Member) run(sess *session) {
 	defer expire.Stop()
 	expireAfter := func(d time.Duration) {
 		// Just after the store would expire it; never spin.
-		expire.Reset(max(d, 0) + max(m.cfg.SessionTTL/100, 5*time.Millisecond))
+		m.expireDue = time.Now().Add(max(d, 0))
+		expire.Reset(max(d, 0) + expireDelay(m.cfg.SessionTTL))
 	}
 	// backstop: the log shows every change herd makes, but not a record
 	// written, broken or repaired by hand. While the replica shows a

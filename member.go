@@ -61,6 +61,11 @@ type Member struct {
 	checkedParts []store.Partition
 	sessions     map[string]bool // live sessions at the last reconcile
 	joinedAt     time.Time       // when a new session was last seen
+	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	// expireDue is when the earliest session of the group expires unless
+	// renewed, as the store last said (zero: unknown); the reconcile loop
+	// calls ExpireSessions just after.
+	expireDue time.Time
 
 	// Owned by the reconcile loop too: what malformed.go has reported.
 	malformed   map[string]bool // malformed records already reported

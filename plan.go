@@ -510,10 +510,16 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// and for another turn after that (in herd bench --scenario large, a
 	// member that had claimed twice its share on a partial view handed it
 	// back 3 s later than it could have).
+	present := 0
 	for _, s := range snap.Sessions {
 		if !m.sessions[s.ID] {
 			m.joinedAt = m.rep.sessionNews()
+		} else {
+			present++
 		}
+	}
+	if present < len(m.sessions) && m.endedAt.IsZero() {
+		m.endedAt = time.Now()
 	}
 	clear(m.sessions)
 	for _, s := range snap.Sessions {
@@ -528,7 +534,46 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		pl.next = wait
 		return pl, false, nil
 	}
+	if !m.endedAt.IsZero() {
+		if wait := m.expirySettle(time.Now()); wait > 0 {
+			pl.next = wait
+			return pl, false, nil
+		}
+		m.endedAt = time.Time{}
+	}
 	return pl, true, nil
+}
+
+// expirySettle is how long plan waits, after sessions ended (first seen at
+// m.endedAt), for the next session to expire (m.expireDue) if the store
+// says that is due within a fortieth of SessionTTL, so that members that
+// crashed together are planned for at once; 0: not at all. The wait ends
+// when that expiry's entry comes (the feed wakes the loop), or just after
+// the loop asked the store to expire it, and all such waits together last
+// at most a tenth of SessionTTL from the first session ended.
+//
+// Crashed members' sessions expire one after the other, as their last
+// renewals were spread: in a traced run of herd bench --scenario large the
+// 10 crashed sessions of 110 expired over 3 s, and each expiry made the 100
+// others plan anew (O(P) each), then again on seeing the claims of those
+// that had planned on a later membership: 544 plans, the last partitions
+// running again 1.8 s after the last expiry and 13 s after the crash.
+func (m *Member) expirySettle(now time.Time) time.Duration {
+	due, ttl := m.expireDue, m.cfg.SessionTTL
+	if due.IsZero() || !due.After(now) || due.Sub(now) > ttl/40 {
+		return 0
+	}
+	wait := due.Sub(now) + expireDelay(ttl) + max(m.cfg.JoinSettle, 10*time.Millisecond)
+	if now.Add(wait).Sub(m.endedAt) > ttl/10 {
+		return 0
+	}
+	return wait
+}
+
+// expireDelay is how long after a session is due to expire the reconcile
+// loop asks the store to expire it: just after, never spinning.
+func expireDelay(ttl time.Duration) time.Duration {
+	return max(ttl/100, 5*time.Millisecond)
 }
 
 // planGap is the least time between two plans of a group of p records, the

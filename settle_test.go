@@ -3,6 +3,7 @@ package herd
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -111,4 +112,80 @@ func TestJoinSettleCountsFromTheNews(t *testing.T) {
 	if err != nil || ok || pl.next <= 0 || pl.next > m.cfg.JoinSettle {
 		t.Fatalf("a session just brought: planChecks = %+v, %v, %v; want to wait up to JoinSettle", pl, ok, err)
 	}
+}
+
+// claimLog is a store that notes when ClaimBatch was called.
+type claimLog struct {
+	store.Store
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (s *claimLog) ClaimBatch(ctx context.Context, group, session string, ps []string) ([]store.ClaimResult, error) {
+	s.mu.Lock()
+	s.at = append(s.at, time.Now())
+	s.mu.Unlock()
+	return s.Store.ClaimBatch(ctx, group, session, ps)
+}
+
+// claimsSince counts the ClaimBatch calls made after t.
+func (s *claimLog) claimsSince(t time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, at := range s.at {
+		if at.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPlanWaitsForTheNextExpiryDueSoon: sessions that crashed together
+// expire one after the other; a member that the store told another expiry
+// is due within a fortieth of SessionTTL plans once, after it, instead of
+// once per expiry. b, c and d expire 200 ms apart (TTL/40 is 250 ms): a
+// takes their 30 partitions back in one claim, at once after d's expiry.
+// Planning at each expiry, it claimed three times.
+func TestPlanWaitsForTheNextExpiryDueSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		st := &claimLog{Store: mem}
+		a := joinIdle(t, st, "a", 40)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// Sessions that never renew, opened together: they expire at
+		// 6 s, 6.2 s and 6.4 s (a renews at 3.3 s and learns when the
+		// first is due).
+		for i, m := range []string{"b", "c", "d"} {
+			if _, err := mem.OpenSession(t.Context(), "g", m, 1, 5*time.Second+time.Duration(i)*200*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := len(a.Owned()); n != 10 {
+			t.Fatalf("a runs %d partitions with b, c and d; want 10", n)
+		}
+		firstDue := time.Now().Add(3 * time.Second) // 6 s
+		time.Sleep(4 * time.Second)                 // past d's expiry at 6.4 s
+		synctest.Wait()
+		if n := len(a.Owned()); n != 40 {
+			t.Fatalf("a runs %d partitions after b, c and d expired; want 40", n)
+		}
+		if n := st.claimsSince(firstDue); n != 1 {
+			t.Errorf("a claimed in %d calls after b, c and d expired; want 1 (one plan, after the last)", n)
+		}
+		st.mu.Lock()
+		last := st.at[len(st.at)-1]
+		st.mu.Unlock()
+		// d is expired 100 ms after it is due (expireDelay), and its
+		// partitions are claimed at once.
+		if late := last.Sub(firstDue.Add(400 * time.Millisecond)); late > 200*time.Millisecond {
+			t.Errorf("a claimed %v after d was due; want within 200 ms", late)
+		}
+		if err := a.Leave(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
