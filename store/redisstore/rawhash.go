@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
+	"io"
+	"slices"
 	"strconv"
 
 	"github.com/herdhq/herd/store"
@@ -215,4 +217,69 @@ func (b *partBatch) lookup(index []int32, parts []store.Partition) {
 			}
 		}
 	}
+}
+
+// replyWriter collects a raw reply (see readGroup). go-redis' RawCmd grows
+// its buffer by appending, about five times the reply's size allocated in
+// all for a large one (48 MB per Snapshot of 100,000 records, half of it
+// that slack); replyWriter sizes its buffer from the reply's header (a
+// map or array of n elements: n times bytesPerElement), once.
+type replyWriter struct{ b []byte }
+
+// bytesPerElement is the room replyWriter makes per key or value of a
+// reply: a record of the owners hash, with its RESP framing, is about 64
+// bytes for short partition and member ids. Longer ones grow the buffer.
+const bytesPerElement = 32
+
+// maxReplyHint bounds the room a header makes replyWriter take at once.
+const maxReplyHint = 256 << 20
+
+func (w *replyWriter) Write(p []byte) (int, error) {
+	if w.b == nil {
+		w.b = make([]byte, 0, replyHint(p))
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// ReadFrom reads r to its end into the buffer: go-redis copies each bulk
+// string with io.CopyN, which hands it a reader limited to the string.
+func (w *replyWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	for {
+		if len(w.b) == cap(w.b) {
+			w.b = slices.Grow(w.b, 4096)
+		}
+		k, err := r.Read(w.b[len(w.b):cap(w.b)])
+		w.b = w.b[:len(w.b)+k]
+		n += int64(k)
+		switch {
+		case err == io.EOF:
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+	}
+}
+
+// replyHint is the room for a reply whose first bytes are p (its header
+// line): n elements of a map or array, 0 otherwise.
+func replyHint(p []byte) int {
+	if len(p) < 2 || p[0] != '*' && p[0] != '%' {
+		return 0
+	}
+	n := 0
+	for _, c := range p[1:] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+		if n > maxReplyHint {
+			return maxReplyHint
+		}
+	}
+	if p[0] == '%' {
+		n *= 2
+	}
+	return min(n*bytesPerElement, maxReplyHint)
 }

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/herdhq/herd/store"
@@ -146,5 +148,43 @@ func TestPartBatchLookup(t *testing.T) {
 	check()
 	if len(indexParts(nil)) == 0 {
 		t.Fatal("an empty set's index has no slot: lookup would loop")
+	}
+}
+
+// replyWriter takes room for the reply its header announces once, and
+// collects what go-redis writes and copies into it unchanged.
+func TestReplyWriter(t *testing.T) {
+	var w replyWriter
+	if _, err := w.Write([]byte("%3")); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(w.b); c < 6*bytesPerElement {
+		t.Fatalf("room %d after a header of 3 pairs; want at least %d", c, 6*bytesPerElement)
+	}
+	_, _ = w.Write([]byte("\r\n$1\r\n"))
+	body := strings.Repeat("x", 10000) // longer than the room: the buffer grows
+	n, err := io.CopyN(&w, strings.NewReader(body+"\r\nrest"), int64(len(body))+2)
+	if err != nil || n != int64(len(body))+2 {
+		t.Fatalf("CopyN: %d, %v", n, err)
+	}
+	if got, want := string(w.b), "%3\r\n$1\r\n"+body+"\r\n"; got != want {
+		t.Fatalf("collected %d bytes; want %d", len(got), len(want))
+	}
+	for _, c := range []struct {
+		p    string
+		want int
+	}{
+		{"*4", 4 * bytesPerElement},
+		{"%4", 8 * bytesPerElement},
+		{"*0", 0},
+		{"*-1", 0},
+		{"+OK", 0},
+		{"-ERR", 0},
+		{"", 0},
+		{"*99999999999999999999999", maxReplyHint},
+	} {
+		if got := replyHint([]byte(c.p)); got != c.want {
+			t.Errorf("replyHint(%q) = %d; want %d", c.p, got, c.want)
+		}
 	}
 }

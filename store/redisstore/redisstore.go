@@ -532,7 +532,8 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			live                *redis.ZSliceCmd
 			metas, marks        *redis.MapStringStringCmd
 			parts               *redis.MapStringStringCmd
-			owners              *redis.RawCmd
+			owners              *redis.RawWriteToCmd
+			ownersRaw           replyWriter
 			partset, plist, ver *redis.StringCmd
 		)
 		_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -544,7 +545,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			} else {
 				parts = p.HGetAll(ctx, k.partitions)
 			}
-			owners = redis.NewRawCmd(ctx, "hgetall", k.owners)
+			owners = redis.NewRawWriteToCmd(ctx, &ownersRaw, "hgetall", k.owners)
 			_ = p.Process(ctx, owners)
 			partset = p.Get(ctx, k.partset)
 			ver = p.Get(ctx, k.version)
@@ -576,7 +577,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 		r.version, _ = ver.Result()
 		r.now, r.live = tm.Val(), live.Val()
 		r.metas, r.marks = metas.Val(), marks.Val()
-		h, err := newHashReply(owners.Val())
+		h, err := newHashReply(ownersRaw.b)
 		if err != nil {
 			return s.redirected(err)
 		}
