@@ -2,6 +2,7 @@ package herd
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -146,46 +147,66 @@ func (s *claimLog) claimsSince(t time.Time) int {
 // is due within a fortieth of SessionTTL plans once, after it, instead of
 // once per expiry. b, c and d expire 200 ms apart (TTL/40 is 250 ms): a
 // takes their 30 partitions back in one claim, at once after d's expiry.
-// Planning at each expiry, it claimed three times.
+// Planning at each expiry, it claimed three times. With others: another
+// member has the store expire each session as soon as it is due, so the
+// log brings a the news before a's own call, whose answer says when the
+// next is due.
 func TestPlanWaitsForTheNextExpiryDueSoon(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		st := &claimLog{Store: mem}
-		a := joinIdle(t, st, "a", 40)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		// Sessions that never renew, opened together: they expire at
-		// 6 s, 6.2 s and 6.4 s (a renews at 3.3 s and learns when the
-		// first is due).
-		for i, m := range []string{"b", "c", "d"} {
-			if _, err := mem.OpenSession(t.Context(), "g", m, 1, 5*time.Second+time.Duration(i)*200*time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		if n := len(a.Owned()); n != 10 {
-			t.Fatalf("a runs %d partitions with b, c and d; want 10", n)
-		}
-		firstDue := time.Now().Add(3 * time.Second) // 6 s
-		time.Sleep(4 * time.Second)                 // past d's expiry at 6.4 s
-		synctest.Wait()
-		if n := len(a.Owned()); n != 40 {
-			t.Fatalf("a runs %d partitions after b, c and d expired; want 40", n)
-		}
-		if n := st.claimsSince(firstDue); n != 1 {
-			t.Errorf("a claimed in %d calls after b, c and d expired; want 1 (one plan, after the last)", n)
-		}
-		st.mu.Lock()
-		last := st.at[len(st.at)-1]
-		st.mu.Unlock()
-		// d is expired 100 ms after it is due (expireDelay), and its
-		// partitions are claimed at once.
-		if late := last.Sub(firstDue.Add(400 * time.Millisecond)); late > 200*time.Millisecond {
-			t.Errorf("a claimed %v after d was due; want within 200 ms", late)
-		}
-		if err := a.Leave(t.Context()); err != nil {
+	for _, others := range []bool{false, true} {
+		t.Run(fmt.Sprintf("others=%v", others), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testExpirySettle(t, others) })
+		})
+	}
+}
+
+func testExpirySettle(t *testing.T, others bool) {
+	mem := memstore.New()
+	st := &claimLog{Store: mem}
+	a := joinIdle(t, st, "a", 40)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	// Sessions that never renew, opened together: they expire at 6 s,
+	// 6.2 s and 6.4 s (a renews at 3.3 s and learns when the first is
+	// due).
+	for i, m := range []string{"b", "c", "d"} {
+		if _, err := mem.OpenSession(t.Context(), "g", m, 1, 5*time.Second+time.Duration(i)*200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	if n := len(a.Owned()); n != 10 {
+		t.Fatalf("a runs %d partitions with b, c and d; want 10", n)
+	}
+	firstDue := time.Now().Add(3 * time.Second) // 6 s
+	if others {
+		time.Sleep(3 * time.Second)
+		for range 3 {
+			if _, err := mem.ExpireSessions(t.Context(), "g"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		time.Sleep(400 * time.Millisecond) // past d's expiry at 6.4 s
+	} else {
+		time.Sleep(4 * time.Second) // past d's expiry at 6.4 s
+	}
+	synctest.Wait()
+	if n := len(a.Owned()); n != 40 {
+		t.Fatalf("a runs %d partitions after b, c and d expired; want 40", n)
+	}
+	if n := st.claimsSince(firstDue.Add(-time.Millisecond)); n != 1 {
+		t.Errorf("a claimed in %d calls after b, c and d expired; want 1 (one plan, after the last)", n)
+	}
+	st.mu.Lock()
+	last := st.at[len(st.at)-1]
+	st.mu.Unlock()
+	// d is expired at most 100 ms after it is due (expireDelay), and its
+	// partitions are claimed at once.
+	if late := last.Sub(firstDue.Add(400 * time.Millisecond)); late > 250*time.Millisecond {
+		t.Errorf("a claimed %v after d was due; want within 250 ms", late)
+	}
+	if err := a.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
