@@ -556,14 +556,14 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 // together last at most a tenth of SessionTTL from the first session ended.
 //
 // Members that crashed together expire at about the same time, not at
-// once: their last renewals differ by a few to a few hundred ms. In traced
-// runs of herd bench --scenario large, the 10 crashed sessions of 110
-// expired in one batch in four runs (about 200 plans in the phase, half of
-// them the aims of the join before ending, and the last partitions running
-// again 0.9-1.3 s after the expiry) and in two, 28 to 233 ms apart, in
-// three of seven: each batch made the 100 others plan anew (O(P) each),
-// and again on seeing the claims of those that had planned after the other
-// batch: 442-551 plans, 1.4-2.2 s.
+// once: their last renewals differ by a few ms to seconds. In ten traced
+// runs of herd bench --scenario large without this wait, the 10 crashed
+// sessions of 110 expired in one batch in five (194-200 plans in the
+// phase, half of them the aims of the join before ending; the last
+// partitions running again 0.88-1.34 s after the expiry, once 2.31 s) and
+// in two to four batches in five: each batch made the 100 others plan
+// anew (O(P) each), and again on seeing the claims of those that had
+// planned after another batch: 443-551 plans, 1.75-2.23 s.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
