@@ -1,33 +1,15 @@
 package store
 
-import "hash/maphash"
+import "github.com/herdhq/herd/internal/idindex"
 
 // The index of a large snapshot's records by partition (see locate).
 
-// indexSeed hashes partition ids for every index of this process.
-var indexSeed = maphash.MakeSeed()
-
-// buildIndex returns an index of owners by partition: an open-addressing
-// table (linear probing, at most half full) of record positions plus one,
-// 0 marking an empty slot. It holds no pointers, so the garbage collector
-// never scans it: the map[string]int32 it replaces was 3.7 MB of pointers
-// per member on 100,000 records (400 MB in herd bench --scenario large),
-// and building one was a sixth of what applying a join's entries cost.
+// buildIndex returns an index of owners by partition (see idindex): the
+// map[string]int32 it replaces was 3.7 MB of pointers per member on 100,000
+// records (400 MB in herd bench --scenario large), and building one was a
+// sixth of what applying a join's entries cost.
 func buildIndex(owners []Ownership) []int32 {
-	size := 1
-	for size < 2*len(owners) {
-		size <<= 1
-	}
-	slots := make([]int32, size)
-	mask := uint64(size - 1)
-	for i := range owners {
-		h := maphash.String(indexSeed, owners[i].Partition) & mask
-		for slots[h] != 0 {
-			h = (h + 1) & mask
-		}
-		slots[h] = int32(i + 1)
-	}
-	return slots
+	return idindex.Build(len(owners), func(i int) string { return owners[i].Partition })
 }
 
 // lookAhead is how many entries' records prelocate looks up together.
@@ -63,7 +45,7 @@ func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 	mask := uint64(len(s.index) - 1)
 	var h [lookAhead]uint64
 	for j := range n {
-		h[j] = maphash.String(indexSeed, cs[j].Partition) & mask
+		h[j] = idindex.Hash(cs[j].Partition) & mask
 	}
 	for j := range n {
 		out[j] = s.index[h[j]] - 1
@@ -106,7 +88,7 @@ func lookupIndex(index []int32, owners []Ownership, id string) (int, bool) {
 		return 0, false
 	}
 	mask := uint64(len(index) - 1)
-	for h := maphash.String(indexSeed, id) & mask; ; h = (h + 1) & mask {
+	for h := idindex.Hash(id) & mask; ; h = (h + 1) & mask {
 		v := int(index[h]) - 1
 		if v < 0 {
 			return 0, false

@@ -3,11 +3,11 @@ package redisstore
 import (
 	"bytes"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"slices"
 	"strconv"
 
+	"github.com/herdhq/herd/internal/idindex"
 	"github.com/herdhq/herd/store"
 )
 
@@ -130,28 +130,9 @@ func parseEpochBytes(v []byte) (epoch uint64, rest []byte, ok bool) {
 	return epoch, v[i+1:], true
 }
 
-// partSeed hashes partition ids for indexParts.
-var partSeed = maphash.MakeSeed()
-
-// indexParts returns an index of parts by id: an open-addressing table
-// (linear probing, at most half full) of positions plus one, 0 marking an
-// empty slot. It holds no pointers, so the garbage collector never scans
-// it.
+// indexParts returns an index of parts by id (see idindex).
 func indexParts(parts []store.Partition) []int32 {
-	size := 1
-	for size < 2*len(parts) {
-		size <<= 1
-	}
-	slots := make([]int32, size)
-	mask := uint64(size - 1)
-	for i := range parts {
-		h := maphash.String(partSeed, parts[i].ID) & mask
-		for slots[h] != 0 {
-			h = (h + 1) & mask
-		}
-		slots[h] = int32(i + 1)
-	}
-	return slots
+	return idindex.Build(len(parts), func(i int) string { return parts[i].ID })
 }
 
 // partBatch is up to partLookAhead records of the reply whose partitions
@@ -183,7 +164,7 @@ func (b *partBatch) lookup(index []int32, parts []store.Partition) {
 	mask := uint64(len(index) - 1)
 	var h [partLookAhead]uint64
 	for j := range b.n {
-		h[j] = maphash.Bytes(partSeed, b.entries[j].key) & mask
+		h[j] = idindex.HashBytes(b.entries[j].key) & mask
 	}
 	var at [partLookAhead]int32
 	for j := range b.n {
