@@ -87,7 +87,7 @@ func TestHashReplyMalformed(t *testing.T) {
 	}
 }
 
-func TestParseEpochBytes(t *testing.T) {
+func TestParseEpoch(t *testing.T) {
 	for _, c := range []struct {
 		v     string
 		epoch uint64
@@ -105,13 +105,13 @@ func TestParseEpochBytes(t *testing.T) {
 		{"12", 0, "", false},
 		{"", 0, "", false},
 	} {
-		epoch, rest, ok := parseEpochBytes([]byte(c.v))
-		if epoch != c.epoch || string(rest) != c.rest || ok != c.ok {
-			t.Errorf("parseEpochBytes(%q) = %d, %q, %v; want %d, %q, %v", c.v, epoch, rest, ok, c.epoch, c.rest, c.ok)
+		epoch, rest, ok := parseEpoch(c.v)
+		if epoch != c.epoch || rest != c.rest || ok != c.ok {
+			t.Errorf("parseEpoch(%q) = %d, %q, %v; want %d, %q, %v", c.v, epoch, rest, ok, c.epoch, c.rest, c.ok)
 		}
-		e2, r2, ok2 := parseEpoch(c.v)
-		if ok2 != ok || ok && (e2 != epoch || r2 != string(rest)) {
-			t.Errorf("parseEpoch(%q) = %d, %q, %v; parseEpochBytes %d, %q, %v", c.v, e2, r2, ok2, epoch, rest, ok)
+		eb, rb, okb := parseEpoch([]byte(c.v))
+		if eb != epoch || string(rb) != rest || okb != ok {
+			t.Errorf("parseEpoch on bytes %q = %d, %q, %v; on a string %d, %q, %v", c.v, eb, rb, okb, epoch, rest, ok)
 		}
 	}
 }

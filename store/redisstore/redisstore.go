@@ -751,7 +751,7 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 	// decode returns the epoch and the index in hs of v's holder, or
 	// reports v as malformed and returns -1.
 	decode := func(p string, v []byte) (uint64, int32) {
-		epoch, rest, ok := parseEpochBytes(v)
+		epoch, rest, ok := parseEpoch(v)
 		if !ok {
 			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), notRecord)
 			return 0, -1
@@ -832,7 +832,7 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 		e := &batch.entries[batch.n]
 		batch.n++
 		e.key, e.val, e.holder = key, v, -1
-		if epoch, rest, ok := parseEpochBytes(v); ok {
+		if epoch, rest, ok := parseEpoch(v); ok {
 			if h, seen := holders[string(rest)]; seen && hs[h].bad == "" {
 				e.epoch, e.holder = epoch, h
 			}
@@ -917,14 +917,29 @@ func parseRecord(v string) (epoch uint64, session, member, bad string) {
 const notRecord = "is not <epoch>:<session>:<member>"
 
 // parseEpoch splits an owners value at its epoch: the epoch, a canonical
-// decimal in 1..2^64-1, and the rest, which names the holder.
-func parseEpoch(v string) (epoch uint64, rest string, ok bool) {
-	e, rest, found := strings.Cut(v, ":")
-	if !found || e == "" || e[0] == '0' || !allDigits(e) {
-		return 0, "", false
+// decimal in 1..2^64-1, and the rest, which names the holder. A Snapshot
+// parses the bytes of HGETALL's raw reply (rawhash.go), other reads
+// strings.
+func parseEpoch[T string | []byte](v T) (epoch uint64, rest T, ok bool) {
+	i := 0
+	for i < len(v) && v[i] != ':' {
+		i++
 	}
-	epoch, err := strconv.ParseUint(e, 10, 64)
-	return epoch, rest, err == nil
+	if i == 0 || i == len(v) || v[0] == '0' {
+		return 0, rest, false
+	}
+	for j := range i {
+		c := v[j]
+		if c < '0' || c > '9' {
+			return 0, rest, false
+		}
+		d := uint64(c - '0')
+		if epoch > (^uint64(0)-d)/10 {
+			return 0, rest, false // above 2^64-1
+		}
+		epoch = epoch*10 + d
+	}
+	return epoch, v[i+1:], true
 }
 
 // parseHolder decodes the part of an owners value after its epoch,
