@@ -220,9 +220,11 @@ func (m *Member) run(sess *session) {
 			leaveCh = nil // a nil channel is never ready again
 			leaving = true
 			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
+			handed := m.rel.hold()
 			for _, sl := range slots {
 				m.handOff(sl)
 			}
+			handed()
 			m.metrics.leaving(m)
 			m.mu.Lock()
 			clear(m.owned)

@@ -156,7 +156,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 	m.aim, m.aimAt = newAim(prev, sess.id, sessions, parts, target, recPart, m.cfg.RenewInterval), snap.Version
 
-	// Partitions we run: keep, drop (lost) or hand off.
+	// Partitions we run: keep, drop (lost) or hand off; the releases of
+	// the handoffs are sent together.
+	handed := m.rel.hold()
+	defer handed()
 	for p, sl := range slots {
 		if sl.sess != sess || sl.mode.Load() != modeRun {
 			continue

@@ -54,6 +54,19 @@ func (r *releaser) expect(sl *slot) {
 	}
 }
 
+// hold makes the releaser wait, as for one more slot expected, until the
+// returned function is called: the handoffs begun together (by one plan,
+// or Leave) are all expected before it may send, even if the first
+// handler returns before the last is cancelled.
+func (r *releaser) hold() (done func()) {
+	r.coming.Add(1)
+	return func() {
+		if r.coming.Add(-1) <= 0 {
+			r.signal()
+		}
+	}
+}
+
 // arrived notes that sl's goroutine is done with the handoff: its release
 // is queued, or it is not released at all (lost, given back). Idempotent.
 func (r *releaser) arrived(sl *slot) {
