@@ -16,7 +16,8 @@ import (
 // run is the reconcile loop. It owns sess, slots and the timers.
 func (m *Member) run(sess *session) {
 	defer close(m.done)
-	defer m.metrics.unregister() // before Done: the same member may join again
+	defer allFlows.release(m.flow) // after finish: nothing uses it any more
+	defer m.metrics.unregister()   // before Done: the same member may join again
 	defer m.stop()
 
 	slots := map[string]*slot{}
@@ -106,6 +107,7 @@ func (m *Member) run(sess *session) {
 			m.lossSeen = true // the store forgot the session
 		}
 		m.metrics.sessionLost(m)
+		m.setReceiving(false) // until a session opens
 		m.mu.Lock()
 		clear(m.owned)
 		m.sess = ""
@@ -148,6 +150,7 @@ func (m *Member) run(sess *session) {
 		clear(m.owned)
 		m.sess = ""
 		m.mu.Unlock()
+		m.setReceiving(false)
 		m.setErr(err)
 	}
 

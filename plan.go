@@ -283,7 +283,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		pl.claim = append(pl.claim, p)
 	}
 
-	m.receiving.Store(m.incoming > 0)
+	m.setReceiving(m.incoming > 0)
 
 	// Records the store says are ours but we do not run and the target
 	// gives to others: release them (after the claims).
@@ -326,7 +326,7 @@ func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcileP
 	slices.Sort(claims)
 	pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
 	m.incoming = max(0, m.incoming-len(pl.claim))
-	m.receiving.Store(m.incoming > 0)
+	m.setReceiving(m.incoming > 0)
 	return pl, true
 }
 

@@ -128,6 +128,15 @@ func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	return max(freshWait, min(took, 5*settle, ttl4))
 }
 
+// mayFollow reports whether the feed may wait to read the log while others
+// receive (follow.go): the copy is fresh, the aim is on (nothing calls
+// for a plan, which would need the entries) and no claim is contested.
+func (r *replica) mayFollow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fresh && !r.again && r.work != nil && r.aim != nil && !r.offAim && len(r.contested) == 0
+}
+
 // isFresh reports whether the log has answered since the last read.
 func (r *replica) isFresh() bool {
 	r.mu.Lock()
@@ -449,6 +458,10 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				continue
 			}
 		}
+		if r.mayFollow() && !settleCall && !m.receiving.Load() {
+			// Nothing to receive: read after those that are (follow.go).
+			m.flow.wait(followWait(m.cfg.SessionTTL), r.kick, m.runCtx.Done())
+		}
 		ctx, cancel := context.WithCancel(m.runCtx)
 		r.mu.Lock()
 		again := r.again || r.work == nil
@@ -538,6 +551,11 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			}
 			r.pending = append(r.pending, cs)
 			r.npending += len(cs)
+			if slices.ContainsFunc(cs, func(c store.Change) bool {
+				return c.Kind != store.Claimed && c.Kind != store.Released && c.Kind != store.Restored
+			}) {
+				m.flow.notify() // news for every member: none may wait to read it
+			}
 			if slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened }) {
 				// Members that join together open their sessions within
 				// moments, but a store busy with their reads of the group

@@ -93,7 +93,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1)}
 	// A new session starts from a new read of the group (the replica may
 	// have diverged while there was none).
-	m.receiving.Store(true)
+	m.setReceiving(true)
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.mu.Lock()
