@@ -201,7 +201,7 @@ func testExpirySettle(t *testing.T, others bool) {
 	st.mu.Lock()
 	last := st.at[len(st.at)-1]
 	st.mu.Unlock()
-	// d is expired at most 100 ms after it is due (expireDelay), and its
+	// d is expired at most 10 ms after it is due (expireDelay), and its
 	// partitions are claimed at once.
 	if late := last.Sub(firstDue.Add(400 * time.Millisecond)); late > 250*time.Millisecond {
 		t.Errorf("a claimed %v after d was due; want within 250 ms", late)
