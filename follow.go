@@ -63,13 +63,9 @@ type flow struct {
 	news      chan struct{} // closed (and replaced) by notify
 }
 
-// scoped is a store that says which data it reaches: two handles with the
-// same scope reach the same groups.
-type scoped interface{ Scope() string }
-
 // flowKey is the key of group's flow for members using st.
 func flowKey(st store.Store, group string) string {
-	if s, ok := st.(scoped); ok {
+	if s, ok := st.(store.Scoped); ok {
 		return s.Scope() + "\x00" + group
 	}
 	return fmt.Sprintf("%T %p\x00%s", st, st, group)

@@ -342,7 +342,7 @@ func (s *Store) Close() error { return nil }
 // share what herd shares between the members of a group in one process
 // (see herd's follow.go).
 func (s *Store) Scope() string {
-	if sc, ok := s.inner.(interface{ Scope() string }); ok {
+	if sc, ok := s.inner.(store.Scoped); ok {
 		return sc.Scope()
 	}
 	return fmt.Sprintf("%T %p", s.inner, s.inner)

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Scope says which data the store reaches: the server (or the cluster's
+// Scope implements store.Scoped: the server (or the cluster's
 // seed addresses), the database and the key prefix, never a password. Two
 // Stores with the same scope reach the same groups, whatever their
 // connections; herd lets the members of a group in one process that share
