@@ -36,6 +36,10 @@ import (
 //     which may change every member's target (those reading see it at
 //     once: a receiving member does not wait);
 //   - this member's own loop asks for a read (replica.kick), or stops;
+//   - the log has been quiet for followIdle: no member of the group in
+//     this process read an entry meanwhile (the receivers may be waiting
+//     for a partition that only this member's next plan would hand off,
+//     and a plan that waits for the log to go quiet: see aim.go);
 //   - followWait has passed (a member of another process may have made a
 //     change this process did not read).
 //
@@ -59,6 +63,7 @@ type flow struct {
 	key       string
 	users     int          // members using it (flows.mu)
 	receivers atomic.Int64 // members receiving (Member.receiving)
+	active    atomic.Int64 // when a member last read entries of the log (unix ns)
 	mu        sync.Mutex
 	news      chan struct{} // closed (and replaced) by notify
 }
@@ -112,12 +117,17 @@ func (f *flow) changed(on bool) {
 	}
 }
 
-// wait blocks while a member of the group is receiving, until news, kick
+// read notes that a member of the group read entries of the log.
+func (f *flow) read() { f.active.Store(time.Now().UnixNano()) }
+
+// wait blocks while a member of the group is receiving and the log is
+// busy (a member of the group read entries within idle), until news, kick
 // or done, or for at most d.
-func (f *flow) wait(d time.Duration, kick, done <-chan struct{}) {
+func (f *flow) wait(d, idle time.Duration, kick, done <-chan struct{}) {
 	if f.receivers.Load() <= 0 {
 		return
 	}
+	end := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for f.receivers.Load() > 0 {
@@ -127,6 +137,19 @@ func (f *flow) wait(d time.Duration, kick, done <-chan struct{}) {
 		if f.receivers.Load() <= 0 {
 			return
 		}
+		// The log is quiet: the receivers may be waiting for what only
+		// this member's plan can see (an aim expires some time after the
+		// last entry it let pass: aim.go), so read it now.
+		quiet := time.Unix(0, f.active.Load()).Add(idle)
+		now := time.Now()
+		if !now.Before(quiet) || !now.Before(end) {
+			return
+		}
+		until := quiet
+		if end.Before(until) {
+			until = end
+		}
+		t.Reset(until.Sub(now))
 		select {
 		case <-news:
 			if f.receivers.Load() > 0 {
@@ -137,10 +160,14 @@ func (f *flow) wait(d time.Duration, kick, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
-			return
 		}
 	}
 }
+
+// followIdle is how long the log must be quiet, for a session TTL of ttl,
+// for a follower to read it all the same: SessionTTL/40 (250 ms by
+// default), the longest a burst of entries delays a plan (planGap).
+func followIdle(ttl time.Duration) time.Duration { return ttl / 40 }
 
 // followWait bounds a follower's wait for a session TTL of ttl: a tenth of
 // it (1 s by default), as long as a member waits for JoinSettle and a

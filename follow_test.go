@@ -9,12 +9,14 @@ import (
 	"github.com/herdhq/herd/store/memstore"
 )
 
-// waitEnds runs f.wait(d) and reports how long it took, in the bubble's time.
+// waitEnds runs f.wait(d, time.Hour) (the log busy: read just now) and
+// reports how long it took, in the bubble's time.
 func waitEnds(f *flow, d time.Duration, kick chan struct{}) <-chan time.Duration {
+	f.read()
 	ch := make(chan time.Duration, 1)
 	go func() {
 		t := time.Now()
-		f.wait(d, kick, nil)
+		f.wait(d, time.Hour, kick, nil)
 		ch <- time.Since(t)
 	}()
 	return ch
@@ -62,6 +64,23 @@ func TestFollowerWaitsWhileAMemberReceives(t *testing.T) {
 
 		if took := <-waitEnds(f, time.Second, kick); took != time.Second {
 			t.Errorf("the wait ended after %v; want its bound, 1s", took)
+		}
+
+		// The log goes quiet: the wait ends 250 ms after the last entry
+		// read, however often entries came before.
+		f.read()
+		quiet := make(chan time.Duration, 1)
+		go func() {
+			t := time.Now()
+			f.wait(time.Second, 250*time.Millisecond, kick, nil)
+			quiet <- time.Since(t)
+		}()
+		for range 3 {
+			time.Sleep(100 * time.Millisecond)
+			f.read() // a member read entries
+		}
+		if took := <-quiet; took != 550*time.Millisecond {
+			t.Errorf("the wait ended %v after it began; want 550ms, 250ms after the last entry read at 300ms", took)
 		}
 	})
 }

@@ -460,7 +460,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		}
 		if r.mayFollow() && !settleCall && !m.receiving.Load() {
 			// Nothing to receive: read after those that are (follow.go).
-			m.flow.wait(followWait(m.cfg.SessionTTL), r.kick, m.runCtx.Done())
+			m.flow.wait(followWait(m.cfg.SessionTTL), followIdle(m.cfg.SessionTTL), r.kick, m.runCtx.Done())
 		}
 		ctx, cancel := context.WithCancel(m.runCtx)
 		r.mu.Lock()
@@ -546,6 +546,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			// A read was asked for (which cancelled the call), or the copy
 			// diverged: make it.
 		case err == nil && len(cs) > 0:
+			m.flow.read()
 			if r.version() != after {
 				break // unreachable: only this goroutine queues entries
 			}
