@@ -5,7 +5,6 @@ package herd
 // those that are still to receive partitions.
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,10 +69,7 @@ type flow struct {
 
 // flowKey is the key of group's flow for members using st.
 func flowKey(st store.Store, group string) string {
-	if s, ok := st.(store.Scoped); ok {
-		return s.Scope() + "\x00" + group
-	}
-	return fmt.Sprintf("%T %p\x00%s", st, st, group)
+	return store.ScopeOf(st) + "\x00" + group
 }
 
 // acquire returns the flow of key, made if none, for one more member.

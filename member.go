@@ -189,7 +189,6 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	sess, err := m.openSession(runCtx, max(cfg.RenewTimeout, cfg.SessionTTL-cfg.FenceMargin))
 	if err != nil {
 		m.metrics.unregister()
-		m.setReceiving(false)
 		allFlows.release(m.flow)
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)

@@ -552,12 +552,20 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			}
 			r.pending = append(r.pending, cs)
 			r.npending += len(cs)
-			if slices.ContainsFunc(cs, func(c store.Change) bool {
-				return c.Kind != store.Claimed && c.Kind != store.Released && c.Kind != store.Restored
-			}) {
+			news, opened := false, false
+			for _, c := range cs {
+				switch c.Kind {
+				case store.Claimed, store.Released, store.Restored:
+				case store.SessionOpened:
+					news, opened = true, true
+				default:
+					news = true
+				}
+			}
+			if news {
 				m.flow.notify() // news for every member: none may wait to read it
 			}
-			if slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened }) {
+			if opened {
 				// Members that join together open their sessions within
 				// moments, but a store busy with their reads of the group
 				// may log the last of them later than JoinSettle after the

@@ -149,6 +149,15 @@ type Scoped interface {
 	Scope() string
 }
 
+// ScopeOf returns st's scope: its Scope if it is Scoped, else one naming
+// the handle itself.
+func ScopeOf(st Store) string {
+	if s, ok := st.(Scoped); ok {
+		return s.Scope()
+	}
+	return fmt.Sprintf("%T %p", st, st)
+}
+
 // Snapshot is one consistent read of a group. It is read-only: backends
 // may share one snapshot between callers. "Sorted" means Go string order.
 type Snapshot struct {

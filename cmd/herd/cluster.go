@@ -252,9 +252,9 @@ func (c *cluster) measure(ctx context.Context, timeout time.Duration, change fun
 	// runtime's periodic collection. Without it, the previous change's
 	// garbage (a placement's 100,000 entries read by each of 100
 	// members: gigabytes) was collected on the next change's time, in
-	// some runs and not in others: in herd bench --scenario large the join
-	// took 2.4-2.9 s with a collection of the 1.5 GB heap under way, and
-	// 1.4-1.9 s without.
+	// some runs and not in others: herd bench --scenario large on Redis
+	// balanced the join in 1.63-3.42 s (median 2.39, nine runs) without
+	// the collection, 1.59-2.43 s (median 1.75, 14 runs) with it.
 	runtime.GC()
 	counts0, cpu0, cpuErr := c.storeCounts(), time.Duration(0), error(nil)
 	if c.serverCPU != nil {

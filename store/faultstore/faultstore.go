@@ -341,9 +341,4 @@ func (s *Store) Close() error { return nil }
 // the wrapped handle itself. Members whose handles wrap the same store
 // share what herd shares between the members of a group in one process
 // (see herd's follow.go).
-func (s *Store) Scope() string {
-	if sc, ok := s.inner.(store.Scoped); ok {
-		return sc.Scope()
-	}
-	return fmt.Sprintf("%T %p", s.inner, s.inner)
-}
+func (s *Store) Scope() string { return store.ScopeOf(s.inner) }
