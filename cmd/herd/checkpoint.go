@@ -22,7 +22,7 @@ type checkpointOpts struct {
 
 // exitFenced ends the process with status 3 when a checkpoint is fenced
 // (a variable for tests).
-var exitFenced = func() { os.Exit(3) }
+var exitFenced = func() { os.Exit(exitCheckpoint) }
 
 func checkpointCmd() *cobra.Command {
 	o := checkpointOpts{}

@@ -36,10 +36,10 @@ func main() {
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil && os.Getenv("HERD_DEBUG") == "" {
 			fmt.Fprintln(os.Stderr, "herd: interrupted")
-			os.Exit(130)
+			os.Exit(exitInterrupted)
 		}
 		fmt.Fprintln(os.Stderr, "herd:", errorText(cmd, err, os.Args[1:], os.Environ()))
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
