@@ -52,6 +52,13 @@ type recordCache struct {
 	applied atomic.Int64 // snapshots made by applying the log (tests)
 }
 
+// reset forgets every group: the Store left its file for another (file.go).
+func (rc *recordCache) reset() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	clear(rc.groups)
+}
+
 func (rc *recordCache) get(name string) *recordSet {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()

@@ -44,6 +44,13 @@
 // only processes of one host use. A FUSE file system cannot be told apart
 // from a local one and is not refused.
 //
+// The path, not the file, is the store's address (file.go): every call,
+// and the notifier every second, checks that the path still names the file
+// the connections hold (device and inode). A file removed or replaced (mv)
+// is left for good and the path opened anew, which members handle as a
+// store that lost its data, instead of owning partitions for ever in a
+// file nobody else sees. A file overwritten in place is not detected.
+//
 // Tables (schema.go): herd_groups (one row per group: the log's last
 // sequence number and tag, whether a partition set is stored),
 // herd_sessions, herd_partitions, herd_owners (records without their

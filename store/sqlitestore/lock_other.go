@@ -5,5 +5,5 @@ package sqlitestore
 import "context"
 
 // Outside Unix, writers of different processes meet at SQLite's lock only.
-func (s *Store) lockWriter(context.Context, string) (bool, error) { return false, nil }
-func (s *Store) unlockWriter()                                    {}
+func (s *Store) lockWriter(context.Context, *dbFile, string) (bool, error) { return false, nil }
+func (s *Store) unlockWriter(*dbFile)                                      {}

@@ -27,22 +27,22 @@ import (
 // ctx ends first it returns an error and the flock attempt goes on in the
 // background, which then releases the flock and the gate itself (handed
 // over: handedOver is true, and the caller must not leave the gate).
-func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err error) {
-	if s.side == nil {
+func (s *Store) lockWriter(ctx context.Context, f *dbFile, op string) (handedOver bool, err error) {
+	if f.side == nil {
 		return false, nil
 	}
-	fd := int(s.side.Fd())
+	fd := int(f.side.Fd())
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == nil {
 		return false, nil
 	} else if !errors.Is(err, unix.EWOULDBLOCK) {
-		return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, s.side.Name(), store.ErrUnavailable, err)
+		return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, f.side.Name(), store.ErrUnavailable, err)
 	}
 	// The wait runs on a duplicate of the descriptor (the same open file
 	// description, so the same lock), which the goroutine closes when it
 	// is done: Close may close the original meanwhile.
 	dup, err := unix.Dup(fd)
 	if err != nil {
-		return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, s.side.Name(), store.ErrUnavailable, err)
+		return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, f.side.Name(), store.ErrUnavailable, err)
 	}
 	got := make(chan error) // unbuffered: the goroutine hands the lock over, or sees it abandoned
 	abandoned := make(chan struct{})
@@ -61,7 +61,7 @@ func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err
 	select {
 	case err := <-got:
 		if err != nil {
-			return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, s.side.Name(), store.ErrUnavailable, err)
+			return false, fmt.Errorf("sqlitestore: %s: locking %s: %w: %w", op, f.side.Name(), store.ErrUnavailable, err)
 		}
 		return false, nil
 	case <-ctx.Done():
@@ -82,9 +82,9 @@ func (s *Store) lockWriter(ctx context.Context, op string) (handedOver bool, err
 }
 
 // unlockWriter releases the flock.
-func (s *Store) unlockWriter() {
-	if s.side != nil {
-		_ = flock(int(s.side.Fd()), unix.LOCK_UN)
+func (s *Store) unlockWriter(f *dbFile) {
+	if f.side != nil {
+		_ = flock(int(f.side.Fd()), unix.LOCK_UN)
 	}
 }
 

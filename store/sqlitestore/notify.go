@@ -42,8 +42,12 @@ type notifier struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	conn   *sql.Conn  // data_version's connection; nil until it could be had
+	connOn *dbFile    // the file conn is on
 	last   int64      // data_version at the last poll; -1: none yet
 	watch  *fileWatch // nil: no inotify
+	// watchOn is the file whose sidecar watch watches: a file replaced
+	// with its sidecar gets a watch on the new one.
+	watchOn *dbFile
 }
 
 // fallbackPoll is the poll interval where inotify is not available.
@@ -62,6 +66,7 @@ func (n *notifier) start() {
 	n.poll1()
 	if n.notify {
 		n.watch = watchFile(n.s.bellPath())
+		n.watchOn = n.s.file.Load()
 	}
 	n.wg.Add(1)
 	go n.loop()
@@ -103,15 +108,26 @@ func (n *notifier) close() {
 	n.wake()
 }
 
-// poll1 reads data_version on the notifier's own connection and wakes the
-// readers if it moved since the last reading.
+// poll1 checks that the path still names the Store's file (following it
+// to a new one if not, file.go), reads data_version on the notifier's own
+// connection and wakes the readers if it moved since the last reading.
 func (n *notifier) poll1() {
+	f, err := n.s.current(n.ctx, "poll")
+	if err != nil {
+		return
+	}
+	if n.conn != nil && n.connOn != f {
+		n.conn.Close()
+		n.conn = nil
+		n.last = -1
+		n.wake()
+	}
 	if n.conn == nil {
-		c, err := n.s.db.Conn(n.ctx)
+		c, err := f.db.Conn(n.ctx)
 		if err != nil {
 			return
 		}
-		n.conn = c
+		n.conn, n.connOn = c, f
 	}
 	var v int64
 	if err := n.conn.QueryRowContext(n.ctx, "PRAGMA data_version").Scan(&v); err != nil {
@@ -152,6 +168,17 @@ func (n *notifier) loop() {
 			n.wake()
 		case <-tick.C:
 			n.poll1()
+			if f := n.s.file.Load(); n.notify && n.watch != nil && f != nil && f != n.watchOn {
+				// The file was replaced, and maybe its sidecar: watch
+				// the one the path names now.
+				n.watch.close()
+				n.watch = watchFile(n.s.bellPath())
+				n.watchOn = f
+				events = nil
+				if n.watch != nil {
+					events = n.watch.events
+				}
+			}
 			if n.notify && n.watch != nil && !n.watch.ok() {
 				if n.watch.rearm() {
 					tick.Reset(n.poll)
@@ -183,8 +210,8 @@ func openSidecar(path, bell string) *os.File {
 
 // ring tells every Store watching the file that a log was appended to:
 // one byte written to the doorbell (no sync; nothing is read from it).
-func (s *Store) ring() {
-	if s.side != nil {
-		_, _ = s.side.WriteAt([]byte{0}, 0)
+func (f *dbFile) ring() {
+	if f.side != nil {
+		_, _ = f.side.WriteAt([]byte{0}, 0)
 	}
 }

@@ -94,18 +94,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if err := checkPath(path, allowNetwork); err != nil {
-		return nil, err
-	}
-	db, err := openDB(ctx, path, cfg.busyTimeout)
+	f, err := openFile(ctx, path, allowNetwork, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := newStore(db, path, cfg)
-	if err := s.prepare(ctx); err != nil {
-		_ = s.Close()
-		return nil, fail("preparing statements on "+path, err)
-	}
+	s := newStore(f, path, allowNetwork, cfg)
 	s.notify.start()
 	return s, nil
 }

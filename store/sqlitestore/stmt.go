@@ -13,13 +13,13 @@ import (
 // one: with every connection held that way, a deadlock.
 
 // prepare prepares every statement of queries.
-func (s *Store) prepare(ctx context.Context) error {
+func (f *dbFile) prepare(ctx context.Context) error {
 	for _, q := range queries {
-		st, err := s.db.PrepareContext(ctx, q)
+		st, err := f.db.PrepareContext(ctx, q)
 		if err != nil {
 			return err
 		}
-		s.stmts[q] = st
+		f.stmts[q] = st
 	}
 	return nil
 }
@@ -27,26 +27,27 @@ func (s *Store) prepare(ctx context.Context) error {
 // conn runs statements in a transaction, prepared ones where it can.
 type conn struct {
 	s   *Store
+	f   *dbFile // the file tx is on
 	ctx context.Context
 	tx  *sql.Tx
 }
 
 func (c conn) exec(query string, args ...any) (sql.Result, error) {
-	if st := c.s.stmts[query]; st != nil {
+	if st := c.f.stmts[query]; st != nil {
 		return c.tx.StmtContext(c.ctx, st).ExecContext(c.ctx, args...)
 	}
 	return c.tx.ExecContext(c.ctx, query, args...)
 }
 
 func (c conn) row(query string, args ...any) *sql.Row {
-	if st := c.s.stmts[query]; st != nil {
+	if st := c.f.stmts[query]; st != nil {
 		return c.tx.StmtContext(c.ctx, st).QueryRowContext(c.ctx, args...)
 	}
 	return c.tx.QueryRowContext(c.ctx, query, args...)
 }
 
 func (c conn) rows(query string, args ...any) (*sql.Rows, error) {
-	if st := c.s.stmts[query]; st != nil {
+	if st := c.f.stmts[query]; st != nil {
 		return c.tx.StmtContext(c.ctx, st).QueryContext(c.ctx, args...)
 	}
 	return c.tx.QueryContext(c.ctx, query, args...)

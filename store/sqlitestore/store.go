@@ -6,8 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -22,39 +22,43 @@ var _ store.Store = (*Store)(nil)
 // use, and any number of Stores, in this process or others on the host,
 // may share the file.
 type Store struct {
-	db       *sql.DB
-	path     string
-	now      func() time.Time
-	logLimit int
-	notify   *notifier
-	// side is the sidecar file <db>-herd: writers queue on its flock
-	// (lock_unix.go) and ring it as the doorbell (notify.go); nil if it
-	// could not be opened.
-	side *os.File
+	path         string
+	allowNetwork bool
+	cfg          config
+	now          func() time.Time
+	logLimit     int
+	notify       *notifier
+
+	// file is the database file the path named when last checked (nil
+	// after it was replaced and could not be opened again); swap
+	// serializes leaving it for the new one (file.go), and retired keeps
+	// the files left, whose sidecars close with the Store.
+	file    atomic.Pointer[dbFile]
+	swap    sync.Mutex
+	retired []*dbFile
 
 	// gate admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
 	// without the busy handler's sleeps, renewals first (see writeAs).
 	gate turns.Turns
 
-	stmts map[string]*sql.Stmt // prepared at Open, read-only after (stmt.go)
-	cache recordCache          // the last records read of each group (cache.go)
+	cache recordCache // the last records read of each group (cache.go)
 
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{} // closed by Close: waiting Changes end
 }
 
-func newStore(db *sql.DB, path string, cfg config) *Store {
+func newStore(f *dbFile, path string, allowNetwork bool, cfg config) *Store {
 	s := &Store{
-		db:       db,
-		path:     path,
-		now:      cfg.now,
-		logLimit: cfg.logLimit,
-		done:     make(chan struct{}),
-		stmts:    map[string]*sql.Stmt{},
-		side:     openSidecar(path, path+"-herd"),
+		path:         path,
+		allowNetwork: allowNetwork,
+		cfg:          cfg,
+		now:          cfg.now,
+		logLimit:     cfg.logLimit,
+		done:         make(chan struct{}),
 	}
+	s.file.Store(f)
 	s.notify = newNotifier(s, cfg.pollInterval, !cfg.noInotify)
 	return s
 }
@@ -74,13 +78,27 @@ func (s *Store) Close() error {
 	close(s.done)
 	s.mu.Unlock()
 	s.notify.close()
-	if s.side != nil {
-		s.side.Close()
+	s.swap.Lock()
+	defer s.swap.Unlock()
+	for _, f := range s.retired {
+		f.closeSide()
 	}
-	for _, st := range s.stmts {
-		st.Close()
+	f := s.file.Load()
+	if f == nil {
+		return nil
 	}
-	return s.db.Close()
+	f.closeSide()
+	return f.closeDB()
+}
+
+// closedNow reports whether Close was called.
+func (s *Store) closedNow() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // begin checks what every call checks first: the ids, then the store's
@@ -215,12 +233,16 @@ func loadGroup(c conn, name string) (*group, error) {
 // read runs fn in a read transaction: one consistent view of the file,
 // which never waits for writers (WAL).
 func (s *Store) read(ctx context.Context, op string, fn func(c conn) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	f, err := s.current(ctx, op)
+	if err != nil {
+		return err
+	}
+	tx, err := f.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fail(op, err)
 	}
 	defer tx.Rollback()
-	if err := fn(conn{s: s, ctx: ctx, tx: tx}); err != nil {
+	if err := fn(conn{s: s, f: f, ctx: ctx, tx: tx}); err != nil {
 		var be *bailout
 		if errors.As(err, &be) {
 			return be.err

@@ -50,7 +50,12 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 		}
 		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
-	handedOver, err := s.lockWriter(ctx, op)
+	f, err := s.current(ctx, op)
+	if err != nil {
+		s.gate.Done()
+		return err
+	}
+	handedOver, err := s.lockWriter(ctx, f, op)
 	if err != nil {
 		if !handedOver {
 			s.gate.Done()
@@ -58,10 +63,15 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 		return err
 	}
 	defer func() {
-		s.unlockWriter()
+		s.unlockWriter(f)
 		s.gate.Done()
 	}()
-	tx, err := s.db.BeginTx(ctx, nil)
+	// Checked again with the write lock held: a write that waited for it
+	// while the file was replaced must not commit to the old one.
+	if f.at(s.path) != nil {
+		return fmt.Errorf("sqlitestore: %s: %s was removed or replaced meanwhile: %w", op, s.path, store.ErrUnavailable)
+	}
+	tx, err := f.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fail(op, err)
 	}
@@ -69,7 +79,7 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 	// The clock is read once the write lock is held, so that the times of
 	// successive writes follow the order of their commits (as far as the
 	// wall clock does).
-	w := &wtx{conn: conn{s: s, ctx: ctx, tx: tx}, now: s.now()}
+	w := &wtx{conn: conn{s: s, f: f, ctx: ctx, tx: tx}, now: s.now()}
 	w.us = micros(w.now)
 	if err := w.run(name, create, fn); err != nil {
 		var be *bailout
@@ -83,7 +93,7 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 	}
 	if len(w.entries) > 0 || w.wake {
 		s.notify.wake()
-		s.ring()
+		f.ring()
 	}
 	return nil
 }
