@@ -13,6 +13,7 @@ import (
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/tracker"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
 
@@ -169,4 +170,141 @@ func TestScenarioFailedReleaseIsRetried(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestScenarioHoldingMemberIsGivenNothing: a member loses its session and
+// comes back; the others take its partitions over meanwhile. If it holds
+// after the loss (the store may have lost data: see holdAfterLoss) for
+// SessionTTL before it claims anything, the others must not hand it
+// partitions while it holds: every partition runs somewhere at all times
+// after the faults stopped but for a handoff's moment, and the member gets
+// its share once its hold is over (issue 28, item 9).
+func TestScenarioHoldingMemberIsGivenNothing(t *testing.T) {
+	// The store forgets the member's session (a failover that lost it, an
+	// operator closing it): its next renewal is answered "expired", the
+	// sign of a loss of data that makes it hold every free partition.
+	t.Run("session forgotten", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			runHoldScenario(t, func(h *holdScenario) {
+				if err := h.mem.CloseSession(h.ctx, "g", h.c.Session()); err != nil {
+					t.Fatal(err)
+				}
+			}, func(*holdScenario) {})
+		})
+	})
+	// Under 4 s of store latency (more than RenewTimeout) the member's
+	// renewals time out, it fences itself and loses its session; the
+	// latency ends once the others have taken its partitions over, within
+	// TTL + 1 s of its last renewal.
+	t.Run("latency 4s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			runHoldScenario(t, func(h *holdScenario) {
+				lost := h.c.Session()
+				h.fault.SetLatency(4 * time.Second)
+				for h.c.Session() == lost {
+					time.Sleep(100 * time.Millisecond) // virtual time
+				}
+				h.waitBalanced("c lost its session", h.ids[:2], 2*herd.DefaultSessionTTL)
+				h.renewMu.Lock()
+				last := h.renewedAt
+				h.renewMu.Unlock()
+				if took := time.Since(last); took > herd.DefaultSessionTTL+time.Second {
+					t.Fatalf("c's partitions were taken over %v after its last renewal, more than TTL + 1 s", took)
+				}
+			}, func(h *holdScenario) { h.fault.SetLatency(0) })
+		})
+	})
+}
+
+// holdScenario is one run of TestScenarioHoldingMemberIsGivenNothing: three
+// members a, b, c on 12 partitions; c is the one that loses its session.
+type holdScenario struct {
+	t       *testing.T
+	ctx     context.Context
+	mem     *memstore.Store
+	fault   *faultstore.Store // c's connection
+	c       *herd.Member
+	ids     []string
+	parts   []string
+	tr      *tracker.Tracker
+	renewMu sync.Mutex
+	// renewedAt: when c's last renewal reached the store
+	renewedAt time.Time
+}
+
+func (h *holdScenario) waitBalanced(step string, members []string, limit time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, limit)
+	defer cancel()
+	if err := h.tr.WaitBalanced(ctx, h.parts, members); err != nil {
+		h.t.Fatalf("%s: not balanced within %v: %v\n%s", step, limit, err, h.tr.Table(members))
+	}
+}
+
+// runHoldScenario places the partitions, makes c lose its session (lose
+// returns once the others run every partition), ends the faults (end) and
+// checks that no partition runs nowhere for more than a second from then
+// on, and that the three are balanced within 2 TTLs.
+func runHoldScenario(t *testing.T, lose, end func(*holdScenario)) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h := &holdScenario{t: t, ctx: ctx, mem: memstore.New(), ids: []string{"a", "b", "c"}, tr: tracker.New()}
+	for i := range 12 {
+		h.parts = append(h.parts, fmt.Sprint(i))
+	}
+	idle := newIdleWatch(h.parts)
+	var members []*herd.Member
+	for _, id := range h.ids {
+		var st store.Store = h.mem
+		if id == "c" {
+			h.fault = faultstore.Wrap(h.mem)
+			st = &renewWatch{Store: h.fault, at: func() {
+				h.renewMu.Lock()
+				h.renewedAt = time.Now()
+				h.renewMu.Unlock()
+			}}
+		}
+		m, err := herd.Join(ctx, st, herd.Config{
+			Group: "g", Member: id, Partitions: herd.Numbered(len(h.parts)),
+			Logger:  slog.New(slog.DiscardHandler),
+			Handler: idle.wrap(h.tr.Wrap(id, nil)),
+		})
+		if err != nil {
+			t.Fatalf("join %s: %v", id, err)
+		}
+		members = append(members, m)
+	}
+	h.c = members[2]
+	h.waitBalanced("three join", h.ids, 5*time.Second)
+	time.Sleep(herd.DefaultSessionTTL / 2) // virtual: c renews once at least
+
+	lose(h)
+	h.waitBalanced("c lost its session", h.ids[:2], 2*herd.DefaultSessionTTL)
+	end(h)
+	idle.watch()
+	stopped := time.Now()
+	h.waitBalanced("the faults end", h.ids, 2*herd.DefaultSessionTTL)
+	t.Logf("balanced over the three %v after the faults ended", time.Since(stopped))
+	if d, p := idle.longest(); d > time.Second {
+		t.Fatalf("partition %s ran nowhere for %v after the faults stopped", p, d)
+	}
+	for _, m := range members {
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// renewWatch calls at after each KeepAlive the store accepted.
+type renewWatch struct {
+	store.Store
+	at func()
+}
+
+func (s *renewWatch) KeepAlive(ctx context.Context, g, sess string, ttl time.Duration) (time.Duration, error) {
+	next, err := s.Store.KeepAlive(ctx, g, sess, ttl)
+	if err == nil {
+		s.at()
+	}
+	return next, err
 }
