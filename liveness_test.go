@@ -308,3 +308,64 @@ func (s *renewWatch) KeepAlive(ctx context.Context, g, sess string, ttl time.Dur
 	}
 	return next, err
 }
+
+// failGiveBackOnce fails the first GiveBack it gets, before it reaches the
+// store, and passes every other call.
+type failGiveBackOnce struct {
+	store.Store
+	failed atomic.Int32
+}
+
+func (s *failGiveBackOnce) GiveBack(ctx context.Context, g, p, sess string, epoch uint64) error {
+	if s.failed.Add(1) == 1 {
+		return fmt.Errorf("injected failure of a give-back of %s: %w", p, store.ErrUnavailable)
+	}
+	return s.Store.GiveBack(ctx, g, p, sess, epoch)
+}
+
+// TestScenarioFailedGiveBackRunsAgain: a handler gives its partition back
+// and the store answers the give-back with an error. The record stays the
+// member's, which it does not run: the partition must run again within a
+// renew interval (the member alone claims it again), not sit owned and
+// idle until the member next plans in full.
+func TestScenarioFailedGiveBackRunsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		parts := []string{"0", "1"}
+		idle := newIdleWatch(parts)
+		st := &failGiveBackOnce{Store: memstore.New()}
+		var gaveBack atomic.Bool
+		m, err := herd.Join(ctx, st, herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(len(parts)),
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: idle.wrap(func(c *herd.Claim) error {
+				if c.Partition == "0" && gaveBack.CompareAndSwap(false, true) {
+					select {
+					case <-time.After(5 * time.Second): // the member is at rest
+						return herd.ErrGiveBack
+					case <-c.Context().Done():
+						return nil
+					}
+				}
+				<-c.Context().Done()
+				return nil
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle.watch()
+		renew := herd.DefaultSessionTTL / 3
+		time.Sleep(5*time.Second + renew + time.Second) // virtual time
+		if st.failed.Load() == 0 {
+			t.Fatalf("nothing was given back: the test proves nothing")
+		}
+		if d, p := idle.longest(); d > renew {
+			t.Fatalf("partition %s ran nowhere for %v after its give-back failed, more than a renew interval (%v)", p, d, renew)
+		}
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -239,6 +239,9 @@ func (m *Member) run(sess *session) {
 			continue
 		case sl := <-m.slotDone:
 			delete(slots, sl.claim.Partition)
+			if sl.planInFull.Load() {
+				m.rep.dropAim()
+			}
 			closeOrphans()
 			// A partition was released or dropped: the target may now let
 			// this member claim something, so plan again.
