@@ -110,8 +110,13 @@ func (m *Member) sendGiveBack(sl *slot) {
 		m.rep.distrust()
 	default:
 		// The record stays this member's: plan may claim it again, and
-		// the handler will give it back again if it fails again.
+		// the handler will give it back again if it fails again. No entry
+		// of the log tells plan so: the reconcile loop drops its aim when
+		// this slot is done, so that its next plan is a full one, which
+		// claims the record again or releases it (issue 28 item 8: it
+		// stayed owned and idle until the member next planned in full).
 		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
+		sl.planInFull.Store(true)
 	}
 	m.rep.uncontest(c.Partition)
 }

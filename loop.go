@@ -100,8 +100,10 @@ func (m *Member) run(sess *session) {
 		}
 		// Whether the store forgot the session or this member could not
 		// reach it (fenced), the store may have lost its data meanwhile:
-		// hold once the next session opens (see holdAfterLoss).
+		// hold once the next session opens (see holdAfterLoss), unless
+		// the log shows it kept its data (keptData).
 		m.holdPending = true
+		m.noteLossMark(sess)
 		openDue = true
 		if errors.Is(cause, ErrSessionExpired) {
 			m.lossSeen = true // the store forgot the session
@@ -185,17 +187,17 @@ func (m *Member) run(sess *session) {
 			// Both calls are bounded by RenewTimeout and cancelled by
 			// Leave, so a Leave during an outage is seen at once.
 			if m.restore(m.attemptCtx) {
-				m.lossSeen = true
+				m.lossSeen, m.logMark = true, nil // a record was missing: lost
 			}
 			s, err := m.openSession(m.attemptCtx, m.cfg.RenewTimeout)
 			switch {
 			case err == nil:
 				sess = s
 				backoff = 20 * time.Millisecond
-				if m.holdPending {
+				if m.holdPending && !m.keptData(m.attemptCtx) {
 					m.holdAfterLoss(m.lossSeen)
-					m.holdPending, m.lossSeen = false, false
 				}
+				m.holdPending, m.lossSeen, m.logMark = false, false, nil
 				m.poke()
 			case m.runCtx.Err() != nil:
 				finish(m.runCtx.Err())
@@ -237,6 +239,9 @@ func (m *Member) run(sess *session) {
 			continue
 		case sl := <-m.slotDone:
 			delete(slots, sl.claim.Partition)
+			if sl.planInFull.Load() {
+				m.rep.dropAim()
+			}
 			closeOrphans()
 			// A partition was released or dropped: the target may now let
 			// this member claim something, so plan again.

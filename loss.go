@@ -51,6 +51,51 @@ func (m *Member) holdAfterLoss(all bool) {
 	}
 }
 
+// noteLossMark records, as sess is lost, the point of the log from which
+// the next session checks that the store kept its data (keptData): the
+// copy's version, unless the log has said since sess opened that it could
+// not be continued (a new history: the store may have lost data), or the
+// copy has none.
+func (m *Member) noteLossMark(sess *session) {
+	v, goneAt := m.rep.mark()
+	m.logMark = nil
+	if v != (store.Version{}) && goneAt.Before(sess.opened) {
+		m.logMark = &v
+	}
+}
+
+// keptData reports whether the store has kept its data since the session
+// lost last: the group's log still goes on from m.logMark. It is called
+// once the next session is open, so a loss of data before that call shows
+// (and one after it ends that session too). A store that loses data, or
+// its latest writes, begins a new history of the log (store.Version), so
+// the log going on from a point this member reached before the loss shows
+// that nothing was lost since: no member has a record to put back, and
+// holding would only leave partitions idle (issue 28, item 9).
+//
+// Why not hold and be skipped by the others instead: while a member holds
+// it is counted by every member's plan, which gives it its share, and the
+// partitions handed to it run nowhere until the hold ends (up to
+// SessionTTL after the faults are over). The others cannot tell that it
+// holds without a new field in the session record (a change of the
+// Store contract), and a member that does not open its session until its
+// hold is over delays its return after every lost session by SessionTTL.
+// A hold that is needed (the store lost data, or this cannot be told) is
+// shared: every member whose session the loss ended holds too, so nothing
+// is handed to the holders that anyone would run. What is left: a log
+// trimmed past the mark (ErrVersionGone without a loss) holds as before.
+func (m *Member) keptData(ctx context.Context) bool {
+	if m.logMark == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	defer cancel()
+	// Returns at once: the session just opened logged an entry after
+	// the mark.
+	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.logMark, 1)
+	return err == nil
+}
+
 // restore puts back the last checkpoint this member wrote for each
 // partition of a lost session, where the store has no record any more or
 // only a released one with a lower epoch. Restore writes nothing over an

@@ -54,6 +54,7 @@ type Member struct {
 	holdFree    time.Time         // until then, every partition without a live owner too
 	holdPending bool              // a session was lost: hold once the next one opens
 	lossSeen    bool              // since then, the store showed it lost data
+	logMark     *store.Version    // where the log must go on from for no hold (see keptData); nil: hold
 	lastRecords int               // ownership records in the last snapshot
 	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
 	// checkedParts: the last partition set plan found sorted (see

@@ -300,6 +300,18 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			pl.release = append(pl.release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
 		}
 	}
+	if len(m.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.lastParts) > 0) {
+		// Restores the store did not answer (planChecks): no entry will
+		// come to make plan try them again, so look again soon, as a
+		// failed renewal is retried. A partition set not put back left
+		// the member alone in a group with nothing to run until its next
+		// read of the group (HERD_FAULT_SEED=162).
+		retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
+		if pl.next == 0 || retry < pl.next {
+			pl.next = retry
+		}
+		pl.held = true // no aim: the next plan is a full one
+	}
 	return pl, nil
 }
 

@@ -107,19 +107,43 @@ func (r *releaser) release(sl *slot) {
 }
 
 // loop sends the queued releases until stop is closed (then the queue is
-// empty: every slot has returned).
+// empty: every slot has returned). A release the store did not apply is
+// sent again after a back-off (see flush), until it lands or its session
+// ends.
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	failures := 0 // sends that failed in a row
 	for {
 		select {
 		case <-r.wake:
+		case <-retry.C:
 		case <-stop:
 			r.flush() // nothing should be left; never leave a waiter blocked
 			return
 		}
 		r.gather(stop)
-		r.flush()
+		if r.flush() {
+			failures = 0
+			continue
+		}
+		retry.Reset(releaseBackoff(failures, r.m.cfg.RenewInterval))
+		failures++
 	}
+}
+
+// releaseBackoff is the wait before a failed release is sent again, after
+// failures failed sends in a row: 20 ms, doubling up to a quarter of
+// RenewInterval (500 ms at most), as a renewal that failed is retried. A
+// partition whose handler has returned is owned and idle until its release
+// lands, so the retries go on as long as the session lives: with the store
+// answering, the release lands within a fraction of RenewInterval (less
+// RenewTimeout per attempt that times out).
+func releaseBackoff(failures int, renew time.Duration) time.Duration {
+	d := 20 * time.Millisecond << min(failures, 10)
+	return min(d, renew/4, 500*time.Millisecond)
 }
 
 // gather waits until every slot expected has arrived, a batch is full, or
@@ -147,13 +171,21 @@ func (r *releaser) gather(stop <-chan struct{}) {
 	}
 }
 
-// flush sends everything queued, one batch (of one session's slots) at a time.
-func (r *releaser) flush() {
+// flush sends everything queued, one batch (of one session's slots) at a
+// time. A release the store did not apply (it answered an error, or did not
+// answer) is queued again, unless its session has ended (its records free
+// with it) or the member stops: flush reports false if some are, and the
+// loop sends them again after a back-off. Issue 28 item 8: a release that
+// failed once was never retried, so the partitions stayed owned by the
+// member's live session and ran nowhere while the fleet looked settled.
+func (r *releaser) flush() (landed bool) {
+	var again []releaseReq
 	for {
 		r.mu.Lock()
 		if len(r.queue) == 0 {
+			r.queue = append(r.queue, again...)
 			r.mu.Unlock()
-			return
+			return len(again) == 0
 		}
 		sess := r.queue[0].sl.sess
 		var batch []releaseReq
@@ -167,20 +199,30 @@ func (r *releaser) flush() {
 		}
 		r.queue = rest
 		r.mu.Unlock()
-		r.send(sess, batch)
+		failed := r.send(sess, batch)
+		if sess.ctx.Err() != nil || r.m.runCtx.Err() != nil {
+			failed = nil // the session's records free with it
+		}
 		for _, q := range batch {
-			close(q.done)
+			if failed[q.sl] {
+				again = append(again, q)
+			} else {
+				close(q.done)
+			}
 		}
 	}
 }
 
-// send releases one batch of slots of sess.
-func (r *releaser) send(sess *session, batch []releaseReq) {
+// send releases one batch of slots of sess, and returns those whose
+// release the store did not apply, or may not have (none if the call
+// cannot succeed by being sent again: a broken record or group, a session
+// the store no longer knows).
+func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
 	// Released through the member's run context, not the session's (already
 	// cancelled for the handoff): the store still fences it by epoch.
 	if m.cfg.Gate.wait(m.runCtx) != nil {
-		return
+		return nil
 	}
 	held := make([]store.Ownership, len(batch))
 	for i, q := range batch {
@@ -192,16 +234,22 @@ func (r *releaser) send(sess *session, batch []releaseReq) {
 	if err == nil && len(errs) != len(held) {
 		err = errors.New("the store answered a different number of results")
 	}
-	if err != nil {
-		if errors.Is(err, store.ErrCorrupt) {
-			// The group's keys broke (by hand): the read the member makes
-			// now reports it, once for all its calls.
-			m.log.Debug("release failed; the partitions free when the session ends", "partitions", len(held), "err", err)
-			m.rep.distrust()
-			return
+	switch {
+	case errors.Is(err, store.ErrCorrupt):
+		// The group's keys broke (by hand): the read the member makes
+		// now reports it, once for all its calls.
+		m.log.Debug("release failed; the partitions free when the session ends", "partitions", len(held), "err", err)
+		m.rep.distrust()
+		return nil
+	case errors.Is(err, store.ErrSessionExpired):
+		return nil // the session ended: its records are free
+	case err != nil:
+		m.log.Warn("release failed; retrying", "partitions", len(held), "err", err)
+		failed = make(map[*slot]bool, len(batch))
+		for _, q := range batch {
+			failed[q.sl] = true
 		}
-		m.log.Warn("release failed; the partitions free when the session ends", "partitions", len(held), "err", err)
-		return
+		return failed
 	}
 	var done []store.Ownership
 	corrupt := false
@@ -215,11 +263,16 @@ func (r *releaser) send(sess *session, batch []releaseReq) {
 			m.log.Debug("release failed; the partition frees when the session ends", "partition", held[i].Partition, "err", e)
 			corrupt = true
 		default:
-			m.log.Warn("release failed; the partition frees when the session ends", "partition", held[i].Partition, "err", e)
+			m.log.Warn("release failed; retrying", "partition", held[i].Partition, "err", e)
+			if failed == nil {
+				failed = map[*slot]bool{}
+			}
+			failed[batch[i].sl] = true
 		}
 	}
 	m.noteReleased(done)
 	if corrupt {
 		m.rep.distrust()
 	}
+	return failed
 }

@@ -59,6 +59,10 @@ type replica struct {
 	base     uint64 // Member.writes when the read of work's snapshot began
 	err      error  // why the last read failed, nil after one succeeded
 	again    bool   // read the group anew (the copy is stale or diverged)
+	// goneAt: when the log last answered that it cannot be continued from
+	// the copy's version (ErrVersionGone: a new history, the store lost
+	// data, or entries trimmed). See Member.logMark.
+	goneAt time.Time
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
@@ -245,6 +249,17 @@ func (r *replica) version() store.Version {
 		return last[len(last)-1].Version
 	}
 	return r.work.Version
+}
+
+// mark returns the point of the log the copy has reached (zero: none yet)
+// and when the log last said it could not be continued (zero: never).
+func (r *replica) mark() (store.Version, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.work == nil {
+		return store.Version{}, r.goneAt
+	}
+	return r.version(), r.goneAt
 }
 
 // dropPending empties the queue. r.mu is held.
@@ -602,6 +617,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			}
 		case errors.Is(err, store.ErrVersionGone):
 			r.again = true
+			r.goneAt = time.Now()
 		}
 		// A log that cannot be continued from a read just made (a store
 		// whose snapshots lack their version) is read again with back-off.

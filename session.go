@@ -22,6 +22,8 @@ type session struct {
 	// seq numbers the opening among the member's writes (Member.writes):
 	// plan waits for a replica that shows it.
 	seq uint64
+	// opened is when the session was opened (sent to the store).
+	opened time.Time
 	// fence is when the renewal goroutine fences the session unless a
 	// renewal succeeds first: the last successful renewal's send time plus
 	// SessionTTL-FenceMargin. Store calls made for the session's handlers
@@ -90,7 +92,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
-	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1)}
+	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
 	// A new session starts from a new read of the group (the replica may
 	// have diverged while there was none).
 	m.setReceiving(true)

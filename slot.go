@@ -31,6 +31,10 @@ type slot struct {
 	released atomic.Bool  // set once released (normal path or ForceHandoff)
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
+	// planInFull: its record stays this member's, which no entry of the
+	// log will say (a give-back that failed): the plan made once it is
+	// done must be a full one (see aim.go).
+	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex). Only the reconcile loop uses it.
 	at int32
