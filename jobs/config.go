@@ -32,7 +32,11 @@ type Run struct {
 	Attempt int
 	// Epoch is the owner's fencing token for the key: it strictly increases
 	// with every change of owner. Writes to other systems can be fenced
-	// with it ("write only if my epoch >= the stored one").
+	// with it ("write only if my epoch >= the stored one"). It is the only
+	// fence for them: a process stopped inside Run (or just before its
+	// first step) past its TTL resumes in Run while another member runs the
+	// key; its context is then cancelled, but a write it sends at once is
+	// refused only by such a check.
 	Epoch uint64
 	// Missed is the number of slots skipped just before this one, which
 	// never got a run because this later slot was already due (the fleet was
@@ -107,7 +111,9 @@ type Config struct {
 
 	// Run runs one key for one slot. Required. Its context is cancelled
 	// when the key is handed off to another member (a member joined, or
-	// this one leaves) or lost, and when Timeout passes; it must then
+	// this one leaves) or lost, at the session's fence time if renewals stop
+	// (herd.Claim.FenceTime: it moves with every renewal, so a run may last
+	// longer than the TTL), and when Timeout passes; it must then
 	// return soon: the key is released, and can run elsewhere, only after it
 	// returns. A nil result is success; an error is kept on the record and
 	// the slot is retried after RetryDelay (doubled per failure, at most

@@ -33,7 +33,13 @@
 //     for instance one that was stopped (SIGSTOP, a VM pause) past its
 //     session TTL, never starts a slot another member now owns. If the
 //     write fails otherwise, the run does not start either, and is tried
-//     again after a short pause.
+//     again after a short pause. A member stopped after the write was
+//     accepted and before Run was called does not start the run either: just
+//     before Run the owner checks the session's fence time
+//     (herd.Claim.FenceTime) on the monotonic clock, not only the context,
+//     whose cancellation comes late after a stop. Run's context ends at the
+//     fence time as renewals move it, so a run outlives its session by no
+//     more than Run takes to return.
 //  2. After the run, the owner writes the stop time, the result or error,
 //     the counts and the next due time.
 //
@@ -94,10 +100,12 @@
 //
 // What is not: a run is at least once per slot, not exactly once (a run
 // that finished but whose outcome was not written, because its owner
-// crashed or lost the key between the two, is run again); a stopped
-// process (SIGSTOP) that resumes after its TTL may still be inside Run
-// for a moment while the new owner runs the key (fence writes to other
-// systems with Run.Epoch); and slots are due by each member's wall clock,
-// so a member whose clock is off runs its keys early or late by as much
-// (never twice at once: ownership is decided by the store).
+// crashed or lost the key between the two, is run again); a process
+// stopped (SIGSTOP, a VM or GC pause) inside Run, or after the fence check
+// and before Run's first step, that resumes after its TTL may go on for a
+// moment while the new owner runs the key: no check can close that window,
+// so fence writes to other systems with Run.Epoch; and slots are due by
+// each member's wall clock, so a member whose clock is off runs its keys
+// early or late by as much (never twice at once: ownership is decided by
+// the store; see "Clocks" for a record written by a clock far ahead).
 package jobs

@@ -161,12 +161,23 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		}
 		return p, true
 	}
+	if !mayStart(c) {
+		// Stopped after the write, past the session's fence time (fence.go):
+		// the key may have another owner, who runs the slot. If the session
+		// lives on (a renewal was under way), the next "running" write goes
+		// through and the run starts then; if not, it is refused.
+		s.log.Debug(msgNotStarted, "key", c.Partition, "slot", r.Slot, "err", errFenced)
+		p.notBefore = time.Now().Add(writeBackoff(1))
+		return p, true
+	}
 	k.rec = rec
 	s.met.skipped(r.Missed)
 	s.met.started(time.Since(r.Slot).Seconds(), r.Attempt == 1) // lateness: when Run starts, after the write
 	s.log.Debug("run started", "key", c.Partition, "slot", r.Slot, "attempt", r.Attempt, "epoch", c.Epoch)
 
-	err := s.call(ctx, r)
+	rctx, stopFence := fenceContext(ctx, c)
+	err := s.call(rctx, r)
+	stopFence()
 
 	stop := time.Now()
 	rec.Running, rec.LastStop = false, stop.UTC()
@@ -176,9 +187,9 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	case err == nil:
 		rec.Result = ResultOK
 		rec.NextDue = k.slots.next(r.Slot)
-	case ctx.Err() != nil:
-		// Handed off or lost mid-run: the next owner runs the slot again
-		// at once.
+	case ctx.Err() != nil || fenced(rctx):
+		// Handed off or lost mid-run (or past the fence time): the next
+		// owner runs the slot again at once.
 		rec.Result, rec.Error, rec.Retry, rec.NextDue = ResultInterrupted, err.Error(), true, rec.LastStop
 	default:
 		rec.Result, rec.Error = ResultError, err.Error()
