@@ -19,6 +19,7 @@ const (
 	DefaultMaxConcurrent = 8
 	DefaultRetryDelay    = 10 * time.Second
 	DefaultRetryMax      = 10 * time.Minute
+	DefaultClockSkew     = time.Minute
 )
 
 // Run is one run of a key, as Config.Run gets it.
@@ -132,6 +133,15 @@ type Config struct {
 	RetryDelay time.Duration
 	RetryMax   time.Duration
 
+	// ClockSkew is how far ahead of this member's clock a key's record may
+	// place its slot before the record is taken for the work of a clock
+	// that was ahead (default 1 minute). A record's slot is never
+	// legitimately in the future: past this tolerance this member logs it
+	// (once per key), counts it (herd_jobs_skewed_records_total) and
+	// schedules the key from its own clock, instead of waiting for the
+	// record's slot.
+	ClockSkew time.Duration
+
 	// SessionTTL is how long the store keeps the member's session after its
 	// last renewal: a crashed member's keys, and the runs it had under way,
 	// are taken over after it. Default herd.DefaultSessionTTL.
@@ -160,6 +170,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = max(DefaultRetryMax, c.RetryDelay)
+	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultClockSkew
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -217,7 +230,7 @@ func (c Config) validate() (Schedule, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Timeout", c.Timeout}, {"RetryDelay", c.RetryDelay}, {"RetryMax", c.RetryMax}, {"SessionTTL", c.SessionTTL}, {"MaxShutdown", c.MaxShutdown}} {
+	}{{"Timeout", c.Timeout}, {"RetryDelay", c.RetryDelay}, {"RetryMax", c.RetryMax}, {"SessionTTL", c.SessionTTL}, {"MaxShutdown", c.MaxShutdown}, {"ClockSkew", c.ClockSkew}} {
 		if d.v < 0 {
 			bad("jobs: config: %s %v is negative", d.name, d.v)
 		}

@@ -106,6 +106,12 @@ func (s *Scheduler) safeSchedule(key string) (sch Schedule) {
 // schedule may have changed since it was written), only for a retry's
 // back-off.
 func (k *keyRun) pendingFrom(rec Record, now time.Time) pending {
+	if k.skewed(rec, now) {
+		// Written by a clock ahead of ours: its slot and due time mean
+		// nothing here. The next slot on this member's clock.
+		s := k.slots.next(now)
+		return pending{slot: s, attempt: 1, notBefore: s}
+	}
 	switch {
 	case rec.Slot.IsZero():
 		// Never ran: its first slot from now on.

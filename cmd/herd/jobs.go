@@ -31,6 +31,7 @@ type jobsOpts struct {
 	every         time.Duration
 	cron          string
 	noSpread      bool
+	clockSkew     time.Duration
 	maxConcurrent int
 	timeout       time.Duration
 	retryDelay    time.Duration
@@ -121,6 +122,7 @@ func jobsCmd() *cobra.Command {
 	f.DurationVar(&o.every, "every", 0, "run each key once per interval, "+minJobsEvery.String()+" to 366 days (or --cron)")
 	f.StringVar(&o.cron, "cron", "", "run each key on a cron schedule: 5 fields, UTC unless CRON_TZ=Zone comes first (or --every)")
 	f.BoolVar(&o.noSpread, "no-spread", false, "run every key at the start of each period instead of spread over it by a hash of the key")
+	f.DurationVar(&o.clockSkew, "clock-skew", jobs.DefaultClockSkew, "how far ahead of this member's clock a key's record may place its slot before it is taken for a clock that was ahead and ignored (logged, counted), 1s to 24h")
 	f.IntVar(&o.maxConcurrent, "max-concurrent", jobs.DefaultMaxConcurrent, "runs under way at once on this member, 1 to "+commas(maxJobsParallel))
 	f.DurationVar(&o.timeout, "timeout", 0, "stop a run (SIGTERM, then SIGKILL after --max-shutdown) after this long and count it failed; 0: no limit")
 	f.DurationVar(&o.retryDelay, "retry-delay", jobs.DefaultRetryDelay, "pause before a failed run is tried again, 1ms to 1h")
@@ -167,6 +169,9 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 		return nil, nil, err
 	}
 	if err := checkDuration("retry-max", o.retryMax, o.retryDelay, 24*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("clock-skew", o.clockSkew, time.Second, 24*time.Hour); err != nil {
 		return nil, nil, err
 	}
 	if err := checkTTL(o.ttl); err != nil {
@@ -245,7 +250,7 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 		Every: o.every, Cron: o.cron, NoSpread: o.noSpread,
 		Run: r.run, MaxConcurrent: o.maxConcurrent, Timeout: o.timeout,
 		RetryDelay: o.retryDelay, RetryMax: o.retryMax,
-		SessionTTL: o.ttl,
+		SessionTTL: o.ttl, ClockSkew: o.clockSkew,
 		// The run kills its child after --max-shutdown; the member's own
 		// watchdog only warns, a little later.
 		MaxShutdown: o.maxShutdown + time.Second,
