@@ -37,6 +37,9 @@ type keyRun struct {
 	rec   Record
 	// warned: a failed record write has been logged (once per claim).
 	warned bool
+	// prevOwner and prevEpoch wrote the record found at the claim.
+	prevOwner string
+	prevEpoch uint64
 }
 
 // handle is the herd handler of one key: it runs the key's due slots for
@@ -56,13 +59,8 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 			"key", c.Partition, "err", err)
 		rec = Record{}
 	}
-	k.rec = rec
+	k.rec, k.prevOwner, k.prevEpoch = rec, rec.Owner, rec.Epoch
 	p := k.pendingFrom(rec, time.Now())
-	if p.takeover {
-		s.met.tookOver()
-		s.log.Info("the key's previous owner stopped during a run: running its slot again now",
-			"key", c.Partition, "slot", p.slot, "previous_owner", rec.Owner, "previous_epoch", rec.Epoch, "epoch", c.Epoch)
-	}
 	for {
 		due := p.due()
 		if due.IsZero() {
@@ -137,17 +135,24 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	now := time.Now()
 	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, claim: c}
 	if last := k.slots.latest(now); last.After(p.slot) {
-		// Later slots are due already: run the latest, once.
+		// Later slots are due already: run the latest, once. The slots
+		// before it that never started are missed; p.slot is not if it
+		// was started already (a retry, an interruption, a takeover), and
+		// it is not run again, so this is no takeover.
 		r.Missed = k.slots.count(p.slot, last)
+		if (p.attempt > 1 || p.takeover) && r.Missed > 0 {
+			r.Missed--
+		}
 		r.Slot, r.Attempt, r.Takeover = last, 1, false
-		s.log.Info("slots missed: running the latest one once", "key", c.Partition, "missed", r.Missed, "slot", last)
+		s.log.Info("slots missed: running the latest one once", "key", c.Partition, "missed", r.Missed, "slot", last,
+			"superseded_slot", p.slot, "superseded_attempt", p.attempt)
 	}
 
 	rec := k.rec
 	rec.V, rec.Owner, rec.Epoch, rec.Running = RecordVersion, s.member, c.Epoch, true
 	rec.Slot, rec.Attempt, rec.LastStart = r.Slot, r.Attempt, now.UTC()
 	rec.Missed += r.Missed
-	if p.takeover {
+	if r.Takeover {
 		rec.Takeovers++
 	}
 	rec.NextDue, rec.Retry = time.Time{}, false
@@ -177,6 +182,11 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		return p, true
 	}
 	k.rec = rec
+	if r.Takeover {
+		s.met.tookOver()
+		s.log.Info("the key's previous owner stopped during a run: running its slot again now",
+			"key", c.Partition, "slot", r.Slot, "previous_owner", k.prevOwner, "previous_epoch", k.prevEpoch, "epoch", c.Epoch)
+	}
 	s.met.skipped(r.Missed)
 	s.met.started(time.Since(r.Slot).Seconds(), r.Attempt == 1) // lateness: when Run starts, after the write
 	s.log.Debug("run started", "key", c.Partition, "slot", r.Slot, "attempt", r.Attempt, "epoch", c.Epoch)
