@@ -91,24 +91,31 @@ type Config struct {
 	Keys []string
 
 	// Every runs each key once per interval: the interval's slots are
-	// multiples of Every since the Unix epoch (UTC), spread by key (see
-	// NoSpread). Exactly one of Every and Cron is required, unless Schedule
-	// gives every key its own.
+	// multiples of Every since the Unix epoch (UTC), spread by key unless
+	// NoSpread is set. Exactly one of Every and Cron is required, unless
+	// Schedule gives every key its own.
 	Every time.Duration
-	// Cron runs each key on a cron schedule (see ParseCron), spread by key
-	// over the time from one of its times to the next.
+	// Cron runs each key on a cron schedule (see ParseCron), at the times it
+	// names: not spread unless Spread is set.
 	Cron string
 	// Schedule, if set, gives a key its own schedule; a nil result means
 	// the key follows Every or Cron. It must return the same schedule for a
-	// key on every member.
+	// key on every member. An Every is spread as Config.Every is; any other
+	// schedule runs at its times unless Spread is set.
 	Schedule func(key string) Schedule
-	// NoSpread turns spreading off. By default each key runs at an offset
-	// into each period of its schedule, a fraction of the period given by a
-	// hash of the key, the same on every member: keys are spread evenly over
-	// the period instead of all being due at its start. With NoSpread every
-	// key is due at the schedule's times, and MaxConcurrent decides how
-	// fast they start.
+	// NoSpread turns spreading off for interval schedules (Every). By
+	// default each key due every interval runs at an offset into each
+	// period, a fraction of the period given by a hash of the key (whole
+	// seconds for periods of a second or more), the same on every member:
+	// keys are spread evenly over the period instead of all being due at its
+	// start. With NoSpread every key is due at the schedule's times, and
+	// MaxConcurrent decides how fast they start.
 	NoSpread bool
+	// Spread spreads every schedule, cron expressions included, over the
+	// time from one of its times to the next (a key of "0 6 * * *" then
+	// runs at some time of the day, the same every day). A cron expression
+	// runs at the time it names unless Spread is set.
+	Spread bool
 
 	// Run runs one key for one slot. Required. Its context is cancelled
 	// when the key is handed off to another member (a member joined, or
@@ -207,6 +214,10 @@ func (c Config) validate() (Schedule, error) {
 		}
 	}
 	var def Schedule
+	switch {
+	case c.Spread && c.NoSpread:
+		bad("jobs: config: both Spread and NoSpread are set; set one")
+	}
 	switch {
 	case c.Every != 0 && c.Cron != "":
 		bad("jobs: config: both Every and Cron are set; set one")

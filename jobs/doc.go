@@ -75,13 +75,34 @@
 //
 // Slots come from Config.Every (multiples of it since the Unix epoch, UTC),
 // Config.Cron (evaluated in UTC unless it starts with CRON_TZ=), or a
-// per-key Config.Schedule. By default each key runs at an offset into each
-// period of its schedule, a fraction of the period given by a hash of the
-// key: 10,000 keys due every hour start about 2.8 a second, not all at the
-// top of the hour. Config.MaxConcurrent bounds the runs of one member under
-// way at once, so a member never starts all its due keys at once either.
-// A key with no record yet runs at its first slot after its first owner
-// claimed it.
+// per-key Config.Schedule. A cron expression runs at the times it names.
+// An interval is spread by default: each key runs at an offset into each
+// period, a fraction of the period given by a hash of the key, in whole
+// seconds: 10,000 keys due every hour start about 2.8 a second, not all at
+// the top of the hour (Config.NoSpread turns that off; Config.Spread turns
+// it on for cron expressions too). Config.MaxConcurrent bounds the runs of
+// one member under way at once, so a member never starts all its due keys
+// at once either. A key with no record yet runs at its first slot after
+// its first owner claimed it; that owner writes the slot into the key's
+// record as its next due time, so the blackboard shows it before the
+// first run.
+//
+// # Clocks
+//
+// Slots are due by the owner's wall clock. A record's slot is never
+// legitimately in the future, so a record whose slot is ahead of the
+// owner's clock by more than Config.ClockSkew (a minute by default) was
+// written by a member whose clock was ahead: the owner logs it once per
+// key, counts it (herd_jobs_skewed_records_total) and schedules the key
+// from its own clock, instead of leaving the key silent until then.
+//
+// In a zone with daylight saving time (CRON_TZ=), a cron job at a fixed
+// time runs once on the days the clocks change, as in Vixie cron: in autumn
+// the repeated hour is collapsed (CRON_TZ=America/New_York 30 1 * * * runs
+// at 01:30 EDT, not again at 01:30 EST); in spring a time in the skipped
+// hour runs at the change (30 2 * * * runs at 03:00 EDT). A job whose
+// minute or hour field starts with * follows real time: it runs in both
+// passes through a repeated hour.
 //
 // # What is guaranteed
 //

@@ -52,7 +52,7 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		<-ctx.Done()
 		return nil
 	}
-	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, !s.cfg.NoSpread)}
+	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, s.spreads(sch))}
 	rec, err := DecodeRecord(c.LastCheckpoint())
 	if err != nil {
 		s.log.Warn("the key's record cannot be read; the key starts afresh and its next run replaces the record",
@@ -61,6 +61,9 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 	}
 	k.rec, k.prevOwner, k.prevEpoch = rec, rec.Owner, rec.Epoch
 	p := k.pendingFrom(rec, time.Now())
+	if err == nil {
+		k.announce(ctx, p)
+	}
 	for {
 		due := p.due()
 		if due.IsZero() {
@@ -79,6 +82,33 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		}
 		p = next
 	}
+}
+
+// spreads reports whether sch is spread by key: an interval (Every) unless
+// Config.NoSpread, any schedule with Config.Spread.
+func (s *Scheduler) spreads(sch Schedule) bool {
+	if s.cfg.NoSpread {
+		return false
+	}
+	_, every := sch.(Every)
+	return every || s.cfg.Spread
+}
+
+// announce writes the next due time of a key that never ran into its
+// record (one write, the first time an owner claims the key), so that the
+// blackboard shows when it is due before its first run. A failure is not
+// an error: the first run writes the record.
+func (k *keyRun) announce(ctx context.Context, p pending) {
+	rec := k.rec
+	if !rec.Slot.IsZero() || rec.Running || p.slot.IsZero() || rec.NextDue.Equal(p.slot) {
+		return
+	}
+	rec.V, rec.Owner, rec.Epoch, rec.NextDue = RecordVersion, k.s.member, k.c.Epoch, p.slot.UTC()
+	if err := k.write(ctx, rec); err != nil {
+		k.s.log.Debug("writing the next due time of a key that never ran failed", "key", k.c.Partition, "err", err)
+		return
+	}
+	k.rec = rec
 }
 
 // safeSchedule is schedule, with a panic or a typed nil from

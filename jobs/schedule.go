@@ -178,7 +178,14 @@ func (sl slots) slotIn(b, n time.Time) time.Time {
 		return b
 	}
 	off, _ := bits.Mul64(uint64(gap), sl.frac) // integer math: the same on every CPU
-	return b.Add(time.Duration(off))
+	// Whole seconds (milliseconds for periods under a second): a slot is
+	// shown the same way everywhere ({slot}, HERD_SLOT, status), with no
+	// nanoseconds of a hash in it.
+	unit := time.Second
+	if gap < time.Second {
+		unit = time.Millisecond
+	}
+	return b.Add(time.Duration(off).Truncate(unit))
 }
 
 // maxLookBack bounds the search for a schedule's last time before t: a
