@@ -19,6 +19,7 @@ const (
 	DefaultMaxConcurrent = 8
 	DefaultRetryDelay    = 10 * time.Second
 	DefaultRetryMax      = 10 * time.Minute
+	DefaultClockSkew     = time.Minute
 )
 
 // Run is one run of a key, as Config.Run gets it.
@@ -32,7 +33,11 @@ type Run struct {
 	Attempt int
 	// Epoch is the owner's fencing token for the key: it strictly increases
 	// with every change of owner. Writes to other systems can be fenced
-	// with it ("write only if my epoch >= the stored one").
+	// with it ("write only if my epoch >= the stored one"). It is the only
+	// fence for them: a process stopped inside Run (or just before its
+	// first step) past its TTL resumes in Run while another member runs the
+	// key; its context is then cancelled, but a write it sends at once is
+	// refused only by such a check.
 	Epoch uint64
 	// Missed is the number of slots skipped just before this one, which
 	// never got a run because this later slot was already due (the fleet was
@@ -86,28 +91,37 @@ type Config struct {
 	Keys []string
 
 	// Every runs each key once per interval: the interval's slots are
-	// multiples of Every since the Unix epoch (UTC), spread by key (see
-	// NoSpread). Exactly one of Every and Cron is required, unless Schedule
-	// gives every key its own.
+	// multiples of Every since the Unix epoch (UTC), spread by key unless
+	// NoSpread is set. Exactly one of Every and Cron is required, unless
+	// Schedule gives every key its own.
 	Every time.Duration
-	// Cron runs each key on a cron schedule (see ParseCron), spread by key
-	// over the time from one of its times to the next.
+	// Cron runs each key on a cron schedule (see ParseCron), at the times it
+	// names: not spread unless Spread is set.
 	Cron string
 	// Schedule, if set, gives a key its own schedule; a nil result means
 	// the key follows Every or Cron. It must return the same schedule for a
-	// key on every member.
+	// key on every member. An Every is spread as Config.Every is; any other
+	// schedule runs at its times unless Spread is set.
 	Schedule func(key string) Schedule
-	// NoSpread turns spreading off. By default each key runs at an offset
-	// into each period of its schedule, a fraction of the period given by a
-	// hash of the key, the same on every member: keys are spread evenly over
-	// the period instead of all being due at its start. With NoSpread every
-	// key is due at the schedule's times, and MaxConcurrent decides how
-	// fast they start.
+	// NoSpread turns spreading off for interval schedules (Every). By
+	// default each key due every interval runs at an offset into each
+	// period, a fraction of the period given by a hash of the key (whole
+	// seconds for periods of a second or more), the same on every member:
+	// keys are spread evenly over the period instead of all being due at its
+	// start. With NoSpread every key is due at the schedule's times, and
+	// MaxConcurrent decides how fast they start.
 	NoSpread bool
+	// Spread spreads every schedule, cron expressions included, over the
+	// time from one of its times to the next (a key of "0 6 * * *" then
+	// runs at some time of the day, the same every day). A cron expression
+	// runs at the time it names unless Spread is set.
+	Spread bool
 
 	// Run runs one key for one slot. Required. Its context is cancelled
 	// when the key is handed off to another member (a member joined, or
-	// this one leaves) or lost, and when Timeout passes; it must then
+	// this one leaves) or lost, at the session's fence time if renewals stop
+	// (herd.Claim.FenceTime: it moves with every renewal, so a run may last
+	// longer than the TTL), and when Timeout passes; it must then
 	// return soon: the key is released, and can run elsewhere, only after it
 	// returns. A nil result is success; an error is kept on the record and
 	// the slot is retried after RetryDelay (doubled per failure, at most
@@ -125,6 +139,15 @@ type Config struct {
 	// 10m), less up to half at random.
 	RetryDelay time.Duration
 	RetryMax   time.Duration
+
+	// ClockSkew is how far ahead of this member's clock a key's record may
+	// place its slot before the record is taken for the work of a clock
+	// that was ahead (default 1 minute). A record's slot is never
+	// legitimately in the future: past this tolerance this member logs it
+	// (once per key), counts it (herd_jobs_skewed_records_total) and
+	// schedules the key from its own clock, instead of waiting for the
+	// record's slot.
+	ClockSkew time.Duration
 
 	// SessionTTL is how long the store keeps the member's session after its
 	// last renewal: a crashed member's keys, and the runs it had under way,
@@ -154,6 +177,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = max(DefaultRetryMax, c.RetryDelay)
+	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultClockSkew
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -189,6 +215,10 @@ func (c Config) validate() (Schedule, error) {
 	}
 	var def Schedule
 	switch {
+	case c.Spread && c.NoSpread:
+		bad("jobs: config: both Spread and NoSpread are set; set one")
+	}
+	switch {
 	case c.Every != 0 && c.Cron != "":
 		bad("jobs: config: both Every and Cron are set; set one")
 	case c.Every != 0:
@@ -211,7 +241,7 @@ func (c Config) validate() (Schedule, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Timeout", c.Timeout}, {"RetryDelay", c.RetryDelay}, {"RetryMax", c.RetryMax}, {"SessionTTL", c.SessionTTL}, {"MaxShutdown", c.MaxShutdown}} {
+	}{{"Timeout", c.Timeout}, {"RetryDelay", c.RetryDelay}, {"RetryMax", c.RetryMax}, {"SessionTTL", c.SessionTTL}, {"MaxShutdown", c.MaxShutdown}, {"ClockSkew", c.ClockSkew}} {
 		if d.v < 0 {
 			bad("jobs: config: %s %v is negative", d.name, d.v)
 		}

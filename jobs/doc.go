@@ -33,7 +33,13 @@
 //     for instance one that was stopped (SIGSTOP, a VM pause) past its
 //     session TTL, never starts a slot another member now owns. If the
 //     write fails otherwise, the run does not start either, and is tried
-//     again after a short pause.
+//     again after a short pause. A member stopped after the write was
+//     accepted and before Run was called does not start the run either: just
+//     before Run the owner checks the session's fence time
+//     (herd.Claim.FenceTime) on the monotonic clock, not only the context,
+//     whose cancellation comes late after a stop. Run's context ends at the
+//     fence time as renewals move it, so a run outlives its session by no
+//     more than Run takes to return.
 //  2. After the run, the owner writes the stop time, the result or error,
 //     the counts and the next due time.
 //
@@ -69,13 +75,34 @@
 //
 // Slots come from Config.Every (multiples of it since the Unix epoch, UTC),
 // Config.Cron (evaluated in UTC unless it starts with CRON_TZ=), or a
-// per-key Config.Schedule. By default each key runs at an offset into each
-// period of its schedule, a fraction of the period given by a hash of the
-// key: 10,000 keys due every hour start about 2.8 a second, not all at the
-// top of the hour. Config.MaxConcurrent bounds the runs of one member under
-// way at once, so a member never starts all its due keys at once either.
-// A key with no record yet runs at its first slot after its first owner
-// claimed it.
+// per-key Config.Schedule. A cron expression runs at the times it names.
+// An interval is spread by default: each key runs at an offset into each
+// period, a fraction of the period given by a hash of the key, in whole
+// seconds: 10,000 keys due every hour start about 2.8 a second, not all at
+// the top of the hour (Config.NoSpread turns that off; Config.Spread turns
+// it on for cron expressions too). Config.MaxConcurrent bounds the runs of
+// one member under way at once, so a member never starts all its due keys
+// at once either. A key with no record yet runs at its first slot after
+// its first owner claimed it; that owner writes the slot into the key's
+// record as its next due time, so the blackboard shows it before the
+// first run.
+//
+// # Clocks
+//
+// Slots are due by the owner's wall clock. A record's slot is never
+// legitimately in the future, so a record whose slot is ahead of the
+// owner's clock by more than Config.ClockSkew (a minute by default) was
+// written by a member whose clock was ahead: the owner logs it once per
+// key, counts it (herd_jobs_skewed_records_total) and schedules the key
+// from its own clock, instead of leaving the key silent until then.
+//
+// In a zone with daylight saving time (CRON_TZ=), a cron job at a fixed
+// time runs once on the days the clocks change, as in Vixie cron: in autumn
+// the repeated hour is collapsed (CRON_TZ=America/New_York 30 1 * * * runs
+// at 01:30 EDT, not again at 01:30 EST); in spring a time in the skipped
+// hour runs at the change (30 2 * * * runs at 03:00 EDT). A job whose
+// minute or hour field starts with * follows real time: it runs in both
+// passes through a repeated hour.
 //
 // # What is guaranteed
 //
@@ -94,10 +121,12 @@
 //
 // What is not: a run is at least once per slot, not exactly once (a run
 // that finished but whose outcome was not written, because its owner
-// crashed or lost the key between the two, is run again); a stopped
-// process (SIGSTOP) that resumes after its TTL may still be inside Run
-// for a moment while the new owner runs the key (fence writes to other
-// systems with Run.Epoch); and slots are due by each member's wall clock,
-// so a member whose clock is off runs its keys early or late by as much
-// (never twice at once: ownership is decided by the store).
+// crashed or lost the key between the two, is run again); a process
+// stopped (SIGSTOP, a VM or GC pause) inside Run, or after the fence check
+// and before Run's first step, that resumes after its TTL may go on for a
+// moment while the new owner runs the key: no check can close that window,
+// so fence writes to other systems with Run.Epoch; and slots are due by
+// each member's wall clock, so a member whose clock is off runs its keys
+// early or late by as much (never twice at once: ownership is decided by
+// the store; see "Clocks" for a record written by a clock far ahead).
 package jobs

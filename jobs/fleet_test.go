@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/jobs"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 )
 
@@ -28,6 +29,9 @@ type fleet struct {
 	runFor func(key string, r jobs.Run) time.Duration
 	// fail, if set, makes a run fail with its error.
 	fail func(r jobs.Run) error
+	// wrap, if set, gives a member the store it uses, from the fleet's
+	// store and the member's gate (a store that stalls the member).
+	wrap func(member string, gate *herd.Gate, st store.Store) store.Store
 
 	mu       sync.Mutex
 	members  map[string]*fleetMember
@@ -114,6 +118,9 @@ func (f *fleet) start(n int, ks []string) []string {
 		cfg.Run = f.run(id)
 		fm := &fleetMember{gate: &herd.Gate{}}
 		cfg.Gate = fm.gate
+		if f.wrap != nil {
+			cfg.Store = f.wrap(id, fm.gate, f.st)
+		}
 		ctx, cancel := context.WithCancel(f.ctx)
 		s, err := jobs.Start(ctx, cfg)
 		if err != nil {

@@ -37,6 +37,9 @@ type keyRun struct {
 	rec   Record
 	// warned: a failed record write has been logged (once per claim).
 	warned bool
+	// prevOwner and prevEpoch wrote the record found at the claim.
+	prevOwner string
+	prevEpoch uint64
 }
 
 // handle is the herd handler of one key: it runs the key's due slots for
@@ -49,19 +52,17 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		<-ctx.Done()
 		return nil
 	}
-	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, !s.cfg.NoSpread)}
+	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, s.spreads(sch))}
 	rec, err := DecodeRecord(c.LastCheckpoint())
 	if err != nil {
 		s.log.Warn("the key's record cannot be read; the key starts afresh and its next run replaces the record",
 			"key", c.Partition, "err", err)
 		rec = Record{}
 	}
-	k.rec = rec
+	k.rec, k.prevOwner, k.prevEpoch = rec, rec.Owner, rec.Epoch
 	p := k.pendingFrom(rec, time.Now())
-	if p.takeover {
-		s.met.tookOver()
-		s.log.Info("the key's previous owner stopped during a run: running its slot again now",
-			"key", c.Partition, "slot", p.slot, "previous_owner", rec.Owner, "previous_epoch", rec.Epoch, "epoch", c.Epoch)
+	if err == nil {
+		k.announce(ctx, p)
 	}
 	for {
 		due := p.due()
@@ -81,6 +82,33 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		}
 		p = next
 	}
+}
+
+// spreads reports whether sch is spread by key: an interval (Every) unless
+// Config.NoSpread, any schedule with Config.Spread.
+func (s *Scheduler) spreads(sch Schedule) bool {
+	if s.cfg.NoSpread {
+		return false
+	}
+	_, every := sch.(Every)
+	return every || s.cfg.Spread
+}
+
+// announce writes the next due time of a key that never ran into its
+// record (one write, the first time an owner claims the key), so that the
+// blackboard shows when it is due before its first run. A failure is not
+// an error: the first run writes the record.
+func (k *keyRun) announce(ctx context.Context, p pending) {
+	rec := k.rec
+	if !rec.Slot.IsZero() || rec.Running || p.slot.IsZero() || rec.NextDue.Equal(p.slot) {
+		return
+	}
+	rec.V, rec.Owner, rec.Epoch, rec.NextDue = RecordVersion, k.s.member, k.c.Epoch, p.slot.UTC()
+	if err := k.write(ctx, rec); err != nil {
+		k.s.log.Debug("writing the next due time of a key that never ran failed", "key", k.c.Partition, "err", err)
+		return
+	}
+	k.rec = rec
 }
 
 // safeSchedule is schedule, with a panic or a typed nil from
@@ -106,6 +134,12 @@ func (s *Scheduler) safeSchedule(key string) (sch Schedule) {
 // schedule may have changed since it was written), only for a retry's
 // back-off.
 func (k *keyRun) pendingFrom(rec Record, now time.Time) pending {
+	if k.skewed(rec, now) {
+		// Written by a clock ahead of ours: its slot and due time mean
+		// nothing here. The next slot on this member's clock.
+		s := k.slots.next(now)
+		return pending{slot: s, attempt: 1, notBefore: s}
+	}
 	switch {
 	case rec.Slot.IsZero():
 		// Never ran: its first slot from now on.
@@ -131,17 +165,24 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	now := time.Now()
 	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, claim: c}
 	if last := k.slots.latest(now); last.After(p.slot) {
-		// Later slots are due already: run the latest, once.
+		// Later slots are due already: run the latest, once. The slots
+		// before it that never started are missed; p.slot is not if it
+		// was started already (a retry, an interruption, a takeover), and
+		// it is not run again, so this is no takeover.
 		r.Missed = k.slots.count(p.slot, last)
+		if (p.attempt > 1 || p.takeover) && r.Missed > 0 {
+			r.Missed--
+		}
 		r.Slot, r.Attempt, r.Takeover = last, 1, false
-		s.log.Info("slots missed: running the latest one once", "key", c.Partition, "missed", r.Missed, "slot", last)
+		s.log.Info("slots missed: running the latest one once", "key", c.Partition, "missed", r.Missed, "slot", last,
+			"superseded_slot", p.slot, "superseded_attempt", p.attempt)
 	}
 
 	rec := k.rec
 	rec.V, rec.Owner, rec.Epoch, rec.Running = RecordVersion, s.member, c.Epoch, true
 	rec.Slot, rec.Attempt, rec.LastStart = r.Slot, r.Attempt, now.UTC()
 	rec.Missed += r.Missed
-	if p.takeover {
+	if r.Takeover {
 		rec.Takeovers++
 	}
 	rec.NextDue, rec.Retry = time.Time{}, false
@@ -161,12 +202,28 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		}
 		return p, true
 	}
+	if !mayStart(c) {
+		// Stopped after the write, past the session's fence time (fence.go):
+		// the key may have another owner, who runs the slot. If the session
+		// lives on (a renewal was under way), the next "running" write goes
+		// through and the run starts then; if not, it is refused.
+		s.log.Debug(msgNotStarted, "key", c.Partition, "slot", r.Slot, "err", errFenced)
+		p.notBefore = time.Now().Add(writeBackoff(1))
+		return p, true
+	}
 	k.rec = rec
+	if r.Takeover {
+		s.met.tookOver()
+		s.log.Info("the key's previous owner stopped during a run: running its slot again now",
+			"key", c.Partition, "slot", r.Slot, "previous_owner", k.prevOwner, "previous_epoch", k.prevEpoch, "epoch", c.Epoch)
+	}
 	s.met.skipped(r.Missed)
 	s.met.started(time.Since(r.Slot).Seconds(), r.Attempt == 1) // lateness: when Run starts, after the write
 	s.log.Debug("run started", "key", c.Partition, "slot", r.Slot, "attempt", r.Attempt, "epoch", c.Epoch)
 
-	err := s.call(ctx, r)
+	rctx, stopFence := fenceContext(ctx, c)
+	err := s.call(rctx, r)
+	stopFence()
 
 	stop := time.Now()
 	rec.Running, rec.LastStop = false, stop.UTC()
@@ -176,9 +233,9 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	case err == nil:
 		rec.Result = ResultOK
 		rec.NextDue = k.slots.next(r.Slot)
-	case ctx.Err() != nil:
-		// Handed off or lost mid-run: the next owner runs the slot again
-		// at once.
+	case ctx.Err() != nil || fenced(rctx):
+		// Handed off or lost mid-run (or past the fence time): the next
+		// owner runs the slot again at once.
 		rec.Result, rec.Error, rec.Retry, rec.NextDue = ResultInterrupted, err.Error(), true, rec.LastStop
 	default:
 		rec.Result, rec.Error = ResultError, err.Error()

@@ -19,7 +19,9 @@ import (
 //	herd_jobs_failures_total      counter             runs that ended in an error (timeouts and panics included)
 //	herd_jobs_takeovers_total     counter             keys found running at an older epoch (the owner stopped
 //	                                                  mid-run), whose slot this member runs again at once
-//	herd_jobs_missed_slots_total  counter             slots skipped because a later slot was already due
+//	herd_jobs_missed_slots_total  counter             slots that never started because a later slot was already due
+//	herd_jobs_skewed_records_total counter            records found with a slot ahead of this member's clock by more
+//	                                                  than Config.ClockSkew (their writer's clock was ahead)
 //	herd_jobs_running             gauge               runs under way
 //	herd_jobs_lateness_seconds    histogram           start minus due time of first attempts (retries and takeovers
 //	                                                  are not counted: their lateness is on purpose)
@@ -29,6 +31,7 @@ type metrics struct {
 	failures  prometheus.Counter
 	takeovers prometheus.Counter
 	missed    prometheus.Counter
+	skewed    prometheus.Counter
 	running   prometheus.Gauge
 	lateness  prometheus.Histogram
 }
@@ -50,7 +53,8 @@ func newMetrics(reg prometheus.Registerer, group, member string) (*metrics, erro
 			Help: "Runs ended, by result: ok, error, interrupted (handed off mid-run).", ConstLabels: labels}, []string{"result"}),
 		failures:  counter("herd_jobs_failures_total", "Runs that ended in an error (timeouts and panics included)."),
 		takeovers: counter("herd_jobs_takeovers_total", "Keys found running at an older epoch (their owner stopped mid-run), run again at once."),
-		missed:    counter("herd_jobs_missed_slots_total", "Slots skipped because a later slot was already due."),
+		missed:    counter("herd_jobs_missed_slots_total", "Slots that never started because a later slot was already due."),
+		skewed:    counter("herd_jobs_skewed_records_total", "Records found with a slot ahead of this member's clock by more than the tolerance (their writer's clock was ahead)."),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "herd_jobs_running",
 			Help: "Runs under way.", ConstLabels: labels}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "herd_jobs_lateness_seconds",
@@ -71,7 +75,7 @@ func newMetrics(reg prometheus.Registerer, group, member string) (*metrics, erro
 }
 
 func (mm *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{mm.runs, mm.failures, mm.takeovers, mm.missed, mm.running, mm.lateness}
+	return []prometheus.Collector{mm.runs, mm.failures, mm.takeovers, mm.missed, mm.skewed, mm.running, mm.lateness}
 }
 
 // Describe and Collect make the metrics one collector.
@@ -123,5 +127,11 @@ func (mm *metrics) tookOver() {
 func (mm *metrics) skipped(n uint64) {
 	if mm != nil && n > 0 {
 		mm.missed.Add(float64(n))
+	}
+}
+
+func (mm *metrics) skew() {
+	if mm != nil {
+		mm.skewed.Inc()
 	}
 }

@@ -69,7 +69,10 @@ func abs(x int64) int64 {
 // github.com/robfig/cron/v3. The expression is evaluated in UTC, so that
 // every member computes the same times whatever its host's time zone,
 // unless it starts with CRON_TZ=Zone (an IANA zone: CRON_TZ=Europe/Paris
-// 0 6 * * *). "@every D" is refused: its times depend on when it is asked,
+// 0 6 * * *). In a zone with daylight saving time, a job at a fixed time
+// runs once on the days the clocks change, as in Vixie cron: the repeated
+// hour is collapsed in autumn, and a time in the hour skipped in spring
+// runs at the change (see cronSchedule). "@every D" is refused: its times depend on when it is asked,
 // so members would disagree; use Config.Every.
 func ParseCron(expr string) (Schedule, error) {
 	s := strings.TrimSpace(expr)
@@ -103,7 +106,11 @@ func ParseCron(expr string) (Schedule, error) {
 	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() && spec.Next(time.Now()).IsZero() {
 		return nil, fmt.Errorf("jobs: cron expression %q is never due (no time matches it)", expr)
 	}
-	return spec, nil
+	fields := s
+	if hasTZ {
+		_, fields, _ = strings.Cut(s, " ")
+	}
+	return cronSchedule{spec: spec, fixed: fixedTime(fields)}, nil
 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -171,7 +178,14 @@ func (sl slots) slotIn(b, n time.Time) time.Time {
 		return b
 	}
 	off, _ := bits.Mul64(uint64(gap), sl.frac) // integer math: the same on every CPU
-	return b.Add(time.Duration(off))
+	// Whole seconds (milliseconds for periods under a second): a slot is
+	// shown the same way everywhere ({slot}, HERD_SLOT, status), with no
+	// nanoseconds of a hash in it.
+	unit := time.Second
+	if gap < time.Second {
+		unit = time.Millisecond
+	}
+	return b.Add(time.Duration(off).Truncate(unit))
 }
 
 // maxLookBack bounds the search for a schedule's last time before t: a

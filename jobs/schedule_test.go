@@ -37,7 +37,9 @@ func TestSlotsSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sch := range []Schedule{Every{10 * time.Minute}, cronDaily} {
+	// Periods of an hour and more: offsets are whole seconds, so 200 keys
+	// in 10 minutes (600 offsets) would share some by chance.
+	for _, sch := range []Schedule{Every{time.Hour}, cronDaily} {
 		offsets := map[time.Duration]bool{}
 		for i := range 200 {
 			sl := newSlots(sch, fmt.Sprintf("city-%03d", i), true)
@@ -77,7 +79,9 @@ func TestSpreadIsEven(t *testing.T) {
 	var per [buckets]int
 	for i := range keys {
 		s := newSlots(Every{time.Hour}, fmt.Sprintf("tenant-%d", i), true).next(t0)
-		per[int(s.Sub(t0)/(time.Hour/buckets))]++
+		// Offsets are whole seconds: a key with an offset under a second is
+		// due at the hour, t0+1h, in the first bucket.
+		per[int(s.Sub(t0)%time.Hour/(time.Hour/buckets))]++
 	}
 	for i, n := range per {
 		if n < keys/buckets*8/10 || n > keys/buckets*12/10 {

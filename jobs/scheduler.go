@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/store"
@@ -23,6 +24,8 @@ type Scheduler struct {
 	sem    chan struct{} // MaxConcurrent tokens
 	m      *herd.Member
 	done   chan struct{} // closed once the member has stopped and the metrics are unregistered
+	// skewLogged holds the keys whose skewed record has been logged.
+	skewLogged sync.Map
 }
 
 // Start joins cfg.Group as a member and starts running the keys it owns.

@@ -31,6 +31,8 @@ type jobsOpts struct {
 	every         time.Duration
 	cron          string
 	noSpread      bool
+	spread        bool
+	clockSkew     time.Duration
 	maxConcurrent int
 	timeout       time.Duration
 	retryDelay    time.Duration
@@ -53,14 +55,20 @@ const (
 const jobsLong = `jobs joins a jobs group as a member and runs COMMAND once per key and per
 slot, for the keys it owns: every --every (slots are multiples of it since
 the Unix epoch, UTC), or on a --cron schedule (five fields, UTC unless it
-starts with CRON_TZ=Zone). Each key runs at an offset into the period given
-by a hash of the key, so that keys are spread over it (--no-spread: all at
-its start). Keys are spread evenly over the members of the group; when a
+starts with CRON_TZ=Zone). With --every, spread is on by default: each key
+runs at an offset into the interval, whole seconds given by a hash of the
+key, so that keys are spread over it (--no-spread: all at its start). A
+--cron expression runs at the times it names (--spread: spread over the
+time to its next time, as --every is). In a zone with daylight saving time
+a cron job at a fixed time runs once on the days the clocks change (the
+repeated hour collapsed; a time in the skipped hour run at the change).
+Keys are spread evenly over the members of the group; when a
 member joins, leaves or crashes, its keys move. Without --store, the members
 meet in herd.db, an SQLite file in the working directory (the members of one
 host); give --store for members on several hosts.
 
-In the arguments, {key}, {slot} (the due time, RFC 3339 UTC), {epoch} and
+In the arguments, {key}, {slot} (the due time, RFC 3339 UTC, the same
+value herd status shows for the run's slot), {epoch} and
 {attempt} are replaced. The child's environment also holds HERD_KEY,
 HERD_SLOT, HERD_EPOCH (the owner's fencing token for the key), HERD_ATTEMPT
 (1, more for a retry or a takeover), HERD_MISSED (slots skipped just before
@@ -88,8 +96,10 @@ renew its session it kills its children at once. No child outlives herd
 jobs, even when it is killed with SIGKILL (Linux). On SIGINT or SIGTERM the
 member leaves gracefully; a second signal kills the children at once.`
 
-func jobsCmd() *cobra.Command {
-	o := jobsOpts{}
+func jobsCmd() *cobra.Command { return jobsCmdFor(&jobsOpts{}) }
+
+// jobsCmdFor is the jobs command, its flags parsed into o.
+func jobsCmdFor(o *jobsOpts) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs --store URL --group G (--every D | --cron EXPR) [--keys SPEC] -- COMMAND [ARGS...]",
 		Short: "Be a member: run COMMAND once per key per interval, for the keys it owns",
@@ -109,7 +119,7 @@ func jobsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
 			o.logger = logger(cmd)
-			return runJobs(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runJobs(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *o)
 		},
 	}
 	f := cmd.Flags()
@@ -120,7 +130,9 @@ func jobsCmd() *cobra.Command {
 	f.StringVar(&o.keys, "keys", "", "the group's keys: a,b,c, 0-99, combined, or @file (default: the keys stored)")
 	f.DurationVar(&o.every, "every", 0, "run each key once per interval, "+minJobsEvery.String()+" to 366 days (or --cron)")
 	f.StringVar(&o.cron, "cron", "", "run each key on a cron schedule: 5 fields, UTC unless CRON_TZ=Zone comes first (or --every)")
-	f.BoolVar(&o.noSpread, "no-spread", false, "run every key at the start of each period instead of spread over it by a hash of the key")
+	f.BoolVar(&o.noSpread, "no-spread", false, "with --every: run every key at the start of each interval instead of spread over it by a hash of the key (spread is the default for --every)")
+	f.BoolVar(&o.spread, "spread", false, "with --cron: spread the keys over the time from one of its times to the next, by a hash of the key (by default a cron expression runs at the times it names)")
+	f.DurationVar(&o.clockSkew, "clock-skew", jobs.DefaultClockSkew, "how far ahead of this member's clock a key's record may place its slot before it is taken for a clock that was ahead and ignored (logged, counted), 1s to 24h")
 	f.IntVar(&o.maxConcurrent, "max-concurrent", jobs.DefaultMaxConcurrent, "runs under way at once on this member, 1 to "+commas(maxJobsParallel))
 	f.DurationVar(&o.timeout, "timeout", 0, "stop a run (SIGTERM, then SIGKILL after --max-shutdown) after this long and count it failed; 0: no limit")
 	f.DurationVar(&o.retryDelay, "retry-delay", jobs.DefaultRetryDelay, "pause before a failed run is tried again, 1ms to 1h")
@@ -152,7 +164,13 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 		if err := checkDuration("every", o.every, minJobsEvery, maxJobsEvery); err != nil {
 			return nil, nil, err
 		}
+		if o.spread {
+			return nil, nil, errors.New("--spread is for --cron: --every is spread by default (--no-spread turns it off)")
+		}
 	default:
+		if o.noSpread {
+			return nil, nil, errors.New("--no-spread is for --every: a --cron expression runs at the times it names unless --spread is given")
+		}
 		if _, err := jobs.ParseCron(o.cron); err != nil {
 			return nil, nil, fmt.Errorf("--cron: %w", err)
 		}
@@ -167,6 +185,9 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 		return nil, nil, err
 	}
 	if err := checkDuration("retry-max", o.retryMax, o.retryDelay, 24*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if err := checkDuration("clock-skew", o.clockSkew, time.Second, 24*time.Hour); err != nil {
 		return nil, nil, err
 	}
 	if err := checkTTL(o.ttl); err != nil {
@@ -240,17 +261,7 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 		return err
 	}
 	defer st.Close()
-	cfg := jobs.Config{
-		Store: st, Group: o.group, Member: o.member, Keys: keys,
-		Every: o.every, Cron: o.cron, NoSpread: o.noSpread,
-		Run: r.run, MaxConcurrent: o.maxConcurrent, Timeout: o.timeout,
-		RetryDelay: o.retryDelay, RetryMax: o.retryMax,
-		SessionTTL: o.ttl,
-		// The run kills its child after --max-shutdown; the member's own
-		// watchdog only warns, a little later.
-		MaxShutdown: o.maxShutdown + time.Second,
-		Logger:      r.log,
-	}
+	cfg := o.config(st, keys, r.run, r.log)
 	var reg *prometheus.Registry
 	if o.metrics != "" {
 		reg = newMetricsRegistry()
@@ -276,6 +287,26 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	return leaveOnSignal(ctx, sigs, s.Done(), s.Err, s.Leave, crash, r.force, r.log, "jobs")
 }
 
+// config is the member's jobs.Config from the flags.
+func (o jobsOpts) config(st store.Store, keys []string, run func(context.Context, jobs.Run) error, log *slog.Logger) jobs.Config {
+	return jobs.Config{
+		Store: st, Group: o.group, Member: o.member, Keys: keys,
+		Every: o.every, Cron: o.cron, NoSpread: o.noSpread, Spread: o.spread,
+		Run: run, MaxConcurrent: o.maxConcurrent, Timeout: o.timeout,
+		RetryDelay: o.retryDelay, RetryMax: o.retryMax,
+		SessionTTL: o.ttl, ClockSkew: o.clockSkew,
+		// The run kills its child after --max-shutdown; the member's own
+		// watchdog only warns, a little later.
+		MaxShutdown: o.maxShutdown + time.Second,
+		Logger:      log,
+	}
+}
+
+// slotText is how herd writes a slot everywhere ({slot}, HERD_SLOT, herd
+// status): RFC 3339 in UTC, with a fraction of a second only if the slot
+// has one (slots of --every and --cron are whole seconds).
+func slotText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
 // shimExecutable is the children's shim: herd itself. /proc/self/exe still
 // runs this binary after it was replaced or deleted on disk.
 func shimExecutable() (string, error) {
@@ -290,7 +321,7 @@ func shimExecutable() (string, error) {
 
 // run runs one key's child for one slot: its exit status is the result.
 func (j *jobsRunner) run(ctx context.Context, r jobs.Run) error {
-	slot := r.Slot.UTC().Format(time.RFC3339Nano)
+	slot := slotText(r.Slot)
 	epoch, attempt := strconv.FormatUint(r.Epoch, 10), strconv.Itoa(r.Attempt)
 	repl := strings.NewReplacer("{key}", r.Key, "{slot}", slot, "{epoch}", epoch, "{attempt}", attempt)
 	args := make([]string, len(j.o.args))

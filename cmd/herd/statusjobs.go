@@ -79,7 +79,9 @@ func addJobs(ctx context.Context, st store.Store, gs *groupStatus, q statusQuery
 		switch {
 		case j.RecordError != nil:
 			c.Unreadable++
-		case j.RecordEpoch == nil:
+		case j.RecordEpoch == nil || j.Slot == nil && !j.Running:
+			// No record, or only the next due time its owner wrote
+			// before the first run.
 			c.NeverRun++
 		}
 		if j.runningNow() {
@@ -126,7 +128,10 @@ func jobOf(k jobs.KeyStatus) jobStatus {
 	}
 	j.RecordOwner, j.RecordEpoch = ptr(r.Owner), ptr(r.Epoch)
 	j.Running, j.Attempt, j.Retry = r.Running, r.Attempt, r.Retry
-	j.Slot, j.LastStart, j.LastStop, j.NextDue = utcSeconds(r.Slot), utcSeconds(r.LastStart), utcSeconds(r.LastStop), utcSeconds(r.NextDue)
+	j.LastStart, j.LastStop, j.NextDue = utcSeconds(r.LastStart), utcSeconds(r.LastStop), utcSeconds(r.NextDue)
+	if !r.Slot.IsZero() {
+		j.Slot = ptr(slotText(r.Slot)) // as the run got it in {slot} and HERD_SLOT
+	}
 	if r.Result != "" {
 		j.Result = ptr(r.Result)
 	}

@@ -69,7 +69,7 @@ import (
 //	      "failed": 1,                             keys whose last run ended in an error
 //	      "unowned": 0,                            keys no live member owns
 //	      "unreadable": 0,                         records that are not job records
-//	      "never_run": 0                           keys without a record
+//	      "never_run": 0                           keys that never ran
 //	    },
 //	    "jobs_listed": "all",                      "all": every key is in "jobs"; "attention": only keys with an
 //	                                               unreadable record, no owner, a run stopped mid-way or a last
@@ -85,13 +85,13 @@ import (
 //	                                               the writer stopped mid-run, the owner runs the slot again
 //	      "record_age_ms": 1034,                   time since the record was written, on the store's clock
 //	      "running": false,                        the record says a run is under way
-//	      "slot": "2026-11-23T08:00:00Z",          due time of the current or last run
+//	      "slot": "2026-11-23T08:00:00Z",          due time of the current or last run ({slot}, HERD_SLOT)
 //	      "attempt": 1,                            its attempt (more after failures and takeovers)
 //	      "last_start": "2026-11-23T08:00:03Z",
 //	      "last_stop": "2026-11-23T08:02:44Z",
 //	      "result": "ok",                          last run ended: ok, error, interrupted (null: none yet)
 //	      "error": null,                           its error text (at most 4 KiB)
-//	      "next_due": "2026-11-23T16:00:03Z",      null while a run is under way
+//	      "next_due": "2026-11-23T16:00:03Z",      null while a run is under way; set before the first
 //	      "retry": false,                          the next run is another attempt at "slot"
 //	      "runs": 12, "failures": 1, "takeovers": 0, "missed": 0
 //	    } ]
