@@ -28,6 +28,7 @@ type config struct {
 	busyTimeout  time.Duration
 	pollInterval time.Duration // the backstop poll of data_version
 	noInotify    bool          // tests and measurements: poll only
+	readOnly     bool          // WithReadOnly
 }
 
 // WithLogLimit sets how many entries of each group's log the store keeps
@@ -93,6 +94,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	cfg := config{logLimit: DefaultLogLimit, now: time.Now, busyTimeout: defaultBusyTimeout, pollInterval: defaultPollInterval}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.readOnly {
+		return openReadOnly(ctx, path, allowNetwork, cfg)
 	}
 	if err := checkPath(path, allowNetwork); err != nil {
 		return nil, err

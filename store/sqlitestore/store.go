@@ -53,7 +53,9 @@ func newStore(db *sql.DB, path string, cfg config) *Store {
 		logLimit: cfg.logLimit,
 		done:     make(chan struct{}),
 		stmts:    map[string]*sql.Stmt{},
-		side:     openSidecar(path, path+"-herd"),
+	}
+	if !cfg.readOnly { // a read-only Store creates nothing
+		s.side = openSidecar(path, path+"-herd")
 	}
 	s.notify = newNotifier(s, cfg.pollInterval, !cfg.noInotify)
 	return s
