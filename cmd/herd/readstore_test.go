@@ -209,4 +209,3 @@ func TestGroupDeleteInUseSaysItOnce(t *testing.T) {
 	}
 	noKeys(t, raw, prefix)
 }
-
