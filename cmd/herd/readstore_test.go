@@ -153,6 +153,7 @@ func TestReadCommandsOnReadOnlyFile(t *testing.T) {
 		{"groups"},
 		{"partitions", "show", "--group", "g"},
 	} {
+		args = append(args, "--store", "sqlite://herd.db")
 		r := runHerdBin(t, dir, nil, args...)
 		if r.code != 0 {
 			t.Errorf("herd %q on a read-only file: exit %d, %s", args, r.code, r.stderr)
