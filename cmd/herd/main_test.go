@@ -76,7 +76,7 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "a\nb"}, "--group: group id \"a\\nb\" contains a control character"},
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "g", "--timeout", "0"}, "--timeout must be between 100ms and 10m0s (got 0s)"},
 		{[]string{"group", "delete", "--store", "redis://127.0.0.1:1", "--group", "g", "extra-arg"}, `unknown command "extra-arg" for "herd group delete"`},
-		{[]string{"status"}, `required flag(s) "store" not set`},
+		{[]string{"status", "--store", "sqlite://no-such-herd.db"}, "no-such-herd.db does not exist (opened read-only, so it was not created)"},
 		{[]string{"status", "--store", "mem://"}, "--store mem:// is this process's own store"},
 		{[]string{"status", "--store", "redis://127.0.0.1:1", "--group", "a\tb"}, "--group: group id \"a\\tb\" contains a control character"},
 		{[]string{"status", "--store", "redis://127.0.0.1:1", "--interval", "10ms"}, "--interval must be between 100ms and 1h0m0s (got 10ms)"},
