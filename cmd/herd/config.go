@@ -99,7 +99,9 @@ func envName(name string) string {
 func applyEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" || f.Name == "version" {
+		// A deprecated spelling has no variable: HERD_PARTITIONS is herd
+		// run's set, not demo's old --partitions count.
+		if f.Changed || f.Name == "help" || f.Name == "version" || f.Deprecated != "" {
 			return
 		}
 		name := envName(f.Name)
