@@ -148,6 +148,7 @@ func childShimCmd() *cobra.Command {
 		Hidden:             true,
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
+			nameShim()
 			os.Exit(child.ShimMain(args))
 		},
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,4 +60,30 @@ func TestRunRefusesMemStore(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--store mem:// is this process's own store") {
 		t.Errorf("run --store mem://: exit %d, %q; want exit %d", r.code, r.stderr, exitUsage)
 	}
+}
+
+// The shim each child of herd run runs under is named herd, so that
+// pgrep herd finds it (it runs as /proc/self/exe, which the kernel would
+// name "exe").
+func TestShimNamedHerd(t *testing.T) {
+	db := "sqlite://" + filepath.Join(t.TempDir(), "herd.db")
+	m := startRun(t, "m", nil, "--store", db, "--group", "g", "--partitions", "0", "--", "sleep", "60")
+	var shims []string
+	eventually(t, 20*time.Second, "the child's shim", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", m.cmd.Process.Pid, m.cmd.Process.Pid))
+		shims = strings.Fields(string(b))
+		if len(shims) == 0 {
+			// the shim may be a child of another thread of herd run
+			ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", m.cmd.Process.Pid))
+			for _, e := range ents {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", m.cmd.Process.Pid, e.Name()))
+				shims = append(shims, strings.Fields(string(b))...)
+			}
+		}
+		if len(shims) == 0 {
+			return false
+		}
+		comm, _ := os.ReadFile("/proc/" + shims[0] + "/comm")
+		return strings.TrimSpace(string(comm)) == "herd"
+	})
 }
