@@ -177,3 +177,24 @@ func formatSpec(ids []string) (spec string, ok bool) {
 	}
 	return b.String(), true
 }
+
+// specWarning is the warning for a --partitions SPEC that looks like a
+// count or a typo: a single id, not a range nor a file ("" if none).
+func specWarning(flag, spec string) string {
+	if flag == "" {
+		flag = "--partitions"
+	}
+	if spec == "" || strings.HasPrefix(spec, "@") || strings.Contains(spec, ",") {
+		return ""
+	}
+	if _, _, isRange := numRange(spec); isRange {
+		return ""
+	}
+	if n, ok := decimal(spec); ok {
+		if n == 0 {
+			return "" // partition "0": no count means zero
+		}
+		return fmt.Sprintf("%s %s is one partition, named %q, not a count of partitions: did you mean 0-%d?", flag, spec, spec, n-1)
+	}
+	return fmt.Sprintf("%s %q is a set of one partition, named %q: write ids and ranges separated by commas (0-31, a,b,c) or @file", flag, spec, spec)
+}
