@@ -1,6 +1,17 @@
 // Package herd spreads the partitions of a group over a changing fleet of
-// member processes, through a store the fleet already runs (the in-process
-// memstore, Redis, ...), with no central orchestrator.
+// member processes, through a store the fleet already runs (SQLite on one
+// host, Redis, PostgreSQL, or the in-process memstore), with no central
+// orchestrator.
+//
+// A store comes from its URL, through package store/storeurl, which picks
+// the backend by the scheme (each backend's package, such as
+// store/redisstore, also opens it with options of its own):
+//
+//	st, err := storeurl.Open(ctx, "sqlite://herd.db") // redis://host:6379, postgres://host/db, mem://
+//	m, err := herd.Join(ctx, st, herd.Config{Group: "orders", Partitions: herd.Numbered(32), Handler: handle})
+//	defer m.Leave(ctx)
+//
+// In full:
 //
 //	m, err := herd.Join(context.Background(), st, herd.Config{
 //		Group:      "orders",

@@ -63,7 +63,7 @@ type benchOpts struct {
 }
 
 // validate checks every flag of bench. partitionsSet says whether
-// --partitions was given (then 0 is an error, not "the default").
+// --partition-count was given (then 0 is an error, not "the default").
 func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
 	if partitionsSet || o.partitions != 0 {
 		if err := checkPartitions(o.partitions); err != nil {
@@ -193,18 +193,18 @@ scales "every hour" down); it reports the lateness of runs (start minus due
 time) and the store operations per run, over two intervals after one to
 warm up.
 
---partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
+--partition-count is at most ` + commas(maxPartitions) + `: every partition runs its own handler
 goroutine in this one process (see the README for the memory this costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s
-  herd bench --scenario steady --partitions 10000 --steady-for 1m
+  herd bench --scenario steady --partition-count 10000 --steady-for 1m
   herd bench --store redis://127.0.0.1:6379/0 --scenario scale-out-large,large --json
   herd bench --store postgres://herd@db.internal/herd?schema=bench --scenario steady
   herd bench --scenario jobs --every 1m --store redis://127.0.0.1:6379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := o.validate(cmd.Flags().Changed("partitions"))
+			conn, err := o.validate(partitionCountChanged(cmd))
 			if err != nil {
 				return err
 			}
@@ -222,7 +222,7 @@ goroutine in this one process (see the README for the memory this costs).`,
 	cmd.Flags().StringSliceVar(&o.scenarios, "scenario", nil, "scenarios to run (default all): "+scenarioNames())
 	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL, "+minTTL.String()+" to "+maxTTL.String())
-	cmd.Flags().IntVar(&o.partitions, "partitions", 0, "partitions, 1 to "+commas(maxPartitions)+" (default: each scenario's own)")
+	addPartitionCount(cmd, &o.partitions, 0, "number of partitions, 1 to "+commas(maxPartitions)+" (default: each scenario's own)")
 	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet, 1s to 24h")
 	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (read it with go tool pprof)")

@@ -99,7 +99,9 @@ func envName(name string) string {
 func applyEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" || f.Name == "version" {
+		// A deprecated spelling has no variable: HERD_PARTITIONS is herd
+		// run's set, not demo's old --partitions count.
+		if f.Changed || f.Name == "help" || f.Name == "version" || f.Deprecated != "" {
 			return
 		}
 		name := envName(f.Name)
@@ -301,7 +303,7 @@ func sortSecrets(s []string) {
 // command line did not parse) run with args: without secrets, and saying
 // which flags named in it came from the environment.
 func errorText(cmd *cobra.Command, err error, args, environ []string) string {
-	msg := err.Error()
+	msg := oncePrefixed(err.Error())
 	var fs *pflag.FlagSet
 	if cmd != nil {
 		fs = cmd.Flags()
@@ -319,4 +321,14 @@ func errorText(cmd *cobra.Command, err error, args, environ []string) string {
 	secrets := append(secretsOf(fs, environ), secretsIn(args...)...)
 	sortSecrets(secrets)
 	return redact(msg, secrets)
+}
+
+// oncePrefixed drops the "herd: " that the store's sentinel errors (and
+// the library's) begin with wherever it repeats in an error's chain:
+// herd prints its own "herd: " before the whole message, and each layer
+// then says its part once ("sqlitestore: delete group "g": 1 live
+// session(s): group has live members").
+func oncePrefixed(msg string) string {
+	msg = strings.TrimPrefix(msg, "herd: ")
+	return strings.ReplaceAll(msg, ": herd: ", ": ")
 }

@@ -31,25 +31,25 @@ func executeC(t *testing.T, args ...string) (string, *cobra.Command, string) {
 // it, required flags are satisfied by it, and a bad value or an out-of-range
 // one names the variable.
 func TestEnvSetsFlags(t *testing.T) {
-	t.Setenv("HERD_PARTITIONS", "0")
+	t.Setenv("HERD_PARTITION_COUNT", "0")
 	_, _, msg := executeC(t, "demo")
-	if want := "--partitions must be between 1 and 125,000 (got 0) (--partitions was set by HERD_PARTITIONS)"; msg != want {
-		t.Errorf("demo with HERD_PARTITIONS=0: %q; want %q", msg, want)
+	if want := "--partition-count must be between 1 and 125,000 (got 0) (--partition-count was set by HERD_PARTITION_COUNT)"; msg != want {
+		t.Errorf("demo with HERD_PARTITION_COUNT=0: %q; want %q", msg, want)
 	}
 
-	t.Setenv("HERD_PARTITIONS", "50")
-	_, _, msg = executeC(t, "demo", "--partitions", "-1")
-	if want := "--partitions must be between 1 and 125,000 (got -1)"; msg != want {
-		t.Errorf("demo --partitions -1 with HERD_PARTITIONS=50: %q; want %q (the flag wins)", msg, want)
+	t.Setenv("HERD_PARTITION_COUNT", "50")
+	_, _, msg = executeC(t, "demo", "--partition-count", "-1")
+	if want := "--partition-count must be between 1 and 125,000 (got -1)"; msg != want {
+		t.Errorf("demo --partition-count -1 with HERD_PARTITION_COUNT=50: %q; want %q (the flag wins)", msg, want)
 	}
 
-	t.Setenv("HERD_PARTITIONS", "many")
+	t.Setenv("HERD_PARTITION_COUNT", "many")
 	_, _, msg = executeC(t, "demo")
-	if !strings.Contains(msg, `environment variable HERD_PARTITIONS="many" is not a valid --partitions`) {
-		t.Errorf("demo with HERD_PARTITIONS=many: %q; want an error naming the variable", msg)
+	if !strings.Contains(msg, `environment variable HERD_PARTITION_COUNT="many" is not a valid --partition-count`) {
+		t.Errorf("demo with HERD_PARTITION_COUNT=many: %q; want an error naming the variable", msg)
 	}
 
-	t.Setenv("HERD_PARTITIONS", "")
+	t.Setenv("HERD_PARTITION_COUNT", "")
 	t.Setenv("HERD_STORE", "mem://")
 	t.Setenv("HERD_GROUP", "g")
 	_, _, msg = executeC(t, "group", "delete")

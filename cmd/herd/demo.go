@@ -36,14 +36,14 @@ prints who owns what, how long balancing took and how many partitions
 moved against the minimum. At the end, or on Ctrl-C, every member leaves
 and the group is deleted from the store.
 
---partitions is at most ` + commas(maxPartitions) + `: every partition runs its own handler
+--partition-count is at most ` + commas(maxPartitions) + `: every partition runs its own handler
 goroutine in this one process (see the README for the memory this costs).
 
 With --metrics, the members' Prometheus metrics are served on /metrics and
 the process's health on /healthz (200 while every member's session is
 live). The members log to stderr only if --log-level is given.`,
 		Example: `  herd demo
-  herd demo --partitions 1000 --ttl 5s
+  herd demo --partition-count 1000 --ttl 5s
   herd demo --store redis://127.0.0.1:6379/0?prefix=demo
   herd demo --metrics :9090          # then: curl 127.0.0.1:9090/metrics
   HERD_STORE=redis://:pw@redis:6379 herd demo --log-level info`,
@@ -58,7 +58,7 @@ live). The members log to stderr only if --log-level is given.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.storeURL, "store", "mem://", "store URL: mem:// (in-process), sqlite://PATH, redis://host:port or postgres://host/db")
-	cmd.Flags().IntVar(&o.partitions, "partitions", 32, "number of partitions (1 to "+commas(maxPartitions)+")")
+	addPartitionCount(cmd, &o.partitions, 32, "number of partitions (1 to "+commas(maxPartitions)+")")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "session TTL, "+minTTL.String()+" to "+maxTTL.String()+
 		" (a crashed member's partitions are taken over after it; default 2s, 10s above "+commas(shortTTLPartitions)+" partitions)")
 	cmd.Flags().StringVar(&o.metrics, "metrics", "", metricsFlagUsage)

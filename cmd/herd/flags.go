@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // Limits of the flags the commands share. Each command checks all its flags
@@ -60,4 +62,21 @@ func commas(n int) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// addPartitionCount adds --partition-count N, the number of partitions of
+// demo and bench, and --partitions as its deprecated spelling: everywhere
+// else --partitions (and HERD_PARTITIONS, which the old spelling does not
+// read) is a set of partition ids, as in herd run.
+func addPartitionCount(cmd *cobra.Command, p *int, def int, usage string) {
+	f := cmd.Flags()
+	f.IntVar(p, "partition-count", def, usage)
+	f.IntVar(p, "partitions", def, usage)
+	_ = f.MarkDeprecated("partitions", "use --partition-count (elsewhere --partitions is a set of partition ids)")
+}
+
+// partitionCountChanged reports whether --partition-count (or its old
+// spelling) was given.
+func partitionCountChanged(cmd *cobra.Command) bool {
+	return cmd.Flags().Changed("partition-count") || cmd.Flags().Changed("partitions")
 }

@@ -20,7 +20,7 @@ type groupsOpts struct {
 func groupsCmd() *cobra.Command {
 	o := groupsOpts{}
 	cmd := &cobra.Command{
-		Use:   "groups --store URL [--json]",
+		Use:   "groups [--store URL] [--json]",
 		Short: "List the groups in a store",
 		Long: `groups lists the groups a store holds anything for (a session, a partition
 set, ownership records or a log), one per line, sorted. On Redis it walks the
@@ -35,21 +35,20 @@ command for an operator, not for a loop. --json prints {"groups": [...]}.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd] (required)")
+	f.StringVar(&o.storeURL, "store", defaultRunStore, storeFlagUsage)
 	f.BoolVar(&o.json, "json", false, `print {"groups": [...]} instead of one group per line`)
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and listing may take, 100ms to 10m")
-	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }
 
 func runGroups(ctx context.Context, out io.Writer, o groupsOpts) error {
 	if err := checkDuration("timeout", o.timeout, 100*time.Millisecond, 10*time.Minute); err != nil {
-		return err
+		return withExit(exitUsage, err)
 	}
 	conn := o.conn
 	if conn == nil {
 		var err error
-		if conn, err = storeConnector(o.storeURL); err != nil {
+		if conn, err = readConnector(o.storeURL); err != nil {
 			return err
 		}
 	}
@@ -57,7 +56,7 @@ func runGroups(ctx context.Context, out io.Writer, o groupsOpts) error {
 	defer cancel()
 	st, err := conn.connect(ctx)
 	if err != nil {
-		return err
+		return connectErr(err, o.storeURL)
 	}
 	defer st.Close()
 	gs, err := listGroups(ctx, st)

@@ -16,7 +16,7 @@ const maxPartitions = 125_000
 
 // checkPartitions checks --partitions, saying why the limit exists.
 func checkPartitions(v int) error {
-	if err := checkInt("partitions", v, 1, maxPartitions); err != nil {
+	if err := checkInt("partition-count", v, 1, maxPartitions); err != nil {
 		if v > maxPartitions {
 			return fmt.Errorf("%w: demo and bench run every member in this one process, "+
 				"at about 15 KiB of memory per partition (a handler goroutine each, and the members' state), "+

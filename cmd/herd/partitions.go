@@ -17,7 +17,8 @@ func partitionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "partitions",
 		Short: "Show or set a group's partition set",
-		Example: `  herd partitions show --store redis://127.0.0.1:6379/0 --group orders
+		Example: `  herd partitions show --group orders       # in the directory of herd run's herd.db
+  herd partitions show --store redis://127.0.0.1:6379/0 --group orders
   herd partitions set --store redis://127.0.0.1:6379/0 --group orders 0-63`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,28 +35,40 @@ type partitionsOpts struct {
 	allowEmpty bool
 	json       bool
 	timeout    time.Duration
+	readOnly   bool       // show: open the store read-only
 	conn       *connector // tests: use this store instead of storeURL's
 }
 
 func (o partitionsOpts) validate() (*connector, error) {
 	if err := store.ValidateID("group", o.group); err != nil {
-		return nil, fmt.Errorf("--group: %w", err)
+		return nil, withExit(exitUsage, fmt.Errorf("--group: %w", err))
 	}
 	if err := checkDuration("timeout", o.timeout, 100*time.Millisecond, 10*time.Minute); err != nil {
-		return nil, err
+		return nil, withExit(exitUsage, err)
 	}
 	if o.conn != nil {
 		return o.conn, nil
 	}
+	if o.readOnly {
+		return readConnector(o.storeURL)
+	}
 	return storeConnector(o.storeURL)
 }
 
-func (o *partitionsOpts) addFlags(cmd *cobra.Command) {
+// addFlags adds the flags set and show share. set changes the group, so
+// it needs --store (no default: a typo must not change the wrong store);
+// show reads, from the default store unless --store is given.
+func (o *partitionsOpts) addFlags(cmd *cobra.Command, changes bool) {
 	f := cmd.Flags()
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd] (required)")
+	if changes {
+		f.StringVar(&o.storeURL, "store", "", storeFlagUsage+"; required, with no default: this command changes the group")
+		_ = cmd.MarkFlagRequired("store")
+	} else {
+		f.StringVar(&o.storeURL, "store", defaultRunStore, storeFlagUsage)
+		o.readOnly = true
+	}
 	f.StringVar(&o.group, "group", "", "the group (required)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and the call may take, 100ms to 10m")
-	_ = cmd.MarkFlagRequired("store")
 	_ = cmd.MarkFlagRequired("group")
 }
 
@@ -75,7 +88,9 @@ A member started with herd run --partitions writes its own set when it
 joins, so a later start with another --partitions replaces this one.
 
 An empty SPEC ("", or a file without ids) removes every partition, which
-stops all work of the group: it is refused unless --allow-empty is given.`,
+stops all work of the group: it is refused unless --allow-empty is given.
+
+--store is required (no default): this command changes a group's data.`,
 		Example: `  herd partitions set --store redis://127.0.0.1:6379/0 --group orders 0-63
   herd partitions set --store redis://127.0.0.1:6379/0 --group cities @cities.txt
   herd partitions set --store redis://127.0.0.1:6379/0 --group orders --allow-empty ""`,
@@ -84,7 +99,7 @@ stops all work of the group: it is refused unless --allow-empty is given.`,
 			return runPartitionsSet(cmd.Context(), cmd.OutOrStdout(), o, args[0])
 		},
 	}
-	o.addFlags(cmd)
+	o.addFlags(cmd, true)
 	cmd.Flags().BoolVar(&o.allowEmpty, "allow-empty", false, "allow an empty SPEC, which removes every partition")
 	return cmd
 }
@@ -96,16 +111,16 @@ func runPartitionsSet(ctx context.Context, out io.Writer, o partitionsOpts, spec
 	}
 	ps, err := parsePartitionSpec("SPEC", spec)
 	if err != nil {
-		return err
+		return withExit(exitUsage, err)
 	}
 	if len(ps) == 0 && !o.allowEmpty {
-		return fmt.Errorf("SPEC %q holds no partition: that would remove every partition of group %q and stop all its work; pass --allow-empty to mean it", spec, o.group)
+		return withExit(exitUsage, fmt.Errorf("SPEC %q holds no partition: that would remove every partition of group %q and stop all its work; pass --allow-empty to mean it", spec, o.group))
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	st, err := conn.connect(ctx)
 	if err != nil {
-		return err
+		return connectErr(err, o.storeURL)
 	}
 	defer st.Close()
 	if err := st.SetPartitions(ctx, o.group, ps); err != nil {
@@ -118,7 +133,7 @@ func runPartitionsSet(ctx context.Context, out io.Writer, o partitionsOpts, spec
 func partitionsShowCmd() *cobra.Command {
 	o := partitionsOpts{}
 	cmd := &cobra.Command{
-		Use:   "show --store URL --group G [--json]",
+		Use:   "show [--store URL] --group G [--json]",
 		Short: "Print a group's partition set as a SPEC that partitions set reads back",
 		Long: `partitions show prints the group's partition set as one SPEC (runs of
 numbers as ranges, in the order of the ids), which herd partitions set and
@@ -126,7 +141,8 @@ herd run --partitions read back as the same set. If an id cannot be written
 in a SPEC (it holds a comma, or reads as a range), the ids are printed one
 per line instead, as a file for @file. --json prints {"group": G, "stored":
 true|false, "partitions": [{"id": ..., "weight": ...}]}. For a group with no
-set stored it prints nothing (and says so on stderr).`,
+set stored it prints nothing (and says so on stderr); a group the store
+does not hold at all is an error (exit status 5).`,
 		Example: `  herd partitions show --store redis://127.0.0.1:6379/0 --group orders
   herd partitions show --store redis://127.0.0.1:6379/0 --group orders --json
   herd partitions set --store redis://b:6379 --group orders "$(herd partitions show --store redis://a:6379 --group orders)"`,
@@ -135,7 +151,7 @@ set stored it prints nothing (and says so on stderr).`,
 			return runPartitionsShow(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
-	o.addFlags(cmd)
+	o.addFlags(cmd, false)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
 }
@@ -149,9 +165,12 @@ func runPartitionsShow(ctx context.Context, out, errOut io.Writer, o partitionsO
 	defer cancel()
 	st, err := conn.connect(ctx)
 	if err != nil {
-		return err
+		return connectErr(err, o.storeURL)
 	}
 	defer st.Close()
+	if err := checkGroupExists(ctx, st, o.group); err != nil {
+		return err
+	}
 	snap, err := st.Snapshot(ctx, o.group)
 	if err != nil {
 		return fmt.Errorf("reading group %q: %w", o.group, err)

@@ -41,8 +41,8 @@ func TestPartitionsSetShowRedis(t *testing.T) {
 	}
 
 	// (execute gives the command one buffer for stdout and stderr.)
-	if out := show(); out != "group \"cities\" has no partition set stored\n" {
-		t.Fatalf("partitions show of a group never written: %q; want only the note on stderr", out)
+	if out, err := execute(t, append([]string{"partitions", "show"}, base...)...); exitCode(err) != exitNotFound || out != "" {
+		t.Fatalf("partitions show of a group never written: %q, %v; want group not found (exit status %d)", out, err, exitNotFound)
 	}
 	out, err := set("0-9,12,eu west,us")
 	if err != nil || out != "group \"cities\": partition set replaced, 13 partitions\n" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -75,11 +76,14 @@ func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 			if hi < lo {
 				return nil, fmt.Errorf("%s: range %q ends before it starts", what, item)
 			}
-			if hi-lo >= maxRunPartitions-len(ids) {
+			if hi-lo >= int64(maxRunPartitions-len(ids)) {
 				return nil, fmt.Errorf("%s: more than %s %ss", what, commas(maxRunPartitions), noun)
 			}
+			if hi > maxRangeBound {
+				return nil, fmt.Errorf("%s: range %q: a bound above %s; number %ss from 0 up (or write the ids themselves)", what, item, commas(maxRangeBound), noun)
+			}
 			for i := lo; i <= hi; i++ {
-				ids = append(ids, strconv.Itoa(i))
+				ids = append(ids, strconv.FormatInt(i, 10))
 			}
 		}
 	}
@@ -95,19 +99,27 @@ func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 	return ps, nil
 }
 
-// numRange parses "lo-hi" made of two decimal numbers without leading zeros.
-func numRange(s string) (lo, hi int, ok bool) {
+// maxRangeBound is the largest bound of a range.
+const maxRangeBound = 999_999_999
+
+// numRange parses "lo-hi" made of two decimal numbers without leading
+// zeros. A number too long for an int64 reads as math.MaxInt64, so that a
+// range with a bound of many digits is refused as too large rather than
+// taken for an id.
+func numRange(s string) (lo, hi int64, ok bool) {
 	a, b, found := strings.Cut(s, "-")
 	if !found {
 		return 0, 0, false
 	}
-	lo, okA := decimal(a)
-	hi, okB := decimal(b)
+	lo, okA := bigDecimal(a)
+	hi, okB := bigDecimal(b)
 	return lo, hi, okA && okB
 }
 
-func decimal(s string) (int, bool) {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
+// bigDecimal is decimal for numbers of any length: one above
+// math.MaxInt64 reads as math.MaxInt64.
+func bigDecimal(s string) (int64, bool) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
 		return 0, false
 	}
 	for _, c := range []byte(s) {
@@ -115,8 +127,19 @@ func decimal(s string) (int, bool) {
 			return 0, false
 		}
 	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return math.MaxInt64, true // only digits: out of range
+	}
+	return n, true
+}
+
+func decimal(s string) (int, bool) {
+	if len(s) > 9 {
+		return 0, false
+	}
+	n, ok := bigDecimal(s)
+	return int(n), ok
 }
 
 // formatSpec writes ids as a partition spec that parsePartitionSpec reads
@@ -153,4 +176,25 @@ func formatSpec(ids []string) (spec string, ok bool) {
 		i = j
 	}
 	return b.String(), true
+}
+
+// specWarning is the warning for a --partitions SPEC that looks like a
+// count or a typo: a single id, not a range nor a file ("" if none).
+func specWarning(flag, spec string) string {
+	if flag == "" {
+		flag = "--partitions"
+	}
+	if spec == "" || strings.HasPrefix(spec, "@") || strings.Contains(spec, ",") {
+		return ""
+	}
+	if _, _, isRange := numRange(spec); isRange {
+		return ""
+	}
+	if n, ok := decimal(spec); ok {
+		if n == 0 {
+			return "" // partition "0": no count means zero
+		}
+		return fmt.Sprintf("%s %s is one partition, named %q, not a count of partitions: did you mean 0-%d?", flag, spec, spec, n-1)
+	}
+	return fmt.Sprintf("%s %q is a set of one partition, named %q: write ids and ranges separated by commas (0-31, a,b,c) or @file", flag, spec, spec)
 }

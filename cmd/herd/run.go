@@ -31,6 +31,7 @@ type runOpts struct {
 	group        string
 	member       string
 	partitions   string
+	partsFlag    string // how --partitions was given, for messages ("HERD_PARTITIONS (--partitions)")
 	ttl          time.Duration
 	maxShutdown  time.Duration
 	restartDelay time.Duration
@@ -68,7 +69,11 @@ Members on several hosts need a server: --store redis://host:6379.
 
 --partitions sets the group's partition set: ids and ranges separated by
 commas (0-31, a,b,c, 0-3,x) or @file with one id per line. Without it the
-member follows the set already stored.
+member follows the set already stored. It is a set of ids, never a count:
+--partitions 32 is one partition named "32" (herd run warns: did you mean
+0-31?), and a single word such as "many" is one partition of that name
+(herd run warns too). herd demo and herd bench take a count,
+--partition-count.
 
 Stopping. When the partition is handed off (another member joined, or this
 one leaves), the child's whole process group gets SIGTERM, then SIGKILL after
@@ -116,6 +121,7 @@ func runCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
 			o.logger = logger(cmd)
+			o.partsFlag = flagName(cmd.Flags(), "partitions")
 			return runRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
@@ -142,6 +148,7 @@ func childShimCmd() *cobra.Command {
 		Hidden:             true,
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
+			nameShim()
 			os.Exit(child.ShimMain(args))
 		},
 	}
@@ -191,6 +198,10 @@ func (o runOpts) validate() (*connector, []store.Partition, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if conn.mem != nil {
+		return nil, nil, withExit(exitUsage, errors.New("--store mem:// is this process's own store: every herd run would have a store of its own and run every partition; "+
+			"give a store the members share: sqlite://PATH (one host; the default is "+defaultRunStore+"), redis://HOST:PORT or postgres://HOST/DB"))
+	}
 	return conn, ps, nil
 }
 
@@ -226,6 +237,9 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.NewTextHandler(errOut, nil))
+	}
+	if w := specWarning(o.partsFlag, o.partitions); w != "" {
+		o.logger.Warn(w)
 	}
 	r := &runner{
 		o: o, group: o.group, shim: []string{exe, "__child"},

@@ -408,7 +408,7 @@ func testRunE2EKill(t *testing.T, dir string, storeArgs []string, env ...string)
 // has passed after herd run began to leave.
 func TestRunKillsChildIgnoringSIGTERM(t *testing.T) {
 	const grace = 500 * time.Millisecond
-	m := startRun(t, "m", nil, "--store", "mem://", "--group", "g", "--partitions", "0", "--max-shutdown", grace.String(),
+	m := startRun(t, "m", nil, "--store", "sqlite://"+filepath.Join(t.TempDir(), "herd.db"), "--group", "g", "--partitions", "0", "--max-shutdown", grace.String(),
 		"--", "sh", "-c", stubbornChild)
 	pgid := readyGroup(t, m)
 	began := time.Now()
@@ -459,6 +459,7 @@ func TestRunRejects(t *testing.T) {
 		{r("--partitions", "@"+filepath.Join(dir, "missing"), "--", "true"), "no such file"},
 		{r("--partitions", "@"+dup, "--", "true"), `"a" appears twice`},
 		{[]string{"run", "--store", "ftp://x", "--group", "g", "--", "true"}, `--store: unknown scheme "ftp"`},
+		{r("--", "true"), "--store mem:// is this process's own store: every herd run would have a store of its own"},
 		{[]string{"checkpoint"}, "accepts 1 arg(s), received 0"},
 		{[]string{"checkpoint", "--base64", "!!"}, "VALUE is not standard base64"},
 		{[]string{"checkpoint", "--timeout", "1ms", "x"}, "--timeout must be between 100ms and 10m0s"},
@@ -588,7 +589,7 @@ func TestRunKillsChildWhenSessionCannotBeRenewed(t *testing.T) {
 // with the exits in a row (up to --restart-max), each exit logged with its
 // status and count.
 func TestRunRestartsFailingChild(t *testing.T) {
-	m := startRun(t, "m", nil, "--store", "mem://", "--group", "g", "--partitions", "p",
+	m := startRun(t, "m", nil, "--store", "sqlite://"+filepath.Join(t.TempDir(), "herd.db"), "--group", "g", "--partitions", "p",
 		"--restart-delay", "20ms", "--restart-max", "160ms", "--max-failures", "0", "--", "sh", "-c", "echo started; exit 7")
 	eventually(t, 30*time.Second, "five exits in a row", func() bool {
 		return strings.Contains(m.out.String(), "exits_in_a_row=5")

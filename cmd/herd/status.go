@@ -77,7 +77,7 @@ screen is cleared before each redraw. Colour is used on a terminal only
 func statusCmd() *cobra.Command {
 	o := statusOpts{}
 	cmd := &cobra.Command{
-		Use:   "status --store URL [--group G] [--jobs] [--watch] [--json] [--all]",
+		Use:   "status [--store URL] [--group G] [--jobs] [--watch] [--json] [--all]",
 		Short: "Show members, partitions, owners, checkpoints, and why a partition is not running",
 		Long:  statusLong,
 		Example: `  herd status --store redis://127.0.0.1:6379/0 --group orders
@@ -92,8 +92,8 @@ func statusCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.storeURL, "store", "", "store URL: redis://host:port[/db][?prefix=herd] (required)")
-	f.StringVar(&o.group, "group", "", "the group to show (default: every group in the store)")
+	f.StringVar(&o.storeURL, "store", defaultRunStore, storeFlagUsage)
+	f.StringVar(&o.group, "group", "", "the group to show (default: every group in the store); a group the store does not hold is an error (exit status 5)")
 	f.BoolVar(&o.watch, "watch", false, "redraw every --interval until Ctrl-C")
 	f.DurationVar(&o.interval, "interval", time.Second, "time between redraws with --watch, 100ms to 1h")
 	f.BoolVar(&o.json, "json", false, "print JSON (one object per read) instead of tables")
@@ -102,7 +102,6 @@ func statusCmd() *cobra.Command {
 	f.IntVar(&o.limit, "limit", 50, "without --all: list every partition of a group of at most this many, else at most this many not running, 1 to "+commas(maxStatusLimit))
 	f.StringVar(&o.color, "color", "auto", "colour the table: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and each read may take, 100ms to 10m")
-	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }
 
@@ -130,7 +129,7 @@ func (o statusOpts) validate() (*connector, error) {
 	if o.conn != nil {
 		return o.conn, nil
 	}
-	return storeConnector(o.storeURL)
+	return readConnector(o.storeURL)
 }
 
 // storeConnector is newConnector for the commands that read or change a
@@ -157,9 +156,13 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	st, err := conn.connect(cctx)
 	cancel()
 	if err != nil {
-		return err
+		return connectErr(err, o.storeURL)
 	}
-	defer st.Close()
+	defer func() { st.Close() }()
+	// A read-only SQLite store that no process had open reads the file as
+	// it was at open (sqlitestore.WithReadOnly): --watch opens it anew for
+	// every read.
+	reopen := o.watch && conn.readOnly && conn.scheme == "sqlite"
 	ts := textStyle{colour: o.color == "always" || o.color == "auto" && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
 	q := statusQuery{all: o.all, limit: o.limit, jobs: o.jobs}
 	shown := redact(o.storeURL, secrets)
@@ -169,6 +172,14 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	read := func() (*statusReport, error) {
 		rctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
+		if reopen {
+			fresh, err := conn.connect(rctx)
+			if err != nil {
+				return nil, redactErr(connectErr(err, o.storeURL), secrets)
+			}
+			st.Close()
+			st = fresh
+		}
 		rep, err := readStatus(rctx, st, shown, o.group, q)
 		if rep != nil {
 			for i := range rep.Groups {
@@ -181,7 +192,7 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 			}
 		}
 		if err != nil {
-			return rep, errors.New(redact(err.Error(), secrets))
+			return rep, redactErr(err, secrets)
 		}
 		return rep, nil
 	}
@@ -277,7 +288,11 @@ func groupErrors(rep *statusReport) error {
 func readStatus(ctx context.Context, st store.Store, shown, group string, q statusQuery) (*statusReport, error) {
 	rep := &statusReport{Store: shown, Time: time.Now(), Groups: []groupStatus{}}
 	groups := []string{group}
-	if group == "" {
+	if group != "" {
+		if err := checkGroupExists(ctx, st, group); err != nil {
+			return nil, err
+		}
+	} else {
 		var err error
 		if groups, err = listGroups(ctx, st); err != nil {
 			return nil, err

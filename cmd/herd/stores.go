@@ -4,23 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
-	"github.com/herdhq/herd/store/pgstore"
-	"github.com/herdhq/herd/store/redisstore"
-	"github.com/herdhq/herd/store/sqlitestore"
+	"github.com/herdhq/herd/store/storeurl"
 )
+
+// storeURLsHelp describes the store URLs, for every command's help.
+const storeURLsHelp = `Store URLs (--store, HERD_STORE):
+
+  sqlite://PATH         an SQLite file shared by the processes of one host:
+                        sqlite://herd.db (relative to the working directory),
+                        sqlite:///var/lib/herd/herd.db
+  redis://[:PASSWORD@]HOST:PORT[/DB][?prefix=herd]
+                        Redis; rediss:// with TLS, redis+cluster://H1:P1,H2:P2,
+                        redis+sentinel://H:P/MASTER
+  postgres://USER@HOST/DB[?schema=herd]
+                        PostgreSQL (postgresql:// too)
+  mem://                this process's own store (herd demo and bench only)
+
+Without --store, herd run, herd jobs and the commands that only read
+(status, groups, partitions show) use ` + defaultRunStore + ` in the working
+directory; the commands that only read open it read-only and never create
+it. herd demo and herd bench use mem://. The commands that change or
+delete a group's data (partitions set, group delete) have no default: give
+--store.`
+
+// storeFlagUsage is the --store flag's line in a command's flags.
+const storeFlagUsage = "the store's URL: sqlite://PATH, redis://HOST:PORT, postgres://HOST/DB (see herd --help)"
 
 // connector opens store handles for a store URL. For mem:// every handle
 // shares one in-process store (closing a handle does not close it).
 type connector struct {
-	url    string
-	scheme string
-	mem    *memstore.Store
+	url      string
+	scheme   string
+	readOnly bool // open for reading only (storeurl.ReadOnly)
+	mem      *memstore.Store
 }
 
 // newConnector checks the URL's scheme, and the whole of a mem:// URL. A
@@ -30,12 +53,12 @@ type connector struct {
 func newConnector(raw string) (*connector, error) {
 	scheme, _, found := strings.Cut(raw, ":")
 	if !found || scheme == "" || strings.ContainsAny(scheme, "/?#@") {
-		return nil, fmt.Errorf("--store: no scheme; want mem://, or one of the schemes %s", supportedSchemes())
+		return nil, withExit(exitUsage, fmt.Errorf("--store: no scheme; want mem://, or one of the schemes %s", supportedSchemes(false)))
 	}
 	c := &connector{url: raw, scheme: strings.ToLower(scheme)}
 	if c.scheme != "mem" {
-		if open := openers[c.scheme]; open == nil {
-			return nil, fmt.Errorf("--store: unknown scheme %q (supported: %s)", scheme, supportedSchemes())
+		if _, err := storeurl.Scheme(raw); err != nil {
+			return nil, withExit(exitUsage, fmt.Errorf("--store: unknown scheme %q (supported: %s)", scheme, supportedSchemes(true)))
 		}
 		return c, nil
 	}
@@ -45,47 +68,21 @@ func newConnector(raw string) (*connector, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
-		return nil, fmt.Errorf("--store: malformed URL (%v); write mem://", err)
+		return nil, withExit(exitUsage, fmt.Errorf("--store: malformed URL (%v); write mem://", err))
 	}
 	if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted())
+		return nil, withExit(exitUsage, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted()))
 	}
 	c.mem = memstore.New()
 	return c, nil
 }
 
-// openers maps URL schemes of stores outside this process (servers, or a
-// file shared by the processes of one host) to their Open functions.
-var openers = map[string]func(ctx context.Context, url string) (store.Store, error){
-	"redis":           openRedis,
-	"rediss":          openRedis,
-	"redis+cluster":   openRedis,
-	"rediss+cluster":  openRedis,
-	"redis+sentinel":  openRedis,
-	"rediss+sentinel": openRedis,
-	"postgres":        openPostgres,
-	"postgresql":      openPostgres,
-	"sqlite":          openSQLite,
-}
-
-func openRedis(ctx context.Context, url string) (store.Store, error) {
-	return redisstore.Open(ctx, url)
-}
-
-func openPostgres(ctx context.Context, url string) (store.Store, error) {
-	return pgstore.Open(ctx, url)
-}
-
-func openSQLite(ctx context.Context, url string) (store.Store, error) {
-	return sqlitestore.Open(ctx, url)
-}
-
-func supportedSchemes() string {
-	s := []string{"mem"}
-	for k := range openers {
-		s = append(s, k)
+// supportedSchemes lists the schemes (mem first if withMem).
+func supportedSchemes(withMem bool) string {
+	s := storeurl.Schemes()
+	if !withMem {
+		s = s[1:]
 	}
-	slices.Sort(s[1:])
 	return strings.Join(s, ", ")
 }
 
@@ -96,7 +93,11 @@ func (c *connector) connect(ctx context.Context) (store.Store, error) {
 	if c.mem != nil {
 		return sharedStore{c.mem}, nil
 	}
-	return openers[c.scheme](ctx, c.url)
+	var opts []storeurl.Option
+	if c.readOnly {
+		opts = append(opts, storeurl.ReadOnly())
+	}
+	return storeurl.Open(ctx, c.url, opts...)
 }
 
 // sharedStore is a handle on the in-process store shared by several
@@ -104,3 +105,61 @@ func (c *connector) connect(ctx context.Context) (store.Store, error) {
 type sharedStore struct{ *memstore.Store }
 
 func (sharedStore) Close() error { return nil }
+
+// readConnector is storeConnector for the commands that only read: the
+// store is opened read-only (an SQLite file is neither created nor
+// written).
+func readConnector(url string) (*connector, error) {
+	conn, err := storeConnector(url)
+	if err != nil {
+		return nil, err
+	}
+	conn.readOnly = true
+	return conn, nil
+}
+
+// connectErr is the error of a failed connect to url: a file that does not
+// exist (a read-only open creates none) exits with exitNotFound, and the
+// message says when the URL was the default one.
+func connectErr(err error, url string) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		if url == defaultRunStore {
+			err = fmt.Errorf("%w (the default store, %s; give --store or HERD_STORE)", err, defaultRunStore)
+		}
+		return withExit(exitNotFound, err)
+	}
+	return err
+}
+
+// redactErr is err with the secrets replaced, keeping its exit status.
+func redactErr(err error, secrets []string) error {
+	if err == nil {
+		return nil
+	}
+	return withExit(exitCode(err), errors.New(redact(err.Error(), secrets)))
+}
+
+// checkGroupExists fails with exitNotFound if the store holds nothing for
+// group (no session, partition set, record or log), for a store that can
+// list its groups; a store that cannot is not checked.
+func checkGroupExists(ctx context.Context, st store.Store, group string) error {
+	gl, ok := st.(store.GroupLister)
+	if !ok {
+		return nil
+	}
+	gs, err := gl.Groups(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the groups: %w", err)
+	}
+	if slices.Contains(gs, group) {
+		return nil
+	}
+	known := "it holds no group"
+	switch {
+	case len(gs) > 5:
+		known = fmt.Sprintf("it holds %d groups: herd groups lists them", len(gs))
+	case len(gs) > 0:
+		known = "its groups: " + strings.Join(gs, ", ")
+	}
+	return withExit(exitNotFound, fmt.Errorf("group %q not found in the store (%s)", group, known))
+}

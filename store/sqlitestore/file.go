@@ -53,6 +53,15 @@ type dbFile struct {
 // replaced while it opens it.
 const maxOpenTries = 3
 
+// openAny opens the path as cfg asks: read-only (openReadOnly), or for
+// writing, creating the database if needed (openFile).
+func openAny(ctx context.Context, path string, allowNetwork bool, cfg config) (*dbFile, error) {
+	if cfg.readOnly {
+		return openReadOnly(ctx, path, allowNetwork, cfg)
+	}
+	return openFile(ctx, path, allowNetwork, cfg)
+}
+
 // openFile checks the path, opens the database on it and prepares the
 // statements. It stats the path before and after: if the path named
 // another file by then, some connection may hold either, so it closes
@@ -157,7 +166,7 @@ func (s *Store) reopen(ctx context.Context, op string, old *dbFile) (*dbFile, er
 		s.retired = append(s.retired, cur)
 		_ = cur.closeDB()
 	}
-	f, err := openFile(ctx, s.path, s.allowNetwork, s.cfg)
+	f, err := openAny(ctx, s.path, s.allowNetwork, s.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %s: %s was replaced; opening it again: %w", op, s.path, err)
 	}

@@ -28,6 +28,7 @@ type config struct {
 	busyTimeout  time.Duration
 	pollInterval time.Duration // the backstop poll of data_version
 	noInotify    bool          // tests and measurements: poll only
+	readOnly     bool          // WithReadOnly
 }
 
 // WithLogLimit sets how many entries of each group's log the store keeps
@@ -94,7 +95,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	f, err := openFile(ctx, path, allowNetwork, cfg)
+	f, err := openAny(ctx, path, allowNetwork, cfg)
 	if err != nil {
 		return nil, err
 	}
