@@ -225,7 +225,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			continue
 		}
 		p := parts[i].ID
-		if slots[p] != nil {
+		if sl := slots[p]; sl != nil {
+			sl.claimOnceStopped(sess)
 			continue
 		}
 		holdUntil := time.Time{}
@@ -327,7 +328,13 @@ func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcileP
 	if !ok || len(m.restores) > 0 {
 		return pl, false
 	}
-	claims = slices.DeleteFunc(claims, func(p string) bool { return slots[p] != nil })
+	claims = slices.DeleteFunc(claims, func(p string) bool {
+		sl := slots[p]
+		if sl != nil {
+			sl.claimOnceStopped(sess)
+		}
+		return sl != nil
+	})
 	pl.next, pl.wait = next, true
 	if len(claims) == 0 {
 		return pl, true

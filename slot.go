@@ -31,13 +31,34 @@ type slot struct {
 	released atomic.Bool  // set once released (normal path or ForceHandoff)
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: its record stays this member's, which no entry of the
-	// log will say (a give-back that failed): the plan made once it is
-	// done must be a full one (see aim.go).
+	// planInFull: the plan made once it is done must be a full one (see
+	// aim.go), because no entry of the log will tell the aim what to do:
+	// its record stays this member's (a give-back that failed), or a plan
+	// gave its partition to this member while it was stopping
+	// (claimOnceStopped).
 	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex). Only the reconcile loop uses it.
 	at int32
+}
+
+// claimOnceStopped is called by plan, which would claim sl's partition
+// for sess but leaves it alone while sl runs: if sl is not sess's running
+// handler (one of a lost session, or handing off), the partition is
+// claimed once sl has returned, by the full plan its return calls for.
+//
+// Without it, the partition ran nowhere for good (the randomized fault
+// test's seed 12, issue 28 item 9): a member back from a lost session whose
+// handlers were still stopping (their last checkpoint sent through a slow
+// store) planned in full, was given their partitions (handed to it by
+// another member, or free) and skipped them; the plan set an aim, and when
+// the handlers returned the next plans went by the aim, which claims only
+// partitions released toward this member after it was set: nothing, and no
+// entry came that would end the aim.
+func (sl *slot) claimOnceStopped(sess *session) {
+	if sl.sess != sess || sl.mode.Load() != modeRun {
+		sl.planInFull.Store(true)
+	}
 }
 
 func (m *Member) unown(p string) {
