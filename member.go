@@ -150,7 +150,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	}
 	cfg = cfg.withDefaults()
 	if cfg.Partitions != nil {
-		if err := st.SetPartitions(ctx, cfg.Group, cfg.Partitions); err != nil {
+		if _, err := st.SetPartitions(ctx, cfg.Group, store.PartitionSet{Partitions: cfg.Partitions}); err != nil {
 			return nil, fmt.Errorf("herd: join %q: set partitions: %w", cfg.Group, err)
 		}
 	}
@@ -292,7 +292,7 @@ func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error 
 	if err := store.ValidatePartitions(ps); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
-	if err := m.st.SetPartitions(ctx, m.cfg.Group, ps); err != nil {
+	if _, err := m.st.SetPartitions(ctx, m.cfg.Group, store.PartitionSet{Partitions: ps}); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
 	m.poke()

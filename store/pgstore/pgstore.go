@@ -478,7 +478,7 @@ func buildQueries(S string) queries {
 		open:          "SELECT " + S + ".open_session($1, $2, $3, $4, $5, $6)",
 		keepAlive:     "SELECT r_status, r_next FROM " + S + ".keep_alive($1, $2, $3, $4)",
 		close:         "SELECT " + S + ".close_session($1, $2, $3)",
-		setPartitions: "SELECT " + S + ".set_partitions($1, $2, $3, $4)",
+		setPartitions: "SELECT * FROM " + S + ".set_partition_set($1, $2, $3, $4, $5, $6, $7, $8)",
 		claim:         "SELECT r_ord, r_status, r_owner, r_epoch, r_member, r_checkpoint, r_given_back FROM " + S + ".claim_batch($1, $2, $3, $4)",
 		release:       "SELECT r_ord, r_status FROM " + S + ".release_batch($1, $2, $3, $4, $5, $6)",
 		restore:       "SELECT " + S + ".restore($1, $2, $3, $4, $5)",

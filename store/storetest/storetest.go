@@ -223,7 +223,7 @@ func (e *env) setPartitions(ids ...string) {
 	for i, id := range ids {
 		ps[i] = store.Partition{ID: id}
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, ps); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: ps}); err != nil {
 		e.t.Fatalf("SetPartitions(%q): %v; want nil", ids, err)
 	}
 }
