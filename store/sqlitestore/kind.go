@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,10 +62,10 @@ func (s *Store) SetPartitions(ctx context.Context, group string, ps store.Partit
 		w.log(store.Change{Kind: store.PartitionsSet, Partitions: set})
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrGroupKind) {
 		return store.SetResult{}, err
 	}
-	return res, nil
+	return res, err
 }
 
 // addKindColumns adds the columns kind and digest to herd_groups in a file

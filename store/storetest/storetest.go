@@ -104,6 +104,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"restore/only_where_no_record", testRestore},
 		{"partitions/set_replaces", testSetPartitions},
 		{"partitions/invalid_set_rejected", testSetPartitionsInvalid},
+		// partset.go
+		{"partitions/group_kind", testGroupKind},
+		{"partitions/digest_skips_equal_set", testSetDigest},
+		{"partitions/same_set_at_once_written_once", testSetDigestRace},
 		{"snapshot/empty_group", testSnapshotEmpty},
 		{"snapshot/sorted_with_fields", testSnapshotSorted},
 		{"snapshot/sees_every_change", testSnapshotSeesChanges},
