@@ -90,8 +90,12 @@ func joinPartitionSet(ctx context.Context, st store.Store, cfg Config) error {
 		}
 		log.Warn("the group has no "+noun+": this member runs nothing until one is stored; "+what, "kind", cfg.Kind)
 	case set.Mode == store.SetIfAbsent && !res.Same:
-		log.Warn("the "+noun+" given differs from the one the group holds: joining on the stored one, which wins; "+
-			"to replace it, use herd partitions set, or join with --replace-partitions", "given", len(cfg.Partitions))
+		how := "herd partitions set, or join with herd run --replace-partitions"
+		if cfg.Kind == store.KindKeys {
+			how = "join with herd jobs --replace-keys"
+		}
+		log.Warn("the "+noun+" given differs from the one the group holds (or was stored by an older herd): "+
+			"joining on the stored one, which wins; to replace it, use "+how, "given", len(cfg.Partitions))
 	case res.Replaced:
 		log.Warn("replaced the group's "+noun+", which was different, by the one given", "given", len(cfg.Partitions))
 	}
