@@ -98,25 +98,24 @@ func (s *Store) SetPartitions(ctx context.Context, group string, ps store.Partit
 	case store.SetKindOnly:
 		mode = "kindonly"
 	}
-	var ids []string
-	var weights []int32
 	if ps.Mode != store.SetKindOnly {
 		digest = store.Digest(ps.Partitions)
-		ids, weights = make([]string, len(ps.Partitions)), make([]int32, len(ps.Partitions))
-		for i, p := range ps.Partitions {
+		for _, p := range ps.Partitions {
 			if p.Weight > 1<<31-1 {
 				return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: partition %q has weight %d, more than 2^31-1: %w", p.ID, p.Weight, store.ErrInvalid)
 			}
-			ids[i], weights[i] = p.ID, int32(p.Weight)
 		}
 	}
-	full := ps.Mode != store.SetKindOnly && len(ids) <= smallSet
+	full := ps.Mode != store.SetKindOnly && len(ps.Partitions) <= smallSet
 	for {
 		var status, kind, what string
 		var stored bool
 		sendIDs, sendWeights := []string{}, []int32{}
 		if full {
-			sendIDs, sendWeights = ids, weights
+			sendIDs, sendWeights = make([]string, len(ps.Partitions)), make([]int32, len(ps.Partitions))
+			for i, p := range ps.Partitions {
+				sendIDs[i], sendWeights[i] = p.ID, int32(p.Weight)
+			}
 		}
 		err := s.queryRow(ctx, "SetPartitions", s.q.setPartitions,
 			[]any{group, ps.Kind, mode, digest, full, sendIDs, sendWeights, int32(s.cfg.logLimit)}, &status, &kind, &stored, &what)
