@@ -59,9 +59,31 @@ type Config struct {
 	// Weight is this member's capacity relative to others (0 means 1).
 	Weight int
 	// Partitions, if not nil, replaces the group's partition set in the store
-	// when the member joins. If nil the member follows the set already stored
-	// (set by another member, by Member.SetPartitions or by the CLI).
+	// when the member joins (a WARN is logged when the set it replaces was
+	// different; storing the set the group holds costs the store O(1),
+	// whatever its size). If nil the member follows the set already stored
+	// (set by another member, by Member.SetPartitions or by the CLI). Every
+	// member runs the set the store holds, whatever it was given.
 	Partitions []store.Partition
+	// KeepStoredPartitions makes the stored set win: Partitions is stored
+	// only if the group holds no set, and a member whose Partitions differ
+	// from the stored set joins on the stored set and logs a WARN. herd
+	// run sets it (unless --replace-partitions), so that a rolling deploy
+	// that changes the set neither flips it back and forth nor crash-loops.
+	KeepStoredPartitions bool
+	// Kind is the kind of group the member belongs to: store.KindPartitions
+	// (the default) or store.KindKeys (package jobs sets it). A group takes
+	// the kind of the first member that joins it and refuses a member of
+	// the other kind: Join fails with store.ErrGroupKind and writes nothing,
+	// so two fleets that picked the same group name cannot take over each
+	// other's work.
+	Kind string
+	// JoinTimeout bounds how long Join retries a store that is unavailable
+	// (an error wrapping store.ErrUnavailable: down, restarting, or not
+	// answering in time): each retry is logged at WARN with its cause,
+	// after a pause with back-off and jitter; after JoinTimeout Join
+	// returns the last error. Default 1m (DefaultJoinTimeout).
+	JoinTimeout time.Duration
 	// Handler runs once per owned partition. Required.
 	Handler Handler
 
@@ -190,6 +212,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Kind == "" {
+		c.Kind = store.KindPartitions
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultJoinTimeout
+	}
 	return c
 }
 
@@ -212,6 +240,9 @@ func (c Config) Validate() error {
 	if c.Weight < 0 {
 		bad("config: Weight %d is negative", c.Weight)
 	}
+	if err := store.ValidateKind(c.Kind); err != nil {
+		bad("config: Kind: %w", err)
+	}
 	if c.Partitions != nil && len(c.Partitions) == 0 {
 		bad("config: Partitions is empty, which would remove every partition of the group " +
 			"(herd.Numbered(n) returns none for n <= 0); set it to nil to follow the set already stored")
@@ -226,7 +257,7 @@ func (c Config) Validate() error {
 	}{
 		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
 		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
-		{"ResyncInterval", c.ResyncInterval},
+		{"ResyncInterval", c.ResyncInterval}, {"JoinTimeout", c.JoinTimeout},
 		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval},
 	} {
 		if d.v < 0 {

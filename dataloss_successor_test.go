@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -40,7 +41,7 @@ func newLossFleet(t *testing.T, ctx context.Context, ttl time.Duration, partitio
 		members: map[string]*herd.Member{}, faults: map[string]*faultstore.Store{},
 		accepted: map[string]uint64{}, floor: map[string]uint64{}, starts: map[string][]string{},
 	}
-	if err := f.st.SetPartitions(ctx, "g", herd.Numbered(partitions)); err != nil {
+	if _, err := f.st.SetPartitions(ctx, "g", store.PartitionSet{Partitions: herd.Numbered(partitions)}); err != nil {
 		t.Fatal(err)
 	}
 	return f

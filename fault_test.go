@@ -493,7 +493,7 @@ func (f *faultFleet) setPartitions(n int) {
 	for _, p := range ps {
 		f.parts = append(f.parts, p.ID)
 	}
-	if err := f.st.SetPartitions(f.ctx, faultGroup, ps); err != nil {
+	if _, err := f.st.SetPartitions(f.ctx, faultGroup, store.PartitionSet{Partitions: ps}); err != nil {
 		f.failNow("set partitions: %v", err)
 	}
 }

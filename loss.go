@@ -126,7 +126,8 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		// Only a set the store does not hold at all was lost; an empty
 		// one was emptied on purpose and stays so.
 		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
-			if err := m.st.SetPartitions(ctx, m.cfg.Group, m.lastParts); err == nil {
+			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.lastParts, Mode: store.SetIfAbsent}
+			if res, err := m.st.SetPartitions(ctx, m.cfg.Group, set); err == nil && res.Written {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
 				wrote = true
 			}

@@ -137,8 +137,11 @@ var (
 
 // Join opens a session for cfg.Member in cfg.Group and starts taking part:
 // it claims its share of the partitions and runs cfg.Handler for each. It
-// returns once the session is open, or with an error if it could not be
-// opened within SessionTTL-FenceMargin (or before ctx ended). Cancelling
+// returns once the session is open. A store that is unavailable is retried
+// (each attempt to open the session bounded by SessionTTL-FenceMargin)
+// until cfg.JoinTimeout; then, or when ctx ends, Join returns the error
+// (wrapping store.ErrUnavailable). A group of another kind is refused
+// with store.ErrGroupKind (see Config.Kind). Cancelling
 // ctx stops the member as a crash would (handlers cancelled, nothing
 // released: the session expires after SessionTTL and others take over);
 // call Leave to hand over gracefully.
@@ -150,10 +153,12 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Partitions != nil {
-		if err := st.SetPartitions(ctx, cfg.Group, cfg.Partitions); err != nil {
-			return nil, fmt.Errorf("herd: join %q: set partitions: %w", cfg.Group, err)
-		}
+	// Every store call of the join is retried while the store is
+	// unavailable, until JoinTimeout (join.go).
+	joinCtx, joined := context.WithTimeout(ctx, cfg.JoinTimeout)
+	defer joined()
+	if err := joinPartitionSet(joinCtx, st, cfg); err != nil {
+		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	attemptCtx, stopAttempt := context.WithCancel(runCtx)
@@ -187,7 +192,12 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	// counts from when the call was sent. (With RenewTimeout, a demo with
 	// a TTL of 200 ms on PostgreSQL failed to join in 2 of 6 runs under
 	// the race detector, and with a TTL of 1 s under .ci/run's load.)
-	sess, err := m.openSession(runCtx, max(cfg.RenewTimeout, cfg.SessionTTL-cfg.FenceMargin))
+	var sess *session
+	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
+		var err error
+		sess, err = m.openSession(ctx, max(cfg.RenewTimeout, cfg.SessionTTL-cfg.FenceMargin))
+		return err
+	})
 	if err != nil {
 		m.metrics.unregister()
 		allFlows.release(m.flow)
@@ -293,7 +303,7 @@ func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error 
 	if err := store.ValidatePartitions(ps); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
-	if err := m.st.SetPartitions(ctx, m.cfg.Group, ps); err != nil {
+	if _, err := m.st.SetPartitions(ctx, m.cfg.Group, store.PartitionSet{Partitions: ps}); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
 	m.poke()

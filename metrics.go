@@ -304,10 +304,10 @@ func (s metricStore) CloseSession(ctx context.Context, group, session string) er
 	return err
 }
 
-func (s metricStore) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
-	err := s.Store.SetPartitions(ctx, group, partitions)
+func (s metricStore) SetPartitions(ctx context.Context, group string, set store.PartitionSet) (store.SetResult, error) {
+	res, err := s.Store.SetPartitions(ctx, group, set)
 	s.mm.storeErr(ctx, opSetPartitions, err)
-	return err
+	return res, err
 }
 
 func (s metricStore) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {

@@ -141,7 +141,7 @@ func TestScenarioEmptiedSetStaysEmpty(t *testing.T) {
 			t.Fatalf("member runs %d partitions; want 4", got)
 		}
 		gate.Pause()
-		if err := mem.SetPartitions(ctx, "g", nil); err != nil {
+		if _, err := mem.SetPartitions(ctx, "g", store.PartitionSet{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(herd.DefaultSessionTTL + 2*time.Second) // the paused member's session expires

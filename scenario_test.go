@@ -67,7 +67,7 @@ func (f *fleet) setPartitions(n int) {
 	for _, p := range ps {
 		f.parts = append(f.parts, p.ID)
 	}
-	if err := f.st.SetPartitions(f.ctx, f.group, ps); err != nil {
+	if _, err := f.st.SetPartitions(f.ctx, f.group, store.PartitionSet{Partitions: ps}); err != nil {
 		f.t.Fatal(err)
 	}
 }

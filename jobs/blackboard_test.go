@@ -20,7 +20,7 @@ func TestBlackboard(t *testing.T) {
 		f.start(2, ks)
 		time.Sleep(12 * time.Minute)
 		// A bad record on a seventh key costs that key alone.
-		if err := f.st.SetPartitions(ctx, f.group, append(partitionsOf(ks), store.Partition{ID: "zz-bad"})); err != nil {
+		if _, err := f.st.SetPartitions(ctx, f.group, store.PartitionSet{Partitions: append(partitionsOf(ks), store.Partition{ID: "zz-bad"})}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)

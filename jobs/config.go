@@ -89,6 +89,14 @@ type Config struct {
 	// If nil the member follows the keys already stored (set by another
 	// member, by Scheduler.SetKeys, or by herd jobs --keys).
 	Keys []string
+	// KeepStoredKeys makes the stored keys win: Keys is stored only if the
+	// group holds none, and a member whose Keys differ joins on the stored
+	// keys and logs a WARN (herd jobs sets it unless --replace-keys). See
+	// herd.Config.KeepStoredPartitions.
+	KeepStoredKeys bool
+	// JoinTimeout bounds how long Start retries a store that is
+	// unavailable (herd.Config.JoinTimeout). Default 1m.
+	JoinTimeout time.Duration
 
 	// Every runs each key once per interval: the interval's slots are
 	// multiples of Every since the Unix epoch (UTC), spread by key unless

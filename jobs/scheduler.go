@@ -66,12 +66,16 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		Member:      cfg.Member,
 		Weight:      cfg.Weight,
 		Partitions:  ps,
+		Kind:        store.KindKeys,
 		Handler:     s.handle,
-		SessionTTL:  cfg.SessionTTL,
-		MaxShutdown: cfg.MaxShutdown,
-		Logger:      cfg.Logger,
-		Metrics:     cfg.Metrics,
-		Gate:        cfg.Gate,
+		JoinTimeout: cfg.JoinTimeout,
+		// KeepStoredPartitions: see Config.KeepStoredKeys.
+		KeepStoredPartitions: cfg.KeepStoredKeys,
+		SessionTTL:           cfg.SessionTTL,
+		MaxShutdown:          cfg.MaxShutdown,
+		Logger:               cfg.Logger,
+		Metrics:              cfg.Metrics,
+		Gate:                 cfg.Gate,
 	}
 	if err := hc.Validate(); err != nil {
 		if !errors.Is(err, store.ErrInvalid) {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herdhq/herd/jobs"
+	"github.com/herdhq/herd/store"
 )
 
 // writeRecord stores rec as key's record, through a session and claim of
@@ -52,7 +53,7 @@ func TestSkewedRecordDoesNotSilenceTheKey(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		f := newFleet(t, ctx, jobs.Config{Every: time.Minute, NoSpread: true, Logger: slog.New(logs), Metrics: reg})
 		ks := []string{"ended", "running"}
-		if err := f.st.SetPartitions(ctx, f.group, partitionsOf(ks)); err != nil {
+		if _, err := f.st.SetPartitions(ctx, f.group, store.PartitionSet{Partitions: partitionsOf(ks)}); err != nil {
 			t.Fatal(err)
 		}
 		ahead := time.Now().Add(7 * 24 * time.Hour).Truncate(time.Minute)

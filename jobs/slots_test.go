@@ -235,7 +235,7 @@ func TestBadRecordStartsAfresh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.st.SetPartitions(ctx, f.group, []store.Partition{{ID: "k"}}); err != nil {
+		if _, err := f.st.SetPartitions(ctx, f.group, store.PartitionSet{Partitions: []store.Partition{{ID: "k"}}}); err != nil {
 			t.Fatal(err)
 		}
 		o, err := f.st.Claim(ctx, f.group, "k", sess)

@@ -160,7 +160,8 @@ func (f *herdFleet) fail(err error) {
 }
 
 func (f *herdFleet) SetPartitions(ps []store.Partition) error {
-	return f.st.SetPartitions(f.ctx, f.env.Group, ps)
+	_, err := f.st.SetPartitions(f.ctx, f.env.Group, store.PartitionSet{Partitions: ps})
+	return err
 }
 
 func (f *herdFleet) applyFaults(hm *herdMember) {

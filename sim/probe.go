@@ -80,7 +80,7 @@ func ProbeReconcile(ctx context.Context, members, partitions int, idle func()) (
 	defer cancel()
 	ms := memstore.New()
 	ps := PartitionSet(partitions)
-	if err := ms.SetPartitions(ctx, group, ps); err != nil {
+	if _, err := ms.SetPartitions(ctx, group, store.PartitionSet{Partitions: ps}); err != nil {
 		return nil, err
 	}
 	// The others hold exactly their quota of a fair assignment that

@@ -78,6 +78,10 @@ var (
 	// history of the group, or ahead of the store). The caller takes a new
 	// Snapshot and continues from its Version.
 	ErrVersionGone = errors.New("herd: version no longer available in the group's log")
+	// ErrGroupKind: the group is of another kind than the caller (a jobs
+	// member joining a group of partitions, or the reverse; see
+	// KindPartitions, KindKeys). Nothing was written.
+	ErrGroupKind = errors.New("herd: group is of another kind")
 )
 
 // Partition is one unit of work in a group.
@@ -172,6 +176,11 @@ type Snapshot struct {
 	// predates the field leaves it false: readers then treat an empty set
 	// as lost, the old behaviour.)
 	PartitionSetStored bool
+	// Kind is the group's kind (KindPartitions, KindKeys), "" if no member
+	// has named one (see SetPartitions). Apply leaves it as it is: the log
+	// does not carry it, and a group's kind changes only when the group is
+	// deleted.
+	Kind string
 	// Malformed lists the records the store holds but could not decode
 	// (written by hand, by another program or an incompatible version),
 	// sorted by Kind then ID. Each is left out of the lists above, so one
@@ -247,11 +256,19 @@ type Store interface {
 	// Closing an unknown session is not an error. Logs SessionClosed.
 	CloseSession(ctx context.Context, group, session string) error
 
-	// SetPartitions replaces the group's partition set. An empty set is
-	// stored as such (Snapshot.PartitionSetStored stays true). Ownership
-	// records of removed partitions are kept (with their checkpoints) until
-	// the partition returns. Logs PartitionsSet.
-	SetPartitions(ctx context.Context, group string, partitions []Partition) error
+	// SetPartitions stores the group's partition set as set.Mode says
+	// (SetReplace, SetIfAbsent, SetKindOnly), and checks and records the
+	// group's kind, atomically: the rule is DecideSet's. A group of another
+	// kind than set.Kind refuses with ErrGroupKind and nothing is written.
+	// The store keeps the set's Digest with it and compares digests first,
+	// so a set equal to the stored one costs it O(1) whatever its size, is
+	// not written again and logs nothing; a network backend sends the
+	// digest alone first and the whole set only if the store needs it. An
+	// empty set is stored as such (Snapshot.PartitionSetStored stays true).
+	// Ownership records of removed partitions are kept (with their
+	// checkpoints) until the partition returns. A write logs PartitionsSet.
+	// ErrInvalid if ValidateSet rejects set.
+	SetPartitions(ctx context.Context, group string, set PartitionSet) (SetResult, error)
 
 	// Snapshot reads the group: live sessions, partition set, ownership
 	// records, in one consistent read. The records carry no checkpoint
@@ -366,7 +383,7 @@ type Store interface {
 	ReleaseBatch(ctx context.Context, group, session string, held []Ownership) (errs []error, err error)
 
 	// DeleteGroup removes everything the store holds for group: sessions,
-	// partition set, ownership records and checkpoints, in one atomic
+	// partition set and kind, ownership records and checkpoints, in one atomic
 	// operation. If a session of the group is alive it refuses with
 	// ErrGroupInUse and deletes nothing, unless force is set: then the live
 	// sessions are deleted too (their members find them expired, and may

@@ -79,7 +79,8 @@ func (c *cluster) setup(ctx context.Context) error {
 	}
 	defer st.Close()
 	c.touched = true
-	return st.SetPartitions(ctx, c.group, herd.Numbered(len(c.parts)))
+	_, err = st.SetPartitions(ctx, c.group, store.PartitionSet{Partitions: herd.Numbered(len(c.parts))})
+	return err
 }
 
 // live lists the running members' ids, sorted.

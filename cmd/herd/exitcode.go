@@ -48,7 +48,7 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, store.ErrUnavailable):
 		return exitUnreachable
-	case errors.Is(err, store.ErrGroupInUse):
+	case errors.Is(err, store.ErrGroupInUse), errors.Is(err, store.ErrGroupKind):
 		return exitInUse
 	case errors.Is(err, store.ErrInvalid):
 		return exitUsage

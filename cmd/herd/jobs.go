@@ -42,6 +42,7 @@ type jobsOpts struct {
 	metrics       string
 	logger        *slog.Logger
 	args          []string
+	join          memberFlags // --join-timeout, --replace-keys
 }
 
 // Limits of herd jobs' flags.
@@ -140,6 +141,7 @@ func jobsCmdFor(o *jobsOpts) *cobra.Command {
 	f.DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL: a crashed member's keys, and its runs, are taken over after it, 10ms to 1h")
 	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
+	o.join.add(f, "keys")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }
@@ -256,12 +258,13 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	st, err := conn.connect(ctx)
+	st, joinLeft, err := connectMember(ctx, conn, o.join, r.log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	cfg := o.config(st, keys, r.run, r.log)
+	cfg.KeepStoredKeys, cfg.JoinTimeout = !o.join.replace, joinLeft
 	var reg *prometheus.Registry
 	if o.metrics != "" {
 		reg = newMetricsRegistry()

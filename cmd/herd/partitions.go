@@ -123,7 +123,7 @@ func runPartitionsSet(ctx context.Context, out io.Writer, o partitionsOpts, spec
 		return connectErr(err, o.storeURL)
 	}
 	defer st.Close()
-	if err := st.SetPartitions(ctx, o.group, ps); err != nil {
+	if _, err := st.SetPartitions(ctx, o.group, store.PartitionSet{Partitions: ps}); err != nil {
 		return fmt.Errorf("setting the partition set of group %q: %w", o.group, err)
 	}
 	fmt.Fprintf(out, "group %q: partition set replaced, %s\n", o.group, plural(len(ps), "partition"))

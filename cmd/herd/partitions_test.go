@@ -17,6 +17,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/redisstore"
 )
 
@@ -195,7 +196,7 @@ func TestStatusWatchOutageHidesPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.SetPartitions(ctx, "g", herd.Numbered(2)); err != nil {
+	if _, err := st.SetPartitions(ctx, "g", store.PartitionSet{Partitions: herd.Numbered(2)}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)

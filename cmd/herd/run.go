@@ -40,6 +40,7 @@ type runOpts struct {
 	metrics      string       // --metrics ADDR: /metrics and /healthz
 	logger       *slog.Logger // from --log-format and --log-level; nil: text at INFO
 	args         []string
+	join         memberFlags // --join-timeout, --replace-partitions
 }
 
 // defaultRunStore is herd run's store without --store: a database file in
@@ -68,12 +69,16 @@ herd run of the group started in that directory on this host shares it.
 Members on several hosts need a server: --store redis://host:6379.
 
 --partitions sets the group's partition set: ids and ranges separated by
-commas (0-31, a,b,c, 0-3,x) or @file with one id per line. Without it the
-member follows the set already stored. It is a set of ids, never a count:
---partitions 32 is one partition named "32" (herd run warns: did you mean
-0-31?), and a single word such as "many" is one partition of that name
-(herd run warns too). herd demo and herd bench take a count,
---partition-count.
+commas (0-31, a,b,c, 0-3,x) or @file with one id per line, if the group has
+none. The stored set wins: a member given another joins on the stored one
+and logs a warning (so a rolling deploy neither flips the set back and forth
+nor crash-loops), unless --replace-partitions. Without --partitions the
+member follows the set already stored. A group is of one kind: herd run
+refuses a group of herd jobs (exit status 6), and the reverse.
+It is a set of ids, never a count: --partitions 32 is one partition named
+"32" (herd run warns: did you mean 0-31?), and a single word such as "many"
+is one partition of that name (herd run warns too). herd demo and herd
+bench take a count, --partition-count.
 
 Stopping. When the partition is handed off (another member joined, or this
 one leaves), the child's whole process group gets SIGTERM, then SIGKILL after
@@ -137,6 +142,7 @@ func runCmd() *cobra.Command {
 	f.DurationVar(&o.restartMax, "restart-max", time.Minute, "the longest pause between restarts, --restart-delay to 24h")
 	f.IntVar(&o.maxFailures, "max-failures", defaultMaxFailures, "failures in a row of a partition's child before the partition is given back to the group, 0 (never) to 1000000")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
+	o.join.add(f, "partitions")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }
@@ -254,7 +260,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	st, err := conn.connect(ctx)
+	st, joinLeft, err := connectMember(ctx, conn, o.join, r.log)
 	if err != nil {
 		return err
 	}
@@ -271,8 +277,13 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		Group:      o.group,
 		Member:     o.member,
 		Partitions: ps,
-		Handler:    r.handle,
-		SessionTTL: o.ttl,
+		// The stored set wins, unless --replace-partitions: a rolling
+		// deploy that changes --partitions neither flips the set back and
+		// forth nor crash-loops.
+		KeepStoredPartitions: !o.join.replace,
+		JoinTimeout:          joinLeft,
+		Handler:              r.handle,
+		SessionTTL:           o.ttl,
 		// The handler kills its child after --max-shutdown; the member's
 		// own watchdog only warns, a little later.
 		MaxShutdown: o.maxShutdown + time.Second,

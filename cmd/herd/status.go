@@ -58,15 +58,16 @@ all of them; a larger one lists only those not running, at most --limit,
 and counts the rest; --all lists every partition (and the records of
 partitions removed from the set).
 
---jobs shows each group as a jobs group (herd jobs, package jobs): instead
-of the partitions, its blackboard, one line per key: the member that owns
+A jobs group (herd jobs, package jobs) is shown as its blackboard: instead
+of the partitions, one line per key: the member that owns
 it, whether a run is under way and since when, the last start and stop, the
 last result (ok, interrupted, or the error, cut), when the next run is due,
 the slots missed and the runs ended. A record that is not a job record shows
 as unreadable, with the reason under the table. --limit and --all apply to
 keys as to partitions: a larger group lists only the keys that need a look
 (unreadable record, no owner, a run stopped mid-way, a last run that failed
-or was interrupted). Without --group every group is shown this way.
+or was interrupted). --jobs shows a group whose kind is not known (written
+by an older herd) this way too; a group of herd run never.
 
 --json prints one JSON object per read (one line; one per redraw with
 --watch), with a stable schema described in the README ("Seeing the state").
@@ -98,7 +99,7 @@ func statusCmd() *cobra.Command {
 	f.DurationVar(&o.interval, "interval", time.Second, "time between redraws with --watch, 100ms to 1h")
 	f.BoolVar(&o.json, "json", false, "print JSON (one object per read) instead of tables")
 	f.BoolVar(&o.all, "all", false, "list every partition, running ones included, and records outside the set")
-	f.BoolVar(&o.jobs, "jobs", false, "show the blackboard of jobs groups (herd jobs): each key's owner, runs, result, next due")
+	f.BoolVar(&o.jobs, "jobs", false, "show groups whose kind is not known (written by an older herd) as jobs groups; a jobs group always shows its blackboard")
 	f.IntVar(&o.limit, "limit", 50, "without --all: list every partition of a group of at most this many, else at most this many not running, 1 to "+commas(maxStatusLimit))
 	f.StringVar(&o.color, "color", "auto", "colour the table: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and each read may take, 100ms to 10m")

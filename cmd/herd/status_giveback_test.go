@@ -16,7 +16,7 @@ func TestStatusGivenBack(t *testing.T) {
 	ms := memstore.New()
 	ctx := t.Context()
 	const group = "g"
-	if err := ms.SetPartitions(ctx, group, []store.Partition{{ID: "a"}, {ID: "b"}}); err != nil {
+	if _, err := ms.SetPartitions(ctx, group, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}, {ID: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
 	s1, err := ms.OpenSession(ctx, group, "m1", 1, time.Minute)

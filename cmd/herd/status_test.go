@@ -386,7 +386,7 @@ no partition set is stored: members started with a set (herd run --partitions) w
 // context ends (Ctrl-C, SIGTERM); with --json each redraw is one line.
 func TestStatusWatch(t *testing.T) {
 	ms := memstore.New()
-	if err := ms.SetPartitions(t.Context(), "g", herd.Numbered(3)); err != nil {
+	if _, err := ms.SetPartitions(t.Context(), "g", store.PartitionSet{Partitions: herd.Numbered(3)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -456,7 +456,7 @@ func BenchmarkStatusRedis(b *testing.B) {
 	}
 	defer st.Close()
 	const g, n = "big", 10_000
-	if err := st.SetPartitions(ctx, g, herd.Numbered(n)); err != nil {
+	if _, err := st.SetPartitions(ctx, g, store.PartitionSet{Partitions: herd.Numbered(n)}); err != nil {
 		b.Fatal(err)
 	}
 	id, err := st.OpenSession(ctx, g, "m", 1, time.Hour)

@@ -106,6 +106,7 @@ type statusReport struct {
 
 type groupStatus struct {
 	Group              string            `json:"group"`
+	Kind               string            `json:"kind"` // "partitions", "keys", or "" (not known: written by an older herd)
 	PartitionSetStored bool              `json:"partition_set_stored"`
 	Counts             statusCounts      `json:"counts"`
 	Members            []memberStatus    `json:"members"`
@@ -287,7 +288,8 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 		msg := err.Error()
 		gs.Error = &msg
 	}
-	if q.jobs {
+	gs.Kind = snap.Kind
+	if showsJobs(snap.Kind, q.jobs) {
 		addJobs(ctx, st, &gs, q)
 	}
 	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
@@ -297,6 +299,14 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 		return strings.Compare(a.Session, b.Session)
 	})
 	return gs
+}
+
+// showsJobs says whether a group of kind is shown as a jobs group: a group
+// of keys always is; with --jobs, one whose kind is not known (written by
+// an older herd) too; a group of partitions never, since its records are
+// not job records and would read as malformed ones.
+func showsJobs(kind string, jobsFlag bool) bool {
+	return kind == store.KindKeys || jobsFlag && kind == ""
 }
 
 // partitionOf is partition id's status from the snapshot, owned counted

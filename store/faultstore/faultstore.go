@@ -217,20 +217,25 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	return err
 }
 
-// SetPartitions implements store.Store.
-func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+// SetPartitions implements store.Store. A set equal to the stored one is
+// charged as one call: the store compares digests, not sets.
+func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
 	f, err := s.enter(ctx, "set partitions", &s.writes)
 	if err != nil {
-		return err
+		return store.SetResult{}, err
 	}
-	err = s.inner.SetPartitions(ctx, group, partitions)
-	if err := s.charge(ctx, "set partitions", func(c Cost) time.Duration { return c.Call + c.Partition*time.Duration(len(partitions)) }); err != nil {
-		return err
+	res, err := s.inner.SetPartitions(ctx, group, ps)
+	n := 0
+	if res.Written {
+		n = len(ps.Partitions)
+	}
+	if err := s.charge(ctx, "set partitions", func(c Cost) time.Duration { return c.Call + c.Partition*time.Duration(n) }); err != nil {
+		return store.SetResult{}, err
 	}
 	if f == failAfter {
-		return lostReply("set partitions")
+		return store.SetResult{}, lostReply("set partitions")
 	}
-	return err
+	return res, err
 }
 
 // Snapshot implements store.Store.

@@ -33,7 +33,7 @@ func everyCall(ctx context.Context, s store.Store, session string) map[string]er
 	errs := map[string]error{}
 	_, errs["OpenSession"] = s.OpenSession(ctx, "g", "m", 1, time.Minute)
 	errs["KeepAlive"] = keepErr(s.KeepAlive(ctx, "g", session, time.Minute))
-	errs["SetPartitions"] = s.SetPartitions(ctx, "g", []store.Partition{{ID: "x"}})
+	_, errs["SetPartitions"] = s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "x"}}})
 	_, errs["Snapshot"] = s.Snapshot(ctx, "g")
 	_, errs["Claim"] = s.Claim(ctx, "g", "p", session)
 	errs["Checkpoint"] = s.Checkpoint(ctx, "g", "p", 1, []byte("x"))
@@ -221,7 +221,7 @@ func TestCounts(t *testing.T) {
 func TestCountsRows(t *testing.T) {
 	ctx := t.Context()
 	fs := faultstore.Wrap(memstore.New())
-	if err := fs.SetPartitions(ctx, "g", []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}); err != nil {
+	if _, err := fs.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}}); err != nil {
 		t.Fatal(err)
 	}
 	sess, err := fs.OpenSession(ctx, "g", "m", 1, time.Minute)

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -42,7 +43,7 @@ func TestServerQueues(t *testing.T) {
 		if took := time.Since(start); took != 100*time.Millisecond {
 			t.Fatalf("20 renewals at once took %v; want 100ms (served one at a time)", took)
 		}
-		if err := a.SetPartitions(ctx, "g", nil); err != nil { // 10 ms
+		if _, err := a.SetPartitions(ctx, "g", store.PartitionSet{}); err != nil { // 10 ms
 			t.Fatal(err)
 		}
 		start = time.Now()

@@ -109,6 +109,8 @@ type group struct {
 	byID       map[string]*session // live sessions
 	partitions []store.Partition   // sorted by id; immutable, shared with snapshots
 	partsSet   bool                // SetPartitions was called (the set may be empty)
+	digest     string              // store.Digest of partitions, when partsSet
+	kind       string              // the group's kind, "" if none named yet
 	records    map[string]*record  // every ownership record by partition
 
 	// The sorted ownership list is maintained incrementally: sorted holds
@@ -316,24 +318,36 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 }
 
 // SetPartitions implements store.Store.
-func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
 	if err := validate(group); err != nil {
-		return fmt.Errorf("memstore: set partitions: %w", err)
+		return store.SetResult{}, fmt.Errorf("memstore: set partitions: %w", err)
 	}
-	if err := store.ValidatePartitions(partitions); err != nil {
-		return fmt.Errorf("memstore: set partitions: %w", err)
+	if err := store.ValidateSet(ps); err != nil {
+		return store.SetResult{}, fmt.Errorf("memstore: set partitions: %w", err)
 	}
-	set := slices.Clone(partitions)
-	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	var digest string
+	if ps.Mode != store.SetKindOnly {
+		digest = store.Digest(ps.Partitions)
+	}
 	if _, err := s.begin(ctx, "set partitions"); err != nil {
-		return err
+		return store.SetResult{}, err
 	}
 	defer s.mu.Unlock()
 	g := s.group(group, true)
-	g.partitions, g.partsSet = set, true
+	write, res, err := store.DecideSet(group, store.GroupSet{Kind: g.kind, Stored: g.partsSet, Digest: g.digest}, ps, digest)
+	if err != nil {
+		return res, fmt.Errorf("memstore: set partitions: %w", err)
+	}
+	g.kind = res.Kind
+	if !write {
+		return res, nil
+	}
+	set := slices.Clone(ps.Partitions)
+	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	g.partitions, g.partsSet, g.digest = set, true, digest
 	// The entry shares the set, which is never mutated.
 	s.logChange(g, store.Change{Kind: store.PartitionsSet, Partitions: set})
-	return nil
+	return res, nil
 }
 
 // Snapshot implements store.Store. The returned snapshot shares its
@@ -356,7 +370,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
 	}
 	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet,
-		Version: g.log.version()}, nil
+		Kind: g.kind, Version: g.log.version()}, nil
 }
 
 // Claim implements store.Store.

@@ -194,7 +194,7 @@ func TestCopies(t *testing.T) {
 		t.Fatalf("checkpoint %q after the caller changed what Claim returned; want %q", got, "original")
 	}
 	parts := []store.Partition{{ID: "b"}, {ID: "a"}}
-	if err := s.SetPartitions(ctx, "g", parts); err != nil {
+	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: parts}); err != nil {
 		t.Fatal(err)
 	}
 	parts[0].ID = "zzz"
@@ -325,7 +325,7 @@ func benchStore(b *testing.B) (*memstore.Store, []store.Ownership) {
 	for i := range ps {
 		ps[i] = store.Partition{ID: fmt.Sprintf("partition-%06d", i)}
 	}
-	if err := s.SetPartitions(ctx, "g", ps); err != nil {
+	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	sessions := make([]string, nSessions)

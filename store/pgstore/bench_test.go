@@ -20,7 +20,7 @@ func benchGroup(b *testing.B, s *Store, n int) (group string, sessions []string)
 		ids[i] = fmt.Sprintf("p%06d", i)
 		ps[i] = store.Partition{ID: ids[i], Weight: 1}
 	}
-	if err := s.SetPartitions(ctx, group, ps); err != nil {
+	if _, err := s.SetPartitions(ctx, group, store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 16 {

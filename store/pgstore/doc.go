@@ -15,7 +15,7 @@
 // a newer herd, with an error that says so. A store whose schema is
 // dropped while it runs creates it again at its next call.
 //
-//	groups      one row per group: gid, name, the log's last (seq, tag), where it starts, partset
+//	groups      one row per group: gid, name, the log's last (seq, tag), where it starts, partset, kind (the group's kind) and digest (store.Digest of its set)
 //	sessions    (gid, id): member, weight, expires (server time)
 //	partitions  (gid, id): weight
 //	owners      (gid, partition): session, member, epoch numeric(20,0), given_back,

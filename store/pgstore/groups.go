@@ -23,7 +23,7 @@ func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	var out []string
 	err := s.do(ctx, "Groups", func(ctx context.Context) error {
 		rows, err := s.pool.Query(ctx, `SELECT g.name FROM `+S+`.groups g
-WHERE g.seq > 0 OR g.partset
+WHERE g.seq > 0 OR g.partset OR g.kind <> ''
   OR EXISTS (SELECT 1 FROM `+S+`.sessions x WHERE x.gid = g.gid)
   OR EXISTS (SELECT 1 FROM `+S+`.owners x WHERE x.gid = g.gid)
 ORDER BY g.name`)

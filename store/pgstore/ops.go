@@ -122,25 +122,6 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	return s.exec(ctx, "CloseSession", s.q.close, group, session, int32(s.cfg.logLimit))
 }
 
-// SetPartitions implements store.Store.
-func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
-	if err := s.begin(ctx, "SetPartitions", "group", group); err != nil {
-		return err
-	}
-	if err := store.ValidatePartitions(partitions); err != nil {
-		return fmt.Errorf("pgstore: SetPartitions: %w", err)
-	}
-	ids := make([]string, len(partitions))
-	weights := make([]int32, len(partitions))
-	for i, p := range partitions {
-		if p.Weight > 1<<31-1 {
-			return fmt.Errorf("pgstore: SetPartitions: partition %q has weight %d, more than 2^31-1: %w", p.ID, p.Weight, store.ErrInvalid)
-		}
-		ids[i], weights[i] = p.ID, int32(p.Weight)
-	}
-	return s.exec(ctx, "SetPartitions", s.q.setPartitions, group, ids, weights, int32(s.cfg.logLimit))
-}
-
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
 	if err := s.begin(ctx, "Claim", "group", group, "partition", partition, "session", session); err != nil {

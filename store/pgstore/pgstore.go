@@ -35,6 +35,10 @@ const (
 	backstopInterval = 10 * time.Second
 	// MinServerVersion is the oldest PostgreSQL Open accepts (tested on 15).
 	MinServerVersion = 13
+	// DefaultConnectTimeout bounds each new connection (the TCP connect
+	// and the server's first answers) unless the URL's connect_timeout
+	// says otherwise, as redisstore bounds its dials.
+	DefaultConnectTimeout = 5 * time.Second
 )
 
 // Option configures a Store.
@@ -137,7 +141,8 @@ type Store struct {
 //	tx_idle_timeout=1s   how long an InTx transaction may sit idle
 //
 // Every other option is pgx's (see pgxpool.ParseConfig and
-// pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout,
+// pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout
+// (in seconds; DefaultConnectTimeout, 5 s, if the URL sets none),
 // sslmode, application_name, default_query_exec_mode (exec or
 // simple_protocol behind a pooler that does not keep prepared statements),
 // and so on. Options given to Open override the URL's.
@@ -156,6 +161,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	pc, err := pgxpool.ParseConfig(t.pgxURL)
 	if err != nil {
 		return nil, parseErr(t, err)
+	}
+	// A server that accepts the connection and never answers must not
+	// hang Open (nor the store's later connections): pgx waits for ever
+	// without a connect timeout.
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
@@ -478,7 +489,7 @@ func buildQueries(S string) queries {
 		open:          "SELECT " + S + ".open_session($1, $2, $3, $4, $5, $6)",
 		keepAlive:     "SELECT r_status, r_next FROM " + S + ".keep_alive($1, $2, $3, $4)",
 		close:         "SELECT " + S + ".close_session($1, $2, $3)",
-		setPartitions: "SELECT " + S + ".set_partitions($1, $2, $3, $4)",
+		setPartitions: "SELECT * FROM " + S + ".set_partition_set($1, $2, $3, $4, $5, $6, $7, $8)",
 		claim:         "SELECT r_ord, r_status, r_owner, r_epoch, r_member, r_checkpoint, r_given_back FROM " + S + ".claim_batch($1, $2, $3, $4)",
 		release:       "SELECT r_ord, r_status FROM " + S + ".release_batch($1, $2, $3, $4, $5, $6)",
 		restore:       "SELECT " + S + ".restore($1, $2, $3, $4, $5)",

@@ -122,7 +122,7 @@ func TestMalformedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetPartitions(ctx, group, []store.Partition{{ID: "good"}}); err != nil {
+	if _, err := s.SetPartitions(ctx, group, store.PartitionSet{Partitions: []store.Partition{{ID: "good"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Claim(ctx, group, "good", sess); err != nil {

@@ -14,7 +14,7 @@ import (
 // SchemaVersion is the version of the tables and functions this package
 // writes and reads. Open refuses a schema of a later version (written by a
 // newer herd), which it could misread.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Log entry kinds as the log table stores them (column kind). They are part
 // of the schema: never renumbered.
@@ -51,7 +51,9 @@ CREATE TABLE {{S}}.groups (
   seq bigint NOT NULL DEFAULT 0,       -- the last log entry's sequence number
   tag bigint NOT NULL DEFAULT 0,       -- the last log entry's tag
   log_start bigint NOT NULL DEFAULT 1, -- the oldest entry kept
-  partset boolean NOT NULL DEFAULT false
+  partset boolean NOT NULL DEFAULT false,
+  kind text NOT NULL DEFAULT '',       -- the group's kind (store.KindPartitions, store.KindKeys)
+  digest text NOT NULL DEFAULT ''      -- store.Digest of the stored set ('' if unknown)
 );
 
 CREATE TABLE {{S}}.sessions (
@@ -275,20 +277,7 @@ BEGIN
   PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
 END $$;
 
-CREATE FUNCTION {{S}}.set_partitions(p_group text, p_ids text[], p_weights integer[], p_limit integer) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
-BEGIN
-  g := {{S}}.lock_group(p_group, true);
-  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
-  INSERT INTO {{S}}.partitions (gid, id, weight) SELECT g.gid, u.i, u.w FROM unnest(p_ids, p_weights) AS u(i, w);
-  UPDATE {{S}}.groups SET partset = true WHERE gid = g.gid;
-  v_seq := g.seq + 1;
-  v_tag := {{S}}.new_tag();
-  INSERT INTO {{S}}.log (gid, seq, tag, kind, part_ids, part_weights) VALUES (g.gid, v_seq, v_tag, 7, p_ids, p_weights);
-  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
-END $$;
-
+{{SETPARTITIONS}}
 -- claim_batch claims p_parts for p_session, in order: one row per
 -- partition (r_ord from 1) with its status (ok, claimed, corrupt), or one
 -- row with r_ord 0 and status expired if the session is not alive.
@@ -429,6 +418,7 @@ END $$;
 
 // sqlFor returns the schema's SQL with the store's schema name and channel.
 func (s *Store) sqlFor(text string) string {
+	text = strings.ReplaceAll(text, "{{SETPARTITIONS}}", setPartitionsSQL)
 	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel)).Replace(text)
 }
 
@@ -519,6 +509,8 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 		return false, newerSchema{schema: s.schema, version: version}
 	case version == SchemaVersion:
 		return false, nil
+	case version == 1:
+		return false, s.upgradeV1(ctx, tx)
 	case version != 0:
 		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
 			s.schema, version, SchemaVersion, store.ErrInvalid)

@@ -18,8 +18,8 @@ import (
 // raw: a group of 10,000 partitions is 20,000 rows, and scanning them
 // into typed values cost more than reading them.
 func snapshotSQL(S string) string {
-	return `WITH g AS (SELECT gid, seq, tag, partset, clock_timestamp() AS now FROM ` + S + `.groups WHERE name = $1)
-SELECT '0'::text AS k, ''::text AS id, NULL::text AS a, NULL::text AS b, NULL::text AS c,
+	return `WITH g AS (SELECT gid, seq, tag, partset, kind, clock_timestamp() AS now FROM ` + S + `.groups WHERE name = $1)
+SELECT '0'::text AS k, ''::text AS id, g.kind AS a, NULL::text AS b, NULL::text AS c,
        g.seq::text AS n, g.tag::text AS m, CASE WHEN g.partset THEN '1' ELSE '0' END AS e FROM g
 UNION ALL
 SELECT '1', s.id, s.member, NULL, NULL, s.weight::text, (` + S + `.micros(s.expires) - ` + S + `.micros(g.now))::bigint::text, NULL
@@ -97,6 +97,7 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 			}
 			snap.Version = store.Version{Seq: uint64(seq), Tag: uint64(tag)}
 			snap.PartitionSetStored = string(f[7]) == "1"
+			snap.Kind = string(f[2])
 		case '1':
 			member := string(f[2])
 			weight, _ := num(f[5])

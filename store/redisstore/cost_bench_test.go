@@ -96,7 +96,7 @@ func BenchmarkServerCost(b *testing.B) {
 	for i, id := range ids {
 		ps[i] = store.Partition{ID: id}
 	}
-	if err := s.SetPartitions(ctx, g, ps); err != nil {
+	if _, err := s.SetPartitions(ctx, g, store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	before, err := s.Snapshot(ctx, g)

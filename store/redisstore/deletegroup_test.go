@@ -17,7 +17,7 @@ func TestDeleteGroupLeavesNoKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for _, g := range []string{"g*1", "g*10"} { // '*' must not match as a glob
-		must(t, s.SetPartitions(ctx, g, []store.Partition{{ID: "a"}}), "SetPartitions")
+		must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}}})), "SetPartitions")
 		sess, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 		must(t, err, "OpenSession")
 		o, err := s.Claim(ctx, g, "a", sess)

@@ -54,6 +54,7 @@
 //	<prefix>:{<b64 group>}:members      HASH  session id -> "<weight>:<member id>"
 //	<prefix>:{<b64 group>}:partitions   HASH  partition id -> "<weight>"
 //	<prefix>:{<b64 group>}:partset      STRING "2" (or "1", written by older versions): a partition set is stored (even an empty one)
+//	<prefix>:{<b64 group>}:setinfo      HASH  kind -> the group's kind, digest -> store.Digest of the stored set
 //	<prefix>:{<b64 group>}:partlist     STRING the partition set sorted by id, what Snapshot reads (partlist.go)
 //	<prefix>:{<b64 group>}:owners       HASH  partition id -> "<epoch>:<session>:<member id>"
 //	<prefix>:{<b64 group>}:checkpoints  HASH  partition id -> checkpoint bytes

@@ -13,7 +13,7 @@ var _ store.GroupLister = (*Store)(nil)
 
 // groupKeyNames are the last parts of the keys a group may have (every
 // version of this store wrote some of them).
-var groupKeyNames = []string{"sessions", "members", "partitions", "partset", "partlist", "owners", "checkpoints", "epochat", "ckptat", "log", "version"}
+var groupKeyNames = []string{"sessions", "members", "partitions", "partset", "partlist", "setinfo", "owners", "checkpoints", "epochat", "ckptat", "log", "version"}
 
 // Groups implements store.GroupLister. It walks the keyspace with SCAN
 // (MATCH "<prefix>:{*}:*", COUNT 1000, so each call holds the server for

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
 )
 
 // TestGroupsOwnPrefixOnly: Groups lists the groups under the store's own
@@ -26,7 +27,7 @@ func TestGroupsOwnPrefixOnly(t *testing.T) {
 		_, err := mine.OpenSession(ctx, g, "m", 1, time.Minute)
 		must(t, err, "OpenSession")
 	}
-	must(t, mine.SetPartitions(ctx, "set-only", nil), "SetPartitions")
+	must(t, setErr(mine.SetPartitions(ctx, "set-only", store.PartitionSet{})), "SetPartitions")
 	_, err := longer.OpenSession(ctx, "theirs", "m", 1, time.Minute)
 	must(t, err, "OpenSession")
 	_, err = other.OpenSession(ctx, "others", "m", 1, time.Minute)

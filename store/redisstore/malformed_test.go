@@ -58,7 +58,7 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	ctx := ctxT(t)
 	const g = "malformed"
 	k := s.keys(g)
-	must(t, s.SetPartitions(ctx, g, []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}), "SetPartitions")
+	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}})), "SetPartitions")
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")
 	oa, err := s.Claim(ctx, g, "a", id)

@@ -27,12 +27,12 @@ func TestPartitionSetStored(t *testing.T) {
 		}
 	}
 	stored("nothing written", false)
-	must(t, s.SetPartitions(ctx, g, nil), "SetPartitions(empty)")
+	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{})), "SetPartitions(empty)")
 	stored("after SetPartitions(empty)", true)
 	if n, _ := raw.Exists(ctx, k.partitions).Result(); n != 0 {
 		t.Fatalf("an empty set left a partitions hash")
 	}
-	must(t, s.SetPartitions(ctx, g, []store.Partition{{ID: "a"}}), "SetPartitions")
+	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}}})), "SetPartitions")
 	must(t, raw.Del(ctx, k.partset).Err(), "DEL partset")
 	stored("a partitions hash without partset (an older version's)", true)
 	must(t, raw.Del(ctx, k.partitions).Err(), "DEL partitions")
@@ -63,7 +63,7 @@ func TestPartListRead(t *testing.T) {
 			t.Fatalf("%s: partitions %q; want %q", why, got, w)
 		}
 	}
-	must(t, s.SetPartitions(ctx, g, []store.Partition{{ID: "b", Weight: 2}, {ID: "a"}, {ID: "c"}}), "SetPartitions")
+	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "b", Weight: 2}, {ID: "a"}, {ID: "c"}}})), "SetPartitions")
 	if v, _ := raw.Get(ctx, k.partlist).Result(); v != "a\x1f0\x1eb\x1f2\x1ec\x1f0\x1e" {
 		t.Fatalf("partlist %q", v)
 	}
@@ -82,7 +82,7 @@ func TestPartListRead(t *testing.T) {
 	must(t, raw.Del(ctx, k.partlist).Err(), "DEL partlist")
 	want("partlist lost", ids(""), "x:1")
 	// An emptied set.
-	must(t, s.SetPartitions(ctx, g, nil), "SetPartitions(empty)")
+	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{})), "SetPartitions(empty)")
 	snap, err := s.Snapshot(ctx, g)
 	must(t, err, "Snapshot")
 	if len(snap.Partitions) != 0 || !snap.PartitionSetStored {

@@ -168,7 +168,7 @@ func (s *Store) Close() error {
 // distinct names that Redis Cluster maps to one slot.
 type keys struct {
 	sessions, members, partitions, owners, checkpoints string
-	partset, partlist, givenback                       string // see scripts.go
+	partset, partlist, givenback, setinfo              string // see scripts.go
 	epochat, ckptat                                    string // see scripts.go
 	log, version                                       string // see log.go
 }
@@ -181,6 +181,7 @@ func (s *Store) keys(group string) keys {
 		partitions:  base + "partitions",
 		partset:     base + "partset",
 		partlist:    base + "partlist",
+		setinfo:     base + "setinfo",
 		owners:      base + "owners",
 		checkpoints: base + "checkpoints",
 		epochat:     base + "epochat",
@@ -440,29 +441,68 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	return nil
 }
 
-// SetPartitions implements store.Store.
-func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
+// SetPartitions implements store.Store. A set of more than
+// smallSet partitions is sent in two steps: its digest first, which is all
+// the store needs when the set stored is the same (or is kept), then the
+// whole set only if the store asks for it. So a hundred members joining
+// with the same set of 100,000 partitions send it whole only while none is
+// stored (a fresh group), and the store writes it once.
+func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
 	if err := s.begin(ctx, "group", group); err != nil {
-		return err
+		return store.SetResult{}, err
 	}
-	if err := store.ValidatePartitions(partitions); err != nil {
-		return fmt.Errorf("redisstore: SetPartitions: %w", err)
+	if err := store.ValidateSet(ps); err != nil {
+		return store.SetResult{}, fmt.Errorf("redisstore: SetPartitions: %w", err)
 	}
 	k := s.keys(group)
-	args := make([]any, 0, 1+2*len(partitions))
-	args = append(args, encodePartList(partitions))
-	for _, p := range partitions {
-		args = append(args, p.ID, strconv.Itoa(p.Weight))
+	mode, digest := "replace", ""
+	switch ps.Mode {
+	case store.SetIfAbsent:
+		mode = "ifabsent"
+	case store.SetKindOnly:
+		mode = "kindonly"
 	}
-	status, _, err := s.runLogged(ctx, "SetPartitions", setPartitionsScript, k, []string{k.partitions, k.partset, k.partlist}, args...)
-	if err != nil {
-		return err
+	if ps.Mode != store.SetKindOnly {
+		digest = store.Digest(ps.Partitions)
 	}
-	if status != "ok" {
-		return unexpected("SetPartitions", status)
+	ks := []string{k.partitions, k.partset, k.partlist, k.setinfo}
+	full := ps.Mode != store.SetKindOnly && len(ps.Partitions) <= smallSet
+	for {
+		args := []any{ps.Kind, mode, digest, "0"}
+		if full {
+			args[3] = "1"
+			args = append(args, encodePartList(ps.Partitions))
+			for _, p := range ps.Partitions {
+				args = append(args, p.ID, strconv.Itoa(p.Weight))
+			}
+		}
+		status, res, err := s.runLogged(ctx, "SetPartitions", setPartitionsScript, k, ks, args...)
+		if err != nil {
+			return store.SetResult{}, err
+		}
+		r := store.SetResult{Kind: str(res, 0), Stored: str(res, 1) == "1"}
+		switch {
+		case status == "kind":
+			return r, fmt.Errorf("redisstore: SetPartitions: %w", store.KindError(group, r.Kind, ps.Kind))
+		case status == "need" && !full:
+			full = true
+			continue
+		case status != "ok":
+			return store.SetResult{}, unexpected("SetPartitions", status)
+		}
+		switch str(res, 2) {
+		case "same":
+			r.Same = true
+		case "written", "replaced":
+			r.Same, r.Written, r.Replaced = true, true, str(res, 2) == "replaced"
+		}
+		return r, nil
 	}
-	return nil
 }
+
+// smallSet is the largest partition set SetPartitions sends whole at once:
+// a smaller one costs less to send than a second round trip.
+const smallSet = 100
 
 // Snapshot implements store.Store, in two steps: a script expires the due
 // sessions (logging them) and answers the server's time; then one
@@ -515,6 +555,7 @@ type groupRead struct {
 	owners  hashReply         // the owners hash, as HGETALL's raw reply
 	marks   map[string]string // givenback
 	partset bool              // the partset key exists
+	kind    string            // the group's kind (setinfo), "" if none
 	version string            // "" if none, or not a string
 }
 
@@ -535,6 +576,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			owners              *redis.RawWriteToCmd
 			ownersRaw           replyWriter
 			partset, plist, ver *redis.StringCmd
+			kind                *redis.StringCmd
 		)
 		_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			tm = p.Time(ctx)
@@ -548,6 +590,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			owners = redis.NewRawWriteToCmd(ctx, &ownersRaw, "hgetall", k.owners)
 			_ = p.Process(ctx, owners)
 			partset = p.Get(ctx, k.partset)
+			kind = p.HGet(ctx, k.setinfo, "kind")
 			ver = p.Get(ctx, k.version)
 			marks = p.HGetAll(ctx, k.givenback)
 			return nil
@@ -566,7 +609,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 				return s.redirected(err)
 			}
 		}
-		for _, c := range []*redis.StringCmd{ver, partset, plist} {
+		for _, c := range []*redis.StringCmd{ver, partset, plist, kind} {
 			if c == nil {
 				continue
 			}
@@ -575,6 +618,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			}
 		}
 		r.version, _ = ver.Result()
+		r.kind, _ = kind.Result()
 		r.now, r.live = tm.Val(), live.Val()
 		r.metas, r.marks = metas.Val(), marks.Val()
 		h, err := newHashReply(ownersRaw.b)
@@ -691,6 +735,7 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	// A non-empty hash is a stored set even without partset (written by a
 	// version before partset existed).
 	snap.PartitionSetStored = r.partset || len(r.parts) > 0 || len(r.list) > 0
+	snap.Kind = r.kind
 	if r.listed {
 		snap.Partitions = r.list // sorted, checked
 	}

@@ -127,7 +127,7 @@ func TestOpenPrefixAndACL(t *testing.T) {
 	if s.prefix != prefix {
 		t.Fatalf("prefix from URL = %q; want %q", s.prefix, prefix)
 	}
-	must(t, s.SetPartitions(ctx, "g", []store.Partition{{ID: "p"}}), "SetPartitions")
+	must(t, setErr(s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "p"}}})), "SetPartitions")
 	if n, _ := raw.Exists(ctx, s.keys("g").partitions).Result(); n != 1 || !strings.HasPrefix(s.keys("g").partitions, prefix+":{") {
 		t.Fatalf("key %q not written", s.keys("g").partitions)
 	}
@@ -741,7 +741,7 @@ func BenchmarkSnapshot100(b *testing.B) {
 	for i := range ps {
 		ps[i] = store.Partition{ID: fmt.Sprint("p", i)}
 	}
-	if err := s.SetPartitions(ctx, "bench", ps); err != nil {
+	if _, err := s.SetPartitions(ctx, "bench", store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 10 {

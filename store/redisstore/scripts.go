@@ -25,6 +25,11 @@ import "github.com/redis/go-redis/v9"
 //	                  even an empty one (Redis deletes an empty hash); "2"
 //	                  when partlist holds the set too ("1": written by a
 //	                  version before partlist, which did not write it)
+//	setinfo     HASH  kind -> the group's kind (store.KindPartitions,
+//	                  store.KindKeys), digest -> store.Digest of the stored
+//	                  set (kept by SetPartitions; a version before it
+//	                  replaces the set without it, leaving the digest of
+//	                  the set it replaced until the next write)
 //	partlist    STRING the set sorted by id, "<id>\x1f<weight>\x1e" per
 //	                  partition: what Snapshot reads (see partlist.go)
 //	owners      HASH  partition -> "<epoch>:<session>:<member>" (session and member empty when released)
@@ -254,19 +259,39 @@ end
 return {'ok'}
 `)
 
-// KEYS: partitions, partset, partlist. ARGV: the set as partlist holds it,
-// then partition, weight pairs. The entry lists the whole set, "P" then
+// KEYS: partitions, partset, partlist, setinfo. ARGV: the caller's kind
+// ("" for none), the mode (replace, ifabsent, kindonly), the set's digest,
+// "1" if the set follows ("0": the digest alone), the set as partlist
+// holds it, then partition, weight pairs. The rule is store.DecideSet's.
+// Answers {status, kind, stored, what}: status "ok", "kind" (the group is
+// of another kind: nothing written) or "need" (the set differs from the
+// stored one or none is stored: send it whole); what is "same", "kept",
+// "written" or "replaced". The entry lists the whole set, "P" then
 // "\n<id>\n<weight>" per partition.
 var setPartitionsScript = logged(`
 local key = KEYS[1]
+local kind, mode, digest, full = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local cur = redis.call('HGET', KEYS[4], 'kind') or ''
+local stored = redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', key) == 1
+local sflag = stored and '1' or '0'
+if kind ~= '' and cur ~= '' and cur ~= kind then return {'kind', cur, sflag, ''} end
+if cur == '' and kind ~= '' then
+  redis.call('HSET', KEYS[4], 'kind', kind)
+  cur = kind
+end
+if mode == 'kindonly' then return {'ok', cur, sflag, ''} end
+if stored and (redis.call('HGET', KEYS[4], 'digest') or '') == digest then return {'ok', cur, '1', 'same'} end
+if stored and mode == 'ifabsent' then return {'ok', cur, '1', 'kept'} end
+if full ~= '1' then return {'need', cur, sflag, ''} end
 redis.call('DEL', key)
 -- Redis deletes an empty hash: partset says a set is stored, so that an
 -- emptied set reads as stored and empty, not as lost; "2": partlist holds it.
 redis.call('SET', KEYS[2], '2')
-redis.call('SET', KEYS[3], ARGV[1])
+redis.call('SET', KEYS[3], ARGV[5])
+redis.call('HSET', KEYS[4], 'digest', digest)
 local batch = {}
 local entry = {'P'}
-for i = 2, NARGV, 2 do
+for i = 6, NARGV, 2 do
   batch[#batch + 1] = ARGV[i]
   batch[#batch + 1] = ARGV[i + 1]
   entry[#entry + 1] = ARGV[i]
@@ -278,7 +303,8 @@ for i = 2, NARGV, 2 do
 end
 if #batch > 0 then redis.call('HSET', key, unpack(batch)) end
 append(table.concat(entry, '\n'))
-return {'ok'}
+if stored then return {'ok', cur, '1', 'replaced'} end
+return {'ok', cur, '1', 'written'}
 `)
 
 // KEYS: sessions, members. Snapshot's first step: every

@@ -36,7 +36,7 @@ func BenchmarkSnapshotBigCheckpoints(b *testing.B) {
 	for i := range ps {
 		ps[i] = store.Partition{ID: fmt.Sprint("p", i)}
 	}
-	if err := s.SetPartitions(ctx, g, ps); err != nil {
+	if _, err := s.SetPartitions(ctx, g, store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Hour)
@@ -124,7 +124,7 @@ func BenchmarkSnapshot100k(b *testing.B) {
 		ps[i] = store.Partition{ID: fmt.Sprint(i)}
 		ids[i] = ps[i].ID
 	}
-	if err := s.SetPartitions(ctx, g, ps); err != nil {
+	if _, err := s.SetPartitions(ctx, g, store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Hour)

@@ -73,3 +73,6 @@ var _ store.Store = (*Store)(nil)
 
 // keepErr is KeepAlive's error, for tests that check only that.
 func keepErr(_ time.Duration, err error) error { return err }
+
+// setErr is SetPartitions' error alone.
+func setErr(_ store.SetResult, err error) error { return err }

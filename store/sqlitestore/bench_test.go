@@ -72,7 +72,7 @@ func BenchmarkSnapshot10k(b *testing.B) {
 	for i := range ps {
 		ps[i] = store.Partition{ID: fmt.Sprintf("%d", i)}
 	}
-	if err := s.SetPartitions(ctx, "g", ps); err != nil {
+	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
 	var sessions []string
@@ -119,7 +119,7 @@ func BenchmarkPlacement16x10k(b *testing.B) {
 		if err := stores[0].DeleteGroup(ctx, "g", true); err != nil {
 			b.Fatal(err)
 		}
-		if err := stores[0].SetPartitions(ctx, "g", ps); err != nil {
+		if _, err := stores[0].SetPartitions(ctx, "g", store.PartitionSet{Partitions: ps}); err != nil {
 			b.Fatal(err)
 		}
 		var wg sync.WaitGroup

@@ -51,7 +51,7 @@ func TestCachedRecordsEqualFullRead(t *testing.T) {
 			for i := range rng.IntN(40) {
 				set = append(set, store.Partition{ID: fmt.Sprintf("p%d", i), Weight: rng.IntN(3)})
 			}
-			if err := s.SetPartitions(ctx, "g", set); err != nil {
+			if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: set}); err != nil {
 				t.Fatal(err)
 			}
 		case op < 16:

@@ -74,7 +74,7 @@ func TestWriteWaitAbandoned(t *testing.T) {
 		ps[i] = store.Partition{ID: fmt.Sprint(i)}
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.SetPartitions(ctx, "g", ps) }()
+	go func() { _, err := a.SetPartitions(ctx, "g", store.PartitionSet{Partitions: ps}); done <- err }()
 	gaveUp := 0
 	for running := true; running; {
 		select {

@@ -34,7 +34,7 @@ func TestMalformedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetPartitions(ctx, "g", []store.Partition{{ID: "good"}, {ID: "p0"}}); err != nil {
+	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "good"}, {ID: "p0"}}}); err != nil {
 		t.Fatal(err)
 	}
 	good, err := s.Claim(ctx, "g", "good", a)

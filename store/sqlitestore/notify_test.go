@@ -49,7 +49,7 @@ func TestWakeAcrossStores(t *testing.T) {
 					}
 					got <- reply{cs, err}
 				}()
-				if err := a.SetPartitions(ctx, "g", []store.Partition{{ID: fmt.Sprint(i)}}); err != nil {
+				if _, err := a.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: fmt.Sprint(i)}}}); err != nil {
 					t.Fatal(err)
 				}
 				select {

@@ -3,7 +3,7 @@ package sqlitestore
 // The statements of every call, prepared once per Store at Open (see
 // stmt.go). DeleteGroup's, rare, are not among them.
 const (
-	qGroup            = `SELECT id, tag, seq, partset FROM herd_groups WHERE name = ?`
+	qGroup            = `SELECT id, tag, seq, partset, kind, digest FROM herd_groups WHERE name = ?`
 	qCreateGroup      = `INSERT INTO herd_groups (name, tag, seq, partset) VALUES (?, ?, 0, 0) RETURNING id`
 	qDueSessions      = `SELECT id FROM herd_sessions WHERE gid = ? AND expires <= ? ORDER BY id`
 	qDeleteDue        = `DELETE FROM herd_sessions WHERE gid = ? AND expires <= ?`
@@ -22,7 +22,8 @@ const (
 	qDeleteSession    = `DELETE FROM herd_sessions WHERE gid = ? AND id = ?`
 	qDeletePartitions = `DELETE FROM herd_partitions WHERE gid = ?`
 	qInsertPartition  = `INSERT INTO herd_partitions (gid, id, weight) VALUES (?, ?, ?)`
-	qSetPartset       = `UPDATE herd_groups SET partset = 1 WHERE id = ?`
+	qSetPartset       = `UPDATE herd_groups SET partset = 1, digest = ? WHERE id = ?`
+	qSetKind          = `UPDATE herd_groups SET kind = ? WHERE id = ?`
 	qSnapSessions     = `SELECT id, member, weight, expires, ttl FROM herd_sessions WHERE gid = ? ORDER BY id`
 	qSnapPartitions   = `SELECT id, weight FROM herd_partitions WHERE gid = ? ORDER BY id`
 	qSnapOwners       = `SELECT partition, session, member, epoch, given_back FROM herd_owners WHERE gid = ? ORDER BY partition`
@@ -57,6 +58,7 @@ var queries = []string{
 	qDeletePartitions,
 	qInsertPartition,
 	qSetPartset,
+	qSetKind,
 	qSnapSessions,
 	qSnapPartitions,
 	qSnapOwners,

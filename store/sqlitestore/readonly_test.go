@@ -58,7 +58,7 @@ func TestReadOnlyWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetPartitions(ctx, "g", []store.Partition{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}}); err != nil {
+	if _, err := w.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -79,7 +79,7 @@ func TestReadOnlyWritesNothing(t *testing.T) {
 	if gs, err := r.Groups(ctx); err != nil || !slices.Equal(gs, []string{"g"}) {
 		t.Fatalf("Groups: %v, %v", gs, err)
 	}
-	if err := r.SetPartitions(ctx, "g", nil); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := r.SetPartitions(ctx, "g", store.PartitionSet{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("SetPartitions on a read-only Store: %v; want store.ErrUnavailable", err)
 	}
 	if err := r.Close(); err != nil {
@@ -111,11 +111,11 @@ func TestReadOnlySeesLiveWrites(t *testing.T) {
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "herd.db")
 	w := open(t, path)
-	if err := w.SetPartitions(ctx, "g", []store.Partition{{ID: "a", Weight: 1}}); err != nil {
+	if _, err := w.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a", Weight: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	r := open(t, path, sqlitestore.WithReadOnly())
-	if err := w.SetPartitions(ctx, "g", []store.Partition{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}}); err != nil {
+	if _, err := w.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := r.Snapshot(ctx, "g")

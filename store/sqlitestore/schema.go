@@ -36,12 +36,16 @@ var schemaV1 = []string{
 	) STRICT, WITHOUT ROWID`,
 	// One row per group that holds anything. tag and seq are those of the
 	// last log entry (seq 0: none yet, tag the history's random start).
+	// kind and digest: the group's kind and the digest of its partition
+	// set (see kind.go), added to files of herd before them by Open.
 	`CREATE TABLE herd_groups (
 		id      INTEGER PRIMARY KEY AUTOINCREMENT,
 		name    TEXT NOT NULL UNIQUE,
 		tag     INTEGER NOT NULL,
 		seq     INTEGER NOT NULL,
-		partset INTEGER NOT NULL
+		partset INTEGER NOT NULL,
+		kind    TEXT NOT NULL DEFAULT '',
+		digest  TEXT NOT NULL DEFAULT ''
 	) STRICT`,
 	// Live sessions; expires is the wall-clock deadline, ttl the TTL of
 	// the last renewal (Remaining is never shown above it).
@@ -194,8 +198,11 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 		return err
 	}
 	empty, err := h.check(path)
-	if err != nil || !empty {
+	if err != nil {
 		return err
+	}
+	if !empty {
+		return addKindColumns(ctx, db)
 	}
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {

@@ -3,8 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -105,32 +103,4 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 		return err
 	})
 	return next, err
-}
-
-// SetPartitions implements store.Store.
-func (s *Store) SetPartitions(ctx context.Context, group string, partitions []store.Partition) error {
-	if err := s.begin(ctx, "set partitions", "group", group); err != nil {
-		return err
-	}
-	if err := store.ValidatePartitions(partitions); err != nil {
-		return fmt.Errorf("sqlitestore: set partitions: %w", err)
-	}
-	set := slices.Clone(partitions)
-	slices.SortFunc(set, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
-	return s.write(ctx, "set partitions", group, true, func(w *wtx) error {
-		if _, err := w.exec(qDeletePartitions, w.g.id); err != nil {
-			return err
-		}
-		for _, p := range set {
-			if _, err := w.exec(qInsertPartition, w.g.id, p.ID, int64(p.Weight)); err != nil {
-				return err
-			}
-		}
-		if _, err := w.exec(qSetPartset, w.g.id); err != nil {
-			return err
-		}
-		w.g.partset = true
-		w.log(store.Change{Kind: store.PartitionsSet, Partitions: set})
-		return nil
-	})
 }

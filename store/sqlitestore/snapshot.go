@@ -66,6 +66,7 @@ func (s *Store) readSnapshot(c conn, name string, now int64, stopIfDue bool) (sn
 	}
 	snap.Version = rs.version
 	snap.PartitionSetStored = rs.partset
+	snap.Kind = g.kind
 	snap.Partitions, snap.Owners = rs.partitions, rs.owners
 	if len(bad)+len(rs.malformed) > 0 {
 		snap.Malformed = append(bad, rs.malformed...)

@@ -213,13 +213,15 @@ type group struct {
 	tag     uint64 // of the last entry (the random start when seq is 0)
 	seq     uint64
 	partset bool
+	kind    string // the group's kind ("" if none named yet)
+	digest  string // store.Digest of the stored set ("" if unknown)
 }
 
 // loadGroup reads the row of the group named name (nil if none).
 func loadGroup(c conn, name string) (*group, error) {
 	var g group
 	var tag, seq int64
-	err := c.row(qGroup, name).Scan(&g.id, &tag, &seq, &g.partset)
+	err := c.row(qGroup, name).Scan(&g.id, &tag, &seq, &g.partset, &g.kind, &g.digest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -38,7 +38,7 @@ func testGroups(e *env) {
 	}
 	never := newGroup(t, "-never")
 	e.open("m", longTTL)
-	if err := e.s.SetPartitions(e.ctx, withSet, nil); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, withSet, store.PartitionSet{}); err != nil {
 		t.Fatalf("SetPartitions(%q, none): %v", withSet, err)
 	}
 	if err := e.s.Restore(e.ctx, withRecord, "p", 5, []byte("x")); err != nil {

@@ -67,7 +67,7 @@ func testUnusualIDs(e *env) {
 	for i, id := range ids {
 		set[i] = store.Partition{ID: id}
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: set}); err != nil {
 		t.Fatalf("SetPartitions with unusual ids: %v; want nil", err)
 	}
 	sessions := make([]string, len(ids))
@@ -112,7 +112,7 @@ func testUnusualIDs(e *env) {
 	for i, g := range groups {
 		members[i] = e.openIn(g, "member", 1, longTTL)
 		opened[i] = e.snapOf(g).Version
-		if err := e.s.SetPartitions(e.ctx, g, []store.Partition{{ID: "p"}}); err != nil {
+		if _, err := e.s.SetPartitions(e.ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "p"}}}); err != nil {
 			t.Fatalf("SetPartitions in group %s: %v", quote(g), err)
 		}
 		o := e.claimIn(g, "p", members[i])
@@ -158,19 +158,25 @@ func testMalformedIDs(e *env) {
 				_, err := e.s.OpenSession(ctx, e.group, bad, 1, time.Second)
 				return err
 			},
-			"KeepAlive(group)":         func() error { return keepErr(e.s.KeepAlive(ctx, bad, s, time.Second)) },
-			"CloseSession(group)":      func() error { return e.s.CloseSession(ctx, bad, s) },
-			"SetPartitions(group)":     func() error { return e.s.SetPartitions(ctx, bad, []store.Partition{{ID: "p"}}) },
-			"SetPartitions(partition)": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: bad}}) },
-			"Snapshot(group)":          func() error { _, err := e.s.Snapshot(ctx, bad); return err },
-			"Claim(group)":             func() error { _, err := e.s.Claim(ctx, bad, "p", s); return err },
-			"Claim(partition)":         func() error { _, err := e.s.Claim(ctx, e.group, bad, s); return err },
-			"Release(group)":           func() error { return e.s.Release(ctx, bad, "p", s, o.Epoch) },
-			"Release(partition)":       func() error { return e.s.Release(ctx, e.group, bad, s, o.Epoch) },
-			"GiveBack(group)":          func() error { return e.s.GiveBack(ctx, bad, "p", s, o.Epoch) },
-			"GiveBack(partition)":      func() error { return e.s.GiveBack(ctx, e.group, bad, s, o.Epoch) },
-			"Checkpoint(group)":        func() error { return e.s.Checkpoint(ctx, bad, "p", o.Epoch, []byte("x")) },
-			"Checkpoint(partition)":    func() error { return e.s.Checkpoint(ctx, e.group, bad, o.Epoch, []byte("x")) },
+			"KeepAlive(group)":    func() error { return keepErr(e.s.KeepAlive(ctx, bad, s, time.Second)) },
+			"CloseSession(group)": func() error { return e.s.CloseSession(ctx, bad, s) },
+			"SetPartitions(group)": func() error {
+				_, err := e.s.SetPartitions(ctx, bad, store.PartitionSet{Partitions: []store.Partition{{ID: "p"}}})
+				return err
+			},
+			"SetPartitions(partition)": func() error {
+				_, err := e.s.SetPartitions(ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: bad}}})
+				return err
+			},
+			"Snapshot(group)":       func() error { _, err := e.s.Snapshot(ctx, bad); return err },
+			"Claim(group)":          func() error { _, err := e.s.Claim(ctx, bad, "p", s); return err },
+			"Claim(partition)":      func() error { _, err := e.s.Claim(ctx, e.group, bad, s); return err },
+			"Release(group)":        func() error { return e.s.Release(ctx, bad, "p", s, o.Epoch) },
+			"Release(partition)":    func() error { return e.s.Release(ctx, e.group, bad, s, o.Epoch) },
+			"GiveBack(group)":       func() error { return e.s.GiveBack(ctx, bad, "p", s, o.Epoch) },
+			"GiveBack(partition)":   func() error { return e.s.GiveBack(ctx, e.group, bad, s, o.Epoch) },
+			"Checkpoint(group)":     func() error { return e.s.Checkpoint(ctx, bad, "p", o.Epoch, []byte("x")) },
+			"Checkpoint(partition)": func() error { return e.s.Checkpoint(ctx, e.group, bad, o.Epoch, []byte("x")) },
 		}
 		for name, call := range calls {
 			wantErr(t, call(), store.ErrInvalid, fmt.Sprintf("%s with id %s", name, quote(bad)), "store.ValidateID rejects the id")
@@ -201,17 +207,20 @@ func testCancelledContext(e *env) {
 	v := e.snap().Version
 	for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "past its deadline": expired} {
 		calls := map[string]func() error{
-			"OpenSession":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, time.Second); return err },
-			"KeepAlive":     func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, longTTL)) },
-			"CloseSession":  func() error { return e.s.CloseSession(ctx, e.group, "no-such-session") },
-			"SetPartitions": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p"}}) },
-			"Snapshot":      func() error { _, err := e.s.Snapshot(ctx, e.group); return err },
-			"Records":       func() error { _, err := e.s.Records(ctx, e.group, []string{"p"}); return err },
-			"Claim":         func() error { _, err := e.s.Claim(ctx, e.group, "q", s); return err },
-			"Release":       func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
-			"GiveBack":      func() error { return e.s.GiveBack(ctx, e.group, "p", s, o.Epoch+1) },
-			"Checkpoint":    func() error { return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, []byte("x")) },
-			"Changes":       func() error { _, _, err := e.s.Changes(ctx, e.group, v, 1); return err },
+			"OpenSession":  func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, time.Second); return err },
+			"KeepAlive":    func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, longTTL)) },
+			"CloseSession": func() error { return e.s.CloseSession(ctx, e.group, "no-such-session") },
+			"SetPartitions": func() error {
+				_, err := e.s.SetPartitions(ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: "p"}}})
+				return err
+			},
+			"Snapshot":   func() error { _, err := e.s.Snapshot(ctx, e.group); return err },
+			"Records":    func() error { _, err := e.s.Records(ctx, e.group, []string{"p"}); return err },
+			"Claim":      func() error { _, err := e.s.Claim(ctx, e.group, "q", s); return err },
+			"Release":    func() error { return e.s.Release(ctx, e.group, "p", s, o.Epoch+1) },
+			"GiveBack":   func() error { return e.s.GiveBack(ctx, e.group, "p", s, o.Epoch+1) },
+			"Checkpoint": func() error { return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, []byte("x")) },
+			"Changes":    func() error { _, _, err := e.s.Changes(ctx, e.group, v, 1); return err },
 		}
 		for name, call := range calls {
 			start := time.Now()

@@ -33,13 +33,16 @@ func testInvalidArguments(e *env) {
 		"Checkpoint of an oversized checkpoint": func() error {
 			return e.s.Checkpoint(ctx, e.group, "p", o.Epoch, big)
 		},
-		"OpenSession with weight -1":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", -1, time.Second); return err },
-		"OpenSession with TTL 0":       func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, 0); return err },
-		"OpenSession with TTL -1s":     func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, -time.Second); return err },
-		"KeepAlive with TTL 0":         func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, 0)) },
-		"KeepAlive with TTL -1s":       func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, -time.Second)) },
-		"SetPartitions with weight -1": func() error { return e.s.SetPartitions(ctx, e.group, []store.Partition{{ID: "p", Weight: -1}}) },
-		"Changes with max 0":           func() error { _, _, err := e.s.Changes(ctx, e.group, store.Version{}, 0); return err },
+		"OpenSession with weight -1": func() error { _, err := e.s.OpenSession(ctx, e.group, "m", -1, time.Second); return err },
+		"OpenSession with TTL 0":     func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, 0); return err },
+		"OpenSession with TTL -1s":   func() error { _, err := e.s.OpenSession(ctx, e.group, "m", 1, -time.Second); return err },
+		"KeepAlive with TTL 0":       func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, 0)) },
+		"KeepAlive with TTL -1s":     func() error { return keepErr(e.s.KeepAlive(ctx, e.group, s, -time.Second)) },
+		"SetPartitions with weight -1": func() error {
+			_, err := e.s.SetPartitions(ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: "p", Weight: -1}}})
+			return err
+		},
+		"Changes with max 0": func() error { _, _, err := e.s.Changes(ctx, e.group, store.Version{}, 0); return err },
 		"ReleaseBatch at epoch 0": func() error {
 			_, err := e.s.ReleaseBatch(ctx, e.group, s, []store.Ownership{{Partition: "p"}})
 			return err

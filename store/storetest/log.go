@@ -177,7 +177,7 @@ func testLogGapFree(e *env) {
 		})
 	}
 	wg.Go(func() {
-		if err := e.s.SetPartitions(e.ctx, e.group, []store.Partition{{ID: "p0"}, {ID: "p9", Weight: 2}}); err != nil {
+		if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: "p0"}, {ID: "p9", Weight: 2}}}); err != nil {
 			t.Errorf("SetPartitions: %v", err)
 		}
 	})
@@ -373,7 +373,8 @@ func (e *env) randomOps(seed uint64, n int) {
 					set = append(set, store.Partition{ID: q, Weight: rng.IntN(3)})
 				}
 			}
-			allowed("SetPartitions", e.s.SetPartitions(e.ctx, e.group, set))
+			_, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: set})
+			allowed("SetPartitions", err)
 		case op < 17:
 			_, err := e.s.ExpireSessions(e.ctx, e.group)
 			allowed("ExpireSessions", err)
@@ -485,7 +486,7 @@ func testLogBlocks(e *env) {
 		t.Fatalf("Changes at the end of the log returned %+v, %v before anything was written; want it to wait", r.cs, r.err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, []store.Partition{{ID: "x"}}); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
 	select {

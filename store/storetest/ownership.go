@@ -328,7 +328,7 @@ func testEpochsIncrease(e *env) {
 func testSetPartitions(e *env) {
 	t := e.t
 	set := []store.Partition{{ID: "c"}, {ID: "a", Weight: 2}, {ID: "b", Weight: 5}}
-	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: set}); err != nil {
 		t.Fatalf("SetPartitions: %v", err)
 	}
 	wantSet := func(want []store.Partition) {
@@ -359,7 +359,7 @@ func testSetPartitions(e *env) {
 	if !e.snap().PartitionSetStored {
 		t.Fatalf("Snapshot.PartitionSetStored is false after SetPartitions; want true")
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, nil); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{}); err != nil {
 		t.Fatalf("SetPartitions(empty): %v; want nil", err)
 	}
 	wantSet(nil)
@@ -394,7 +394,7 @@ func testSetPartitionsInvalid(e *env) {
 		"too long":        {{ID: strings.Repeat("p", store.MaxIDLength+1)}},
 	}
 	for what, set := range bad {
-		err := e.s.SetPartitions(e.ctx, e.group, set)
+		_, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: set})
 		wantErr(t, err, store.ErrInvalid, "SetPartitions with a "+what, "ValidatePartitions rejects it")
 		if got := partitionIDs(e.snap().Partitions); len(got) != 2 || got[0] != "x" || got[1] != "y" {
 			t.Fatalf("a rejected SetPartitions (%s) changed the set to %q; want [x y] unchanged", what, got)
@@ -421,7 +421,7 @@ func testSnapshotSorted(e *env) {
 	for i, id := range ids {
 		set = append(set, store.Partition{ID: id, Weight: i % 3})
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, set); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: set}); err != nil {
 		t.Fatalf("SetPartitions: %v", err)
 	}
 	var sessions []string
@@ -530,10 +530,10 @@ func testGroupsIndependent(e *env) {
 	g1, g2 := e.group, newGroup(t, "-second")
 	s1 := e.openIn(g1, "m", 1, longTTL)
 	s2 := e.openIn(g2, "m", 1, longTTL)
-	if err := e.s.SetPartitions(e.ctx, g1, []store.Partition{{ID: "p"}, {ID: "only-in-1"}}); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, g1, store.PartitionSet{Partitions: []store.Partition{{ID: "p"}, {ID: "only-in-1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.SetPartitions(e.ctx, g2, []store.Partition{{ID: "p"}}); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, g2, store.PartitionSet{Partitions: []store.Partition{{ID: "p"}}}); err != nil {
 		t.Fatal(err)
 	}
 	o1 := e.claimIn(g1, "p", s1)

@@ -104,6 +104,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"restore/only_where_no_record", testRestore},
 		{"partitions/set_replaces", testSetPartitions},
 		{"partitions/invalid_set_rejected", testSetPartitionsInvalid},
+		// partset.go
+		{"partitions/group_kind", testGroupKind},
+		{"partitions/digest_skips_equal_set", testSetDigest},
+		{"partitions/same_set_at_once_written_once", testSetDigestRace},
 		{"snapshot/empty_group", testSnapshotEmpty},
 		{"snapshot/sorted_with_fields", testSnapshotSorted},
 		{"snapshot/sees_every_change", testSnapshotSeesChanges},
@@ -223,7 +227,7 @@ func (e *env) setPartitions(ids ...string) {
 	for i, id := range ids {
 		ps[i] = store.Partition{ID: id}
 	}
-	if err := e.s.SetPartitions(e.ctx, e.group, ps); err != nil {
+	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: ps}); err != nil {
 		e.t.Fatalf("SetPartitions(%q): %v; want nil", ids, err)
 	}
 }

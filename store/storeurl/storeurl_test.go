@@ -53,7 +53,7 @@ func TestOpenPicksBackend(t *testing.T) {
 			if !tc.want(s) {
 				t.Fatalf("Open(%q) gave a %T", tc.url, s)
 			}
-			if err := s.SetPartitions(ctx, "g", []store.Partition{{ID: "a", Weight: 1}}); err != nil {
+			if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a", Weight: 1}}}); err != nil {
 				t.Fatal(err)
 			}
 			snap, err := s.Snapshot(ctx, "g")

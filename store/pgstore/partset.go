@@ -1,0 +1,147 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herdhq/herd/store"
+)
+
+// setPartitionsSQL is set_partition_set, the rule of store.DecideSet in
+// one function: the kind is checked (and taken) and the digest compared
+// under the group's lock; with p_full false and a set to write, it answers
+// status need, and the caller sends the set whole.
+const setPartitionsSQL = `CREATE FUNCTION {{S}}.set_partition_set(p_group text, p_kind text, p_mode text, p_digest text, p_full boolean,
+  p_ids text[], p_weights integer[], p_limit integer, OUT r_status text, OUT r_kind text, OUT r_stored boolean, OUT r_what text)
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, true);
+  r_status := 'ok'; r_kind := g.kind; r_stored := g.partset; r_what := '';
+  IF p_kind <> '' AND g.kind <> '' AND g.kind <> p_kind THEN r_status := 'kind'; RETURN; END IF;
+  IF g.kind = '' AND p_kind <> '' THEN
+    UPDATE {{S}}.groups SET kind = p_kind WHERE gid = g.gid;
+    r_kind := p_kind;
+  END IF;
+  IF p_mode = 'kindonly' THEN RETURN; END IF;
+  IF g.partset AND g.digest = p_digest THEN r_what := 'same'; RETURN; END IF;
+  IF g.partset AND p_mode = 'ifabsent' THEN r_what := 'kept'; RETURN; END IF;
+  IF NOT p_full THEN r_status := 'need'; RETURN; END IF;
+  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
+  INSERT INTO {{S}}.partitions (gid, id, weight) SELECT g.gid, u.i, u.w FROM unnest(p_ids, p_weights) AS u(i, w);
+  UPDATE {{S}}.groups SET partset = true, digest = p_digest WHERE gid = g.gid;
+  v_seq := g.seq + 1;
+  v_tag := {{S}}.new_tag();
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, part_ids, part_weights) VALUES (g.gid, v_seq, v_tag, 7, p_ids, p_weights);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+  r_stored := true;
+  r_what := CASE WHEN g.partset THEN 'replaced' ELSE 'written' END;
+END $$;
+`
+
+// upgradeV1SQL brings a schema of version 1 to version 2: the group's kind
+// and the digest of its set. set_partitions, which members of version 1
+// still running call, is replaced by one that also clears the digest, so
+// that a set they write is never taken for the one whose digest was kept.
+const upgradeV1SQL = `
+ALTER TABLE {{S}}.groups ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT '',
+  ADD COLUMN IF NOT EXISTS digest text NOT NULL DEFAULT '';
+CREATE OR REPLACE FUNCTION {{S}}.set_partitions(p_group text, p_ids text[], p_weights integer[], p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
+BEGIN
+  g := {{S}}.lock_group(p_group, true);
+  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
+  INSERT INTO {{S}}.partitions (gid, id, weight) SELECT g.gid, u.i, u.w FROM unnest(p_ids, p_weights) AS u(i, w);
+  UPDATE {{S}}.groups SET partset = true, digest = '' WHERE gid = g.gid;
+  v_seq := g.seq + 1;
+  v_tag := {{S}}.new_tag();
+  INSERT INTO {{S}}.log (gid, seq, tag, kind, part_ids, part_weights) VALUES (g.gid, v_seq, v_tag, 7, p_ids, p_weights);
+  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
+END $$;
+{{SETPARTITIONS}}
+`
+
+// upgradeV1 runs upgradeV1SQL in installOnce's transaction (which holds
+// the version table's lock) and records version 2. A herd of version 1
+// opening the schema afterwards refuses it as newer; members of version 1
+// already running go on working.
+func (s *Store) upgradeV1(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL)); err != nil {
+		return fmt.Errorf("upgrading the schema from version 1: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// SetPartitions implements store.Store. A set of more than smallSet
+// partitions is sent in two steps: its digest first, which is all the
+// store needs when the stored set is the same (or is kept), then the whole
+// set only if the store asks for it. So a hundred members joining with the
+// same set of 100,000 partitions send it whole only while none is stored
+// (a fresh group), and the store writes it once.
+func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
+	if err := s.begin(ctx, "SetPartitions", "group", group); err != nil {
+		return store.SetResult{}, err
+	}
+	if err := store.ValidateSet(ps); err != nil {
+		return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: %w", err)
+	}
+	mode, digest := "replace", ""
+	switch ps.Mode {
+	case store.SetIfAbsent:
+		mode = "ifabsent"
+	case store.SetKindOnly:
+		mode = "kindonly"
+	}
+	if ps.Mode != store.SetKindOnly {
+		digest = store.Digest(ps.Partitions)
+		for _, p := range ps.Partitions {
+			if p.Weight > 1<<31-1 {
+				return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: partition %q has weight %d, more than 2^31-1: %w", p.ID, p.Weight, store.ErrInvalid)
+			}
+		}
+	}
+	full := ps.Mode != store.SetKindOnly && len(ps.Partitions) <= smallSet
+	for {
+		var status, kind, what string
+		var stored bool
+		sendIDs, sendWeights := []string{}, []int32{}
+		if full {
+			sendIDs, sendWeights = make([]string, len(ps.Partitions)), make([]int32, len(ps.Partitions))
+			for i, p := range ps.Partitions {
+				sendIDs[i], sendWeights[i] = p.ID, int32(p.Weight)
+			}
+		}
+		err := s.queryRow(ctx, "SetPartitions", s.q.setPartitions,
+			[]any{group, ps.Kind, mode, digest, full, sendIDs, sendWeights, int32(s.cfg.logLimit)}, &status, &kind, &stored, &what)
+		if err != nil {
+			return store.SetResult{}, err
+		}
+		r := store.SetResult{Kind: kind, Stored: stored}
+		switch {
+		case status == "kind":
+			return r, fmt.Errorf("pgstore: SetPartitions: %w", store.KindError(group, kind, ps.Kind))
+		case status == "need" && !full:
+			full = true
+			continue
+		case status != "ok":
+			return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: unexpected status %q", status)
+		}
+		switch what {
+		case "same":
+			r.Same = true
+		case "written", "replaced":
+			r.Same, r.Written, r.Replaced = true, true, what == "replaced"
+		}
+		return r, nil
+	}
+}
+
+// smallSet is the largest partition set SetPartitions sends whole at once:
+// a smaller one costs less to send than a second round trip.
+const smallSet = 100
