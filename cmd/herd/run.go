@@ -240,12 +240,20 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	st, err := conn.connect(ctx)
-	if err != nil {
-		return err
+	// Every local resource is taken before the member joins: a port in
+	// use, or a socket that cannot be made, must not leave a member that
+	// joined (and wrote the partition set) and then exited.
+	var reg *prometheus.Registry
+	var health joinedHealth
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		ln, err := listenMetrics(ctx, o.metrics)
+		if err != nil {
+			return err
+		}
+		_, stop := serveMetricsOn(ctx, ln, reg, health.check, r.log)
+		defer stop()
 	}
-	defer st.Close()
-	r.st = st
 	sock, err := checkpointsock.Listen(r.save)
 	if err != nil {
 		return err
@@ -253,6 +261,12 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	defer sock.Close()
 	r.sock = sock.Path()
 
+	st, err := conn.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r.st = st
 	cfg := herd.Config{
 		Group:      o.group,
 		Member:     o.member,
@@ -264,9 +278,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		MaxShutdown: o.maxShutdown + time.Second,
 		Logger:      r.log,
 	}
-	var reg *prometheus.Registry
-	if o.metrics != "" {
-		reg = newMetricsRegistry()
+	if reg != nil {
 		cfg.Metrics = reg
 	}
 	life, crash := context.WithCancel(context.WithoutCancel(ctx))
@@ -276,17 +288,8 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		return err
 	}
 	r.member = m.ID()
+	health.set(m)
 	r.log.Info("joined", "group", o.group, "member", m.ID(), "socket", r.sock)
-	if reg != nil {
-		_, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(m) }, r.log)
-		if err != nil {
-			crash()
-			<-m.Done()
-			return err
-		}
-		defer stop()
-	}
-
 	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
 }
 
