@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -201,7 +202,7 @@ type runner struct {
 	member string
 	shim   []string
 	sock   string
-	st     store.Store
+	joined atomic.Pointer[herd.Member] // set once joined: save reads its copy of the group
 	log    *slog.Logger
 	out    io.Writer
 	errOut io.Writer
@@ -266,7 +267,6 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		return err
 	}
 	defer st.Close()
-	r.st = st
 	cfg := herd.Config{
 		Group:      o.group,
 		Member:     o.member,
@@ -288,6 +288,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		return err
 	}
 	r.member = m.ID()
+	r.joined.Store(m)
 	health.set(m)
 	r.log.Info("joined", "group", o.group, "member", m.ID(), "socket", r.sock)
 	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
@@ -464,7 +465,7 @@ func (r *runner) save(ctx context.Context, part string, epoch uint64, value []by
 	c := r.claims[part]
 	r.mu.Unlock()
 	if c == nil {
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
+		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(part)}
 	}
 	if c.Epoch != epoch {
 		return checkpointsock.Reply{Fenced: true, Current: c.Epoch}
@@ -476,24 +477,18 @@ func (r *runner) save(ctx context.Context, part string, epoch uint64, value []by
 	case err == nil:
 		return checkpointsock.Reply{}
 	case errors.Is(err, herd.ErrNotOwner):
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
+		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(part)}
 	}
 	return checkpointsock.Reply{Err: err}
 }
 
-// currentEpoch is the partition's epoch in the store, 0 if it cannot be
-// read quickly. Only a fenced request pays for this read of the group.
-func (r *runner) currentEpoch(ctx context.Context, part string) uint64 {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	snap, err := r.st.Snapshot(ctx, r.group)
-	if err != nil {
-		return 0
-	}
-	for _, o := range snap.Owners {
-		if o.Partition == part {
-			return o.Epoch
-		}
+// currentEpoch is the partition's epoch as the member's copy of the group
+// shows it, 0 if unknown. It reads nothing from the store: a child that
+// retries a fenced save in a loop costs the store nothing (a read of the
+// whole group per reply would cost O(partitions) each).
+func (r *runner) currentEpoch(part string) uint64 {
+	if m := r.joined.Load(); m != nil {
+		return m.KnownEpoch(part)
 	}
 	return 0
 }
