@@ -209,6 +209,7 @@ type runner struct {
 	outMu  sync.Mutex
 	errMu  sync.Mutex
 	force  chan struct{} // closed on a second signal: kill children at once
+	metric *runMetrics   // nil without --metrics
 
 	mu     sync.Mutex
 	claims map[string]*herd.Claim // partitions with a child, by id
@@ -248,6 +249,10 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	var health joinedHealth
 	if o.metrics != "" {
 		reg = newMetricsRegistry()
+		r.metric = newRunMetrics(o.group)
+		if err := reg.Register(r.metric); err != nil {
+			return fmt.Errorf("run: metrics: %w", err)
+		}
 		ln, err := listenMetrics(ctx, o.metrics)
 		if err != nil {
 			return err
@@ -289,6 +294,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	}
 	r.member = m.ID()
 	r.joined.Store(m)
+	r.metric.joined(m.ID())
 	health.set(m)
 	r.log.Info("joined", "group", o.group, "member", m.ID(), "socket", r.sock)
 	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
@@ -315,25 +321,32 @@ func (r *runner) handle(c *herd.Claim) error {
 	ctx := c.Context()
 	failures := 0 // exits in a row, for the backoff
 	failed := streak{max: r.o.maxFailures, longRun: r.o.restartMax}
-	for {
+	for again := false; ; again = true {
 		select {
 		case <-r.force:
 			return nil
 		default:
 		}
+		if again {
+			r.metric.restarted()
+		}
 		began := time.Now()
 		p, outs, err := r.start(c)
 		if err != nil {
 			r.log.Error("starting the child failed", "partition", c.Partition, "err", err)
+			r.metric.ended(nil, true)
 		} else {
 			select {
 			case <-p.Done():
+				r.metric.ended(p, true)
 			case <-ctx.Done():
 				r.stop(c, p)
+				r.metric.ended(p, false)
 				flush(outs)
 				return nil
 			case <-r.force:
 				p.Stop(0)
+				r.metric.ended(p, false)
 				flush(outs)
 				return nil
 			}
@@ -352,10 +365,15 @@ func (r *runner) handle(c *herd.Claim) error {
 		if failed.exited(ok, time.Since(began)) {
 			r.log.Warn("child failed too many times in a row; giving the partition back", "partition", c.Partition, "epoch", c.Epoch,
 				"how", how, "failures_in_a_row", failed.n, "max_failures", r.o.maxFailures)
+			r.metric.gaveBack()
 			return fmt.Errorf("partition %s: child failed %d times in a row, last %s: %w", c.Partition, failed.n, how, herd.ErrGiveBack)
 		}
 		d := r.backoff(failures)
-		r.log.Warn("child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
+		level := slog.LevelWarn
+		if ok {
+			level = slog.LevelInfo // exit status 0: the child did its work
+		}
+		r.log.Log(ctx, level, "child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
 			"how", how, "exits_in_a_row", failures, "after", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
 		select {
@@ -445,6 +463,7 @@ func (r *runner) start(c *herd.Claim) (*child.Process, []*child.Lines, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	r.metric.started()
 	r.log.Info("child started", "partition", c.Partition, "epoch", c.Epoch, "pid", p.Pid())
 	return p, outs, nil
 }

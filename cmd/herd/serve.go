@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,20 @@ const metricsFlagUsage = "serve Prometheus metrics on http://ADDR/metrics and he
 // process's own metrics.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	return reg
+}
+
+// buildInfo is herd_build_info: 1, labelled with herd's version (as
+// --version prints it, without the Go version) and the Go version it was
+// built with.
+func buildInfo() prometheus.Collector {
+	v, _, _ := strings.Cut(version(), " (")
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "herd_build_info",
+		Help:        "1, labelled with the version of herd and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": v, "goversion": runtime.Version()}})
+	g.Set(1)
+	return g
 }
 
 // metricsAddr checks --metrics and returns the address to listen on: a
