@@ -102,7 +102,7 @@ func (o demoOpts) validate() (*connector, error) {
 func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
 	conn, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	log := o.log
 	if log == nil {

@@ -219,7 +219,7 @@ type jobsRunner struct {
 func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	conn, keys, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	exe, err := shimExecutable()
 	if err != nil {

@@ -218,7 +218,7 @@ type runner struct {
 func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	conn, ps, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	// The shim is herd itself, through /proc/self/exe (an upgrade of the
 	// binary on disk while herd run runs does not matter).

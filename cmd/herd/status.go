@@ -150,7 +150,7 @@ func storeConnector(url string) (*connector, error) {
 func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	conn, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	secrets := secretsIn(o.storeURL)
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
