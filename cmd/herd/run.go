@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strconv"
@@ -388,42 +387,6 @@ func (r *runner) handle(c *herd.Claim) error {
 	}
 }
 
-// streak counts the failures in a row of a partition's child, for
-// --max-failures: a non-zero exit status, death by a signal, or a command
-// that could not be started. An exit with status 0 ends the streak, and so
-// does a run of longRun (--restart-max) or longer: a child that fails after
-// running that long starts a new streak.
-type streak struct {
-	n       int           // failures in the current streak
-	max     int           // give back at this many; 0: never
-	longRun time.Duration // a run this long ends the streak
-}
-
-// exited records how a child ended (ok: exit status 0) after running for
-// ran, and reports whether the partition is to be given back.
-func (s *streak) exited(ok bool, ran time.Duration) bool {
-	if ok || ran >= s.longRun {
-		s.n = 0
-	}
-	if ok {
-		return false
-	}
-	s.n++
-	return s.max > 0 && s.n >= s.max
-}
-
-// backoff is the pause before start number n+1 after n exits in a row:
-// restart-delay doubled n-1 times, at most restart-max, less up to a half
-// at random so that children failing together do not restart together.
-func (r *runner) backoff(n int) time.Duration {
-	d := r.o.restartDelay
-	for i := 1; i < n && d < r.o.restartMax; i++ {
-		d *= 2
-	}
-	d = min(d, r.o.restartMax)
-	return d/2 + rand.N(d/2+1)
-}
-
 // stop ends the child of a claim whose context was cancelled. A handoff (or
 // a Leave) gives it --max-shutdown after SIGTERM. A session that has ended
 // (fenced on the local clock, expired in the store, or the member stopped)
@@ -472,42 +435,4 @@ func flush(outs []*child.Lines) {
 	for _, l := range outs {
 		l.Flush()
 	}
-}
-
-// saveTimeout bounds one checkpoint request (the member bounds it further
-// by its session's fence time).
-const saveTimeout = 10 * time.Second
-
-// save answers a checkpoint request from a child.
-func (r *runner) save(ctx context.Context, part string, epoch uint64, value []byte) checkpointsock.Reply {
-	r.mu.Lock()
-	c := r.claims[part]
-	r.mu.Unlock()
-	if c == nil {
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(part)}
-	}
-	if c.Epoch != epoch {
-		return checkpointsock.Reply{Fenced: true, Current: c.Epoch}
-	}
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
-	defer cancel()
-	err := c.Checkpoint(ctx, value)
-	switch {
-	case err == nil:
-		return checkpointsock.Reply{}
-	case errors.Is(err, herd.ErrNotOwner):
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(part)}
-	}
-	return checkpointsock.Reply{Err: err}
-}
-
-// currentEpoch is the partition's epoch as the member's copy of the group
-// shows it, 0 if unknown. It reads nothing from the store: a child that
-// retries a fenced save in a loop costs the store nothing (a read of the
-// whole group per reply would cost O(partitions) each).
-func (r *runner) currentEpoch(part string) uint64 {
-	if m := r.joined.Load(); m != nil {
-		return m.KnownEpoch(part)
-	}
-	return 0
 }
