@@ -295,6 +295,13 @@ func (m *Member) Owned() []string {
 	return slices.Sorted(maps.Keys(m.owned))
 }
 
+// KnownEpoch is the epoch of partition p's ownership record as the
+// member's copy of the group shows it (what it has read of the group's
+// log), 0 if the copy has no record of p. It costs no store call, and the
+// store may already hold a later epoch: it tells a fenced writer which
+// epoch superseded its own, it is no fence itself.
+func (m *Member) KnownEpoch(p string) uint64 { return m.rep.epochOf(p) }
+
 // SetPartitions replaces the group's partition set for every member.
 func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error {
 	if ctx == nil {

@@ -358,6 +358,30 @@ func (r *replica) heldByLive(p string) bool {
 	return r.work.Alive(r.work.Owners[i].Session)
 }
 
+// epochOf is the epoch of p's record in the copy, the entries queued and
+// not applied yet included (the latest claim or restore of p among them),
+// 0 if the copy has no record of p or there is no copy.
+func (r *replica) epochOf(p string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.pending) - 1; i >= 0; i-- {
+		cs := r.pending[i]
+		for j := len(cs) - 1; j >= 0; j-- {
+			if c := cs[j]; c.Partition == p && (c.Kind == store.Claimed || c.Kind == store.Restored) {
+				return c.Epoch
+			}
+		}
+	}
+	if r.work == nil {
+		return 0
+	}
+	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	if !ok {
+		return 0
+	}
+	return r.work.Owners[i].Epoch
+}
+
 // reachedSince reports whether the feed has read the log to its end in a
 // call that began at t or later.
 func (r *replica) reachedSince(t time.Time) bool {

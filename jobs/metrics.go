@@ -12,11 +12,13 @@ import (
 // The jobs metrics of a member, registered with Config.Metrics as one
 // collector beside the member's herd metrics, every series labelled with
 // group and member, and unregistered when the member stops. With
-// Config.Metrics nil nothing is created and every hook is a no-op.
+// Config.Metrics nil nothing is created and every hook is a no-op. Failed
+// runs are herd_jobs_runs_total{result="error"} (there is no separate
+// failures counter).
 //
 //	name                          type       labels   meaning
-//	herd_jobs_runs_total          counter    result   runs ended: result="ok", "error", "interrupted"
-//	herd_jobs_failures_total      counter             runs that ended in an error (timeouts and panics included)
+//	herd_jobs_runs_total          counter    result   runs ended: result="ok", "error" (timeouts and panics included),
+//	                                                  "interrupted"
 //	herd_jobs_takeovers_total     counter             keys found running at an older epoch (the owner stopped
 //	                                                  mid-run), whose slot this member runs again at once
 //	herd_jobs_missed_slots_total  counter             slots that never started because a later slot was already due
@@ -28,7 +30,6 @@ import (
 type metrics struct {
 	reg       prometheus.Registerer
 	runs      *prometheus.CounterVec
-	failures  prometheus.Counter
 	takeovers prometheus.Counter
 	missed    prometheus.Counter
 	skewed    prometheus.Counter
@@ -50,8 +51,7 @@ func newMetrics(reg prometheus.Registerer, group, member string) (*metrics, erro
 	mm := &metrics{
 		reg: reg,
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herd_jobs_runs_total",
-			Help: "Runs ended, by result: ok, error, interrupted (handed off mid-run).", ConstLabels: labels}, []string{"result"}),
-		failures:  counter("herd_jobs_failures_total", "Runs that ended in an error (timeouts and panics included)."),
+			Help: "Runs ended, by result: ok, error (timeouts and panics included), interrupted (handed off mid-run).", ConstLabels: labels}, []string{"result"}),
 		takeovers: counter("herd_jobs_takeovers_total", "Keys found running at an older epoch (their owner stopped mid-run), run again at once."),
 		missed:    counter("herd_jobs_missed_slots_total", "Slots that never started because a later slot was already due."),
 		skewed:    counter("herd_jobs_skewed_records_total", "Records found with a slot ahead of this member's clock by more than the tolerance (their writer's clock was ahead)."),
@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer, group, member string) (*metrics, erro
 }
 
 func (mm *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{mm.runs, mm.failures, mm.takeovers, mm.missed, mm.skewed, mm.running, mm.lateness}
+	return []prometheus.Collector{mm.runs, mm.takeovers, mm.missed, mm.skewed, mm.running, mm.lateness}
 }
 
 // Describe and Collect make the metrics one collector.
@@ -113,9 +113,6 @@ func (mm *metrics) ended(result string) {
 	}
 	mm.running.Dec()
 	mm.runs.WithLabelValues(result).Inc()
-	if result == ResultError {
-		mm.failures.Inc()
-	}
 }
 
 func (mm *metrics) tookOver() {

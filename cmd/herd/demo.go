@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,7 +102,7 @@ func (o demoOpts) validate() (*connector, error) {
 func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
 	conn, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	log := o.log
 	if log == nil {
@@ -113,22 +114,28 @@ func runDemo(ctx context.Context, out io.Writer, o demoOpts) (err error) {
 	}
 	group := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	var reg *prometheus.Registry
+	var metricsLn net.Listener
 	if o.metrics != "" {
 		reg = newMetricsRegistry()
 		cfg.Metrics = reg
+		// Bound before the group is written: a port in use leaves nothing
+		// in the store.
+		if metricsLn, err = listenMetrics(ctx, o.metrics); err != nil {
+			return err
+		}
 	}
 	c := newCluster(group, o.partitions, cfg, conn.connect)
 	defer func() { err = errors.Join(err, c.close()) }()
 	if err := c.setup(ctx); err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
 		return err
 	}
 	fmt.Fprintf(out, "herd demo: group %s, %d partitions on %s, session TTL %v\n", group, o.partitions, conn.name(), o.ttl)
 	if reg != nil {
 		// Stopped when ctx ends (Ctrl-C), else before the members leave.
-		addr, stop, err := serveMetrics(ctx, o.metrics, reg, c.health, log)
-		if err != nil {
-			return err
-		}
+		addr, stop := serveMetricsOn(ctx, metricsLn, reg, c.health, log)
 		defer stop()
 		fmt.Fprintf(out, "metrics on http://%s/metrics, health on http://%s/healthz\n", addr, addr)
 	}

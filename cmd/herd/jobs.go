@@ -242,7 +242,7 @@ type jobsRunner struct {
 func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	conn, keys, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	exe, err := shimExecutable()
 	if err != nil {
@@ -258,6 +258,19 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// The metrics port is bound before the member joins: a port in use
+	// must not leave a member that joined (and wrote the keys) and exited.
+	var reg *prometheus.Registry
+	var health joinedHealth
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		ln, err := listenMetrics(ctx, o.metrics)
+		if err != nil {
+			return err
+		}
+		_, stop := serveMetricsOn(ctx, ln, reg, health.check, r.log)
+		defer stop()
+	}
 	st, joinLeft, err := connectMember(ctx, conn, o.join, r.log)
 	if err != nil {
 		return err
@@ -265,9 +278,7 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	defer st.Close()
 	cfg := o.config(st, keys, r.run, r.log)
 	cfg.KeepStoredKeys, cfg.JoinTimeout = !o.join.replace, joinLeft
-	var reg *prometheus.Registry
-	if o.metrics != "" {
-		reg = newMetricsRegistry()
+	if reg != nil {
 		cfg.Metrics = reg
 	}
 	life, crash := context.WithCancel(context.WithoutCancel(ctx))
@@ -277,16 +288,8 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 		return err
 	}
 	r.member = s.Member().ID()
+	health.set(s.Member())
 	r.log.Info("joined", "group", o.group, "member", r.member)
-	if reg != nil {
-		_, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(s.Member()) }, r.log)
-		if err != nil {
-			crash()
-			<-s.Done()
-			return err
-		}
-		defer stop()
-	}
 	return leaveOnSignal(ctx, sigs, s.Done(), s.Err, s.Leave, crash, r.force, r.log, "jobs")
 }
 

@@ -36,12 +36,12 @@ func main() {
 	context.AfterFunc(ctx, stop)
 	cmd, err := newRoot().ExecuteContextC(context.WithValue(ctx, defaultLoggerKey{}, true))
 	if err != nil {
+		code, text := exitCode(err), errorText(cmd, err, os.Args[1:], os.Environ())
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil && os.Getenv("HERD_DEBUG") == "" {
-			fmt.Fprintln(os.Stderr, "herd: interrupted")
-			os.Exit(exitInterrupted)
+			code, text = exitInterrupted, "interrupted"
 		}
-		fmt.Fprintln(os.Stderr, "herd:", errorText(cmd, err, os.Args[1:], os.Environ()))
-		os.Exit(exitCode(err))
+		writeFinalError(os.Stderr, jsonLogs(cmd, os.Environ()), text, code)
+		os.Exit(code)
 	}
 }
 
@@ -76,13 +76,13 @@ never appears in them, nor in an error.
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
 	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd(), versionCmd())
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExit(exitUsage, err) })
 	forEachCommand(root, func(c *cobra.Command) {
 		if c.Flags().Lookup("store") != nil {
 			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + storeURLsHelp
 		}
 		addOutputFlag(c)
 	})
+	markUsageErrors(root)
 	return root
 }
 

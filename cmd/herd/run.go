@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -218,13 +218,14 @@ type runner struct {
 	member string
 	shim   []string
 	sock   string
-	st     store.Store
+	joined atomic.Pointer[herd.Member] // set once joined: save reads its copy of the group
 	log    *slog.Logger
 	out    io.Writer
 	errOut io.Writer
 	outMu  sync.Mutex
 	errMu  sync.Mutex
 	force  chan struct{} // closed on a second signal: kill children at once
+	metric *runMetrics   // nil without --metrics
 
 	mu     sync.Mutex
 	claims map[string]*herd.Claim // partitions with a child, by id
@@ -233,7 +234,7 @@ type runner struct {
 func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	conn, ps, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	// The shim is herd itself, through /proc/self/exe (an upgrade of the
 	// binary on disk while herd run runs does not matter).
@@ -260,12 +261,24 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	st, joinLeft, err := connectMember(ctx, conn, o.join, r.log)
-	if err != nil {
-		return err
+	// Every local resource is taken before the member joins: a port in
+	// use, or a socket that cannot be made, must not leave a member that
+	// joined (and wrote the partition set) and then exited.
+	var reg *prometheus.Registry
+	var health joinedHealth
+	if o.metrics != "" {
+		reg = newMetricsRegistry()
+		r.metric = newRunMetrics(o.group)
+		if err := reg.Register(r.metric); err != nil {
+			return fmt.Errorf("run: metrics: %w", err)
+		}
+		ln, err := listenMetrics(ctx, o.metrics)
+		if err != nil {
+			return err
+		}
+		_, stop := serveMetricsOn(ctx, ln, reg, health.check, r.log)
+		defer stop()
 	}
-	defer st.Close()
-	r.st = st
 	sock, err := checkpointsock.Listen(r.save)
 	if err != nil {
 		return err
@@ -273,6 +286,11 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 	defer sock.Close()
 	r.sock = sock.Path()
 
+	st, joinLeft, err := connectMember(ctx, conn, o.join, r.log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	cfg := herd.Config{
 		Group:      o.group,
 		Member:     o.member,
@@ -289,9 +307,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		MaxShutdown: o.maxShutdown + time.Second,
 		Logger:      r.log,
 	}
-	var reg *prometheus.Registry
-	if o.metrics != "" {
-		reg = newMetricsRegistry()
+	if reg != nil {
 		cfg.Metrics = reg
 	}
 	life, crash := context.WithCancel(context.WithoutCancel(ctx))
@@ -301,17 +317,10 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		return err
 	}
 	r.member = m.ID()
+	r.joined.Store(m)
+	r.metric.joined(m.ID())
+	health.set(m)
 	r.log.Info("joined", "group", o.group, "member", m.ID(), "socket", r.sock)
-	if reg != nil {
-		_, stop, err := serveMetrics(ctx, o.metrics, reg, func() error { return membersHealth(m) }, r.log)
-		if err != nil {
-			crash()
-			<-m.Done()
-			return err
-		}
-		defer stop()
-	}
-
 	return leaveOnSignal(ctx, sigs, m.Done(), m.Err, m.Leave, crash, r.force, r.log, "run")
 }
 
@@ -336,25 +345,32 @@ func (r *runner) handle(c *herd.Claim) error {
 	ctx := c.Context()
 	failures := 0 // exits in a row, for the backoff
 	failed := streak{max: r.o.maxFailures, longRun: r.o.restartMax}
-	for {
+	for again := false; ; again = true {
 		select {
 		case <-r.force:
 			return nil
 		default:
 		}
+		if again {
+			r.metric.restarted()
+		}
 		began := time.Now()
 		p, outs, err := r.start(c)
 		if err != nil {
 			r.log.Error("starting the child failed", "partition", c.Partition, "err", err)
+			r.metric.ended(nil, true)
 		} else {
 			select {
 			case <-p.Done():
+				r.metric.ended(p, true)
 			case <-ctx.Done():
 				r.stop(c, p)
+				r.metric.ended(p, false)
 				flush(outs)
 				return nil
 			case <-r.force:
 				p.Stop(0)
+				r.metric.ended(p, false)
 				flush(outs)
 				return nil
 			}
@@ -373,10 +389,15 @@ func (r *runner) handle(c *herd.Claim) error {
 		if failed.exited(ok, time.Since(began)) {
 			r.log.Warn("child failed too many times in a row; giving the partition back", "partition", c.Partition, "epoch", c.Epoch,
 				"how", how, "failures_in_a_row", failed.n, "max_failures", r.o.maxFailures)
+			r.metric.gaveBack()
 			return fmt.Errorf("partition %s: child failed %d times in a row, last %s: %w", c.Partition, failed.n, how, herd.ErrGiveBack)
 		}
 		d := r.backoff(failures)
-		r.log.Warn("child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
+		level := slog.LevelWarn
+		if ok {
+			level = slog.LevelInfo // exit status 0: the child did its work
+		}
+		r.log.Log(ctx, level, "child exited; starting it again", "partition", c.Partition, "epoch", c.Epoch,
 			"how", how, "exits_in_a_row", failures, "after", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
 		select {
@@ -389,42 +410,6 @@ func (r *runner) handle(c *herd.Claim) error {
 			return nil
 		}
 	}
-}
-
-// streak counts the failures in a row of a partition's child, for
-// --max-failures: a non-zero exit status, death by a signal, or a command
-// that could not be started. An exit with status 0 ends the streak, and so
-// does a run of longRun (--restart-max) or longer: a child that fails after
-// running that long starts a new streak.
-type streak struct {
-	n       int           // failures in the current streak
-	max     int           // give back at this many; 0: never
-	longRun time.Duration // a run this long ends the streak
-}
-
-// exited records how a child ended (ok: exit status 0) after running for
-// ran, and reports whether the partition is to be given back.
-func (s *streak) exited(ok bool, ran time.Duration) bool {
-	if ok || ran >= s.longRun {
-		s.n = 0
-	}
-	if ok {
-		return false
-	}
-	s.n++
-	return s.max > 0 && s.n >= s.max
-}
-
-// backoff is the pause before start number n+1 after n exits in a row:
-// restart-delay doubled n-1 times, at most restart-max, less up to a half
-// at random so that children failing together do not restart together.
-func (r *runner) backoff(n int) time.Duration {
-	d := r.o.restartDelay
-	for i := 1; i < n && d < r.o.restartMax; i++ {
-		d *= 2
-	}
-	d = min(d, r.o.restartMax)
-	return d/2 + rand.N(d/2+1)
 }
 
 // stop ends the child of a claim whose context was cancelled. A handoff (or
@@ -466,6 +451,7 @@ func (r *runner) start(c *herd.Claim) (*child.Process, []*child.Lines, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	r.metric.started()
 	r.log.Info("child started", "partition", c.Partition, "epoch", c.Epoch, "pid", p.Pid())
 	return p, outs, nil
 }
@@ -474,48 +460,4 @@ func flush(outs []*child.Lines) {
 	for _, l := range outs {
 		l.Flush()
 	}
-}
-
-// saveTimeout bounds one checkpoint request (the member bounds it further
-// by its session's fence time).
-const saveTimeout = 10 * time.Second
-
-// save answers a checkpoint request from a child.
-func (r *runner) save(ctx context.Context, part string, epoch uint64, value []byte) checkpointsock.Reply {
-	r.mu.Lock()
-	c := r.claims[part]
-	r.mu.Unlock()
-	if c == nil {
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
-	}
-	if c.Epoch != epoch {
-		return checkpointsock.Reply{Fenced: true, Current: c.Epoch}
-	}
-	ctx, cancel := context.WithTimeout(ctx, saveTimeout)
-	defer cancel()
-	err := c.Checkpoint(ctx, value)
-	switch {
-	case err == nil:
-		return checkpointsock.Reply{}
-	case errors.Is(err, herd.ErrNotOwner):
-		return checkpointsock.Reply{Fenced: true, Current: r.currentEpoch(ctx, part)}
-	}
-	return checkpointsock.Reply{Err: err}
-}
-
-// currentEpoch is the partition's epoch in the store, 0 if it cannot be
-// read quickly. Only a fenced request pays for this read of the group.
-func (r *runner) currentEpoch(ctx context.Context, part string) uint64 {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	snap, err := r.st.Snapshot(ctx, r.group)
-	if err != nil {
-		return 0
-	}
-	for _, o := range snap.Owners {
-		if o.Partition == part {
-			return o.Epoch
-		}
-	}
-	return 0
 }

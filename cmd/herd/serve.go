@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,8 +30,20 @@ const metricsFlagUsage = "serve Prometheus metrics on http://ADDR/metrics and he
 // process's own metrics.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	return reg
+}
+
+// buildInfo is herd_build_info: 1, labelled with herd's version (as
+// --version prints it, without the Go version) and the Go version it was
+// built with.
+func buildInfo() prometheus.Collector {
+	v, _, _ := strings.Cut(version(), " (")
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "herd_build_info",
+		Help:        "1, labelled with the version of herd and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": v, "goversion": runtime.Version()}})
+	g.Set(1)
+	return g
 }
 
 // metricsAddr checks --metrics and returns the address to listen on: a
@@ -54,15 +68,25 @@ func metricsAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// serveMetrics serves, on addr (see metricsAddr), the metrics g gathers on
-// /metrics (Prometheus' text format) and the process's health on /healthz:
-// 200 "ok" while health returns nil, 503 and the error's text otherwise. It
-// returns the address it listens on (with the port chosen for port 0) once
-// it listens, or why it cannot. It stops when ctx ends or stop is called
-// (the caller must call stop: it waits until the server has shut down,
-// letting requests in flight finish for up to 5 s).
-//
-// herd demo and herd run serve with it:
+// listenMetrics binds --metrics's address (see metricsAddr). Commands
+// that join a group call it before they join: a port in use then fails the
+// command before it has written anything to the store (a session, a
+// partition set), instead of leaving a member that joined and exited.
+func listenMetrics(ctx context.Context, addr string) (net.Listener, error) {
+	listen, err := metricsAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w (another process listens there: give another port, or :0 for any)", addr, err)
+	}
+	return ln, nil
+}
+
+// serveMetrics serves, on addr (see metricsAddr), what serveMetricsOn
+// serves; it returns the address it listens on (with the port chosen for
+// port 0) once it listens, or why it cannot.
 //
 //	reg := newMetricsRegistry()
 //	cfg.Metrics = reg
@@ -70,14 +94,21 @@ func metricsAddr(addr string) (string, error) {
 //	if err != nil { return err }
 //	defer stop()
 func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, health func() error, log *slog.Logger) (bound string, stop func(), err error) {
-	listen, err := metricsAddr(addr)
+	ln, err := listenMetrics(ctx, addr)
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
-	if err != nil {
-		return "", nil, fmt.Errorf("--metrics %s: %w", addr, err)
-	}
+	bound, stop = serveMetricsOn(ctx, ln, g, health, log)
+	return bound, stop, nil
+}
+
+// serveMetricsOn serves, on ln (which it closes), the metrics g gathers on
+// /metrics (Prometheus' text format) and the process's health on /healthz:
+// 200 "ok" while health returns nil, 503 and the error's text otherwise. It
+// returns the address it listens on. It stops when ctx ends or stop is
+// called (the caller must call stop: it waits until the server has shut
+// down, letting requests in flight finish for up to 5 s).
+func serveMetricsOn(ctx context.Context, ln net.Listener, g prometheus.Gatherer, health func() error, log *slog.Logger) (bound string, stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -125,7 +156,7 @@ func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, healt
 		shutdown()
 		<-done
 	}
-	return bound, stop, nil
+	return bound, stop
 }
 
 // membersHealth is /healthz's answer for a process running members: nil
@@ -144,4 +175,19 @@ func membersHealth(ms ...*herd.Member) error {
 		return fmt.Errorf("no live session (lost, fenced, being reopened or stopped): member %s", strings.Join(down, ", "))
 	}
 	return nil
+}
+
+// joinedHealth is /healthz's answer for a command that serves its metrics
+// before it joins (so that a port in use stops it before it writes to the
+// store): 503 "not joined yet" until set is called, then membersHealth.
+type joinedHealth struct{ m atomic.Pointer[herd.Member] }
+
+func (h *joinedHealth) set(m *herd.Member) { h.m.Store(m) }
+
+func (h *joinedHealth) check() error {
+	m := h.m.Load()
+	if m == nil {
+		return errors.New("not joined yet")
+	}
+	return membersHealth(m)
 }

@@ -27,6 +27,9 @@ type statusOpts struct {
 	color    string
 	timeout  time.Duration
 	conn     *connector // tests: use this store instead of storeURL's
+
+	check bool          // --check: exit exitUnhealthy unless every partition runs (statuscheck.go)
+	grace time.Duration // --check's grace; 0: estimated
 }
 
 // maxStatusLimit bounds --limit.
@@ -103,6 +106,8 @@ func statusCmd() *cobra.Command {
 	f.IntVar(&o.limit, "limit", 50, "without --all: list every partition of a group of at most this many, else at most this many not running, 1 to "+commas(maxStatusLimit))
 	f.StringVar(&o.color, "color", "auto", "colour the table: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long connecting and each read may take, 100ms to 10m")
+	f.BoolVar(&o.check, "check", false, "exit 7 unless every partition of the group runs (with --jobs: and no key is overdue), within --grace; reads again every --interval")
+	f.DurationVar(&o.grace, "grace", 0, "how long --check waits for a group to be healthy, 0 to 1h (default: the longer of 10s and the TTL left on the group's live sessions)")
 	return cmd
 }
 
@@ -120,6 +125,12 @@ func (o statusOpts) validate() (*connector, error) {
 		return nil, err
 	}
 	if err := checkInt("limit", o.limit, 1, maxStatusLimit); err != nil {
+		return nil, err
+	}
+	if o.check && o.watch {
+		return nil, errors.New("--check and --watch: give one")
+	}
+	if err := checkDuration("grace", o.grace, 0, time.Hour); err != nil {
 		return nil, err
 	}
 	switch o.color {
@@ -150,7 +161,7 @@ func storeConnector(url string) (*connector, error) {
 func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	conn, err := o.validate()
 	if err != nil {
-		return err
+		return withExit(exitUsage, err) // a flag's value
 	}
 	secrets := secretsIn(o.storeURL)
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -209,6 +220,9 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 		return writeText(out, rep, ts)
 	}
 
+	if o.check {
+		return runCheck(ctx, o.grace, o.interval, read, write)
+	}
 	if !o.watch {
 		rep, err := read()
 		if err != nil {
