@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 )
 
@@ -32,7 +33,7 @@ func statusCheck(t *testing.T, conn *connector, group string, grace time.Duratio
 func TestStatusCheck(t *testing.T) {
 	ms := memstore.New()
 	conn := &connector{scheme: "mem", mem: ms}
-	if err := ms.SetPartitions(t.Context(), "g", herd.Numbered(4)); err != nil {
+	if _, err := ms.SetPartitions(t.Context(), "g", store.PartitionSet{Partitions: herd.Numbered(4)}); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
