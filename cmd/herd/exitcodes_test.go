@@ -70,12 +70,13 @@ func TestExitUsage(t *testing.T) {
 	}
 }
 
-// A store that cannot be reached exits with 4.
+// A store that cannot be reached exits with 4 (run and jobs once their
+// --join-timeout has passed: they retry a store that is down until then).
 func TestExitUnreachable(t *testing.T) {
 	addr := freeLoopbackAddr(t) // nothing listens there any more
 	for _, args := range [][]string{
-		{"run", "--store", "redis://" + addr, "--group", "g", "--", "true"},
-		{"jobs", "--store", "postgres://" + addr + "/test", "--group", "g", "--every", "1m", "--", "true"},
+		{"run", "--store", "redis://" + addr, "--group", "g", "--join-timeout", "1s", "--", "true"},
+		{"jobs", "--store", "postgres://" + addr + "/test", "--group", "g", "--join-timeout", "1s", "--every", "1m", "--", "true"},
 		{"status", "--store", "redis://" + addr, "--group", "g"},
 	} {
 		if code, stderr := runHerd(t, nil, args...); code != exitUnreachable {

@@ -173,8 +173,8 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 	defer func() { st.Close() }()
 	// A read-only SQLite store that no process had open reads the file as
 	// it was at open (sqlitestore.WithReadOnly): --watch opens it anew for
-	// every read.
-	reopen := o.watch && conn.readOnly && conn.scheme == "sqlite"
+	// every read, and so does --check.
+	reopen := (o.watch || o.check) && conn.readOnly && conn.scheme == "sqlite"
 	ts := textStyle{colour: o.color == "always" || o.color == "auto" && isTerminal(out) && os.Getenv("NO_COLOR") == ""}
 	q := statusQuery{all: o.all, limit: o.limit, jobs: o.jobs}
 	shown := redact(o.storeURL, secrets)

@@ -44,8 +44,8 @@ func TestStatusCheck(t *testing.T) {
 	if took := time.Since(began); took < 300*time.Millisecond {
 		t.Errorf("--check failed after %v; want after the grace, 300ms", took)
 	}
-	if _, err := statusCheck(t, conn, "nothing-stored", 100*time.Millisecond); exitCode(err) != exitUnhealthy || !strings.Contains(err.Error(), "no partition set stored") {
-		t.Errorf("--check of a group without a partition set: %v; want unhealthy, no partition set stored", err)
+	if _, err := statusCheck(t, conn, "nothing-stored", 100*time.Millisecond); exitCode(err) != exitNotFound {
+		t.Errorf("--check of a group the store does not have: %v (exit %d); want exit %d (not found)", err, exitCode(err), exitNotFound)
 	}
 
 	// Members join while the check waits: it passes within the grace.

@@ -48,16 +48,8 @@ func openReadOnly(ctx context.Context, path string, allowNetwork bool, cfg confi
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w: %w", path, store.ErrUnavailable, err)
 	}
-	_, err = os.Stat(path + "-wal")
-	immutable := errors.Is(err, fs.ErrNotExist)
-	db, err := sql.Open("sqlite", readOnlyDSN(path, cfg.busyTimeout, immutable))
+	db, err := openCheckedReadOnly(ctx, path, cfg.busyTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: opening %s: %w: %w", path, store.ErrUnavailable, err)
-	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	if err := checkHerdReadOnly(ctx, db, path); err != nil {
-		_ = db.Close()
 		return nil, err
 	}
 	f := &dbFile{db: db, stmts: map[string]*sql.Stmt{}, info: before}
@@ -66,6 +58,44 @@ func openReadOnly(ctx context.Context, path string, allowNetwork bool, cfg confi
 		return nil, fail("preparing statements on "+path, err)
 	}
 	return f, nil
+}
+
+// openCheckedReadOnly opens the database read-only and checks that it
+// holds herd's schema. An immutable open reads the file without a lock, so
+// it can see a file that a first member is creating at that moment (its
+// schema half written, in rollback-journal mode before it switches to
+// WAL): a check that fails that way is tried again, with a lock-taking
+// open once a -wal or -journal file shows a writer, until the busy timeout.
+func openCheckedReadOnly(ctx context.Context, path string, busy time.Duration) (*sql.DB, error) {
+	deadline := time.Now().Add(busy)
+	pause := 10 * time.Millisecond
+	for {
+		_, err := os.Stat(path + "-wal")
+		immutable := errors.Is(err, fs.ErrNotExist)
+		if _, err := os.Stat(path + "-journal"); err == nil {
+			immutable = false
+		}
+		db, err := sql.Open("sqlite", readOnlyDSN(path, busy, immutable))
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: opening %s: %w: %w", path, store.ErrUnavailable, err)
+		}
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		err = checkHerdReadOnly(ctx, db, path)
+		if err == nil {
+			return db, nil
+		}
+		_ = db.Close()
+		if !immutable || time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, err
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
 }
 
 // checkReadable checks, without creating or writing anything, that path is
