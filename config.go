@@ -156,7 +156,7 @@ type Config struct {
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, receives the member's Prometheus metrics (listed in
-	// metrics.go and the README), every one labelled with group and member.
+	// metrics.go and docs/operators.md), every one labelled with group and member.
 	// Join registers them and the member unregisters them when it stops.
 	// Members of one process that share a registerer need distinct Member
 	// ids: Join reports a second registration of the same group and member.

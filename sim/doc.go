@@ -47,7 +47,7 @@
 // runs its whole work as the one test of testing.Main, so that it can make
 // a bubble for each of herd's runs (it registers Herd with a Bubble). One
 // command runs every scenario with every policy, herd included, prints the
-// table and writes report.json and the charts (sim/RESULTS.md has its
+// table and writes report.json and the charts (docs/simulation.md has its
 // output):
 //
 //	go run ./cmd/herdsim -large            # about 2 minutes on 2 cores

@@ -34,7 +34,7 @@ var summaryMetrics = []summaryMetric{
 
 // WriteSummary prints the headline figures of the report as small
 // matrices, one per metric, with a row per scenario and a column per
-// policy: the table the README quotes. WriteTable has every metric.
+// policy: the table docs/simulation.md quotes. WriteTable has every metric.
 func (r *Report) WriteSummary(w io.Writer) error {
 	var policies []string
 	seen := map[string]bool{}

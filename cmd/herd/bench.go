@@ -194,7 +194,7 @@ time) and the store operations per run, over two intervals after one to
 warm up.
 
 --partition-count is at most ` + commas(maxPartitions) + `: every partition runs its own handler
-goroutine in this one process (see the README for the memory this costs).`,
+goroutine in this one process (see docs/cli.md for the memory this costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s

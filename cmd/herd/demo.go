@@ -38,7 +38,7 @@ moved against the minimum. At the end, or on Ctrl-C, every member leaves
 and the group is deleted from the store.
 
 --partition-count is at most ` + commas(maxPartitions) + `: every partition runs its own handler
-goroutine in this one process (see the README for the memory this costs).
+goroutine in this one process (see docs/cli.md for the memory this costs).
 
 With --metrics, the members' Prometheus metrics are served on /metrics and
 the process's health on /healthz (200 while every member's session is

@@ -310,7 +310,7 @@ func TestJobsExitStatusIsTheResult(t *testing.T) {
 }
 
 // bench --scenario jobs runs and reports its figures (the figures
-// themselves are for the README, not checked here, but for the two
+// themselves are for docs/jobs.md, not checked here, but for the two
 // checkpoint writes each run costs).
 func TestBenchJobs(t *testing.T) {
 	var out bytes.Buffer

@@ -10,7 +10,7 @@ import (
 // goroutine (2 KiB of stack, 4 KiB once grown by a release, and a second,
 // short-lived goroutine while it is handed off) and the members' state for
 // it: contexts, the claim, snapshot and balance buffers. Measured peak RSS of bench --scenario scale-out on the
-// in-process store is about 15 KiB per partition (README, "Memory"), so this
+// in-process store is about 15 KiB per partition (docs/cli.md, "demo and bench: memory"), so this
 // keeps a run under 2 GiB.
 const maxPartitions = 125_000
 

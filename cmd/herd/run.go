@@ -61,7 +61,7 @@ the partition's id and its epoch. The child's environment also holds:
 
 A child saves its progress with "herd checkpoint VALUE" (exit status 0:
 saved, 3: fenced, the partition has moved on and the child should stop, 1:
-error), or by speaking the socket's protocol itself (README, "herd run").
+error), or by speaking the socket's protocol itself (docs/cli.md, "herd run").
 
 The store is where the members of a group meet. Without --store (or
 HERD_STORE) it is the SQLite file herd.db in the working directory: every

@@ -73,7 +73,7 @@ or was interrupted). --jobs shows a group whose kind is not known (written
 by an older herd) this way too; a group of herd run never.
 
 --json prints one JSON object per read (one line; one per redraw with
---watch), with a stable schema described in the README ("Seeing the state").
+--watch), with a stable schema described in docs/cli.md ("herd status --json").
 --watch redraws every --interval until Ctrl-C or SIGTERM; on a terminal the
 screen is cleared before each redraw. Colour is used on a terminal only
 (--color always|never to choose; NO_COLOR is honoured).`

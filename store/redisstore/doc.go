@@ -32,8 +32,8 @@
 // claim. The store does not issue WAIT: it would make such losses rarer,
 // at a round trip to a replica per write, but it is not consensus (a write
 // stays applied on the primary when WAIT times out, and the promoted
-// replica need not be the one that acknowledged). The README's "Redis
-// deployments" says more.
+// replica need not be the one that acknowledged). docs/redis.md ("What a
+// failover can and cannot guarantee") says more.
 //
 // # Logging
 //

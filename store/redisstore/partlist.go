@@ -16,7 +16,7 @@ import (
 // Snapshot, and the client a map and a sort; a string costs the server a
 // copy, and the client one split (the ids are substrings of it). A fleet
 // of 1,000 members starting together read 35 s of one Redis core's time
-// in partition sets (the simulation, sim/RESULTS.md).
+// in partition sets (the simulation, docs/simulation.md).
 
 const (
 	listFieldSep  = "\x1f"

@@ -133,7 +133,7 @@
 // # Limits
 //
 // One writer at a time for the whole file, and every commit waits for the
-// disk: on the machine of the README's figures a commit took 0.3-2 ms (the
+// disk: on a 2-core machine (docs/sqlite.md) a commit took 0.3-2 ms (the
 // fsync alone 0.2-0.5 ms), so the file takes roughly 500-3,000 changes a
 // second in all, whatever the number of processes (a ClaimBatch of 1,000
 // partitions is one commit).

@@ -50,7 +50,7 @@ func TestFileReplaced(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The old file's -wal and -shm are removed too: SQLite
-				// would pair them with the new file (the README says so).
+				// would pair them with the new file (docs/sqlite.md says so).
 				if err := os.Rename(other, path); err != nil {
 					t.Fatal(err)
 				}
