@@ -112,7 +112,8 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 		return fmt.Errorf("pgstore: InTx on %q: the function called Rollback: rolled back, nothing written: %w", f.Partition, store.ErrInvalid)
 	}
 	if h.ended || h.endedNow() {
-		return ended(f, "ended the transaction (COMMIT or ROLLBACK through Exec or the connection)")
+		return ended(f, "ended the transaction (COMMIT or ROLLBACK through Exec or the connection)",
+			"what it wrote after that other than through the handle (which refused it) committed on its own")
 	}
 	if len(next) > store.MaxCheckpointLength {
 		return fmt.Errorf("pgstore: InTx on %q: checkpoint is %d bytes, more than the limit of %d: %w",
@@ -135,7 +136,8 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 		return rolledBack(err)
 	}
 	if now != xid {
-		return ended(f, "ended the transaction and began another (COMMIT AND CHAIN, or COMMIT then BEGIN)")
+		return ended(f, "ended the transaction and began another (COMMIT AND CHAIN, or COMMIT then BEGIN)",
+			"what it wrote after that is rolled back")
 	}
 	if tag.RowsAffected() == 0 {
 		return notOwner()
@@ -178,11 +180,11 @@ func (s *Store) lockFence(ctx context.Context, tx pgx.Tx, f Fence, epoch string)
 func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // ended is InTx's error when its function ended the transaction itself.
-func ended(f Fence, how string) error {
+func ended(f Fence, how, after string) error {
 	return fmt.Errorf("pgstore: InTx on %q at epoch %d: the function %s: what it wrote before that may have been committed without the fence, "+
-		"and what it wrote after through the connection committed on its own; the checkpoint was not written and the rest is rolled back "+
+		"%s; the checkpoint was not written "+
 		"(InTx commits its transaction when the function returns nil: return an error to roll it back; never end it yourself): %w",
-		f.Partition, f.Epoch, how, store.ErrInvalid)
+		f.Partition, f.Epoch, how, after, store.ErrInvalid)
 }
 
 func fenceQueries(S string) (lock, write string) {
