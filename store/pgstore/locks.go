@@ -9,17 +9,19 @@ package pgstore
 // Waiting there would stop every claim, release, expiry and new session of
 // the group behind it. So:
 //
-//   - claim_batch locks the records it may claim with SKIP LOCKED; a record
-//     another transaction holds is "claimed" (contested: the member tries
+//   - claim_batch locks the records it may claim with SKIP LOCKED, trying
+//     again for up to about 100 ms (lock_records); a record another
+//     transaction still holds is "claimed" (contested: the member tries
 //     again later). If that record's session has ended (the store expired
 //     it: its owner is past its fence time, and nothing it does in the
 //     transaction can commit, since InTx checks the session again at its
-//     end), the claim ends the backends of that session's InTx
+//     end), the claim first ends the backends of that session's InTx
 //     transactions, which mark themselves with an application_name of
-//     intxAppPrefix and the session id, waits up to 200 ms for their locks
-//     to go, and takes the record over.
-//   - release_batch skips a record its own session's transaction holds and
-//     answers "busy" for it (store.ErrUnavailable: try again).
+//     intxAppPrefix and the session id, and takes the record over.
+//     Ending them is safe for that reason: their commit would fail.
+//   - release_batch does the same with its own session's records (ending
+//     nothing) and answers "busy" for one still held: an InTx of the
+//     session is open (store.ErrUnavailable: try again).
 //   - delete_group takes the records' locks with NOWAIT (an error, retry).
 //
 // Every other lock wait of the store's statements is bounded: a group
@@ -53,36 +55,42 @@ BEGIN
 END $$;
 
 -- lock_free locks, with SKIP LOCKED, the records of p_parts that p_session
--- may claim (not held by another live session) and returns their
--- partitions.
-CREATE OR REPLACE FUNCTION {{S}}.lock_free(p_gid bigint, p_session text, p_parts text[], p_now timestamptz) RETURNS text[]
+-- may claim (not held by another live session), or if p_own those it
+-- holds, and returns their partitions.
+CREATE OR REPLACE FUNCTION {{S}}.lock_free(p_gid bigint, p_session text, p_parts text[], p_now timestamptz, p_own boolean) RETURNS text[]
 LANGUAGE sql AS $$
   SELECT coalesce(array_agg(x.partition), '{}') FROM (
     SELECT o.partition FROM {{S}}.owners o
-    WHERE o.gid = p_gid AND o.partition = ANY(p_parts)
-      AND (o.session = '' OR o.session = p_session OR NOT EXISTS (
-        SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now))
+    WHERE o.gid = p_gid AND o.partition = ANY(p_parts) AND CASE WHEN p_own THEN o.session = p_session
+      ELSE o.session = '' OR o.session = p_session OR NOT EXISTS (
+        SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now) END
     FOR NO KEY UPDATE OF o SKIP LOCKED) x
 $$;
 
--- lock_claimable locks what lock_free locks; if a record is held by a
--- transaction of a session that has ended, it ends those transactions and
--- waits up to 200 ms for their locks. It returns the partitions locked.
-CREATE OR REPLACE FUNCTION {{S}}.lock_claimable(p_gid bigint, p_session text, p_parts text[], p_now timestamptz) RETURNS text[]
+-- lock_records locks what lock_free locks. If another transaction holds
+-- some of them, it ends the InTx transactions of the sessions of those
+-- that have ended (p_own: none), and tries again for up to about 100 ms
+-- (a Checkpoint holds a record's lock for a moment; an ended backend lets
+-- go of its locks in a few ms). It returns the partitions locked.
+CREATE OR REPLACE FUNCTION {{S}}.lock_records(p_gid bigint, p_session text, p_parts text[], p_now timestamptz, p_own boolean) RETURNS text[]
 LANGUAGE plpgsql AS $$
-DECLARE v_free text[]; v_dead text[];
+DECLARE v_free text[]; v_dead text[]; v_left text[];
 BEGIN
-  v_free := {{S}}.lock_free(p_gid, p_session, p_parts, p_now);
-  SELECT coalesce(array_agg(DISTINCT o.session), '{}') INTO v_dead FROM {{S}}.owners o
-  WHERE o.gid = p_gid AND o.partition = ANY(p_parts) AND NOT o.partition = ANY(v_free) AND o.session <> ''
-    AND NOT EXISTS (SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now);
-  IF cardinality(v_dead) = 0 OR {{S}}.end_transactions(v_dead) = 0 THEN RETURN v_free; END IF;
-  FOR i IN 1..40 LOOP
+  v_free := {{S}}.lock_free(p_gid, p_session, p_parts, p_now, p_own);
+  FOR i IN 1..20 LOOP
+    SELECT coalesce(array_agg(o.partition), '{}'),
+           coalesce(array_agg(DISTINCT o.session) FILTER (WHERE o.session <> '' AND NOT p_own AND NOT EXISTS (
+             SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now)), '{}')
+      INTO v_left, v_dead
+      FROM {{S}}.owners o
+      WHERE o.gid = p_gid AND o.partition = ANY(p_parts) AND NOT o.partition = ANY(v_free)
+        AND CASE WHEN p_own THEN o.session = p_session
+          ELSE o.session = '' OR o.session = p_session OR NOT EXISTS (
+            SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now) END;
+    EXIT WHEN cardinality(v_left) = 0;
+    IF i = 1 AND cardinality(v_dead) > 0 THEN PERFORM {{S}}.end_transactions(v_dead); END IF;
     PERFORM pg_sleep(0.005);
-    v_free := v_free || {{S}}.lock_free(p_gid, p_session,
-      ARRAY(SELECT u.p FROM unnest(p_parts) u(p) WHERE NOT u.p = ANY(v_free)), p_now);
-    EXIT WHEN NOT EXISTS (SELECT 1 FROM {{S}}.owners o
-      WHERE o.gid = p_gid AND o.partition = ANY(p_parts) AND NOT o.partition = ANY(v_free) AND o.session = ANY(v_dead));
+    v_free := v_free || {{S}}.lock_free(p_gid, p_session, v_left, p_now, p_own);
   END LOOP;
   RETURN v_free;
 END $$;
@@ -91,7 +99,7 @@ END $$;
 -- partition (r_ord from 1) with its status (ok, claimed, corrupt), or one
 -- row with r_ord 0 and status expired if the session is not alive. A
 -- record another transaction holds is claimed (contested), see
--- lock_claimable.
+-- lock_records.
 CREATE OR REPLACE FUNCTION {{S}}.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
 RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -111,7 +119,7 @@ BEGIN
     RETURN QUERY SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text;
     RETURN;
   END IF;
-  v_free := {{S}}.lock_claimable(g.gid, p_session, p_parts, v_now);
+  v_free := {{S}}.lock_records(g.gid, p_session, p_parts, v_now, false);
   RETURN QUERY
   WITH req AS (
     SELECT u.p, u.ord FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord)
@@ -169,10 +177,7 @@ BEGIN
     RETURN QUERY SELECT u.ord, 'notowner'::text FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord);
     RETURN;
   END IF;
-  SELECT coalesce(array_agg(x.partition), '{}') INTO v_free FROM (
-    SELECT o.partition FROM {{S}}.owners o
-    WHERE o.gid = g.gid AND o.partition = ANY(p_parts) AND o.session = p_session
-    FOR NO KEY UPDATE OF o SKIP LOCKED) x;
+  v_free := {{S}}.lock_records(g.gid, p_session, p_parts, v_now, true);
   RETURN QUERY
   WITH req AS (
     SELECT u.p, u.e::numeric AS e, u.ord FROM unnest(p_parts, p_epochs) WITH ORDINALITY AS u(p, e, ord)
