@@ -39,16 +39,29 @@ type Fence struct {
 // transaction back and is returned as it is.
 //
 // The partition's record is locked (SELECT ... FOR UPDATE) for the whole
-// transaction, so a Claim of the partition by another member waits until
-// the transaction ends, and then sees what it committed (the checkpoint
-// its Claim returns included). That Claim holds the group's row lock while
-// it waits, so every claim and release of the group waits too: keep these
-// transactions short. The server ends one that waits longer than the
-// store's idle bound for fn's next statement (WithTxIdleTimeout, default
-// 1s; InTx then returns an error and nothing of it is written), so a member
-// stopped in the middle of one (SIGSTOP, a pause, a network cut) does not
-// hold up its group until it resumes. fn must not call the store itself
-// (its Checkpoint would wait for this very transaction).
+// transaction. No operation of the store waits for that lock while it
+// holds its group's: a Claim of the partition while the owner's session
+// lives is refused as usual (store.ErrClaimed), and once the session has
+// ended (expired or closed) the Claim ends the transaction's connection
+// (pg_terminate_backend; the transaction could not commit anyway, since
+// the fence is checked again at its end) and takes the partition over, so
+// a member stopped in the middle of one (SIGSTOP, a pause, a network cut)
+// never holds up its group or its partition past its session. The
+// transaction reads, in pg_stat_activity, as application_name
+// "herd InTx <session id>" for that. The server also ends one that waits
+// longer than the idle bound for fn's next statement (WithTxIdleTimeout,
+// default 1s). InTx then returns an error and nothing of it is written.
+//
+// fn may run any statement through tx, and savepoints (tx.Begin). It may
+// not end the transaction: tx.Commit is refused (InTx commits when fn
+// returns nil), tx.Rollback makes InTx roll everything back and return an
+// error, and statements through tx after a COMMIT or ROLLBACK sent by fn
+// (with Exec, or through tx.Conn()) are refused. A transaction fn ended
+// anyway is found when it returns: InTx writes no checkpoint and returns
+// an error wrapping store.ErrInvalid; what fn wrote before the end may
+// have been committed without the fence. fn must not call the store
+// itself (its Checkpoint would wait for this very transaction, up to
+// WithLockTimeout).
 //
 // From a handler:
 //
