@@ -129,3 +129,56 @@ func TestInTxStalledMemberDoesNotWedgeGroup(t *testing.T) {
 		t.Fatalf("record after the takeover: %+v; want b's epoch %d and checkpoint", recs, ob.Epoch)
 	}
 }
+
+// Checkpoint and the start of another InTx of a partition whose record an
+// open InTx holds wait for it at most the store's lock timeout, then fail
+// with store.ErrUnavailable, writing nothing; the function's own
+// statements keep the connection's lock_timeout.
+func TestRecordLockWaitBounded(t *testing.T) {
+	s := openTest(t, WithTxIdleTimeout(time.Minute), WithLockTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "tx-lock"
+	a, err := s.OpenSession(ctx, group, "a", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, err := s.Claim(ctx, group, "p", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Fence{Group: group, Partition: "p", Epoch: oa.Epoch}
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	var fnTimeout string
+	go func() {
+		done <- s.InTx(ctx, f, func(tx pgx.Tx, last []byte) ([]byte, error) {
+			err := tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&fnTimeout)
+			close(inside)
+			<-release
+			return []byte("intx"), err
+		})
+	}()
+	<-inside
+	c, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ccancel()
+	err = s.Checkpoint(c, group, "p", oa.Epoch, []byte("cp"))
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Checkpoint while an InTx holds the record: %v; want ErrUnavailable after the lock timeout", err)
+	}
+	err = s.InTx(c, f, func(pgx.Tx, []byte) ([]byte, error) { return []byte("second"), nil })
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second InTx while one holds the record: %v; want ErrUnavailable after the lock timeout", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the first InTx: %v", err)
+	}
+	if fnTimeout != "0" {
+		t.Errorf("lock_timeout in the function: %q; want the connection's own (0)", fnTimeout)
+	}
+	recs, err := s.Records(ctx, group, []string{"p"})
+	if err != nil || len(recs) != 1 || string(recs[0].Checkpoint) != "intx" {
+		t.Fatalf("record: %+v, %v; want the first InTx's checkpoint", recs, err)
+	}
+}
