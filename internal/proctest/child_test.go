@@ -41,6 +41,9 @@ const (
 	// inserts (partition, item) into it and checkpoints item in one
 	// pgstore.InTx, instead of calling Claim.Checkpoint.
 	envInTx = "HERD_PROCTEST_INTX"
+	// envInTxStall names the child whose next InTx after a SIGUSR1 stops
+	// in the middle of reading a large result (see stallOnce).
+	envInTxStall = "HERD_PROCTEST_INTX_STALL"
 )
 
 // event is one line a child writes on its stdout. Seq and Recv are set by
@@ -129,7 +132,7 @@ func runChild() error {
 		if !ok {
 			return fmt.Errorf("%s needs a postgres:// store", envInTx)
 		}
-		write = inTxWrite(pst, group, table)
+		write = inTxWrite(pst, group, table, newStall(out, member, ttl))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := herd.Join(context.Background(), st, herd.Config{
@@ -253,12 +256,15 @@ func handler(out *emitter, ttl, interval time.Duration, write func(ctx context.C
 // insert (partition, v) into table and checkpoint v, fenced by the claim's
 // epoch. The checkpoint as of the transaction must be v-1: the handler
 // counts from the checkpoint its claim started from.
-func inTxWrite(st *pgstore.Store, group, table string) func(ctx context.Context, c *herd.Claim, v uint64) error {
+func inTxWrite(st *pgstore.Store, group, table string, stall *stallOnce) func(ctx context.Context, c *herd.Claim, v uint64) error {
 	return func(ctx context.Context, c *herd.Claim, v uint64) error {
 		fence := pgstore.Fence{Group: group, Partition: c.Partition, Epoch: c.Epoch}
 		return st.InTx(ctx, fence, func(tx pgx.Tx, last []byte) ([]byte, error) {
 			if got := decode(last); got != v-1 {
 				return nil, fmt.Errorf("item %d of %s after checkpoint %d", v, c.Partition, got)
+			}
+			if err := stall.maybe(tx, c); err != nil {
+				return nil, err
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (part, item) VALUES ($1, $2)", c.Partition, int64(v)); err != nil {
 				return nil, err
@@ -266,4 +272,50 @@ func inTxWrite(st *pgstore.Store, group, table string) func(ctx context.Context,
 			return encode(v), nil
 		})
 	}
+}
+
+// stallOnce makes one InTx function, the first after the child got
+// SIGUSR1, stop in the middle of reading a large result: it reads one row,
+// reports "stall", and waits a TTL before reading on. The parent stops
+// the process (SIGSTOP) when it sees the report: the server's backend is
+// then active, blocked sending, holding the partition's record lock.
+type stallOnce struct {
+	out   *emitter
+	ttl   time.Duration
+	armed atomic.Bool
+}
+
+// newStall returns nil unless envInTxStall names member.
+func newStall(out *emitter, member string, ttl time.Duration) *stallOnce {
+	if os.Getenv(envInTxStall) != member {
+		return nil
+	}
+	s := &stallOnce{out: out, ttl: ttl}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			s.armed.Store(true)
+		}
+	}()
+	return s
+}
+
+func (s *stallOnce) maybe(tx pgx.Tx, c *herd.Claim) error {
+	if s == nil || !s.armed.CompareAndSwap(true, false) {
+		return nil
+	}
+	// Not the handler's context: its one-second timeout would cut the
+	// read short.
+	rows, err := tx.Query(context.Background(), "SELECT repeat('x', 1000) FROM generate_series(1, 2000000)")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	rows.Next()
+	s.out.emit(event{Ev: "stall", Partition: c.Partition, Epoch: c.Epoch})
+	time.Sleep(s.ttl)
+	for rows.Next() {
+	}
+	return rows.Err()
 }

@@ -71,6 +71,7 @@ func TestProcessesPostgres(t *testing.T) {
 		checkSigstop(t, pf.fleet, pf.members, pf.st)
 		checkItemsOnce(t, pf, table)
 	})
+	t.Run("sigstop-in-intx", testPGSigstopInTx)
 	t.Run("terminate", testPGTerminate)
 }
 

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/herdhq/herd/store"
 )
 
@@ -190,7 +193,7 @@ func (s *Store) claim(ctx context.Context, op, group, session string, partitions
 					Checkpoint: checkpoint, GivenBack: deref(givenBack),
 				}}
 			case "claimed":
-				out[i].Err = fmt.Errorf("pgstore: %s of %q: owned by live session %q: %w", op, p, deref(owner), store.ErrClaimed)
+				out[i].Err = fmt.Errorf("pgstore: %s of %q: owned by session %q, alive or still in a transaction holding the record: %w", op, p, deref(owner), store.ErrClaimed)
 			case "corrupt":
 				out[i].Err = fmt.Errorf("pgstore: %s of %q: its ownership record cannot be decoded (written by something other than herd?): %w", op, p, store.ErrCorrupt)
 			default:
@@ -299,6 +302,9 @@ func (s *Store) release(ctx context.Context, op, group, session string, held []s
 				out[ord-1] = nil
 			case "notowner":
 				out[ord-1] = fmt.Errorf("pgstore: %s of %q at epoch %d by session %q: %w", op, o.Partition, o.Epoch, session, store.ErrNotOwner)
+			case "busy":
+				out[ord-1] = fmt.Errorf("pgstore: %s of %q at epoch %d by session %q: its record is locked by a transaction still open (an InTx of this session): nothing released, try again when it ends: %w",
+					op, o.Partition, o.Epoch, session, store.ErrUnavailable)
 			default:
 				return unexpected(op, status)
 			}
@@ -334,9 +340,15 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 	}
 	var n int64
 	err := s.do(ctx, "Checkpoint", func(ctx context.Context) error {
-		tag, err := s.pool.Exec(ctx, s.q.checkpoint, group, partition, strconv.FormatUint(epoch, 10), value)
-		n = tag.RowsAffected()
-		return err
+		// The record's lock may be held by an InTx of the partition: the
+		// wait for it is bounded, in the statement's own transaction.
+		b := &pgx.Batch{}
+		b.Queue("SELECT set_config('lock_timeout', $1, true)", millis(s.cfg.lockTimeout))
+		b.Queue(s.q.checkpoint, group, partition, strconv.FormatUint(epoch, 10), value).Exec(func(tag pgconn.CommandTag) error {
+			n = tag.RowsAffected()
+			return nil
+		})
+		return s.pool.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return err

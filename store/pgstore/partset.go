@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/herdhq/herd/store"
 )
 
@@ -63,20 +61,6 @@ BEGIN
 END $$;
 {{SETPARTITIONS}}
 `
-
-// upgradeV1 runs upgradeV1SQL in installOnce's transaction (which holds
-// the version table's lock) and records version 2. A herd of version 1
-// opening the schema afterwards refuses it as newer; members of version 1
-// already running go on working.
-func (s *Store) upgradeV1(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL)); err != nil {
-		return fmt.Errorf("upgrading the schema from version 1: %w", err)
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
 
 // SetPartitions implements store.Store. A set of more than smallSet
 // partitions is sent in two steps: its digest first, which is all the

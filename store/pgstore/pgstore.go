@@ -51,6 +51,9 @@ type config struct {
 	poll     time.Duration
 	backstop time.Duration // tests lengthen it to show that LISTEN wakes readers
 	txIdle   time.Duration // InTx: see WithTxIdleTimeout
+	// lockTimeout bounds the waits for a record's lock of Checkpoint
+	// and of InTx (see WithLockTimeout).
+	lockTimeout time.Duration
 }
 
 // WithSchema sets the schema of the store's tables (default "herd"):
@@ -90,6 +93,24 @@ func WithTxIdleTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d >= 10*time.Millisecond && d <= time.Hour {
 			c.txIdle = d
+		}
+	}
+}
+
+// DefaultLockTimeout is how long Checkpoint and InTx wait for the lock of
+// a partition's record (see WithLockTimeout).
+const DefaultLockTimeout = 2 * time.Second
+
+// WithLockTimeout bounds how long Checkpoint and the start of InTx wait
+// for the lock of a partition's record, which another InTx of the same
+// partition may hold (PostgreSQL's lock_timeout, set for those statements
+// only; default DefaultLockTimeout, from 10ms to 1h). A call that waits
+// longer fails with store.ErrUnavailable and writes nothing. The store's
+// other operations never wait for a record's lock (see InTx).
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d >= 10*time.Millisecond && d <= time.Hour {
+			c.lockTimeout = d
 		}
 	}
 }
@@ -236,7 +257,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Option) (*Store, error) {
-	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval, txIdle: DefaultTxIdleTimeout}
+	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval, txIdle: DefaultTxIdleTimeout,
+		lockTimeout: DefaultLockTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -13,7 +13,10 @@ import (
 
 // SchemaVersion is the version of the tables and functions this package
 // writes and reads. Open refuses a schema of a later version (written by a
-// newer herd), which it could misread.
+// newer herd), which it could misread. Version 2 gave groups their kind and
+// the digest of their set (partset.go), and replaced the functions that
+// waited for locks of ownership records (locks.go); a store upgrades a
+// schema of version 1 when it opens it.
 const SchemaVersion = 2
 
 // Log entry kinds as the log table stores them (column kind). They are part
@@ -278,103 +281,6 @@ BEGIN
 END $$;
 
 {{SETPARTITIONS}}
--- claim_batch claims p_parts for p_session, in order: one row per
--- partition (r_ord from 1) with its status (ok, claimed, corrupt), or one
--- row with r_ord 0 and status expired if the session is not alive.
-CREATE FUNCTION {{S}}.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
-RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-DECLARE g {{S}}.groups; v_now timestamptz; v_us numeric; v_member text; v_seq bigint; v_tag bigint;
-BEGIN
-  g := {{S}}.lock_group(p_group, false);
-  IF g.gid IS NULL THEN
-    RETURN QUERY SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text;
-    RETURN;
-  END IF;
-  v_now := clock_timestamp();
-  v_us := {{S}}.micros(v_now);
-  SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
-  SELECT s.member INTO v_member FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = p_session AND s.expires > v_now;
-  IF NOT FOUND THEN
-    PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
-    RETURN QUERY SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text;
-    RETURN;
-  END IF;
-  RETURN QUERY
-  WITH req AS (
-    SELECT u.p, u.ord FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord)
-  ), cur AS (
-    SELECT r.p, r.ord, o.session AS osess, o.epoch AS oepoch, o.given_back AS ogb,
-      CASE
-        WHEN o.partition IS NULL THEN 'ok'
-        WHEN o.session <> '' AND (o.session !~ '^[A-Z2-7]{26}$' OR NOT {{S}}.valid_id(o.member)) THEN 'corrupt'
-        WHEN o.session = '' AND o.member <> '' THEN 'corrupt'
-        WHEN o.session <> '' AND o.session <> p_session AND EXISTS (
-          SELECT 1 FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > v_now) THEN 'claimed'
-        WHEN o.epoch >= 18446744073709551615 THEN 'corrupt'
-        ELSE 'ok'
-      END AS st
-    FROM req r LEFT JOIN {{S}}.owners o ON o.gid = g.gid AND o.partition = r.p
-  ), up AS (
-    INSERT INTO {{S}}.owners AS o (gid, partition, session, member, epoch, given_back, claimed_at)
-    SELECT g.gid, c.p, p_session, v_member, greatest(coalesce(c.oepoch, 0) + 1, v_us),
-           CASE WHEN c.ogb = p_session THEN '' ELSE coalesce(c.ogb, '') END, v_now
-    FROM cur c WHERE c.st = 'ok'
-    ON CONFLICT (gid, partition) DO UPDATE SET session = EXCLUDED.session, member = EXCLUDED.member,
-      epoch = EXCLUDED.epoch, given_back = EXCLUDED.given_back, claimed_at = EXCLUDED.claimed_at
-    RETURNING o.partition, o.epoch, o.checkpoint, o.given_back
-  ), lg AS (
-    INSERT INTO {{S}}.log (gid, seq, tag, kind, session, member, partition, epoch, given_back)
-    SELECT g.gid, v_seq + row_number() OVER (ORDER BY c.ord), {{S}}.new_tag(), 4, p_session, v_member, u.partition, u.epoch, u.given_back
-    FROM up u JOIN cur c ON c.p = u.partition
-  )
-  SELECT c.ord, c.st, c.osess, u.epoch::text, v_member, u.checkpoint, u.given_back
-  FROM cur c LEFT JOIN up u ON u.partition = c.p ORDER BY c.ord;
-  SELECT * INTO v_seq, v_tag FROM {{S}}.caught_up(g.gid, v_seq, v_tag);
-  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
-END $$;
-
--- release_batch releases each (p_parts[i], p_epochs[i]) held by
--- p_session, marking it given back by p_session if p_give_back: one row
--- per partition with status ok or notowner.
-CREATE FUNCTION {{S}}.release_batch(p_group text, p_session text, p_parts text[], p_epochs text[], p_give_back boolean, p_limit integer)
-RETURNS TABLE (r_ord bigint, r_status text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint;
-BEGIN
-  g := {{S}}.lock_group(p_group, false);
-  IF g.gid IS NOT NULL THEN
-    v_now := clock_timestamp();
-    SELECT * INTO v_seq, v_tag FROM {{S}}.expire(g.gid, v_now, g.seq, g.tag);
-    IF NOT EXISTS (SELECT 1 FROM {{S}}.sessions s WHERE s.gid = g.gid AND s.id = p_session AND s.expires > v_now) THEN
-      PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
-      g.gid := NULL;
-    END IF;
-  END IF;
-  IF g.gid IS NULL THEN
-    RETURN QUERY SELECT u.ord, 'notowner'::text FROM unnest(p_parts) WITH ORDINALITY AS u(p, ord);
-    RETURN;
-  END IF;
-  RETURN QUERY
-  WITH req AS (
-    SELECT u.p, u.e::numeric AS e, u.ord FROM unnest(p_parts, p_epochs) WITH ORDINALITY AS u(p, e, ord)
-  ), up AS (
-    UPDATE {{S}}.owners o SET session = '', member = '',
-      given_back = CASE WHEN p_give_back THEN p_session ELSE o.given_back END
-    FROM req r
-    WHERE o.gid = g.gid AND o.partition = r.p AND o.epoch = r.e AND o.session = p_session
-    RETURNING o.partition, o.epoch, o.given_back
-  ), lg AS (
-    INSERT INTO {{S}}.log (gid, seq, tag, kind, session, partition, epoch, given_back)
-    SELECT g.gid, v_seq + row_number() OVER (ORDER BY r.ord), {{S}}.new_tag(), 5, p_session, u.partition, u.epoch, u.given_back
-    FROM up u JOIN req r ON r.p = u.partition
-  )
-  SELECT r.ord, CASE WHEN u.partition IS NULL THEN 'notowner' ELSE 'ok' END
-  FROM req r LEFT JOIN up u ON u.partition = r.p ORDER BY r.ord;
-  SELECT * INTO v_seq, v_tag FROM {{S}}.caught_up(g.gid, v_seq, v_tag);
-  PERFORM {{S}}.finish(g, v_seq, v_tag, p_limit);
-END $$;
-
 -- restore writes a released record at p_epoch with the checkpoint where
 -- the partition has no record, or a released one with a lower epoch.
 CREATE FUNCTION {{S}}.restore(p_group text, p_part text, p_epoch text, p_value bytea, p_limit integer) RETURNS text
@@ -396,30 +302,12 @@ BEGIN
   RETURN 'ok';
 END $$;
 
--- delete_group deletes everything of the group, log included, unless a
--- session is alive and p_force is not set (status inuse, r_n live sessions).
-CREATE FUNCTION {{S}}.delete_group(p_group text, p_force boolean, OUT r_status text, OUT r_n bigint)
-LANGUAGE plpgsql AS $$
-DECLARE g {{S}}.groups;
-BEGIN
-  r_status := 'ok';
-  g := {{S}}.lock_group(p_group, false);
-  IF g.gid IS NULL THEN RETURN; END IF;
-  SELECT count(*) INTO r_n FROM {{S}}.sessions WHERE gid = g.gid AND expires > clock_timestamp();
-  IF r_n > 0 AND NOT p_force THEN r_status := 'inuse'; RETURN; END IF;
-  DELETE FROM {{S}}.sessions WHERE gid = g.gid;
-  DELETE FROM {{S}}.partitions WHERE gid = g.gid;
-  DELETE FROM {{S}}.owners WHERE gid = g.gid;
-  DELETE FROM {{S}}.log WHERE gid = g.gid;
-  DELETE FROM {{S}}.groups WHERE gid = g.gid;
-  PERFORM pg_notify({{CHAN}}, g.name);
-END $$;
 `
 
 // sqlFor returns the schema's SQL with the store's schema name and channel.
 func (s *Store) sqlFor(text string) string {
 	text = strings.ReplaceAll(text, "{{SETPARTITIONS}}", setPartitionsSQL)
-	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel)).Replace(text)
+	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel), "{{APP}}", quoteLiteral(intxAppPrefix)).Replace(text)
 }
 
 // quoteIdent quotes a validated schema name (lower-case letters, digits
@@ -510,13 +398,20 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 	case version == SchemaVersion:
 		return false, nil
 	case version == 1:
-		return false, s.upgradeV1(ctx, tx)
+		// The groups gain their kind and digest (upgradeV1SQL), and the
+		// functions of locks.go replace their older versions (same
+		// arguments and results: members of version 1 still running keep
+		// working with them).
+		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL)); err != nil {
+			return false, fmt.Errorf("upgrading the schema from version 1: %w", err)
+		}
 	case version != 0:
 		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
 			s.schema, version, SchemaVersion, store.ErrInvalid)
-	}
-	if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL)); err != nil {
-		return false, fmt.Errorf("creating the tables: %w", err)
+	default:
+		if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL+locksSQL)); err != nil {
+			return false, fmt.Errorf("creating the tables: %w", err)
+		}
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
 		return false, err

@@ -163,3 +163,34 @@ func TestWarmUpLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A schema of version 1 is upgraded when a store opens it: its claim and
+// release functions are replaced by those that never wait for a record's
+// lock (locks.go), and the version table says 2.
+func TestSchemaUpgradeFromVersion1(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	s.Close()
+	// What version 1 had: no lock_records, and the version row.
+	admin(t, `DROP FUNCTION "`+schema+`".lock_records, "`+schema+`".lock_free, "`+schema+`".end_transactions`)
+	admin(t, `UPDATE "`+schema+`".schema_version SET version = 1`)
+	s = openIn(t, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var v int
+	if err := s.Pool().QueryRow(ctx, `SELECT max(version) FROM "`+schema+`".schema_version`).Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("schema version after the upgrade: %d, %v; want %d", v, err, SchemaVersion)
+	}
+	sess, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Claim(ctx, "g", "p", sess)
+	if err != nil {
+		t.Fatalf("Claim on the upgraded schema: %v", err)
+	}
+	if err := s.Release(ctx, "g", "p", sess, o.Epoch); err != nil {
+		t.Fatalf("Release on the upgraded schema: %v", err)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herdhq/herd/store"
 )
@@ -37,16 +39,29 @@ type Fence struct {
 // transaction back and is returned as it is.
 //
 // The partition's record is locked (SELECT ... FOR UPDATE) for the whole
-// transaction, so a Claim of the partition by another member waits until
-// the transaction ends, and then sees what it committed (the checkpoint
-// its Claim returns included). That Claim holds the group's row lock while
-// it waits, so every claim and release of the group waits too: keep these
-// transactions short. The server ends one that waits longer than the
-// store's idle bound for fn's next statement (WithTxIdleTimeout, default
-// 1s; InTx then returns an error and nothing of it is written), so a member
-// stopped in the middle of one (SIGSTOP, a pause, a network cut) does not
-// hold up its group until it resumes. fn must not call the store itself
-// (its Checkpoint would wait for this very transaction).
+// transaction. No operation of the store waits for that lock while it
+// holds its group's: a Claim of the partition while the owner's session
+// lives is refused as usual (store.ErrClaimed), and once the session has
+// ended (expired or closed) the Claim ends the transaction's connection
+// (pg_terminate_backend; the transaction could not commit anyway, since
+// the fence is checked again at its end) and takes the partition over, so
+// a member stopped in the middle of one (SIGSTOP, a pause, a network cut)
+// never holds up its group or its partition past its session. The
+// transaction reads, in pg_stat_activity, as application_name
+// "herd InTx <session id>" for that. The server also ends one that waits
+// longer than the idle bound for fn's next statement (WithTxIdleTimeout,
+// default 1s). InTx then returns an error and nothing of it is written.
+//
+// fn may run any statement through tx, and savepoints (tx.Begin). It may
+// not end the transaction: tx.Commit is refused (InTx commits when fn
+// returns nil), tx.Rollback makes InTx roll everything back and return an
+// error, and statements through tx after a COMMIT or ROLLBACK sent by fn
+// (with Exec, or through tx.Conn()) are refused. A transaction fn ended
+// anyway is found when it returns: InTx writes no checkpoint and returns
+// an error wrapping store.ErrInvalid; what fn wrote before the end may
+// have been committed without the fence. fn must not call the store
+// itself (its Checkpoint would wait for this very transaction, up to
+// WithLockTimeout).
 //
 // From a handler:
 //
@@ -94,26 +109,24 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	// The transaction locks the partition's record until it ends: if this
-	// process stops in the middle (SIGSTOP, a pause, a cut), the server
-	// ends it after the idle bound instead of holding the lock, and with
-	// it the group's expiries and claims, until the process resumes. The
-	// bound and the lock go in one round trip.
-	var last []byte
-	b := &pgx.Batch{}
-	b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
-		strconv.FormatInt(s.cfg.txIdle.Milliseconds(), 10))
-	b.Queue(s.q.fenceLock, f.Group, f.Partition, epoch).QueryRow(func(row pgx.Row) error { return row.Scan(&last) })
-	err = tx.SendBatch(ctx, b).Close()
+	last, xid, err := s.lockFence(ctx, tx, f, epoch)
 	switch {
 	case isNoRows(err):
 		return notOwner()
 	case err != nil:
 		return rolledBack(err)
 	}
-	next, err := fn(tx, last)
+	h := &fnTx{Tx: tx, partition: f.Partition}
+	next, err := fn(h, last)
 	if err != nil {
 		return err
+	}
+	if h.rolledBack {
+		return fmt.Errorf("pgstore: InTx on %q: the function called Rollback: rolled back, nothing written: %w", f.Partition, store.ErrInvalid)
+	}
+	if h.ended || h.endedNow() {
+		return ended(f, "ended the transaction (COMMIT or ROLLBACK through Exec or the connection)",
+			"what it wrote after that other than through the handle (which refused it) committed on its own")
 	}
 	if len(next) > store.MaxCheckpointLength {
 		return fmt.Errorf("pgstore: InTx on %q: checkpoint is %d bytes, more than the limit of %d: %w",
@@ -123,9 +136,21 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	if next != nil {
 		arg = next
 	}
-	tag, err := tx.Exec(ctx, s.q.fenceWrite, f.Group, f.Partition, epoch, arg)
-	if err != nil {
+	// The transaction must still be the one that locked the record: a
+	// COMMIT AND CHAIN (or COMMIT; BEGIN) leaves the connection in a new
+	// one. Its id is read in the round trip of the fenced write, and the
+	// commit is sent only if it is the same.
+	var now string
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_current_xact_id()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
+	var tag pgconn.CommandTag
+	b.Queue(s.q.fenceWrite, f.Group, f.Partition, epoch, arg).Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return rolledBack(err)
+	}
+	if now != xid {
+		return ended(f, "ended the transaction and began another (COMMIT AND CHAIN, or COMMIT then BEGIN)",
+			"what it wrote after that is rolled back")
 	}
 	if tag.RowsAffected() == 0 {
 		return notOwner()
@@ -139,10 +164,47 @@ func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byt
 	return nil
 }
 
+// lockFence checks the fence and locks the partition's record, in one
+// round trip: it returns the checkpoint and the transaction's id.
+//
+// The lock is held until the transaction ends. If this process stops in
+// the middle (SIGSTOP, a pause, a cut) while the server waits for the next
+// statement, the server ends the transaction after the idle bound
+// (WithTxIdleTimeout). If it stops while the server sends it rows, its
+// backend is active, not idle: the transaction names its session in its
+// application_name (intxAppPrefix), so that once the session has expired
+// a claim of the partition ends it (locks.go). The wait for the record's
+// lock is bounded by the store's lock timeout, set for that statement
+// only: fn's statements keep the connection's own lock_timeout.
+func (s *Store) lockFence(ctx context.Context, tx pgx.Tx, f Fence, epoch string) (last []byte, xid string, err error) {
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)", millis(s.cfg.txIdle))
+	b.Queue("SELECT set_config('herd.lock_timeout', current_setting('lock_timeout'), true)")
+	b.Queue("SELECT set_config('lock_timeout', $1, true)", millis(s.cfg.lockTimeout))
+	b.Queue(s.q.fenceLock, f.Group, f.Partition, epoch).QueryRow(func(row pgx.Row) error {
+		var app string
+		return row.Scan(&last, &xid, &app)
+	})
+	b.Queue("SELECT set_config('lock_timeout', current_setting('herd.lock_timeout'), true)")
+	err = tx.SendBatch(ctx, b).Close()
+	return last, xid, err
+}
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// ended is InTx's error when its function ended the transaction itself.
+func ended(f Fence, how, after string) error {
+	return fmt.Errorf("pgstore: InTx on %q at epoch %d: the function %s: what it wrote before that may have been committed without the fence, "+
+		"%s; the checkpoint was not written "+
+		"(InTx commits its transaction when the function returns nil: return an error to roll it back; never end it yourself): %w",
+		f.Partition, f.Epoch, how, after, store.ErrInvalid)
+}
+
 func fenceQueries(S string) (lock, write string) {
 	cond := ` AND o.partition = $2 AND o.epoch = $3::numeric AND o.session <> ''
   AND EXISTS (SELECT 1 FROM ` + S + `.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > clock_timestamp())`
-	lock = `SELECT o.checkpoint FROM ` + S + `.owners o JOIN ` + S + `.groups g ON g.gid = o.gid
+	lock = `SELECT o.checkpoint, pg_current_xact_id()::text, set_config('application_name', ` + quoteLiteral(intxAppPrefix) + ` || o.session, true)
+FROM ` + S + `.owners o JOIN ` + S + `.groups g ON g.gid = o.gid
 WHERE g.name = $1` + cond + `
 FOR UPDATE OF o`
 	write = `UPDATE ` + S + `.owners o SET checkpoint = coalesce($4::bytea, o.checkpoint),

@@ -166,9 +166,12 @@ func handoverSetup(ctx context.Context, t *testing.T, s *Store, group string) (t
 	return table, a, oa, b
 }
 
-// A claim of the partition by another member waits for a transaction in
-// progress and sees what it committed.
-func TestInTxClaimWaits(t *testing.T) {
+// A claim of the partition by another member never waits for a
+// transaction in progress: while the owner's session lives it is refused
+// at once (ErrClaimed); once the session has ended, the claim ends the
+// transaction (which could not commit anyway) and takes the partition
+// over, and nothing of the transaction is written.
+func TestInTxClaimEndsTransactionOfEndedSession(t *testing.T) {
 	// The transaction waits (idle) for the test: a bound longer than it.
 	s := openTest(t, WithTxIdleTimeout(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -176,6 +179,7 @@ func TestInTxClaimWaits(t *testing.T) {
 	const group = "tx-wait"
 	table, a, oa, b := handoverSetup(ctx, t, s, group)
 	inside, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.InTx(ctx, Fence{Group: group, Partition: "p", Epoch: oa.Epoch}, write(t, table, 1, func() {
@@ -184,42 +188,25 @@ func TestInTxClaimWaits(t *testing.T) {
 		}))
 	}()
 	<-inside
-	claimed := make(chan store.Ownership, 1)
-	// a's session ends while its transaction holds the record; b's claim
-	// finds the record free and waits for the transaction.
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	if _, err := s.Claim(cctx, group, "p", b); !errors.Is(err, store.ErrClaimed) {
+		t.Fatalf("b's claim while a's session lives and its transaction holds the record: %v; want ErrClaimed at once", err)
+	}
+	// a's session ends while its transaction holds the record.
 	if err := s.CloseSession(ctx, group, a); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		o, err := s.Claim(ctx, group, "p", b)
-		if err != nil {
-			t.Error(err)
-			close(claimed)
-			return
-		}
-		claimed <- o
-	}()
-	waitFor(t, 10*time.Second, "b's claim waits for the transaction's lock", func() bool {
-		var n int
-		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%claim_batch%'`, s.schema).Scan(&n)
-		return err == nil && n > 0
-	})
-	select {
-	case o := <-claimed:
-		t.Fatalf("b claimed the partition (%+v) while a's transaction held it", o)
-	default:
-	}
-	close(release)
-	if err := <-done; !errors.Is(err, store.ErrNotOwner) {
-		t.Fatalf("InTx whose session ended during it: %v; want ErrNotOwner", err)
-	}
-	o, ok := <-claimed
-	if !ok {
-		return
+	o, err := s.Claim(cctx, group, "p", b)
+	if err != nil {
+		t.Fatalf("b's claim after a's session ended: %v", err)
 	}
 	if o.Epoch <= oa.Epoch || o.Checkpoint != nil {
-		t.Fatalf("b's claim after the rolled-back transaction: %+v; want a new epoch and no checkpoint", o)
+		t.Fatalf("b's claim: %+v; want a new epoch and no checkpoint", o)
+	}
+	release <- struct{}{}
+	if err := <-done; err == nil {
+		t.Fatal("InTx whose transaction the claim ended: nil error")
 	}
 	if got := results(t, s, table); len(got) != 0 {
 		t.Fatalf("items %v; want none", got)
