@@ -20,8 +20,10 @@ package pgstore
 //     intxAppPrefix and the session id, and takes the record over.
 //     Ending them is safe for that reason: their commit would fail.
 //   - release_batch does the same with its own session's records (ending
-//     nothing) and answers "busy" for one still held: an InTx of the
-//     session is open (store.ErrUnavailable: try again).
+//     nothing; while no InTx of the session is open it tries for up to
+//     about 2 s, as only single Checkpoint statements hold them then) and
+//     answers "busy" for one still held: an InTx of the session is open
+//     (store.ErrUnavailable: try again).
 //   - delete_group takes the records' locks with NOWAIT (an error, retry).
 //
 // Every other lock wait of the store's statements is bounded: a group
@@ -71,13 +73,15 @@ $$;
 -- some of them, it ends the InTx transactions of the sessions of those
 -- that have ended (p_own: none), and tries again for up to about 100 ms
 -- (a Checkpoint holds a record's lock for a moment; an ended backend lets
--- go of its locks in a few ms). It returns the partitions locked.
+-- go of its locks in a few ms), or for a release (p_own) up to about 2 s
+-- while no InTx of its own session is open (only Checkpoints, each one
+-- statement, hold the records then). It returns the partitions locked.
 CREATE OR REPLACE FUNCTION {{S}}.lock_records(p_gid bigint, p_session text, p_parts text[], p_now timestamptz, p_own boolean) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE v_free text[]; v_dead text[]; v_left text[];
 BEGIN
   v_free := {{S}}.lock_free(p_gid, p_session, p_parts, p_now, p_own);
-  FOR i IN 1..20 LOOP
+  FOR i IN 1..400 LOOP
     SELECT coalesce(array_agg(o.partition), '{}'),
            coalesce(array_agg(DISTINCT o.session) FILTER (WHERE o.session <> '' AND NOT p_own AND NOT EXISTS (
              SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now)), '{}')
@@ -88,6 +92,11 @@ BEGIN
           ELSE o.session = '' OR o.session = p_session OR NOT EXISTS (
             SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = o.session AND s.expires > p_now) END;
     EXIT WHEN cardinality(v_left) = 0;
+    -- After ~100 ms a claim calls what is left contested. A release goes
+    -- on waiting, up to ~2 s, while no InTx of its session is open: the
+    -- holders are then Checkpoint statements, which end on their own.
+    EXIT WHEN i > 20 AND (NOT p_own OR EXISTS (SELECT 1 FROM pg_stat_activity a
+      WHERE a.datname = current_database() AND a.application_name = {{APP}} || p_session));
     IF i = 1 AND cardinality(v_dead) > 0 THEN PERFORM {{S}}.end_transactions(v_dead); END IF;
     PERFORM pg_sleep(0.005);
     v_free := v_free || {{S}}.lock_free(p_gid, p_session, v_left, p_now, p_own);

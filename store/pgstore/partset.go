@@ -11,7 +11,7 @@ import (
 // one function: the kind is checked (and taken) and the digest compared
 // under the group's lock; with p_full false and a set to write, it answers
 // status need, and the caller sends the set whole.
-const setPartitionsSQL = `CREATE FUNCTION {{S}}.set_partition_set(p_group text, p_kind text, p_mode text, p_digest text, p_full boolean,
+const setPartitionsSQL = `CREATE OR REPLACE FUNCTION {{S}}.set_partition_set(p_group text, p_kind text, p_mode text, p_digest text, p_full boolean,
   p_ids text[], p_weights integer[], p_limit integer, OUT r_status text, OUT r_kind text, OUT r_stored boolean, OUT r_what text)
 LANGUAGE plpgsql AS $$
 DECLARE g {{S}}.groups; v_seq bigint; v_tag bigint;
