@@ -95,7 +95,6 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
 	// A new session starts from a new read of the group (the replica may
 	// have diverged while there was none).
-	m.setReceiving(true)
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.mu.Lock()

@@ -195,7 +195,7 @@ func (f *herdFleet) AddMember(id string) error {
 	cfg.Group, cfg.Member, cfg.Gate = f.env.Group, id, hm.gate
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.Handler = f.handler(hm)
-	st := machine{Store: hm.fs, scope: "sim machine " + id}
+	st := hm.fs
 	// Join waits for the store: it runs on its own goroutine so that the
 	// runner's time does not move inside a step.
 	f.wg.Go(func() {
@@ -411,14 +411,3 @@ func availableMemory() int64 {
 	}
 	return 0
 }
-
-// machine is a member's store on a machine of its own: a scope of its own
-// (store.Scoped), so that the member does not take turns at reading the
-// log with the other members of this process (herd's follow.go), which
-// members on separate machines cannot do.
-type machine struct {
-	*faultstore.Store
-	scope string
-}
-
-func (m machine) Scope() string { return m.scope }
