@@ -154,7 +154,7 @@ func (m *Member) run(sess *session) {
 	}
 
 	for {
-		if m.cfg.Gate.wait(m.runCtx) != nil {
+		if m.cfg.gate.Wait(m.runCtx) != nil {
 			finish(m.runCtx.Err())
 			return
 		}

@@ -440,7 +440,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		}
 	}
 	for m.runCtx.Err() == nil {
-		if m.cfg.Gate.wait(m.runCtx) != nil {
+		if m.cfg.gate.Wait(m.runCtx) != nil {
 			return
 		}
 		r.mu.Lock()

@@ -81,7 +81,7 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 // bound (at most) bound the attempt only; the session lives until the
 // member stops.
 func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
-	if err := m.cfg.Gate.wait(ctx); err != nil {
+	if err := m.cfg.gate.Wait(ctx); err != nil {
 		return nil, err
 	}
 	sent := time.Now()
@@ -126,7 +126,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		case <-fence.C:
 		case <-next.C:
 		}
-		if m.cfg.Gate.wait(s.ctx) != nil {
+		if m.cfg.gate.Wait(s.ctx) != nil {
 			return
 		}
 		left := fenceAfter - time.Since(lastSent)
