@@ -77,7 +77,7 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if c == nil || c.m == nil || c.write == nil {
 		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
 	}
-	if err := c.m.cfg.Gate.wait(ctx); err != nil {
+	if err := c.m.cfg.gate.Wait(ctx); err != nil {
 		return err
 	}
 	if len(value) > store.MaxCheckpointLength {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herdhq/herd/internal/pause"
 	"github.com/herdhq/herd/store"
 )
 
@@ -162,9 +163,10 @@ type Config struct {
 	// ids: Join reports a second registration of the same group and member.
 	// Nil: no metrics, at no cost.
 	Metrics prometheus.Registerer
-	// Gate, if set, pauses all of the member's goroutines while closed, as if
-	// the process were stopped (SIGSTOP). For tests and simulations.
-	Gate *Gate
+
+	// gate, if set, pauses all of the member's goroutines while closed, as
+	// if the process were stopped (SIGSTOP): herdtest.WithGate sets it.
+	gate *pause.Gate
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

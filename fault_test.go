@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/internal/tracker"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
@@ -357,7 +358,7 @@ type faultMember struct {
 	m      *herd.Member
 	cancel context.CancelFunc
 	fault  *faultstore.Store
-	gate   *herd.Gate
+	gate   *herdtest.Gate
 	paused bool
 	cut    bool
 	lat    time.Duration // latency set
@@ -539,13 +540,15 @@ func (f *faultFleet) join(n int) {
 	for range n {
 		f.nextID++
 		id := "m" + strconv.Itoa(f.nextID)
-		fm := &faultMember{fault: faultstore.Wrap(f.st, faultstore.WithSeed(f.seed*1000+uint64(f.nextID))), gate: &herd.Gate{}}
+		fm := &faultMember{fault: faultstore.Wrap(f.st, faultstore.WithSeed(f.seed*1000+uint64(f.nextID))), gate: &herdtest.Gate{}}
 		ctx, cancel := context.WithCancel(f.ctx)
-		m, err := herd.Join(ctx, fm.fault, herd.Config{
-			Group: faultGroup, Member: id, Gate: fm.gate, Partitions: herd.Numbered(len(f.parts)),
+		cfg := herd.Config{
+			Group: faultGroup, Member: id, Partitions: herd.Numbered(len(f.parts)),
 			Handler: f.tr.Wrap(id, f.handler(id)),
 			Logger:  faultLogger(id),
-		})
+		}
+		herdtest.WithGate(&cfg, fm.gate)
+		m, err := herd.Join(ctx, fm.fault, cfg)
 		if err != nil {
 			cancel()
 			f.failNow("join %s: %v", id, err)

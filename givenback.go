@@ -90,7 +90,7 @@ func (m *Member) giveBack(sl *slot, err error) bool {
 // plan leaves it alone until an entry about it arrives, or for
 // RenewInterval (then it reads the group anew), as after a failed claim.
 func (m *Member) sendGiveBack(sl *slot) {
-	if m.cfg.Gate.wait(m.runCtx) != nil {
+	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return
 	}
 	c := sl.claim

@@ -16,8 +16,7 @@ import (
 // run is the reconcile loop. It owns sess, slots and the timers.
 func (m *Member) run(sess *session) {
 	defer close(m.done)
-	defer allFlows.release(m.flow) // after finish: nothing uses it any more
-	defer m.metrics.unregister()   // before Done: the same member may join again
+	defer m.metrics.unregister() // before Done: the same member may join again
 	defer m.stop()
 
 	slots := map[string]*slot{}
@@ -109,7 +108,6 @@ func (m *Member) run(sess *session) {
 			m.lossSeen = true // the store forgot the session
 		}
 		m.metrics.sessionLost(m)
-		m.setReceiving(false) // until a session opens
 		m.mu.Lock()
 		clear(m.owned)
 		m.sess = ""
@@ -152,12 +150,11 @@ func (m *Member) run(sess *session) {
 		clear(m.owned)
 		m.sess = ""
 		m.mu.Unlock()
-		m.setReceiving(false)
 		m.setErr(err)
 	}
 
 	for {
-		if m.cfg.Gate.wait(m.runCtx) != nil {
+		if m.cfg.gate.Wait(m.runCtx) != nil {
 			finish(m.runCtx.Err())
 			return
 		}

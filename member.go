@@ -80,13 +80,6 @@ type Member struct {
 	planGap   time.Duration
 
 	rep replica // the member's copy of the group, fed by feedLoop
-	// receiving: the member is still to receive partitions (its session
-	// opened and it has not planned yet, or its last plan left partitions
-	// that others hold): its heavy steps go first (heavy.go), and the
-	// members of its group in this process that are not receiving read
-	// the log after it (follow.go). Set by setReceiving.
-	receiving atomic.Bool
-	flow      *flow // the group's members in this process (follow.go)
 	// aim and aimAt: the target of the plan under way and the version of
 	// the copy it was computed on, made the replica's aim by reconcile
 	// once the plan is carried out (aim.go).
@@ -184,7 +177,6 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	m.flow = allFlows.acquire(flowKey(st, cfg.Group)) // released by run, or below
 	// The first session may take longer to open than a renewal: it is
 	// often the first call on a new connection (on PostgreSQL, one that
 	// compiles the store's functions), and nothing waits on it but Join.
@@ -200,7 +192,6 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	})
 	if err != nil {
 		m.metrics.unregister()
-		allFlows.release(m.flow)
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
 	}

@@ -34,7 +34,7 @@ func wantErr(t *testing.T, name string, err error, what string) {
 
 // Every exported function of the package, given bad arguments, returns a
 // clear error instead of panicking. (Methods called on a nil *Member or a
-// nil *Gate are not covered; a Claim made outside herd is.)
+// nil herdtest.Gate are not covered; a Claim made outside herd is.)
 func TestPanicFreeBadArguments(t *testing.T) {
 	var nilCtx context.Context
 	ok := func(*herd.Claim) error { return nil }

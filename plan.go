@@ -60,47 +60,15 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.rep.dropAim()
 	m.aim = nil
 	m.plannedAt = time.Now()
-	// The plan proper is a heavy step (heavy.go): it waits for a turn, the
-	// checks below do not (a member that only learns it must wait, for
-	// JoinSettle or a read, does not queue for it). If the turn is not
-	// free, the copy is handed back while the member waits, and the checks
-	// are made again on the copy as it is then, entries that came during
-	// the wait applied: a plan made on the copy from before the wait missed
-	// the sessions that opened meanwhile (in herd bench --scenario large, a
-	// version that did moved 16,398 partitions in a placement). The wait
-	// is bounded by the session, not by ctx: that bounds the store calls
-	// (by the fence time), and a turn may take a while to come when many
-	// members share the process.
-	turn := false
-	var snap *store.Snapshot
-	var base uint64
+	snap, base, err := m.rep.current()
 	defer func() {
-		if turn {
-			heavy.Done()
-		}
 		if snap != nil {
 			m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
 		}
 	}()
-	for {
-		var err error
-		snap, base, err = m.rep.current()
-		if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
-			m.rep.release()
-			return pl, err
-		}
-		if turn {
-			break // the checks passed on the copy as it is after the wait
-		}
-		if turn = heavy.TryTake(); turn {
-			break
-		}
+	if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
 		m.rep.release()
-		if !heavy.Take(m.receiving.Load(), sess.ctx.Done(), nil) {
-			pl.wait = true // the session ended: the loop sees it
-			return pl, nil
-		}
-		turn = true
+		return pl, err
 	}
 	defer m.rep.release()
 
@@ -284,8 +252,6 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		pl.claim = append(pl.claim, p)
 	}
 
-	m.setReceiving(m.incoming > 0)
-
 	// Records the store says are ours but we do not run and the target
 	// gives to others: release them (after the claims).
 	for i, o := range b.owner {
@@ -345,7 +311,6 @@ func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcileP
 	slices.Sort(claims)
 	pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
 	m.incoming = max(0, m.incoming-len(pl.claim))
-	m.setReceiving(m.incoming > 0)
 	return pl, true
 }
 
@@ -527,9 +492,9 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		m.sessions = map[string]bool{}
 	}
 	// The membership settles JoinSettle after the feed brought the last
-	// session opened, not after plan first saw it: a plan that waited for
-	// its turn (heavy) while the entries came would otherwise wait again,
-	// and for another turn after that (in herd bench --scenario large, a
+	// session opened, not after plan first saw it: a plan that came late
+	// (spaced by planGap, or busy with a large group) while the entries
+	// came would otherwise wait again (in herd bench --scenario large, a
 	// member that had claimed twice its share on a partial view handed it
 	// back 3 s later than it could have).
 	present := 0
@@ -585,7 +550,10 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 // partitions running again 0.88-1.34 s after the expiry, once 2.31 s) and
 // in two to four batches in five: each batch made the 100 others plan
 // anew (O(P) each), and again on seeing the claims of those that had
-// planned after another batch: 443-551 plans, 1.75-2.23 s.
+// planned after another batch: 443-551 plans, 1.75-2.23 s. A fleet of
+// separate processes needs it as much: every member process plans once
+// per batch of expiries it sees, and each plan's claims and releases wake
+// every other member, whatever process it runs in.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {

@@ -135,7 +135,7 @@ func (c *Claim) flush(ctx context.Context) error {
 	p.shared = true
 	c.mu.Unlock()
 
-	err := c.m.cfg.Gate.wait(ctx)
+	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
 		p.send(c, v, seq)
 		err = p.inner(ctx, v)

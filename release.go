@@ -221,7 +221,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	m := r.m
 	// Released through the member's run context, not the session's (already
 	// cancelled for the handoff): the store still fences it by epoch.
-	if m.cfg.Gate.wait(m.runCtx) != nil {
+	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return nil
 	}
 	held := make([]store.Ownership, len(batch))

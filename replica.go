@@ -124,21 +124,15 @@ const (
 // once: then the sessions opened during the read are among them (herd
 // bench --scenario large: 10 members joining 100 read 100,000 records in
 // 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
-// the log's answer).
+// the log's answer). A fleet of separate processes needs it as much: the
+// read's time is the store's (on Redis, one core serving every joining
+// member's read of the group in turn, about 0.1 s each at 100,000
+// records), not the members' CPU.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
 	}
 	return max(freshWait, min(took, 5*settle, ttl4))
-}
-
-// mayFollow reports whether the feed may wait to read the log while others
-// receive (follow.go): the copy is fresh, the aim is on (nothing calls
-// for a plan, which would need the entries) and no claim is contested.
-func (r *replica) mayFollow() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fresh && !r.again && r.work != nil && r.aim != nil && !r.offAim && len(r.contested) == 0
 }
 
 // isFresh reports whether the log has answered since the last read.
@@ -446,7 +440,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		}
 	}
 	for m.runCtx.Err() == nil {
-		if m.cfg.Gate.wait(m.runCtx) != nil {
+		if m.cfg.gate.Wait(m.runCtx) != nil {
 			return
 		}
 		r.mu.Lock()
@@ -467,7 +461,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 			cancel()
 			took := time.Since(began)
-			turn := err == nil && heavy.Take(m.receiving.Load(), m.runCtx.Done(), nil)
 			r.mu.Lock()
 			if err == nil {
 				// contested is kept: a record broken by hand (ErrCorrupt)
@@ -488,18 +481,11 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				}
 			}
 			r.mu.Unlock()
-			if turn {
-				heavy.Done()
-			}
 			m.poke()
 			if err != nil {
 				pause()
 				continue
 			}
-		}
-		if r.mayFollow() && !settleCall && !m.receiving.Load() {
-			// Nothing to receive: read after those that are (follow.go).
-			m.flow.wait(followWait(m.cfg.SessionTTL), followIdle(m.cfg.SessionTTL), r.kick, m.runCtx.Done())
 		}
 		ctx, cancel := context.WithCancel(m.runCtx)
 		r.mu.Lock()
@@ -555,11 +541,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		}
 		ccancel()
 		cancel()
-		// A large batch is a heavy step (checked against the aim and
-		// applied: about a microsecond an entry); a few entries are not
-		// worth a wait for a turn, which would delay news such as an
-		// expiry behind every plan of the process.
-		turn := len(cs) >= heavyEntries && heavy.Take(m.receiving.Load(), m.runCtx.Done(), nil)
 		r.mu.Lock()
 		r.cancel = nil
 		// Any answer counts, an error too (but not a call the store did
@@ -585,25 +566,12 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 			// A read was asked for (which cancelled the call), or the copy
 			// diverged: make it.
 		case err == nil && len(cs) > 0:
-			m.flow.read()
 			if r.version() != after {
 				break // unreachable: only this goroutine queues entries
 			}
 			r.pending = append(r.pending, cs)
 			r.npending += len(cs)
-			news, opened := false, false
-			for _, c := range cs {
-				switch c.Kind {
-				case store.Claimed, store.Released, store.Restored:
-				case store.SessionOpened:
-					news, opened = true, true
-				default:
-					news = true
-				}
-			}
-			if news {
-				m.flow.notify() // news for every member: none may wait to read it
-			}
+			opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
 			if opened {
 				// Members that join together open their sessions within
 				// moments, but a store busy with their reads of the group
@@ -620,14 +588,17 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 				r.openedAt, r.fresh = time.Now(), false
 				settleCall = true
 			}
-			if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= heavyEntries) {
+			if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= store.MaxBatch) {
 				// Applied now rather than by the next plan when plan does
 				// not hold the copy (in place: about a microsecond an
 				// entry, the copy having a record for every partition):
 				// the entries an aim lets pass (a placement's 100,000)
 				// would otherwise wait for the plan of the next
 				// membership change, and delay it. They are checked
-				// against the aim as they are applied.
+				// against the aim as they are applied. Fewer than a
+				// batch's worth are only checked, and left queued for
+				// the next plan (one call's entries: the common case at
+				// rest and in small changes).
 				r.applyPending(true)
 			} else {
 				r.checkAim(cs)
@@ -647,9 +618,6 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 		// whose snapshots lack their version) is read again with back-off.
 		gone := errors.Is(err, store.ErrVersionGone) && read
 		r.mu.Unlock()
-		if turn {
-			heavy.Done()
-		}
 		if freshNow || explain {
 			m.poke() // plan waits for it
 		}

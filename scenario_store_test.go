@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -122,16 +123,18 @@ func TestScenarioEmptiedSetStaysEmpty(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		mem := memstore.New()
-		gate := &herd.Gate{}
-		m, err := herd.Join(ctx, mem, herd.Config{
-			Group: "g", Member: "a", Partitions: herd.Numbered(4), Gate: gate,
+		gate := &herdtest.Gate{}
+		cfg := herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(4),
 			Logger: slog.New(slog.DiscardHandler),
 			Handler: func(c *herd.Claim) error {
 				_ = c.Checkpoint(c.Context(), []byte("progress"))
 				<-c.Context().Done()
 				return nil
 			},
-		})
+		}
+		herdtest.WithGate(&cfg, gate)
+		m, err := herd.Join(ctx, mem, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

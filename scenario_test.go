@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/internal/tracker"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
@@ -46,7 +47,7 @@ type fleetMember struct {
 	m      *herd.Member
 	cancel context.CancelFunc
 	fault  *faultstore.Store
-	gate   *herd.Gate
+	gate   *herdtest.Gate
 }
 
 func newFleet(t *testing.T, ctx context.Context, partitions int) *fleet {
@@ -135,9 +136,10 @@ func (f *fleet) join(n int) []string {
 	for range n {
 		f.nextID++
 		id := "m" + strconv.Itoa(f.nextID)
-		fm := &fleetMember{fault: faultstore.Wrap(f.st), gate: &herd.Gate{}}
+		fm := &fleetMember{fault: faultstore.Wrap(f.st), gate: &herdtest.Gate{}}
 		cfg := f.cfg
-		cfg.Group, cfg.Member, cfg.Gate = f.group, id, fm.gate
+		cfg.Group, cfg.Member = f.group, id
+		herdtest.WithGate(&cfg, fm.gate)
 		cfg.Handler = f.tr.Wrap(id, f.handler(id))
 		ctx, cancel := context.WithCancel(f.ctx)
 		m, err := herd.Join(ctx, fm.fault, cfg)

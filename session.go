@@ -81,7 +81,7 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 // bound (at most) bound the attempt only; the session lives until the
 // member stops.
 func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
-	if err := m.cfg.Gate.wait(ctx); err != nil {
+	if err := m.cfg.gate.Wait(ctx); err != nil {
 		return nil, err
 	}
 	sent := time.Now()
@@ -95,7 +95,6 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
 	// A new session starts from a new read of the group (the replica may
 	// have diverged while there was none).
-	m.setReceiving(true)
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.mu.Lock()
@@ -127,7 +126,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		case <-fence.C:
 		case <-next.C:
 		}
-		if m.cfg.Gate.wait(s.ctx) != nil {
+		if m.cfg.gate.Wait(s.ctx) != nil {
 			return
 		}
 		left := fenceAfter - time.Since(lastSent)

@@ -96,7 +96,7 @@ func TestPlanWaitsForTheLogAfterASessionOpened(t *testing.T) {
 
 // TestJoinSettleCountsFromTheNews: a session is new to plan when plan first
 // sees it, but the membership settles JoinSettle after the feed brought the
-// news: a plan that waited for its turn meanwhile does not wait again.
+// news: a plan that came late meanwhile does not wait again.
 func TestJoinSettleCountsFromTheNews(t *testing.T) {
 	m := &Member{cfg: Config{JoinSettle: 100 * time.Millisecond}}
 	m.rep.fresh = true

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/pause"
 	"github.com/herdhq/herd/store"
 )
 
@@ -170,9 +171,16 @@ type Config struct {
 	// Metrics, if set, receives the member's herd metrics and the jobs
 	// metrics (metrics.go), labelled with group and member.
 	Metrics prometheus.Registerer
-	// Gate, if set, pauses the member as if its process were stopped
-	// (herd.Config.Gate). For tests and simulations.
-	Gate *herd.Gate
+
+	// gate, if set, pauses the member as if its process were stopped:
+	// herdtest.WithJobsGate sets it.
+	gate *pause.Gate
+}
+
+// The pause hook (package herdtest's Gate) is set in Config.gate through
+// this bridge, so that it is no field of the public Config.
+func init() {
+	pause.SetJobsGate = func(c *Config, g *pause.Gate) { c.gate = g }
 }
 
 // withDefaults returns c with zero optional fields replaced by defaults.

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/jobs"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
@@ -19,7 +19,7 @@ import (
 // stall ends.
 type stallingStore struct {
 	*memstore.Store
-	gate  *herd.Gate
+	gate  *herdtest.Gate
 	stall time.Duration
 
 	mu    sync.Mutex
@@ -69,7 +69,7 @@ func TestStalledAfterRunningWriteDoesNotRun(t *testing.T) {
 		f := newFleet(t, ctx, jobs.Config{Every: time.Minute, NoSpread: true, SessionTTL: 10 * time.Second})
 		f.runFor = func(string, jobs.Run) time.Duration { return 30 * time.Second }
 		var m1 *stallingStore
-		f.wrap = func(id string, g *herd.Gate, st store.Store) store.Store {
+		f.wrap = func(id string, g *herdtest.Gate, st store.Store) store.Store {
 			ss := &stallingStore{Store: f.st, gate: g, stall: 40 * time.Second}
 			if id == "m1" {
 				m1 = ss

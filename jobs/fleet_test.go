@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/jobs"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
@@ -31,7 +31,7 @@ type fleet struct {
 	fail func(r jobs.Run) error
 	// wrap, if set, gives a member the store it uses, from the fleet's
 	// store and the member's gate (a store that stalls the member).
-	wrap func(member string, gate *herd.Gate, st store.Store) store.Store
+	wrap func(member string, gate *herdtest.Gate, st store.Store) store.Store
 
 	mu       sync.Mutex
 	members  map[string]*fleetMember
@@ -44,7 +44,7 @@ type fleet struct {
 type fleetMember struct {
 	s      *jobs.Scheduler
 	cancel context.CancelFunc
-	gate   *herd.Gate
+	gate   *herdtest.Gate
 }
 
 // runEvent is one run as Run saw it.
@@ -116,8 +116,8 @@ func (f *fleet) start(n int, ks []string) []string {
 		cfg := f.cfg
 		cfg.Store, cfg.Group, cfg.Member, cfg.Keys = f.st, f.group, id, ks
 		cfg.Run = f.run(id)
-		fm := &fleetMember{gate: &herd.Gate{}}
-		cfg.Gate = fm.gate
+		fm := &fleetMember{gate: &herdtest.Gate{}}
+		herdtest.WithJobsGate(&cfg, fm.gate)
 		if f.wrap != nil {
 			cfg.Store = f.wrap(id, fm.gate, f.st)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/pause"
 	"github.com/herdhq/herd/store"
 )
 
@@ -75,8 +76,8 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		MaxShutdown:          cfg.MaxShutdown,
 		Logger:               cfg.Logger,
 		Metrics:              cfg.Metrics,
-		Gate:                 cfg.Gate,
 	}
+	pause.SetHerdGate.(func(*herd.Config, *pause.Gate))(&hc, cfg.gate)
 	if err := hc.Validate(); err != nil {
 		if !errors.Is(err, store.ErrInvalid) {
 			err = fmt.Errorf("%w: %w", err, store.ErrInvalid)

@@ -50,14 +50,14 @@
 // table and writes report.json and the charts (docs/simulation.md has its
 // output):
 //
-//	go run ./cmd/herdsim -large            # about 2 minutes on 2 cores
-//	go run ./cmd/herdsim [-large] [-run regexp] [-out dir] [-policies a,b]
+//	go -C sim run ./cmd/herdsim -large            # about 2 minutes on 2 cores
+//	go -C sim run ./cmd/herdsim [-large] [-run regexp] [-out dir] [-policies a,b]
 //
 // With -large it also measures what one read of the group costs one herd
 // member of the large group alone in its process (ProbeReconcile). The
 // same report, from go test (HERDSIM_LARGE=1 adds the large scenario):
 //
-//	HERDSIM_OUT=simout go test ./sim -run TestReport -timeout 60m -v
+//	HERDSIM_OUT=simout go -C sim test . -run TestReport -timeout 60m -v
 //
 // Models start from a balanced assignment (they implement Preassigner; their
 // cold start takes tens of minutes at scale and is not what is measured);

@@ -48,7 +48,7 @@ func TestHerdScenarios(t *testing.T) {
 // cmd/herdsim, from go test. HERDSIM_LARGE=1 adds the large scenario,
 // HERDSIM_RUN selects scenarios by name.
 //
-//	HERDSIM_OUT=simout go test ./sim -run TestReport -timeout 60m -v
+//	HERDSIM_OUT=simout go -C sim test . -run TestReport -timeout 60m -v
 func TestReport(t *testing.T) {
 	out := os.Getenv("HERDSIM_OUT")
 	if out == "" {
@@ -87,7 +87,7 @@ func TestReport(t *testing.T) {
 // TestHerdScaleProbe measures herd's cost as the fleet grows: n members,
 // 100 partitions each, 1% crash. HERDSIM_PROBE=n.
 //
-//	HERDSIM_PROBE=200 go test ./sim -run TestHerdScaleProbe -v
+//	HERDSIM_PROBE=200 go -C sim test . -run TestHerdScaleProbe -v
 func TestHerdScaleProbe(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("HERDSIM_PROBE"))
 	if n < 2 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
@@ -34,7 +35,7 @@ import (
 // Faults map onto the member as follows:
 //   - Crash cancels the member's Join context (no release, no final
 //     checkpoint: the handler is told its process died);
-//   - Pause closes the member's herd.Gate (SIGSTOP);
+//   - Pause closes the member's herdtest.Gate (SIGSTOP);
 //   - SetSlow adds env.SlowLag to every store call of the member: inside a
 //     bubble a goroutine cannot hog a CPU (a busy loop would stop virtual
 //     time), so starvation is approximated by late requests and replies;
@@ -48,7 +49,8 @@ import (
 // Redis core, so what the fleet asks of the store shows in its times.
 type Herd struct {
 	// Config is the template of every member's configuration; Group,
-	// Member, Handler, Gate and Logger are set by the fleet.
+	// Member, Handler, Logger and the pause hook (herdtest.WithGate) are
+	// set by the fleet.
 	Config herd.Config
 	// Idle waits until every goroutine of the fleet is blocked:
 	// synctest.Wait. Required.
@@ -137,7 +139,7 @@ type herdFleet struct {
 type herdMember struct {
 	id      string
 	fs      *faultstore.Store
-	gate    *herd.Gate
+	gate    *herdtest.Gate
 	cancel  context.CancelFunc
 	crashed atomic.Bool
 	slow    bool
@@ -183,7 +185,7 @@ func (f *herdFleet) AddMember(id string) error {
 	hm := &herdMember{
 		id:     id,
 		fs:     faultstore.Wrap(f.st, faultstore.WithSeed(f.env.Rand.Uint64()), faultstore.WithServer(f.server)),
-		gate:   &herd.Gate{},
+		gate:   &herdtest.Gate{},
 		joined: make(chan struct{}),
 	}
 	f.applyFaults(hm)
@@ -192,10 +194,11 @@ func (f *herdFleet) AddMember(id string) error {
 	f.members[id] = hm
 	f.all = append(f.all, hm)
 	cfg := f.h.Config
-	cfg.Group, cfg.Member, cfg.Gate = f.env.Group, id, hm.gate
+	cfg.Group, cfg.Member = f.env.Group, id
+	herdtest.WithGate(&cfg, hm.gate)
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.Handler = f.handler(hm)
-	st := machine{Store: hm.fs, scope: "sim machine " + id}
+	st := hm.fs
 	// Join waits for the store: it runs on its own goroutine so that the
 	// runner's time does not move inside a step.
 	f.wg.Go(func() {
@@ -411,14 +414,3 @@ func availableMemory() int64 {
 	}
 	return 0
 }
-
-// machine is a member's store on a machine of its own: a scope of its own
-// (store.Scoped), so that the member does not take turns at reading the
-// log with the other members of this process (herd's follow.go), which
-// members on separate machines cannot do.
-type machine struct {
-	*faultstore.Store
-	scope string
-}
-
-func (m machine) Scope() string { return m.scope }

@@ -143,25 +143,6 @@ type Record struct {
 	CheckpointAge time.Duration
 }
 
-// Scoped is implemented by a Store that can name the data it reaches: its
-// server and namespace (never a secret). Two handles with the same scope
-// reach the same groups, whatever their connections; the members of a
-// group in one process whose stores share a scope take turns at reading
-// the group's log (herd's follow.go). A Store without it is a scope of its
-// own.
-type Scoped interface {
-	Scope() string
-}
-
-// ScopeOf returns st's scope: its Scope if it is Scoped, else one naming
-// the handle itself.
-func ScopeOf(st Store) string {
-	if s, ok := st.(Scoped); ok {
-		return s.Scope()
-	}
-	return fmt.Sprintf("%T %p", st, st)
-}
-
 // Snapshot is one consistent read of a group. It is read-only: backends
 // may share one snapshot between callers. "Sorted" means Go string order.
 type Snapshot struct {

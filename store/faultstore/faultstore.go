@@ -341,9 +341,3 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 // Close does not close the inner store, which is usually shared; its owner
 // closes it.
 func (s *Store) Close() error { return nil }
-
-// Scope says which data the store reaches: the wrapped store's scope, or
-// the wrapped handle itself. Members whose handles wrap the same store
-// share what herd shares between the members of a group in one process
-// (see herd's follow.go).
-func (s *Store) Scope() string { return store.ScopeOf(s.inner) }

@@ -55,7 +55,7 @@ func (s *Store) lockWriter(ctx context.Context, f *dbFile, op string) (handedOve
 			if err == nil {
 				_ = flock(dup, unix.LOCK_UN)
 			}
-			s.gate.Done()
+			s.gate.leave()
 		}
 	}()
 	select {

@@ -12,7 +12,6 @@ import (
 
 	"modernc.org/sqlite"
 
-	"github.com/herdhq/herd/internal/turns"
 	"github.com/herdhq/herd/store"
 )
 
@@ -40,7 +39,7 @@ type Store struct {
 	// gate admits one write transaction of this Store at a time: they
 	// would queue for SQLite's file lock anyway, and in Go they queue
 	// without the busy handler's sleeps, renewals first (see writeAs).
-	gate turns.Turns
+	gate writeQueue
 
 	cache recordCache // the last records read of each group (cache.go)
 

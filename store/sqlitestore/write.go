@@ -44,7 +44,7 @@ func (s *Store) write(ctx context.Context, op, name string, create bool, fn func
 // Renewals are few (one per session every third of its TTL or so), so the
 // others do not starve.
 func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, create bool, fn func(w *wtx) error) error {
-	if !s.gate.Take(renewal, ctx.Done(), s.done) {
+	if !s.gate.take(renewal, ctx.Done(), s.done) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, ctx.Err())
 		}
@@ -52,19 +52,19 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 	}
 	f, err := s.current(ctx, op)
 	if err != nil {
-		s.gate.Done()
+		s.gate.leave()
 		return err
 	}
 	handedOver, err := s.lockWriter(ctx, f, op)
 	if err != nil {
 		if !handedOver {
-			s.gate.Done()
+			s.gate.leave()
 		}
 		return err
 	}
 	defer func() {
 		s.unlockWriter(f)
-		s.gate.Done()
+		s.gate.leave()
 	}()
 	// Checked again with the write lock held: a write that waited for it
 	// while the file was replaced must not commit to the old one.

@@ -3,10 +3,10 @@
 // virtual time, prints the comparison table, and writes report.json and one
 // PNG chart per scenario.
 //
-//	go run ./cmd/herdsim                    # every scenario but the large one
-//	go run ./cmd/herdsim -large             # and 1,000 members x 100,000 partitions
-//	go run ./cmd/herdsim -run 'crash|leave' # a subset, by scenario name
-//	go run ./cmd/herdsim -policies herd     # one policy
+//	go -C sim run ./cmd/herdsim                    # every scenario but the large one
+//	go -C sim run ./cmd/herdsim -large             # and 1,000 members x 100,000 partitions
+//	go -C sim run ./cmd/herdsim -run 'crash|leave' # a subset, by scenario name
+//	go -C sim run ./cmd/herdsim -policies herd     # one policy
 //
 // Herd's member code reads package time, so it runs in virtual time inside
 // testing/synctest bubbles, which need a *testing.T: the command runs its
