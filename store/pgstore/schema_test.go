@@ -47,7 +47,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	}
 	var last uint64
 	for range 3 {
-		o, err := s.Claim(ctx, group, "p", sess)
+		o, err := store.Claim(ctx, s, group, "p", sess)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", sess)
+	o, err := store.Claim(ctx, s, group, "p", sess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err = s2.Claim(ctx, group, "p", sess2)
+	o, err = store.Claim(ctx, s2, group, "p", sess2)
 	if err != nil {
 		t.Fatal(err)
 	}

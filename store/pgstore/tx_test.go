@@ -59,7 +59,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa, err := s.Claim(ctx, group, "p", a)
+	oa, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := s.Claim(ctx, group, "p", b)
+	ob, err := store.Claim(ctx, s, group, "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc, err := s.Claim(ctx, group, "p", c)
+	oc, err := store.Claim(ctx, s, group, "p", c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func handoverSetup(ctx context.Context, t *testing.T, s *Store, group string) (t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if oa, err = s.Claim(ctx, group, "p", a); err != nil {
+	if oa, err = store.Claim(ctx, s, group, "p", a); err != nil {
 		t.Fatal(err)
 	}
 	if b, err = s.OpenSession(ctx, group, "b", 1, time.Minute); err != nil {
@@ -191,7 +191,7 @@ func TestInTxClaimWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		o, err := s.Claim(ctx, group, "p", b)
+		o, err := store.Claim(ctx, s, group, "p", b)
 		if err != nil {
 			t.Error(err)
 			close(claimed)
@@ -251,7 +251,7 @@ func TestInTxIdleBound(t *testing.T) {
 	if err := s.CloseSession(ctx, group, a); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", b)
+	o, err := store.Claim(ctx, s, group, "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}

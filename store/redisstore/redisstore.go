@@ -1014,62 +1014,6 @@ func allDigits(s string) bool {
 	return true
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
-		return store.Ownership{}, err
-	}
-	k := s.keys(group)
-	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, partition, session)
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	switch status {
-	case "ok":
-		epoch, err := strconv.ParseUint(str(res, 0), 10, 64)
-		if err != nil {
-			return store.Ownership{}, corrupt(k.owners, partition, "epoch %q", str(res, 0))
-		}
-		return store.Ownership{
-			Partition:  partition,
-			Session:    session,
-			Member:     str(res, 1),
-			Epoch:      epoch,
-			Checkpoint: bytesAt(res, 2),
-			GivenBack:  mark(str(res, 3)),
-		}, nil
-	case "expired":
-		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q by session %q: %w", partition, session, store.ErrSessionExpired)
-	case "claimed":
-		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q: owned by live session %q: %w", partition, str(res, 0), store.ErrClaimed)
-	}
-	return store.Ownership{}, unexpected("Claim", status)
-}
-
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
-		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("redisstore: Release of %q: %w", partition, err)
-	}
-	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "Release", releaseScript, k, []string{k.sessions, k.members, k.owners},
-		partition, session, strconv.FormatUint(epoch, 10))
-	if err != nil {
-		return err
-	}
-	switch status {
-	case "ok":
-		return nil
-	case "notowner":
-		return fmt.Errorf("redisstore: Release of %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
-	}
-	return unexpected("Release", status)
-}
-
 // Checkpoint implements store.Store.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {

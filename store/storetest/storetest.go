@@ -241,7 +241,7 @@ func (e *env) claim(partition, session string) store.Ownership {
 
 func (e *env) claimIn(group, partition, session string) store.Ownership {
 	e.t.Helper()
-	o, err := e.s.Claim(e.ctx, group, partition, session)
+	o, err := store.Claim(e.ctx, e.s, group, partition, session)
 	if err != nil {
 		e.t.Fatalf("Claim(group %q, partition %q, session %q): %v; want success", group, partition, session, err)
 	}
@@ -260,7 +260,7 @@ func (e *env) checkpoint(partition string, epoch uint64, value string) {
 
 func (e *env) release(partition, session string, epoch uint64) {
 	e.t.Helper()
-	if err := e.s.Release(e.ctx, e.group, partition, session, epoch); err != nil {
+	if err := store.Release(e.ctx, e.s, e.group, partition, session, epoch); err != nil {
 		e.t.Fatalf("Release(%q, session %q, epoch %d) by the current owner: %v; want nil", partition, session, epoch, err)
 	}
 }
