@@ -83,8 +83,8 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	// opened it, so none must give it partitions it would never claim.
 	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, "by-hand")).Err(), "ZADD by-hand")
 	must(t, raw.HSet(ctx, k.members, "by-hand", "1:by-hand").Err(), "HSET members by-hand")
-	if len(id) != 26 || !isSessionID(id) || isSessionID(strings.ToLower(id)) {
-		t.Fatalf("isSessionID does not recognise the session id %q the store made, or accepts its lower case", id)
+	if len(id) != 26 || !store.IsSessionID(id) || store.IsSessionID(strings.ToLower(id)) {
+		t.Fatalf("store.IsSessionID does not recognise the session id %q the store made, or accepts its lower case", id)
 	}
 
 	snap, err := s.Snapshot(ctx, g)
