@@ -623,7 +623,8 @@ func testLogExpiry(e *env) {
 	}
 }
 
-// testClaimBatch: ClaimBatch gives each partition what Claim would, logs
+// testClaimBatch: ClaimBatch gives each partition what store.Claim (a
+// batch of one) would, logs
 // one Claimed entry per claimed partition in order, and rejects the whole
 // call for a dead session, a duplicate or too many partitions.
 func testClaimBatch(e *env) {
@@ -682,7 +683,7 @@ func testClaimBatch(e *env) {
 	}
 }
 
-// testReleaseBatch: ReleaseBatch gives each record what Release would and
+// testReleaseBatch: ReleaseBatch gives each record what store.Release would and
 // logs one Released entry per release.
 func testReleaseBatch(e *env) {
 	t := e.t

@@ -21,7 +21,8 @@
 // The log (log.go) is checked through the contract alone: ordered and
 // gap-free under concurrent writers, a snapshot plus the entries after it
 // equals a later snapshot (a seeded property test), ErrVersionGone,
-// expiries logged once, batches equal to the single calls. Trimming needs a
+// expiries logged once, a batch giving each partition what a batch of one
+// (store.Claim, store.Release) gives. Trimming needs a
 // store made with a small log bound, which only the backend can make:
 // backends call RunTrim with one.
 //
