@@ -60,20 +60,6 @@ func (d *deafStore) Snapshot(ctx context.Context, g string) (*store.Snapshot, er
 	return d.Store.Snapshot(ctx, g)
 }
 
-func (d *deafStore) Claim(ctx context.Context, g, p, s string) (store.Ownership, error) {
-	if err := d.wait(ctx); err != nil {
-		return store.Ownership{}, err
-	}
-	return d.Store.Claim(ctx, g, p, s)
-}
-
-func (d *deafStore) Release(ctx context.Context, g, p, s string, e uint64) error {
-	if err := d.wait(ctx); err != nil {
-		return err
-	}
-	return d.Store.Release(ctx, g, p, s, e)
-}
-
 func (d *deafStore) Restore(ctx context.Context, g, p string, e uint64, v []byte) error {
 	if err := d.wait(ctx); err != nil {
 		return err

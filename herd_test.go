@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -143,7 +144,7 @@ func TestFinalCheckpointAndFencing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := st.Claim(t.Context(), "g", "0", reader)
+		o, err := store.Claim(t.Context(), st, "g", "0", reader)
 		if err != nil {
 			t.Fatal(err)
 		}

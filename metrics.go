@@ -69,8 +69,6 @@ const (
 	opCloseSession  = "close_session"
 	opSetPartitions = "set_partitions"
 	opSnapshot      = "snapshot"
-	opClaim         = "claim"
-	opRelease       = "release"
 	opGiveBack      = "give_back"
 	opCheckpoint    = "checkpoint"
 	opRestore       = "restore"
@@ -81,7 +79,7 @@ const (
 )
 
 var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
-	opClaim, opRelease, opGiveBack, opCheckpoint, opRestore, opChanges, opExpire, opClaimBatch, opReleaseBatch}
+	opGiveBack, opCheckpoint, opRestore, opChanges, opExpire, opClaimBatch, opReleaseBatch}
 
 // newMemberMetrics creates m's metrics (not registered).
 func newMemberMetrics(m *Member) *memberMetrics {
@@ -314,18 +312,6 @@ func (s metricStore) Snapshot(ctx context.Context, group string) (*store.Snapsho
 	snap, err := s.Store.Snapshot(ctx, group)
 	s.mm.storeErr(ctx, opSnapshot, err)
 	return snap, err
-}
-
-func (s metricStore) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	o, err := s.Store.Claim(ctx, group, partition, session)
-	s.mm.storeErr(ctx, opClaim, err)
-	return o, err
-}
-
-func (s metricStore) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	err := s.Store.Release(ctx, group, partition, session, epoch)
-	s.mm.storeErr(ctx, opRelease, err)
-	return err
 }
 
 func (s metricStore) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {

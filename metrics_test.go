@@ -223,14 +223,14 @@ func TestMetricsNotOwnerAndLoss(t *testing.T) {
 		}
 		c := <-claims
 		ctx := t.Context()
-		if err := st.Release(ctx, "g", c.Partition, a.Session(), c.Epoch); err != nil {
+		if err := store.Release(ctx, st, "g", c.Partition, a.Session(), c.Epoch); err != nil {
 			t.Fatal(err)
 		}
 		other, err := st.OpenSession(ctx, "g", "intruder", 1, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Claim(ctx, "g", c.Partition, other); err != nil {
+		if _, err := store.Claim(ctx, st, "g", c.Partition, other); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Checkpoint(ctx, []byte("stale")); !errors.Is(err, herd.ErrNotOwner) {

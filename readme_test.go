@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/internal/redistest"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/redisstore"
 )
 
@@ -222,7 +223,7 @@ func TestReadmeExamplesBuildInOwnModule(t *testing.T) {
 				t.Errorf("partition %s: still owned by session %q after SIGTERM; want it released", o.Partition, o.Session)
 				continue
 			}
-			c, err := st.Claim(ctx, "events", o.Partition, reader)
+			c, err := store.Claim(ctx, st, "events", o.Partition, reader)
 			if err != nil {
 				t.Fatalf("claim of released partition %s: %v", o.Partition, err)
 			}

@@ -55,8 +55,9 @@ func (l *logLines) count(level slog.Level, words ...string) (n int, sample strin
 
 // malformedStore shows a memstore group as a Redis group with malformed
 // records would be: the ownership record of partition bad and a session
-// "ghost" cannot be decoded, so Snapshot leaves them out and lists them,
-// and a Claim of bad fails with ErrCorrupt. With corrupt set, every
+// "ghost" cannot be decoded, so Snapshot leaves them out and lists them
+// (members never claim bad, so no claim reaches the store to fail with
+// ErrCorrupt). With corrupt set, every
 // Snapshot fails with ErrCorrupt, as a key of the wrong type makes it.
 type malformedStore struct {
 	store.Store
@@ -83,13 +84,6 @@ func (s *malformedStore) Snapshot(ctx context.Context, g string) (*store.Snapsho
 		{Kind: store.MalformedSession, ID: strings.Repeat("ghost", 200), Reason: "live session has no member record"},
 	}
 	return &out, nil
-}
-
-func (s *malformedStore) Claim(ctx context.Context, g, p, sess string) (store.Ownership, error) {
-	if p == s.bad {
-		return store.Ownership{}, fmt.Errorf("test: record of %q cannot be decoded: %w", p, store.ErrCorrupt)
-	}
-	return s.Store.Claim(ctx, g, p, sess)
 }
 
 // TestScenarioMalformedRecordCostsItsPartitionOnly: a malformed ownership

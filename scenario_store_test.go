@@ -16,7 +16,7 @@ import (
 	"github.com/herdhq/herd/store/memstore"
 )
 
-// lostClaimStore applies the first Claim of each partition and then loses
+// lostClaimStore applies the first claim of each partition and then loses
 // its reply, as a connection that drops while the reply is on its way does:
 // the store's record names the caller's session, but the caller does not
 // run the partition.
@@ -24,17 +24,6 @@ type lostClaimStore struct {
 	store.Store
 	mu   sync.Mutex
 	lost map[string]uint64 // partition -> epoch of the claim whose reply was lost
-}
-
-func (s *lostClaimStore) Claim(ctx context.Context, g, p, sess string) (store.Ownership, error) {
-	o, err := s.Store.Claim(ctx, g, p, sess)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, done := s.lost[p]; err != nil || done {
-		return o, err
-	}
-	s.lost[p] = o.Epoch
-	return store.Ownership{}, fmt.Errorf("lost reply: %w", store.ErrUnavailable)
 }
 
 // ClaimBatch applies the batch and loses its reply if it holds the first

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -255,7 +256,7 @@ func TestFenceFinalCheckpointAfterHandoff(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range []string{"0", "1", "2", "3"} {
-			o, err := mem.Claim(t.Context(), "g", p, sess)
+			o, err := store.Claim(t.Context(), mem, "g", p, sess)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func writeRecord(t *testing.T, f *fleet, key string, rec jobs.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := f.st.Claim(ctx, f.group, key, sess)
+	own, err := store.Claim(ctx, f.st, f.group, key, sess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func writeRecord(t *testing.T, f *fleet, key string, rec jobs.Record) {
 	if err := f.st.Checkpoint(ctx, f.group, key, own.Epoch, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.Release(ctx, f.group, key, sess, own.Epoch); err != nil {
+	if err := store.Release(ctx, f.st, f.group, key, sess, own.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.st.CloseSession(ctx, f.group, sess); err != nil {

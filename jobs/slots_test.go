@@ -238,7 +238,7 @@ func TestBadRecordStartsAfresh(t *testing.T) {
 		if _, err := f.st.SetPartitions(ctx, f.group, store.PartitionSet{Partitions: []store.Partition{{ID: "k"}}}); err != nil {
 			t.Fatal(err)
 		}
-		o, err := f.st.Claim(ctx, f.group, "k", sess)
+		o, err := store.Claim(ctx, f.st, f.group, "k", sess)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,7 +102,7 @@ func ProbeReconcile(ctx context.Context, members, partitions int, idle func()) (
 		if owner == "probe" {
 			continue
 		}
-		if _, err := ms.Claim(ctx, group, p, owner); err != nil {
+		if _, err := store.Claim(ctx, ms, group, p, owner); err != nil {
 			return nil, err
 		}
 	}

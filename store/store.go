@@ -19,18 +19,18 @@
 //     alive from OpenSession until CloseSession, or until TTL has passed on
 //     the store's clock since the last successful OpenSession/KeepAlive.
 //   - An ownership record is valid only while the session named in it is
-//     alive. A record whose session is dead or empty is free to Claim.
-//   - Epochs strictly increase on every successful Claim of a partition
+//     alive. A record whose session is dead or empty is free to claim.
+//   - Epochs strictly increase on every successful claim of a partition
 //     and never repeat, even if the store loses its data: a backend derives
 //     a new epoch as max(previous+1, store time in microseconds).
-//   - Checkpoint, Release and GiveBack are fenced: they succeed only if
+//   - Checkpoint, ReleaseBatch and GiveBack are fenced: they succeed only if
 //     the record's epoch equals the caller's and the record's session is
 //     alive. Otherwise nothing is written and ErrNotOwner is returned.
 //   - Every change to a group appends one entry to the group's log (see
 //     Change and Changes), in the same atomic operation as the change:
 //     a session opened (OpenSession), closed (CloseSession) or expired (by
-//     any call that notices it, ExpireSessions among them), a claim (Claim,
-//     ClaimBatch), a release (Release, ReleaseBatch, GiveBack), a record
+//     any call that notices it, ExpireSessions among them), a claim
+//     (ClaimBatch), a release (ReleaseBatch, GiveBack), a record
 //     restored (Restore), a partition set stored (SetPartitions). Renewals and
 //     checkpoints are not changes of the group and log nothing. The log is
 //     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
@@ -42,11 +42,9 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Sentinel errors. Backends wrap driver errors onto these so callers can use
@@ -55,10 +53,10 @@ var (
 	// ErrSessionExpired: the session is unknown to the store (expired,
 	// closed, or lost with the store's data). The member must open a new one.
 	ErrSessionExpired = errors.New("herd: session expired")
-	// ErrNotOwner: a fenced write (Checkpoint, Release) named an epoch that
+	// ErrNotOwner: a fenced write (Checkpoint, ReleaseBatch, GiveBack) named an epoch that
 	// is no longer current, or the owning session is no longer alive.
 	ErrNotOwner = errors.New("herd: not the owner of the partition (epoch is stale or session expired)")
-	// ErrClaimed: Claim found the partition held by another live session.
+	// ErrClaimed: a claim found the partition held by another live session.
 	ErrClaimed = errors.New("herd: partition is owned by another live session")
 	// ErrInvalid: an id or argument is malformed (empty, too long, invalid UTF-8).
 	ErrInvalid = errors.New("herd: invalid argument")
@@ -114,7 +112,7 @@ type Ownership struct {
 	Member    string // owning session's member id ("" when released)
 	Epoch     uint64
 	// Checkpoint is the last value written by an owner (nil if none) in
-	// the Ownership Claim returns. It is always nil in a Snapshot's Owners:
+	// the Ownership ClaimBatch returns. It is always nil in a Snapshot's Owners:
 	// a snapshot never carries checkpoint values, which the plan does not
 	// use and which would make every read of the group cost the size of
 	// every checkpoint (256 partitions of 256 KiB: 64 MiB per read).
@@ -134,7 +132,7 @@ type Ownership struct {
 type Record struct {
 	Ownership // Checkpoint included (nil if none was ever written)
 	// Since is how long ago, on the store's clock, the record got its
-	// current epoch (by Claim, ClaimBatch or Restore). 0 if unknown (a
+	// current epoch (by ClaimBatch or Restore). 0 if unknown (a
 	// record written by an older version).
 	Since time.Duration
 	// CheckpointAge is how long ago, on the store's clock, the checkpoint
@@ -211,17 +209,44 @@ func (s *Snapshot) Alive(session string) bool {
 	return ok
 }
 
-// Store is what a backend implements. Every method that blocks takes a
-// context and returns promptly when it is cancelled. All methods are safe
-// for concurrent use. Every backend rejects the same bad arguments with
-// ErrInvalid, before touching anything: a malformed group, member,
-// partition or session id (ValidateID), a negative weight, a TTL <= 0,
-// epoch 0, a checkpoint longer than MaxCheckpointLength.
+// Store is what a backend implements: 15 methods, each one operation that
+// the member runtime (package herd), the jobs scheduler or the herd tool
+// calls (docs/store-contract.md lists who calls which). There is one way to
+// do each thing: a single claim or release is a batch of one (store.Claim,
+// store.Release), not a method of its own.
+//
+// Every method that blocks takes a context and returns promptly when it is
+// cancelled. All methods are safe for concurrent use. Every method checks
+// its arguments first with the Validate function named after it (args.go),
+// so every backend rejects the same bad arguments with ErrInvalid before
+// touching anything: a malformed group, member, partition or session id
+// (ValidateID), a negative weight, a TTL <= 0, epoch 0, a checkpoint longer
+// than MaxCheckpointLength, a batch too large or with a partition twice.
+//
+// What the next backends and views need fits in these methods without
+// changing their meaning:
+//   - Version is per group ({Tag, Seq}, Seq gap-free): a store whose own
+//     revisions are cluster-wide (etcd) keeps a per-group sequence of its
+//     own next to the log.
+//   - A batch (ClaimBatch, ReleaseBatch, Records) need not be one atomic
+//     operation: each partition's claim or release is. A backend whose
+//     transactions are bounded (etcd: 128 operations) may split a batch;
+//     a whole-call error after some parts were written is then a lost
+//     reply, which the runtime already survives (a claim by the session
+//     the record names gets a new epoch).
+//   - A session is opened by OpenSession and ends at CloseSession or its
+//     TTL; a backend may tie it to its connection (ending it when the
+//     connection dies) without a new method: OpenSession is where it binds.
+//   - Change and Record are structs: a store time on log entries, or ages
+//     of checkpoints and sessions for a view, are fields added to them.
 type Store interface {
+	// Sessions: a member's liveness.
+
 	// OpenSession creates a live session for member in group with the given
 	// TTL and the member's capacity weight, and returns its id, which is
 	// unique for the life of the store (it is never reused, not even for
-	// the same member). Logs SessionOpened.
+	// the same member; NewSessionID makes such ids). Logs SessionOpened.
+	// Called by a member when it joins or lost its session.
 	OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error)
 	// KeepAlive extends a live session to ttl from now on the store's clock.
 	// ErrSessionExpired if the session is not alive. It logs nothing about
@@ -231,92 +256,34 @@ type Store interface {
 	// It returns next, the time on the store's clock until the earliest
 	// expiry of a live session of the group (this one, renewed, included):
 	// until then no session can expire, so a member learns when to call
-	// ExpireSessions from its renewals, without extra operations.
+	// ExpireSessions from its renewals, without extra operations. Called by
+	// a member once per renew interval: the steady cost of a fleet.
 	KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (next time.Duration, err error)
 	// CloseSession ends a session at once; the records it owned become free.
 	// Closing an unknown session is not an error. Logs SessionClosed.
+	// Called by a member when it leaves.
 	CloseSession(ctx context.Context, group, session string) error
+	// ExpireSessions ends every session of the group whose TTL has passed
+	// on the store's clock, logging SessionExpired for each, and returns
+	// next, the time until the earliest expiry of a live session of the
+	// group (0 if none is alive). Any call may notice and expire due
+	// sessions (every one that does logs them too, each exactly once);
+	// ExpireSessions is how a member whose replica says a TTL has passed
+	// makes it happen.
+	ExpireSessions(ctx context.Context, group string) (next time.Duration, err error)
 
-	// SetPartitions stores the group's partition set as set.Mode says
-	// (SetReplace, SetIfAbsent, SetKindOnly), and checks and records the
-	// group's kind, atomically: the rule is DecideSet's. A group of another
-	// kind than set.Kind refuses with ErrGroupKind and nothing is written.
-	// The store keeps the set's Digest with it and compares digests first,
-	// so a set equal to the stored one costs it O(1) whatever its size, is
-	// not written again and logs nothing; a network backend sends the
-	// digest alone first and the whole set only if the store needs it. An
-	// empty set is stored as such (Snapshot.PartitionSetStored stays true).
-	// Ownership records of removed partitions are kept (with their
-	// checkpoints) until the partition returns. A write logs PartitionsSet.
-	// ErrInvalid if ValidateSet rejects set.
-	SetPartitions(ctx context.Context, group string, set PartitionSet) (SetResult, error)
+	// Reads of the group: a snapshot to start from, the log to follow.
 
 	// Snapshot reads the group: live sessions, partition set, ownership
 	// records, in one consistent read. The records carry no checkpoint
-	// (Ownership.Checkpoint is nil): Claim returns the one a new owner
+	// (Ownership.Checkpoint is nil): ClaimBatch returns the one a new owner
 	// needs. Snapshot.PartitionSetStored says whether a partition set is
 	// stored at all. A record that cannot be decoded is left out and
 	// listed in Snapshot.Malformed; Snapshot fails with ErrCorrupt only
 	// when the group cannot be read at all (a key of the wrong type).
+	// Called by a member when it joins or its copy of the group cannot be
+	// continued (ErrVersionGone), and by views (herd status).
 	Snapshot(ctx context.Context, group string) (*Snapshot, error)
-
-	// Records reads the ownership records of the given partitions, with their
-	// checkpoints and times, in one consistent read. At most MaxBatch
-	// partitions, valid ids, none twice (ValidateBatch), else ErrInvalid.
-	// The result is in the order asked; a partition with no record is left
-	// out, and so is a record that cannot be decoded (Snapshot lists it in
-	// Malformed). It changes nothing and logs nothing.
-	Records(ctx context.Context, group string, partitions []string) ([]Record, error)
-
-	// Claim makes session the owner of partition, at a new epoch
-	// (NextEpoch of the record's), if the partition has no record, or its
-	// record is released, or its owning session is dead, or its owning
-	// session is session itself. The checkpoint is kept, and returned in
-	// the Ownership (the only call that returns one). A Claim by the
-	// session the record already names also gets a new epoch: the caller
-	// may not be running the partition at the record's epoch (a Claim
-	// whose reply was lost, a record brought back by a failover to a
-	// replica that missed later writes), and a member must never run a
-	// partition at an epoch older than the newest it could know of. A
-	// retried Claim is still harmless: the caller runs the newest epoch and
-	// the old one is fenced. The record's GivenBack mark is kept, unless it
-	// names session, which clears it (the returned Ownership shows the
-	// result). ErrClaimed if another live session owns it;
-	// ErrSessionExpired if session is not alive. Logs Claimed.
-	Claim(ctx context.Context, group, partition, session string) (Ownership, error)
-	// Release gives the partition up: if the record's epoch equals epoch and
-	// its session is session and alive, the record's session is cleared
-	// (checkpoint, epoch and GivenBack mark kept). ErrNotOwner otherwise;
-	// ErrInvalid for epoch 0 or a malformed session id. Logs Released.
-	Release(ctx context.Context, group, partition, session string, epoch uint64) error
-	// GiveBack is Release that also marks the record as given back by
-	// session: while that session lives, members place the partition on
-	// another live member if there is one (the mark stays on the record
-	// through later claims by other sessions; a claim by session itself,
-	// or the end of session, makes it moot). Same conditions and errors as
-	// Release. Logs one Released entry with GivenBack set to session.
-	GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error
-	// Checkpoint stores value in the partition's record if the record's
-	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
-	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
-	// MaxCheckpointLength. Logs nothing.
-	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
-	// Restore re-creates a lost record: if the partition has no record at
-	// all, or a released record (no session) whose epoch is lower than
-	// epoch, it writes a released record with this epoch and checkpoint
-	// (and no GivenBack mark).
-	// ErrNotOwner otherwise (nothing is written). Members call it after
-	// losing their session, with the last checkpoint they had written, so
-	// that a store that lost its data (restarted without persistence) gets
-	// their progress back before anyone claims the partition anew. Records
-	// are never deleted otherwise and epochs only grow, so without a data
-	// loss Restore never finds a record to write over. After one, members
-	// that held the partition one after the other may all restore it:
-	// epochs increase with every owner, so the last owner's progress wins
-	// whatever the order of the calls. ErrInvalid for epoch 0 or a value
-	// longer than MaxCheckpointLength. Logs Restored.
-	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
-
 	// Changes returns the entries of the group's log after version after,
 	// in order and without gaps, at most max of them (max >= 1), and the
 	// version after the last one returned (each entry's Version is the
@@ -338,30 +305,101 @@ type Store interface {
 	// the caller takes a new Snapshot. Changes with the zero Version (a group
 	// never written) returns ErrVersionGone as soon as the group's log is
 	// written. ErrInvalid if max < 1. The returned entries are read-only.
+	// Called by every member, all the time: it keeps its copy of the group.
 	Changes(ctx context.Context, group string, after Version, max int) ([]Change, Version, error)
-	// ExpireSessions ends every session of the group whose TTL has passed
-	// on the store's clock, logging SessionExpired for each, and returns
-	// next, the time until the earliest expiry of a live session of the
-	// group (0 if none is alive). Any call
-	// may notice and expire due sessions (every one that does logs them
-	// too, each exactly once); ExpireSessions is how a member whose replica
-	// says a TTL has passed makes it happen.
-	ExpireSessions(ctx context.Context, group string) (next time.Duration, err error)
-	// ClaimBatch is Claim of each partition for session, in order, in as
-	// few operations as the store allows (one, on Redis). results[i] is
-	// partitions[i]'s: the Ownership with its checkpoint, or ErrClaimed or
-	// ErrCorrupt for that partition alone. A whole-call error
-	// (ErrSessionExpired, ErrUnavailable, ErrInvalid for more than MaxBatch
+	// Records reads the ownership records of the given partitions, with their
+	// checkpoints and times, in one consistent read. At most MaxBatch
+	// partitions, valid ids, none twice (ValidateBatch), else ErrInvalid.
+	// The result is in the order asked; a partition with no record is left
+	// out, and so is a record that cannot be decoded (Snapshot lists it in
+	// Malformed). It changes nothing and logs nothing. Called by views
+	// (herd status, job blackboards) and by a member that checks that the
+	// records of the partitions it runs still name it.
+	Records(ctx context.Context, group string, partitions []string) ([]Record, error)
+
+	// Writes: the partition set and the ownership records.
+
+	// SetPartitions stores the group's partition set as set.Mode says
+	// (SetReplace, SetIfAbsent, SetKindOnly), and checks and records the
+	// group's kind, atomically: the rule is DecideSet's. A group of another
+	// kind than set.Kind refuses with ErrGroupKind and nothing is written.
+	// The store keeps the set's Digest with it and compares digests first,
+	// so a set equal to the stored one costs it O(1) whatever its size, is
+	// not written again and logs nothing; a network backend sends the
+	// digest alone first and the whole set only if the store needs it. An
+	// empty set is stored as such (Snapshot.PartitionSetStored stays true).
+	// Ownership records of removed partitions are kept (with their
+	// checkpoints) until the partition returns. A write logs PartitionsSet.
+	// ErrInvalid if ValidateSet rejects set. Called by a member when it
+	// joins, by the jobs scheduler and by herd partitions set.
+	SetPartitions(ctx context.Context, group string, set PartitionSet) (SetResult, error)
+	// ClaimBatch makes session the owner of each partition, in order, in as
+	// few operations as the store allows (one, on Redis), at a new epoch
+	// (NextEpoch of the record's), if the partition has no record, or its
+	// record is released, or its owning session is dead, or its owning
+	// session is session itself. The checkpoint is kept, and returned in
+	// the Ownership (the only call that returns one). A claim by the
+	// session the record already names also gets a new epoch: the caller
+	// may not be running the partition at the record's epoch (a claim
+	// whose reply was lost, a record brought back by a failover to a
+	// replica that missed later writes), and a member must never run a
+	// partition at an epoch older than the newest it could know of. A
+	// retried claim is still harmless: the caller runs the newest epoch and
+	// the old one is fenced. The record's GivenBack mark is kept, unless it
+	// names session, which clears it (the returned Ownership shows the
+	// result).
+	//
+	// results[i] is partitions[i]'s: the Ownership with its checkpoint, or
+	// ErrClaimed (another live session owns it) or ErrCorrupt for that
+	// partition alone. A whole-call error (ErrSessionExpired if session is
+	// not alive, ErrUnavailable, ErrInvalid for more than MaxBatch
 	// partitions, a duplicate or a malformed id) means no result. One
-	// Claimed entry is logged per claimed partition.
+	// Claimed entry is logged per claimed partition. Called by a member to
+	// take the partitions its plan gives it; store.Claim is a batch of one.
 	ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]ClaimResult, error)
-	// ReleaseBatch is Release of each held (its Partition and Epoch; the
+	// ReleaseBatch gives up each held record (its Partition and Epoch; the
 	// other fields are ignored) by session, in order, in as few operations
-	// as the store allows. errs[i] is held[i]'s: nil, ErrNotOwner or
-	// ErrCorrupt. A whole-call error (ErrUnavailable, ErrInvalid for more
-	// than MaxBatch records, a duplicate partition, a malformed id or
-	// epoch 0) means no result. One Released entry is logged per release.
+	// as the store allows: if the record's epoch equals the held epoch and
+	// its session is session and alive, the record's session is cleared
+	// (checkpoint, epoch and GivenBack mark kept). errs[i] is held[i]'s:
+	// nil, ErrNotOwner or ErrCorrupt. A whole-call error (ErrUnavailable,
+	// ErrInvalid for more than MaxBatch records, a duplicate partition, a
+	// malformed id or epoch 0) means no result. One Released entry is
+	// logged per release. Called by a member that hands partitions over or
+	// stops; store.Release is a batch of one.
 	ReleaseBatch(ctx context.Context, group, session string, held []Ownership) (errs []error, err error)
+	// GiveBack is a release of one partition that also marks the record as
+	// given back by session: while that session lives, members place the
+	// partition on another live member if there is one (the mark stays on
+	// the record through later claims by other sessions; a claim by session
+	// itself, or the end of session, makes it moot). ErrNotOwner unless the
+	// record's epoch equals epoch and its session is session and alive;
+	// ErrInvalid for epoch 0 or a malformed id. Logs one Released entry
+	// with GivenBack set to session. Called by a member whose handler
+	// returned herd.ErrGiveBack.
+	GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error
+	// Checkpoint stores value in the partition's record if the record's
+	// epoch equals epoch and its session is alive. ErrNotOwner otherwise,
+	// and nothing is written; ErrInvalid for epoch 0 or a value longer than
+	// MaxCheckpointLength. Logs nothing. Called by a running handler
+	// through herd.Claim.Checkpoint (jobs and herd run's checkpoint socket
+	// included).
+	Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error
+	// Restore re-creates a lost record: if the partition has no record at
+	// all, or a released record (no session) whose epoch is lower than
+	// epoch, it writes a released record with this epoch and checkpoint
+	// (and no GivenBack mark).
+	// ErrNotOwner otherwise (nothing is written). Members call it after
+	// losing their session, with the last checkpoint they had written, so
+	// that a store that lost its data (restarted without persistence) gets
+	// their progress back before anyone claims the partition anew. Records
+	// are never deleted otherwise and epochs only grow, so without a data
+	// loss Restore never finds a record to write over. After one, members
+	// that held the partition one after the other may all restore it:
+	// epochs increase with every owner, so the last owner's progress wins
+	// whatever the order of the calls. ErrInvalid for epoch 0 or a value
+	// longer than MaxCheckpointLength. Logs Restored.
+	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
 
 	// DeleteGroup removes everything the store holds for group: sessions,
 	// partition set and kind, ownership records and checkpoints, in one atomic
@@ -370,6 +408,7 @@ type Store interface {
 	// sessions are deleted too (their members find them expired, and may
 	// write back what they know, as after a store that lost its data; stop
 	// them first). Deleting a group that holds nothing is not an error.
+	// Called by herd group delete, the bench and herd.DeleteGroup.
 	DeleteGroup(ctx context.Context, group string, force bool) error
 
 	// Close releases the backend's resources (not the sessions).
@@ -409,52 +448,6 @@ type ClaimResult struct {
 	Err       error     // nil, or wraps ErrClaimed or ErrCorrupt
 }
 
-// ValidateID checks a group, member or partition id: non-empty, at most
-// MaxIDLength bytes, valid UTF-8, and no control characters. Spaces, colons,
-// slashes and any other printable Unicode are allowed; backends must
-// encode them safely.
-func ValidateID(kind, id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%s id is empty: %w", kind, ErrInvalid)
-	case len(id) > MaxIDLength:
-		return fmt.Errorf("%s id is %d bytes, more than the limit of %d: %w", kind, len(id), MaxIDLength, ErrInvalid)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%s id %q is not valid UTF-8: %w", kind, id, ErrInvalid)
-	case strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s id %q contains a control character: %w", kind, id, ErrInvalid)
-	}
-	return nil
-}
-
-// ValidatePartitions checks a partition set: valid, unique ids and
-// non-negative weights.
-func ValidatePartitions(ps []Partition) error {
-	seen := make(map[string]struct{}, len(ps))
-	for _, p := range ps {
-		if err := ValidateID("partition", p.ID); err != nil {
-			return err
-		}
-		if p.Weight < 0 {
-			return fmt.Errorf("partition %q has negative weight %d: %w", p.ID, p.Weight, ErrInvalid)
-		}
-		if _, dup := seen[p.ID]; dup {
-			return fmt.Errorf("partition %q is listed twice: %w", p.ID, ErrInvalid)
-		}
-		seen[p.ID] = struct{}{}
-	}
-	return nil
-}
-
-// ValidateEpoch checks an epoch passed to Release, Checkpoint or Restore:
-// epochs start at 1, so 0 is never one.
-func ValidateEpoch(epoch uint64) error {
-	if epoch == 0 {
-		return fmt.Errorf("epoch 0 is not an epoch (epochs start at 1): %w", ErrInvalid)
-	}
-	return nil
-}
-
 // NextEpoch is the epoch rule every backend uses: strictly above the previous
 // epoch and at least the store's current time in microseconds, so that an
 // epoch is never repeated even after the store lost the previous value (as
@@ -466,23 +459,4 @@ func NextEpoch(prev uint64, storeNow time.Time) uint64 {
 		return prev + 1
 	}
 	return now
-}
-
-// ValidateBatch checks the partitions of a ClaimBatch, ReleaseBatch or
-// Records: at most MaxBatch, valid ids, none listed twice.
-func ValidateBatch(partitions []string) error {
-	if len(partitions) > MaxBatch {
-		return fmt.Errorf("batch of %d partitions is more than the limit of %d: %w", len(partitions), MaxBatch, ErrInvalid)
-	}
-	seen := make(map[string]struct{}, len(partitions))
-	for _, p := range partitions {
-		if err := ValidateID("partition", p); err != nil {
-			return err
-		}
-		if _, dup := seen[p]; dup {
-			return fmt.Errorf("partition %q is listed twice in the batch: %w", p, ErrInvalid)
-		}
-		seen[p] = struct{}{}
-	}
-	return nil
 }

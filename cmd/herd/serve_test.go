@@ -106,7 +106,7 @@ func TestServeMetricsAndHealth(t *testing.T) {
 		`herd_fencing_rejections_total{group="g",member="a",reason="not_owner"} 0`,
 		`herd_session_renewals_total{group="g",member="a",result="ok"}`,
 		`herd_session_renewal_duration_seconds_bucket{group="g",member="a",le="0.001"}`,
-		`herd_store_errors_total{group="g",member="a",op="claim"} 0`,
+		`herd_store_errors_total{group="g",member="a",op="claim_batch"} 0`,
 		`herd_rebalance_duration_seconds_count{group="g",member="a"} 1`,
 		"go_goroutines", "process_cpu_seconds_total",
 	} {

@@ -27,14 +27,14 @@ func TestStatusGivenBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := ms.Claim(ctx, group, "a", s1)
+	o, err := store.Claim(ctx, ms, group, "a", s1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ms.GiveBack(ctx, group, "a", s1, o.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ms.Claim(ctx, group, "a", s2); err != nil {
+	if _, err := store.Claim(ctx, ms, group, "a", s2); err != nil {
 		t.Fatal(err)
 	}
 	read := func() groupStatus {

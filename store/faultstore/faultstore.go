@@ -257,38 +257,6 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	return snap, err
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	f, err := s.enter(ctx, "claim", &s.writes)
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	o, err := s.inner.Claim(ctx, group, partition, session)
-	if err := s.charge(ctx, "claim", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
-		return store.Ownership{}, err
-	}
-	if f == failAfter {
-		return store.Ownership{}, lostReply("claim")
-	}
-	return o, err
-}
-
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	f, err := s.enter(ctx, "release", &s.writes)
-	if err != nil {
-		return err
-	}
-	err = s.inner.Release(ctx, group, partition, session, epoch)
-	if err := s.charge(ctx, "release", func(c Cost) time.Duration { return c.Call + c.Write }); err != nil {
-		return err
-	}
-	if f == failAfter {
-		return lostReply("release")
-	}
-	return err
-}
-
 // GiveBack implements store.Store.
 func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
 	f, err := s.enter(ctx, "give back", &s.writes)

@@ -35,9 +35,9 @@ func everyCall(ctx context.Context, s store.Store, session string) map[string]er
 	errs["KeepAlive"] = keepErr(s.KeepAlive(ctx, "g", session, time.Minute))
 	_, errs["SetPartitions"] = s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "x"}}})
 	_, errs["Snapshot"] = s.Snapshot(ctx, "g")
-	_, errs["Claim"] = s.Claim(ctx, "g", "p", session)
+	_, errs["Claim"] = store.Claim(ctx, s, "g", "p", session)
 	errs["Checkpoint"] = s.Checkpoint(ctx, "g", "p", 1, []byte("x"))
-	errs["Release"] = s.Release(ctx, "g", "p", session, 1)
+	errs["Release"] = store.Release(ctx, s, "g", "p", session, 1)
 	errs["GiveBack"] = s.GiveBack(ctx, "g", "p", session, 1)
 	errs["CloseSession"] = s.CloseSession(ctx, "g", session)
 	// The group has a log by now: the zero version is gone at once.
@@ -228,7 +228,7 @@ func TestCountsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs.Claim(ctx, "g", "a", sess); err != nil {
+	if _, err := store.Claim(ctx, fs, "g", "a", sess); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := fs.Snapshot(ctx, "g") // 1 session, 3 partitions, 1 owner
@@ -238,7 +238,7 @@ func TestCountsRows(t *testing.T) {
 	if got := fs.Ops().Rows; got != 5 {
 		t.Fatalf("rows after a snapshot of 1 session, 3 partitions and 1 record: %d, want 5", got)
 	}
-	if _, err := fs.Claim(ctx, "g", "b", sess); err != nil {
+	if _, err := store.Claim(ctx, fs, "g", "b", sess); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := fs.Changes(ctx, "g", snap.Version, 10); err != nil {

@@ -11,10 +11,7 @@ import (
 // DeleteGroup implements store.Store. The group's entry is removed from the
 // store, so a deleted group costs no memory.
 func (s *Store) DeleteGroup(ctx context.Context, name string, force bool) error {
-	if err := validate(name); err != nil {
-		return fmt.Errorf("memstore: delete group: %w", err)
-	}
-	if _, err := s.begin(ctx, "delete group"); err != nil {
+	if _, err := s.begin(ctx, "delete group", store.ValidateGroup(name)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()

@@ -13,7 +13,7 @@ var _ store.GroupLister = (*Store)(nil)
 // session, a partition set or kind, an ownership record or a log. (The store keeps
 // an entry for a group that was only read; it is not listed.)
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
-	if _, err := s.begin(ctx, "groups"); err != nil {
+	if _, err := s.begin(ctx, "groups", nil); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()

@@ -70,14 +70,9 @@ func (g *group) nextExpiry(now time.Time) time.Duration {
 // Changes implements store.Store. It blocks until an entry is appended or
 // ctx ends, without a goroutine or a timer.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
-	if err := validate(group); err != nil {
-		return nil, after, fmt.Errorf("memstore: changes: %w", err)
-	}
-	if max < 1 {
-		return nil, after, fmt.Errorf("memstore: changes: max %d is less than 1: %w", max, store.ErrInvalid)
-	}
+	args := store.ValidateChanges(group, max)
 	for {
-		if _, err := s.begin(ctx, "changes"); err != nil {
+		if _, err := s.begin(ctx, "changes", args); err != nil {
 			return nil, after, err
 		}
 		l := &s.group(group, true).log
@@ -120,10 +115,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // ExpireSessions implements store.Store. Every call expires the due
 // sessions of every group (see begin); this one reports the next expiry.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
-	if err := validate(group); err != nil {
-		return 0, fmt.Errorf("memstore: expire sessions: %w", err)
-	}
-	now, err := s.begin(ctx, "expire sessions")
+	now, err := s.begin(ctx, "expire sessions", store.ValidateGroup(group))
 	if err != nil {
 		return 0, err
 	}
@@ -137,13 +129,7 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 
 // ClaimBatch implements store.Store, under one lock.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
-	if err := validate(group, "session", session); err != nil {
-		return nil, fmt.Errorf("memstore: claim batch: %w", err)
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("memstore: claim batch: %w", err)
-	}
-	now, err := s.begin(ctx, "claim batch")
+	now, err := s.begin(ctx, "claim batch", store.ValidateClaimBatch(group, session, partitions))
 	if err != nil {
 		return nil, err
 	}
@@ -161,20 +147,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 
 // ReleaseBatch implements store.Store, under one lock.
 func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
-	if err := validate(group, "session", session); err != nil {
-		return nil, fmt.Errorf("memstore: release batch: %w", err)
-	}
-	ids := make([]string, len(held))
-	for i, o := range held {
-		ids[i] = o.Partition
-		if err := store.ValidateEpoch(o.Epoch); err != nil {
-			return nil, fmt.Errorf("memstore: release batch %q: %w", o.Partition, err)
-		}
-	}
-	if err := store.ValidateBatch(ids); err != nil {
-		return nil, fmt.Errorf("memstore: release batch: %w", err)
-	}
-	if _, err := s.begin(ctx, "release batch"); err != nil {
+	if _, err := s.begin(ctx, "release batch", store.ValidateReleaseBatch(group, session, held)); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()

@@ -126,9 +126,14 @@ type group struct {
 	log groupLog
 }
 
-// begin starts every call: it checks the context and the store, takes the
-// lock and expires the sessions whose TTL has passed. The caller unlocks.
-func (s *Store) begin(ctx context.Context, op string) (time.Time, error) {
+// begin starts every call: it checks the arguments (args is the error of
+// the store.Validate function of the call, nil if valid), the context and
+// the store, takes the lock and expires the sessions whose TTL has passed.
+// The caller unlocks.
+func (s *Store) begin(ctx context.Context, op string, args error) (time.Time, error) {
+	if args != nil {
+		return time.Time{}, fmt.Errorf("memstore: %s: %w", op, args)
+	}
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, fmt.Errorf("memstore: %s: %w", op, err)
 	}
@@ -245,13 +250,7 @@ func (r *record) shown() store.Ownership {
 
 // OpenSession implements store.Store.
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
-	if err := validate(group, "member", member); err != nil {
-		return "", fmt.Errorf("memstore: open session: %w", err)
-	}
-	if err := validSession(weight, ttl); err != nil {
-		return "", fmt.Errorf("memstore: open session: %w", err)
-	}
-	now, err := s.begin(ctx, "open session")
+	now, err := s.begin(ctx, "open session", store.ValidateOpenSession(group, member, weight, ttl))
 	if err != nil {
 		return "", err
 	}
@@ -276,13 +275,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 
 // KeepAlive implements store.Store.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
-	if err := validate(group, "session", session); err != nil {
-		return 0, fmt.Errorf("memstore: keep alive: %w", err)
-	}
-	if err := validSession(0, ttl); err != nil {
-		return 0, fmt.Errorf("memstore: keep alive: %w", err)
-	}
-	now, err := s.begin(ctx, "keep alive")
+	now, err := s.begin(ctx, "keep alive", store.ValidateKeepAlive(group, session, ttl))
 	if err != nil {
 		return 0, err
 	}
@@ -299,10 +292,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := validate(group, "session", session); err != nil {
-		return fmt.Errorf("memstore: close session: %w", err)
-	}
-	if _, err := s.begin(ctx, "close session"); err != nil {
+	if _, err := s.begin(ctx, "close session", store.ValidateCloseSession(group, session)); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -319,17 +309,14 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 
 // SetPartitions implements store.Store.
 func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
-	if err := validate(group); err != nil {
-		return store.SetResult{}, fmt.Errorf("memstore: set partitions: %w", err)
-	}
-	if err := store.ValidateSet(ps); err != nil {
+	if err := store.ValidateSetPartitions(group, ps); err != nil {
 		return store.SetResult{}, fmt.Errorf("memstore: set partitions: %w", err)
 	}
 	var digest string
 	if ps.Mode != store.SetKindOnly {
-		digest = store.Digest(ps.Partitions)
+		digest = store.Digest(ps.Partitions) // outside the lock: it reads the whole set
 	}
-	if _, err := s.begin(ctx, "set partitions"); err != nil {
+	if _, err := s.begin(ctx, "set partitions", nil); err != nil {
 		return store.SetResult{}, err
 	}
 	defer s.mu.Unlock()
@@ -353,10 +340,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, ps store.Partit
 // Snapshot implements store.Store. The returned snapshot shares its
 // Partitions and Owners with other snapshots: treat it as read-only.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
-	if err := validate(group); err != nil {
-		return nil, fmt.Errorf("memstore: snapshot: %w", err)
-	}
-	now, err := s.begin(ctx, "snapshot")
+	now, err := s.begin(ctx, "snapshot", store.ValidateGroup(group))
 	if err != nil {
 		return nil, err
 	}
@@ -373,24 +357,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		Kind: g.kind, Version: g.log.version()}, nil
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := validate(group, "partition", partition, "session", session); err != nil {
-		return store.Ownership{}, fmt.Errorf("memstore: claim: %w", err)
-	}
-	now, err := s.begin(ctx, "claim")
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	defer s.mu.Unlock()
-	g := s.group(group, false)
-	if g == nil || !g.alive(session) {
-		return store.Ownership{}, fmt.Errorf("memstore: claim %q by session %q: %w", partition, session, store.ErrSessionExpired)
-	}
-	return s.claimLocked(g, partition, session, now)
-}
-
-// claimLocked is Claim once the session is known to be alive.
+// claimLocked claims partition for session, known to be alive.
 func (s *Store) claimLocked(g *group, partition, session string, now time.Time) (store.Ownership, error) {
 	r := g.records[partition]
 	switch {
@@ -413,22 +380,8 @@ func (s *Store) claimLocked(g *group, partition, session string, now time.Time) 
 	return cloneOwnership(r.own), nil
 }
 
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := validate(group, "partition", partition, "session", session); err != nil {
-		return fmt.Errorf("memstore: release: %w", err)
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("memstore: release %q: %w", partition, err)
-	}
-	if _, err := s.begin(ctx, "release"); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	return s.releaseLocked(s.group(group, false), partition, session, epoch, false)
-}
-
-// releaseLocked is Release, or GiveBack if giveBack is set; g may be nil.
+// releaseLocked releases partition, giving it back if giveBack is set; g
+// may be nil.
 func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64, giveBack bool) error {
 	var r *record
 	if g != nil {
@@ -453,17 +406,11 @@ func (s *Store) releaseLocked(g *group, partition, session string, epoch uint64,
 
 // Checkpoint implements store.Store. The value is copied.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := store.ValidateCheckpoint(group, partition, epoch, value); err != nil {
 		return fmt.Errorf("memstore: checkpoint: %w", err)
 	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("memstore: checkpoint %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("memstore: checkpoint %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
-	}
 	value = bytes.Clone(value) // outside the lock: it may be a megabyte
-	now, err := s.begin(ctx, "checkpoint")
+	now, err := s.begin(ctx, "checkpoint", nil)
 	if err != nil {
 		return err
 	}
@@ -484,17 +431,11 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 
 // Restore implements store.Store.
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := validate(group, "partition", partition); err != nil {
+	if err := store.ValidateCheckpoint(group, partition, epoch, value); err != nil {
 		return fmt.Errorf("memstore: restore: %w", err)
 	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("memstore: restore %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("memstore: restore %q: value is %d bytes, more than the limit of %d: %w", partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
-	}
 	value = bytes.Clone(value)
-	now, err := s.begin(ctx, "restore")
+	now, err := s.begin(ctx, "restore", nil)
 	if err != nil {
 		return err
 	}
@@ -545,29 +486,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	for _, g := range s.groups {
 		g.log.wake()
-	}
-	return nil
-}
-
-// validate checks the group id and then (kind, id) pairs.
-func validate(group string, kindIDs ...string) error {
-	if err := store.ValidateID("group", group); err != nil {
-		return err
-	}
-	for i := 0; i+1 < len(kindIDs); i += 2 {
-		if err := store.ValidateID(kindIDs[i], kindIDs[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func validSession(weight int, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("session TTL %v is not positive: %w", ttl, store.ErrInvalid)
-	}
-	if weight < 0 {
-		return fmt.Errorf("session weight %d is negative: %w", weight, store.ErrInvalid)
 	}
 	return nil
 }

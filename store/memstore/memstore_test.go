@@ -81,7 +81,7 @@ func TestVirtualTime(t *testing.T) {
 		const ttl = 10 * time.Second
 		a := mustOpen(t, s, "g", "a", ttl)
 		b := mustOpen(t, s, "g", "b", time.Hour)
-		o, err := s.Claim(ctx, "g", "p", a)
+		o, err := store.Claim(ctx, s, "g", "p", a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestVirtualTime(t *testing.T) {
 		if err := s.Checkpoint(ctx, "g", "p", o.Epoch, []byte("x")); !errors.Is(err, store.ErrNotOwner) {
 			t.Fatalf("Checkpoint after expiry: %v; want ErrNotOwner", err)
 		}
-		ob, err := s.Claim(ctx, "g", "p", b)
+		ob, err := store.Claim(ctx, s, "g", "p", b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,18 +135,18 @@ func TestClock(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := memstore.New(memstore.WithClock(clock.Now))
 	a := mustOpen(t, s, "g", "a", time.Minute)
-	o1, err := s.Claim(ctx, "g", "p", a)
+	o1, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := uint64(clock.Now().UnixMicro()); o1.Epoch != want {
 		t.Fatalf("epoch %d; want the clock in microseconds %d", o1.Epoch, want)
 	}
-	if err := s.Release(ctx, "g", "p", a, o1.Epoch); err != nil {
+	if err := store.Release(ctx, s, "g", "p", a, o1.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(-time.Hour)
-	o2, err := s.Claim(ctx, "g", "p", a)
+	o2, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestCopies(t *testing.T) {
 	ctx := t.Context()
 	s := memstore.New()
 	a := mustOpen(t, s, "g", "a", time.Minute)
-	o, err := s.Claim(ctx, "g", "p", a)
+	o, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(value, "XXXXXXXX")
-	again, err := s.Claim(ctx, "g", "p", a)
+	again, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestCopies(t *testing.T) {
 		t.Fatalf("checkpoint %q after the caller changed its buffer; want %q", again.Checkpoint, "original")
 	}
 	copy(again.Checkpoint, "YYYYYYYY")
-	third, err := s.Claim(ctx, "g", "p", a)
+	third, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestSnapshotShared(t *testing.T) {
 	a := mustOpen(t, s, "g", "a", time.Minute)
 	var epochs []uint64
 	for i := range 100 {
-		o, err := s.Claim(ctx, "g", fmt.Sprintf("p%03d", i), a)
+		o, err := store.Claim(ctx, s, "g", fmt.Sprintf("p%03d", i), a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestSnapshotShared(t *testing.T) {
 	if &s3.Owners[0] != &s1.Owners[0] || s3.Owners[50].Checkpoint != nil {
 		t.Fatalf("after a Checkpoint the snapshot shows checkpoint %q or a new list; want the same list, without checkpoints", s3.Owners[50].Checkpoint)
 	}
-	if err := s.Release(ctx, "g", "p050", a, epochs[50]); err != nil {
+	if err := store.Release(ctx, s, "g", "p050", a, epochs[50]); err != nil {
 		t.Fatal(err)
 	}
 	s4 := mustSnap(t, s, "g")
@@ -254,7 +254,7 @@ func TestSnapshotModel(t *testing.T) {
 		sess := sessions[rng.IntN(len(sessions))]
 		switch rng.IntN(3) {
 		case 0:
-			o, err := s.Claim(ctx, "g", p, sess)
+			o, err := store.Claim(ctx, s, "g", p, sess)
 			if err == nil {
 				o.Checkpoint = nil // snapshots carry none
 				model[p] = o
@@ -271,7 +271,7 @@ func TestSnapshotModel(t *testing.T) {
 			}
 		case 2:
 			if o, ok := model[p]; ok && o.Session != "" {
-				if err := s.Release(ctx, "g", p, o.Session, o.Epoch); err != nil {
+				if err := store.Release(ctx, s, "g", p, o.Session, o.Epoch); err != nil {
 					t.Fatal(err)
 				}
 				o.Session, o.Member = "", ""
@@ -338,7 +338,7 @@ func benchStore(b *testing.B) (*memstore.Store, []store.Ownership) {
 	}
 	owners := make([]store.Ownership, nPartitions)
 	for i, j := range rand.Perm(nPartitions) {
-		o, err := s.Claim(ctx, "g", ps[j].ID, sessions[i%nSessions])
+		o, err := store.Claim(ctx, s, "g", ps[j].ID, sessions[i%nSessions])
 		if err != nil {
 			b.Fatal(err)
 		}

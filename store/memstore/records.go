@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/herdhq/herd/store"
 )
@@ -11,13 +10,7 @@ import (
 // nil (by Checkpoint or Restore) is returned as an empty, non-nil value:
 // Checkpoint is nil only for a record that never had one, as on Redis.
 func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
-	if err := validate(group); err != nil {
-		return nil, fmt.Errorf("memstore: records: %w", err)
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("memstore: records: %w", err)
-	}
-	now, err := s.begin(ctx, "records")
+	now, err := s.begin(ctx, "records", store.ValidateRecords(group, partitions))
 	if err != nil {
 		return nil, err
 	}

@@ -73,13 +73,13 @@ func BenchmarkOps(b *testing.B) {
 	s := openTest(b)
 	group, sessions := benchGroup(b, s, 100)
 	ctx := context.Background()
-	o, err := s.Claim(ctx, group, "p000000", sessions[0])
+	o, err := store.Claim(ctx, s, group, "p000000", sessions[0])
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("Claim", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.Claim(ctx, group, "p000001", sessions[0]); err != nil {
+			if _, err := store.Claim(ctx, s, group, "p000001", sessions[0]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -16,7 +16,7 @@ var _ store.GroupLister = (*Store)(nil)
 // name; a name herd could not have written (a row added by hand) is
 // skipped.
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
-	if err := s.begin(ctx, "Groups"); err != nil {
+	if err := s.begin(ctx, "Groups", nil); err != nil {
 		return nil, err
 	}
 	S := s.qschema

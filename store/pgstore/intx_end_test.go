@@ -23,7 +23,7 @@ func endSetup(ctx context.Context, t *testing.T, s *Store, group string) (string
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", a)
+	o, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}

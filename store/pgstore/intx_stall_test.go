@@ -63,7 +63,7 @@ func TestInTxStalledMemberDoesNotWedgeGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa, err := stalled.Claim(ctx, group, "p", a)
+	oa, err := store.Claim(ctx, stalled, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestInTxStalledMemberDoesNotWedgeGroup(t *testing.T) {
 		c, cancel := bounded()
 		defer cancel()
 		var err error
-		ob, err = s.Claim(c, group, "p", b)
+		ob, err = store.Claim(c, s, group, "p", b)
 		claimed <- err
 	}()
 	c2, cancel2 := bounded()
@@ -143,7 +143,7 @@ func TestRecordLockWaitBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa, err := s.Claim(ctx, group, "p", a)
+	oa, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestListenDropThenContinue(t *testing.T) {
 	}
 	first := changesAsync(ctx, s, group, snap.Version)
 	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
-	if _, err := s.Claim(ctx, group, "p1", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "p1", sess); err != nil {
 		t.Fatal(err)
 	}
 	v := wantEntry(t, first, store.Claimed, 5*time.Second, "a claim with LISTEN up")
@@ -81,7 +81,7 @@ func TestListenDropThenContinue(t *testing.T) {
 	pid := s.hub.listenerPID()
 	second := changesAsync(ctx, s, group, v)
 	admin(t, "SELECT pg_terminate_backend($1)", int32(pid))
-	if _, err := s.Claim(ctx, group, "p2", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "p2", sess); err != nil {
 		t.Fatal(err)
 	}
 	v = wantEntry(t, second, store.Claimed, 15*time.Second, "a claim made while the LISTEN connection was being replaced")
@@ -90,7 +90,7 @@ func TestListenDropThenContinue(t *testing.T) {
 		return p != 0 && p != pid
 	})
 	third := changesAsync(ctx, s, group, v)
-	if _, err := s.Claim(ctx, group, "p3", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "p3", sess); err != nil {
 		t.Fatal(err)
 	}
 	wantEntry(t, third, store.Claimed, 5*time.Second, "a claim after the LISTEN connection came back")
@@ -107,7 +107,7 @@ func TestListenNotRenewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", sess)
+	o, err := store.Claim(ctx, s, group, "p", sess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestListenNotRenewals(t *testing.T) {
 		t.Fatalf("Changes returned %+v, %v after renewals and checkpoints only", r.cs, r.err)
 	default:
 	}
-	if err := s.Release(ctx, group, "p", sess, o.Epoch); err != nil {
+	if err := store.Release(ctx, s, group, "p", sess, o.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	wantEntry(t, ch, store.Released, 5*time.Second, "a release")
@@ -321,7 +321,7 @@ func TestNotificationsCarryEntries(t *testing.T) {
 	v := mustSnap(t, s, group).Version
 	ch := changesAsync(ctx, s, group, v)
 	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
-	if _, err := s.Claim(ctx, group, "p0", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "p0", sess); err != nil {
 		t.Fatal(err)
 	}
 	v = wantEntry(t, ch, store.Claimed, 5*time.Second, "the first claim")
@@ -329,7 +329,7 @@ func TestNotificationsCarryEntries(t *testing.T) {
 	var got []store.Change
 	for i := 1; i <= 50; i++ {
 		ch := changesAsync(ctx, s, group, v)
-		o, err := s.Claim(ctx, group, "p"+string(rune('0'+i%10)), sess)
+		o, err := store.Claim(ctx, s, group, "p"+string(rune('0'+i%10)), sess)
 		if err != nil {
 			t.Fatal(err)
 		}

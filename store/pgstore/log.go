@@ -41,11 +41,8 @@ func gone(after store.Version, format string, args ...any) error {
 // LISTEN is off or not working, and reads again; it returns when there are
 // entries, the version is gone, or ctx ends.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
-	if err := s.begin(ctx, "Changes", "group", group); err != nil {
+	if err := s.begin(ctx, "Changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
-	}
-	if max < 1 {
-		return nil, after, fmt.Errorf("pgstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
 	max = min(max, maxChangesRows)
 	// With a deadline, the wait ends a little before it, so that a call at
@@ -92,7 +89,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			return nil, after, fmt.Errorf("pgstore: Changes: %w: %w", store.ErrUnavailable, ctx.Err())
 		}
 		t.Stop()
-		if err := s.begin(ctx, "Changes"); err != nil {
+		if err := s.begin(ctx, "Changes", nil); err != nil {
 			return nil, after, err
 		}
 	}

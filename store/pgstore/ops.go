@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,24 +11,6 @@ import (
 
 	"github.com/herdhq/herd/store"
 )
-
-// newSessionID returns a fresh session id: 130 random bits in base32
-// (A-Z, 2-7), unique for the life of the store without any state in it,
-// so a schema dropped and created again cannot make an id repeat.
-func newSessionID() string { return rand.Text() }
-
-// isSessionID reports whether id has the form newSessionID gives.
-func isSessionID(id string) bool {
-	if len(id) != 26 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
-			return false
-		}
-	}
-	return true
-}
 
 // ttlMicros rounds a TTL up to whole microseconds.
 func ttlMicros(ttl time.Duration) int64 {
@@ -47,31 +28,20 @@ func micros(us int64) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-func checkValue(op, partition string, value []byte) error {
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("pgstore: %s of %q: value is %d bytes, more than the limit of %d: %w",
-			op, partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
-	}
-	return nil
-}
-
 func unexpected(op, status string) error {
 	return fmt.Errorf("pgstore: %s: unexpected status %q from the database (tables of another version?)", op, status)
 }
 
 // OpenSession implements store.Store.
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
-	if err := s.begin(ctx, "OpenSession", "group", group, "member", member); err != nil {
+	if err := s.begin(ctx, "OpenSession", store.ValidateOpenSession(group, member, weight, ttl)); err != nil {
 		return "", err
 	}
-	if ttl <= 0 {
-		return "", fmt.Errorf("pgstore: OpenSession: TTL %v is not positive: %w", ttl, store.ErrInvalid)
-	}
-	if weight < 0 || weight > 1<<31-1 {
-		return "", fmt.Errorf("pgstore: OpenSession: weight %d is negative or too large: %w", weight, store.ErrInvalid)
+	if weight > 1<<31-1 {
+		return "", fmt.Errorf("pgstore: OpenSession: weight %d does not fit the weight column (int4): %w", weight, store.ErrInvalid)
 	}
 	for range 3 {
-		id := newSessionID()
+		id := store.NewSessionID()
 		var status string
 		if err := s.queryRow(ctx, "OpenSession", s.q.open,
 			[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status); err != nil {
@@ -93,11 +63,8 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // logs nothing; if a session of the group is due, the call expires it (and
 // logs that) first.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
-	if err := s.begin(ctx, "KeepAlive", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "KeepAlive", store.ValidateKeepAlive(group, session, ttl)); err != nil {
 		return 0, err
-	}
-	if ttl <= 0 {
-		return 0, fmt.Errorf("pgstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
 	}
 	var status string
 	var next *int64
@@ -119,31 +86,16 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := s.begin(ctx, "CloseSession", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "CloseSession", store.ValidateCloseSession(group, session)); err != nil {
 		return err
 	}
 	return s.exec(ctx, "CloseSession", s.q.close, group, session, int32(s.cfg.logLimit))
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := s.begin(ctx, "Claim", "group", group, "partition", partition, "session", session); err != nil {
-		return store.Ownership{}, err
-	}
-	rs, err := s.claim(ctx, "Claim", group, session, []string{partition})
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	return rs[0].Ownership, rs[0].Err
-}
-
 // ClaimBatch implements store.Store: one statement for the whole batch.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
-	if err := s.begin(ctx, "ClaimBatch", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "ClaimBatch", store.ValidateClaimBatch(group, session, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("pgstore: ClaimBatch: %w", err)
 	}
 	if len(partitions) == 0 {
 		return []store.ClaimResult{}, nil
@@ -224,27 +176,13 @@ func deref(p *string) string {
 	return *p
 }
 
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	return s.releaseOne(ctx, "Release", group, partition, session, epoch, false)
-}
-
-// GiveBack is Release that also marks the record as given back by session:
-// while that session lives, members place the partition on another live
-// member if there is one. Same conditions and errors as Release. Logs one
-// Released entry with GivenBack set to session.
+// GiveBack implements store.Store: the statement of ReleaseBatch, for one
+// record, that also marks it as given back by session.
 func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
-	return s.releaseOne(ctx, "GiveBack", group, partition, session, epoch, true)
-}
-
-func (s *Store) releaseOne(ctx context.Context, op, group, partition, session string, epoch uint64, giveBack bool) error {
-	if err := s.begin(ctx, op, "group", group, "partition", partition, "session", session); err != nil {
+	if err := s.begin(ctx, "GiveBack", store.ValidateGiveBack(group, partition, session, epoch)); err != nil {
 		return err
 	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("pgstore: %s of %q: %w", op, partition, err)
-	}
-	errs, err := s.release(ctx, op, group, session, []store.Ownership{{Partition: partition, Epoch: epoch}}, giveBack)
+	errs, err := s.release(ctx, "GiveBack", group, session, []store.Ownership{{Partition: partition, Epoch: epoch}}, true)
 	if err != nil {
 		return err
 	}
@@ -253,18 +191,8 @@ func (s *Store) releaseOne(ctx context.Context, op, group, partition, session st
 
 // ReleaseBatch implements store.Store: one statement for the whole batch.
 func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
-	if err := s.begin(ctx, "ReleaseBatch", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "ReleaseBatch", store.ValidateReleaseBatch(group, session, held)); err != nil {
 		return nil, err
-	}
-	ids := make([]string, len(held))
-	for i, o := range held {
-		ids[i] = o.Partition
-		if err := store.ValidateEpoch(o.Epoch); err != nil {
-			return nil, fmt.Errorf("pgstore: ReleaseBatch of %q: %w", o.Partition, err)
-		}
-	}
-	if err := store.ValidateBatch(ids); err != nil {
-		return nil, fmt.Errorf("pgstore: ReleaseBatch: %w", err)
 	}
 	if len(held) == 0 {
 		return []error{}, nil
@@ -326,13 +254,7 @@ func (s *Store) release(ctx context.Context, op, group, session string, held []s
 // Checkpoint implements store.Store: one UPDATE that checks the epoch and
 // the owner's liveness. It takes no group lock and logs nothing.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "Checkpoint", "group", group, "partition", partition); err != nil {
-		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("pgstore: Checkpoint of %q: %w", partition, err)
-	}
-	if err := checkValue("Checkpoint", partition, value); err != nil {
+	if err := s.begin(ctx, "Checkpoint", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
 	}
 	if value == nil {
@@ -361,13 +283,7 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 
 // Restore implements store.Store.
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "Restore", "group", group, "partition", partition); err != nil {
-		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("pgstore: Restore of %q: %w", partition, err)
-	}
-	if err := checkValue("Restore", partition, value); err != nil {
+	if err := s.begin(ctx, "Restore", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
 	}
 	if value == nil {
@@ -390,7 +306,7 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 // ExpireSessions implements store.Store. It takes the group's lock only if
 // a session is due.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
-	if err := s.begin(ctx, "ExpireSessions", "group", group); err != nil {
+	if err := s.begin(ctx, "ExpireSessions", store.ValidateGroup(group)); err != nil {
 		return 0, err
 	}
 	var next int64
@@ -404,7 +320,7 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 // the group, its log included, and wakes the group's readers (who find
 // their version gone).
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
-	if err := s.begin(ctx, "DeleteGroup", "group", group); err != nil {
+	if err := s.begin(ctx, "DeleteGroup", store.ValidateGroup(group)); err != nil {
 		return err
 	}
 	var status string

@@ -69,11 +69,8 @@ END $$;
 // same set of 100,000 partitions send it whole only while none is stored
 // (a fresh group), and the store writes it once.
 func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
-	if err := s.begin(ctx, "SetPartitions", "group", group); err != nil {
+	if err := s.begin(ctx, "SetPartitions", store.ValidateSetPartitions(group, ps)); err != nil {
 		return store.SetResult{}, err
-	}
-	if err := store.ValidateSet(ps); err != nil {
-		return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: %w", err)
 	}
 	mode, digest := "replace", ""
 	switch ps.Mode {

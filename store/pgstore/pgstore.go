@@ -373,19 +373,18 @@ func (s *Store) Close() error {
 // tables next to herd's (see InTx).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// begin checks what every call checks: the store's own state, the ids
-// (kind, id pairs) and the context.
-func (s *Store) begin(ctx context.Context, op string, ids ...string) error {
+// begin checks what every call checks: the arguments (args is the error
+// of the store.Validate function of op, nil if valid), the store's own
+// state and the context.
+func (s *Store) begin(ctx context.Context, op string, args error) error {
+	if args != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, args)
+	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return fmt.Errorf("pgstore: %s: store is closed: %w", op, store.ErrUnavailable)
-	}
-	for i := 0; i+1 < len(ids); i += 2 {
-		if err := store.ValidateID(ids[i], ids[i+1]); err != nil {
-			return fmt.Errorf("pgstore: %s: %w", op, err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, store.ErrUnavailable, err)

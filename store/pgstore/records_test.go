@@ -25,14 +25,14 @@ func TestGiveBackAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", a)
+	o, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Checkpoint(ctx, group, "p", o.Epoch, []byte("cp")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, group, "q", b); err != nil {
+	if _, err := store.Claim(ctx, s, group, "q", b); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := s.Records(ctx, group, []string{"q", "none", "p"})
@@ -63,14 +63,14 @@ func TestGiveBackAndRecords(t *testing.T) {
 	if r := ownerOf(t, s, group, "p"); r.Session != "" || r.GivenBack != a || r.Epoch != o.Epoch {
 		t.Fatalf("record after GiveBack: %+v; want released, given back by %q", r, a)
 	}
-	ob, err := s.Claim(ctx, group, "p", b)
+	ob, err := store.Claim(ctx, s, group, "p", b)
 	if err != nil || ob.GivenBack != a || string(ob.Checkpoint) != "cp" {
 		t.Fatalf("Claim by another session after GiveBack: %+v, %v; want the mark kept and the checkpoint", ob, err)
 	}
-	if err := s.Release(ctx, group, "p", b, ob.Epoch); err != nil {
+	if err := store.Release(ctx, s, group, "p", b, ob.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	oa, err := s.Claim(ctx, group, "p", a)
+	oa, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil || oa.GivenBack != "" {
 		t.Fatalf("Claim by the session that gave it back: %+v, %v; want the mark cleared", oa, err)
 	}
@@ -125,7 +125,7 @@ func TestMalformedRows(t *testing.T) {
 	if _, err := s.SetPartitions(ctx, group, store.PartitionSet{Partitions: []store.Partition{{ID: "good"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, group, "good", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "good", sess); err != nil {
 		t.Fatal(err)
 	}
 	S := s.qschema
@@ -145,7 +145,7 @@ func TestMalformedRows(t *testing.T) {
 	if len(snap.Sessions) != 1 || len(snap.Partitions) != 1 || len(snap.Owners) != 1 {
 		t.Fatalf("snapshot lists %d sessions, %d partitions, %d records; want the good ones only", len(snap.Sessions), len(snap.Partitions), len(snap.Owners))
 	}
-	if _, err := s.Claim(ctx, group, "badowner", sess); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := store.Claim(ctx, s, group, "badowner", sess); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("Claim of a malformed record: %v; want ErrCorrupt", err)
 	}
 	rs, err := s.ClaimBatch(ctx, group, sess, []string{"good", "badowner"})
@@ -162,7 +162,7 @@ func TestMalformedRows(t *testing.T) {
 	if _, _, err := s.Changes(ctx, group, v, 10); !errors.Is(err, store.ErrVersionGone) {
 		t.Fatalf("Changes over an entry that does not decode: %v; want ErrVersionGone", err)
 	}
-	if _, err := s.Claim(ctx, group, "good", sess); err != nil {
+	if _, err := store.Claim(ctx, s, group, "good", sess); err != nil {
 		t.Fatalf("Claim after the bad entry: %v", err)
 	}
 }

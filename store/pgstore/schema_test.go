@@ -47,7 +47,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	}
 	var last uint64
 	for range 3 {
-		o, err := s.Claim(ctx, group, "p", sess)
+		o, err := store.Claim(ctx, s, group, "p", sess)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", sess)
+	o, err := store.Claim(ctx, s, group, "p", sess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestEpochsAfterDropAndRecreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err = s2.Claim(ctx, group, "p", sess2)
+	o, err = store.Claim(ctx, s2, group, "p", sess2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +186,11 @@ func TestSchemaUpgradeFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, "g", "p", sess)
+	o, err := store.Claim(ctx, s, "g", "p", sess)
 	if err != nil {
 		t.Fatalf("Claim on the upgraded schema: %v", err)
 	}
-	if err := s.Release(ctx, "g", "p", sess, o.Epoch); err != nil {
+	if err := store.Release(ctx, s, "g", "p", sess, o.Epoch); err != nil {
 		t.Fatalf("Release on the upgraded schema: %v", err)
 	}
 }

@@ -39,7 +39,7 @@ FROM g JOIN ` + S + `.owners o ON o.gid = g.gid`
 // decode (written by hand or by another program) is left out and listed in
 // Malformed.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
-	if err := s.begin(ctx, "Snapshot", "group", group); err != nil {
+	if err := s.begin(ctx, "Snapshot", store.ValidateGroup(group)); err != nil {
 		return nil, err
 	}
 	var snap *store.Snapshot
@@ -103,7 +103,7 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 			weight, _ := num(f[5])
 			left, _ := num(f[6])
 			switch {
-			case !isSessionID(id):
+			case !store.IsSessionID(id):
 				bad(store.MalformedSession, "sessions", id, "not a session id this store makes (26 characters of A-Z, 2-7)")
 				continue
 			case store.ValidateID("member", member) != nil:
@@ -146,11 +146,11 @@ func decodeOwner(partition, session, member, givenBack, epoch string) (store.Own
 	switch {
 	case session == "" && member != "":
 		return store.Ownership{}, fmt.Sprintf("released record names member %q", abbrev(member))
-	case session != "" && !isSessionID(session):
+	case session != "" && !store.IsSessionID(session):
 		return store.Ownership{}, fmt.Sprintf("session %q is not a session id this store makes", abbrev(session))
 	case session != "" && store.ValidateID("member", member) != nil:
 		return store.Ownership{}, store.ValidateID("member", member).Error()
-	case givenBack != "" && !isSessionID(givenBack):
+	case givenBack != "" && !store.IsSessionID(givenBack):
 		return store.Ownership{}, fmt.Sprintf("given_back %q is not a session id this store makes", abbrev(givenBack))
 	}
 	return store.Ownership{Partition: partition, Session: session, Member: member, Epoch: e, GivenBack: givenBack}, ""
@@ -190,11 +190,8 @@ func capID(id string) string {
 // record that cannot be decoded (Snapshot lists it in Malformed), is left
 // out. It changes nothing and logs nothing.
 func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
-	if err := s.begin(ctx, "Records", "group", group); err != nil {
+	if err := s.begin(ctx, "Records", store.ValidateRecords(group, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("pgstore: Records: %w", err)
 	}
 	if len(partitions) == 0 {
 		return []store.Record{}, nil

@@ -85,11 +85,8 @@ type Fence struct {
 // Claim.LastCheckpoint is the value when the partition was claimed; last
 // is the current one.
 func (s *Store) InTx(ctx context.Context, f Fence, fn func(tx pgx.Tx, last []byte) (next []byte, err error)) error {
-	if err := s.begin(ctx, "InTx", "group", f.Group, "partition", f.Partition); err != nil {
+	if err := s.begin(ctx, "InTx", store.ValidateCheckpoint(f.Group, f.Partition, f.Epoch, nil)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(f.Epoch); err != nil {
-		return fmt.Errorf("pgstore: InTx on %q: %w", f.Partition, err)
 	}
 	if fn == nil {
 		return fmt.Errorf("pgstore: InTx on %q: no function: %w", f.Partition, store.ErrInvalid)

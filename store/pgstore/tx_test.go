@@ -59,7 +59,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa, err := s.Claim(ctx, group, "p", a)
+	oa, err := store.Claim(ctx, s, group, "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := s.Claim(ctx, group, "p", b)
+	ob, err := store.Claim(ctx, s, group, "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestInTxFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc, err := s.Claim(ctx, group, "p", c)
+	oc, err := store.Claim(ctx, s, group, "p", c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func handoverSetup(ctx context.Context, t *testing.T, s *Store, group string) (t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if oa, err = s.Claim(ctx, group, "p", a); err != nil {
+	if oa, err = store.Claim(ctx, s, group, "p", a); err != nil {
 		t.Fatal(err)
 	}
 	if b, err = s.OpenSession(ctx, group, "b", 1, time.Minute); err != nil {
@@ -190,14 +190,14 @@ func TestInTxClaimEndsTransactionOfEndedSession(t *testing.T) {
 	<-inside
 	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 	defer ccancel()
-	if _, err := s.Claim(cctx, group, "p", b); !errors.Is(err, store.ErrClaimed) {
+	if _, err := store.Claim(cctx, s, group, "p", b); !errors.Is(err, store.ErrClaimed) {
 		t.Fatalf("b's claim while a's session lives and its transaction holds the record: %v; want ErrClaimed at once", err)
 	}
 	// a's session ends while its transaction holds the record.
 	if err := s.CloseSession(ctx, group, a); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(cctx, group, "p", b)
+	o, err := store.Claim(cctx, s, group, "p", b)
 	if err != nil {
 		t.Fatalf("b's claim after a's session ended: %v", err)
 	}
@@ -238,7 +238,7 @@ func TestInTxIdleBound(t *testing.T) {
 	if err := s.CloseSession(ctx, group, a); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, group, "p", b)
+	o, err := store.Claim(ctx, s, group, "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}

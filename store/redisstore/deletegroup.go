@@ -36,7 +36,7 @@ return {'ok'}
 // SCAN before the script runs), so keys written by another version of herd
 // under the same prefix are deleted too.
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "DeleteGroup", store.ValidateGroup(group)); err != nil {
 		return err
 	}
 	k := s.keys(group)

@@ -20,7 +20,7 @@ func TestDeleteGroupLeavesNoKey(t *testing.T) {
 		must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}}})), "SetPartitions")
 		sess, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 		must(t, err, "OpenSession")
-		o, err := s.Claim(ctx, g, "a", sess)
+		o, err := store.Claim(ctx, s, g, "a", sess)
 		must(t, err, "Claim")
 		must(t, s.Checkpoint(ctx, g, "a", o.Epoch, []byte("x")), "Checkpoint")
 		must(t, s.CloseSession(ctx, g, sess), "CloseSession")

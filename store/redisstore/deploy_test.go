@@ -156,7 +156,7 @@ func TestSentinelFailover(t *testing.T) {
 	const g = "failover"
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")
-	o, err := s.Claim(ctx, g, "p", id)
+	o, err := store.Claim(ctx, s, g, "p", id)
 	must(t, err, "Claim")
 	must(t, s.Checkpoint(ctx, g, "p", o.Epoch, []byte("before")), "Checkpoint")
 	before, err := s.Snapshot(ctx, g)
@@ -203,12 +203,12 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("owners after the failover: %+v; want p at epoch %d", snap.Owners, o.Epoch)
 	}
 	must(t, s.Checkpoint(ctx, g, "p", o.Epoch, []byte("after")), "Checkpoint after the failover")
-	must(t, s.Release(ctx, g, "p", id, o.Epoch), "Release")
+	must(t, store.Release(ctx, s, g, "p", id, o.Epoch), "Release")
 	if cs, _, err := s.Changes(ctx, g, before.Version, 10); err != nil || len(cs) != 1 || cs[0].Kind != store.Released {
 		t.Fatalf("the log after the failover, from before it: %+v, %v; want the release", cs, err)
 	}
 	// Snapshots carry no checkpoints: the next claim returns it.
-	o2, err := s.Claim(ctx, g, "p", id)
+	o2, err := store.Claim(ctx, s, g, "p", id)
 	must(t, err, "Claim after the failover")
 	if o2.Epoch <= o.Epoch {
 		t.Fatalf("epoch after the failover %d; want > %d", o2.Epoch, o.Epoch)

@@ -11,11 +11,8 @@ import (
 // GiveBack implements store.Store: Release, and the partition's field in
 // the givenback hash set to session, in one script.
 func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
+	if err := s.begin(ctx, "GiveBack", store.ValidateGiveBack(group, partition, session, epoch)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("redisstore: GiveBack of %q: %w", partition, err)
 	}
 	k := s.keys(group)
 	status, _, err := s.runLogged(ctx, "GiveBack", giveBackScript, k, []string{k.sessions, k.members, k.owners, k.givenback},
@@ -36,7 +33,7 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 // not a session id this store makes (written by something else) names no
 // session that can be alive, so it is moot and reads as none.
 func mark(v string) string {
-	if !isSessionID(v) {
+	if !store.IsSessionID(v) {
 		return ""
 	}
 	return v

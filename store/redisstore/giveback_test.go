@@ -51,7 +51,7 @@ func TestGiveBackMarkStorage(t *testing.T) {
 
 	// A record as an older version wrote it: no givenback field.
 	must(t, raw.HSet(ctx, k.owners, "old", "7::").Err(), "HSET owners old")
-	o, err := s.Claim(ctx, g, "old", a)
+	o, err := store.Claim(ctx, s, g, "old", a)
 	must(t, err, "Claim of an old record")
 	if o.GivenBack != "" {
 		t.Fatalf("Claim of a record without a mark returned GivenBack %q", o.GivenBack)
@@ -61,13 +61,13 @@ func TestGiveBackMarkStorage(t *testing.T) {
 	if v, _ := raw.HGet(ctx, k.givenback, "old").Result(); v != a {
 		t.Fatalf("givenback field after GiveBack is %q; want the session %q", v, a)
 	}
-	ob, err := s.Claim(ctx, g, "old", b)
+	ob, err := store.Claim(ctx, s, g, "old", b)
 	must(t, err, "Claim by another session")
 	if ob.GivenBack != a {
 		t.Fatalf("Claim by another session returned GivenBack %q; want %q", ob.GivenBack, a)
 	}
 	must(t, s.GiveBack(ctx, g, "old", b, ob.Epoch), "GiveBack by b")
-	_, err = s.Claim(ctx, g, "old", b)
+	_, err = store.Claim(ctx, s, g, "old", b)
 	must(t, err, "Claim by the giver")
 	if n, _ := raw.HExists(ctx, k.givenback, "old").Result(); n {
 		t.Fatal("the giver's claim left the givenback field; want it deleted")
@@ -86,7 +86,7 @@ func TestGiveBackMarkStorage(t *testing.T) {
 			t.Fatalf("record %+v has a mark; want none (the foreign one is moot)", o)
 		}
 	}
-	oh, err := s.Claim(ctx, g, "hand", a)
+	oh, err := store.Claim(ctx, s, g, "hand", a)
 	must(t, err, "Claim of a record with a foreign mark")
 	if oh.GivenBack != "" {
 		t.Fatalf("Claim of a record with a foreign mark returned GivenBack %q; want none", oh.GivenBack)

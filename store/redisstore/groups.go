@@ -24,7 +24,7 @@ var groupKeyNames = []string{"sessions", "members", "partitions", "partset", "pa
 // 1,000 keys of the database (of every prefix), so it is a command for an
 // operator, not for a loop.
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
-	if err := s.begin(ctx); err != nil {
+	if err := s.begin(ctx, "Groups", nil); err != nil {
 		return nil, err
 	}
 	keys, err := s.scanKeys(ctx, globEscape(s.prefix)+":{*}:*")

@@ -291,11 +291,8 @@ func gone(after store.Version, format string, args ...any) error {
 // call returns at once, but the command keeps its connection until the
 // block ends.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "Changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
-	}
-	if max < 1 {
-		return nil, after, fmt.Errorf("redisstore: Changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
 	k := s.keys(group)
 	res, err := s.eval(ctx, changesScript, []string{k.version},
@@ -492,7 +489,7 @@ const (
 
 // ExpireSessions implements store.Store: one script per 1,000 due sessions.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "ExpireSessions", store.ValidateGroup(group)); err != nil {
 		return 0, err
 	}
 	k := s.keys(group)
@@ -513,11 +510,8 @@ func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration
 
 // ClaimBatch implements store.Store: one script for the whole batch.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
-	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "ClaimBatch", store.ValidateClaimBatch(group, session, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("redisstore: ClaimBatch: %w", err)
 	}
 	if len(partitions) == 0 {
 		return []store.ClaimResult{}, nil
@@ -569,18 +563,8 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 
 // ReleaseBatch implements store.Store: one script for the whole batch.
 func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
-	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "ReleaseBatch", store.ValidateReleaseBatch(group, session, held)); err != nil {
 		return nil, err
-	}
-	ids := make([]string, len(held))
-	for i, o := range held {
-		ids[i] = o.Partition
-		if err := store.ValidateEpoch(o.Epoch); err != nil {
-			return nil, fmt.Errorf("redisstore: ReleaseBatch of %q: %w", o.Partition, err)
-		}
-	}
-	if err := store.ValidateBatch(ids); err != nil {
-		return nil, fmt.Errorf("redisstore: ReleaseBatch: %w", err)
 	}
 	if len(held) == 0 {
 		return []error{}, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,7 +71,7 @@ func claimPartitions(b *testing.B, batch bool) {
 			}
 		} else {
 			for _, p := range parts {
-				if _, err := s.Claim(ctx, g, p, id); err != nil {
+				if _, err := store.Claim(ctx, s, g, p, id); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -73,18 +73,18 @@ func TestLogForeignEntries(t *testing.T) {
 	_, _, err = s.Changes(ctx, g, v, 10)
 	wantIs(t, err, store.ErrVersionGone, "Changes over an entry this store did not write")
 
-	o, err := s.Claim(ctx, g, "p", sess)
+	o, err := store.Claim(ctx, s, g, "p", sess)
 	must(t, err, "Claim with a foreign entry at the log's next id")
 	snap, err = s.Snapshot(ctx, g)
 	must(t, err, "Snapshot")
-	must(t, s.Release(ctx, g, "p", sess, o.Epoch), "Release")
+	must(t, store.Release(ctx, s, g, "p", sess, o.Epoch), "Release")
 	cs, _, err := s.Changes(ctx, g, snap.Version, 10)
 	if err != nil || len(cs) != 1 || cs[0].Kind != store.Released {
 		t.Fatalf("Changes after the new generation's snapshot: %+v, %v; want the Released entry", cs, err)
 	}
 
 	must(t, raw.Set(ctx, k.log, "not a stream", 0).Err(), "SET")
-	_, err = s.Claim(ctx, g, "p", sess)
+	_, err = store.Claim(ctx, s, g, "p", sess)
 	must(t, err, "Claim with a log key of another type")
 	_, _, err = s.Changes(ctx, g, snap.Version, 10)
 	wantIs(t, err, store.ErrVersionGone, "Changes after the log key was overwritten")
@@ -115,7 +115,7 @@ func TestChangesAfterLostWrites(t *testing.T) {
 	must(t, err, "GET version")
 	// Written to the primary only: lost in the failover.
 	for _, p := range []string{"p1", "p2", "p3"} {
-		_, err := s.Claim(ctx, g, p, a)
+		_, err := store.Claim(ctx, s, g, p, a)
 		must(t, err, "Claim")
 	}
 	reader, err := s.Snapshot(ctx, g)
@@ -132,7 +132,7 @@ func TestChangesAfterLostWrites(t *testing.T) {
 	must(t, raw.HDel(ctx, k.owners, "p1", "p2", "p3").Err(), "HDEL")
 	// The new primary goes on past the reader's sequence.
 	for _, p := range []string{"q1", "q2", "q3", "q4", "q5"} {
-		_, err := s.Claim(ctx, g, p, a)
+		_, err := store.Claim(ctx, s, g, p, a)
 		must(t, err, "Claim")
 	}
 	_, _, err = s.Changes(ctx, g, reader.Version, 100)

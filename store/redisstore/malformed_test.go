@@ -61,7 +61,7 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	must(t, setErr(s.SetPartitions(ctx, g, store.PartitionSet{Partitions: []store.Partition{{ID: "a"}, {ID: "b"}, {ID: "c"}}})), "SetPartitions")
 	id, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
 	must(t, err, "OpenSession")
-	oa, err := s.Claim(ctx, g, "a", id)
+	oa, err := store.Claim(ctx, s, g, "a", id)
 	must(t, err, "Claim a")
 
 	long := strings.Repeat("L", 3*store.MaxIDLength)
@@ -83,8 +83,8 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	// opened it, so none must give it partitions it would never claim.
 	must(t, raw.ZAdd(ctx, k.sessions, redisZ(9e15, "by-hand")).Err(), "ZADD by-hand")
 	must(t, raw.HSet(ctx, k.members, "by-hand", "1:by-hand").Err(), "HSET members by-hand")
-	if len(id) != 26 || !isSessionID(id) || isSessionID(strings.ToLower(id)) {
-		t.Fatalf("isSessionID does not recognise the session id %q the store made, or accepts its lower case", id)
+	if len(id) != 26 || !store.IsSessionID(id) || store.IsSessionID(strings.ToLower(id)) {
+		t.Fatalf("store.IsSessionID does not recognise the session id %q the store made, or accepts its lower case", id)
 	}
 
 	snap, err := s.Snapshot(ctx, g)
@@ -125,9 +125,9 @@ func TestSnapshotSkipsMalformedRecords(t *testing.T) {
 	}
 	// The other partitions still work; the malformed one is refused, not
 	// overwritten.
-	_, err = s.Claim(ctx, g, "c", id)
+	_, err = store.Claim(ctx, s, g, "c", id)
 	must(t, err, "Claim of c next to malformed records")
-	_, err = s.Claim(ctx, g, "b", id)
+	_, err = store.Claim(ctx, s, g, "b", id)
 	wantIs(t, err, store.ErrCorrupt, "Claim of b, whose record is malformed")
 	if v, _ := raw.HGet(ctx, k.owners, "b").Result(); v != "garbage" {
 		t.Fatalf("the malformed record of b became %q; want it left as it was", v)
@@ -147,7 +147,7 @@ func TestWrongTypeKeyIsCorrupt(t *testing.T) {
 	must(t, raw.Set(ctx, k.owners, "a string", 0).Err(), "SET owners")
 	_, err = s.Snapshot(ctx, g)
 	wantIs(t, err, store.ErrCorrupt, "Snapshot with a string owners key")
-	_, err = s.Claim(ctx, g, "p", id)
+	_, err = store.Claim(ctx, s, g, "p", id)
 	wantIs(t, err, store.ErrCorrupt, "Claim with a string owners key")
 	if v, _ := raw.Get(ctx, k.owners).Result(); v != "a string" {
 		t.Fatalf("the owners key became %q; want it left as it was", v)
@@ -180,16 +180,16 @@ func TestFailoverBringsBackOwnRecord(t *testing.T) {
 	must(t, err, "OpenSession a")
 	b, err := s.OpenSession(ctx, g, "b", 1, time.Minute)
 	must(t, err, "OpenSession b")
-	o1, err := s.Claim(ctx, g, "p", a)
+	o1, err := store.Claim(ctx, s, g, "p", a)
 	must(t, err, "Claim by a")
 	replica, err := raw.HGet(ctx, k.owners, "p").Result() // what the replica last received
 	must(t, err, "HGET")
-	must(t, s.Release(ctx, g, "p", a, o1.Epoch), "Release by a")
-	o2, err := s.Claim(ctx, g, "p", b)
+	must(t, store.Release(ctx, s, g, "p", a, o1.Epoch), "Release by a")
+	o2, err := store.Claim(ctx, s, g, "p", b)
 	must(t, err, "Claim by b")
 	must(t, raw.HSet(ctx, k.owners, "p", replica).Err(), "HSET: the failover")
 
-	o3, err := s.Claim(ctx, g, "p", a)
+	o3, err := store.Claim(ctx, s, g, "p", a)
 	must(t, err, "Claim by a after the failover")
 	if o3.Epoch <= o2.Epoch {
 		t.Fatalf("a claimed its own record brought back by the failover at epoch %d; want above b's %d (a had %d)", o3.Epoch, o2.Epoch, o1.Epoch)

@@ -23,11 +23,8 @@ import (
 // partitions with megabyte checkpoints is a reply of up to a gigabyte. A
 // caller that expects large checkpoints asks for fewer partitions at once.
 func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "Records", store.ValidateRecords(group, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("redisstore: Records: %w", err)
 	}
 	if len(partitions) == 0 {
 		return []store.Record{}, nil

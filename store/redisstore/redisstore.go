@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -192,8 +191,13 @@ func (s *Store) keys(group string) keys {
 	}
 }
 
-// begin checks what every call checks: the store's own state and the ids.
-func (s *Store) begin(ctx context.Context, ids ...string) error {
+// begin checks what every call checks: the arguments (args is the error
+// of the store.Validate function of op, nil if valid), the store's own
+// state and the context.
+func (s *Store) begin(ctx context.Context, op string, args error) error {
+	if args != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, args)
+	}
 	if s.err != nil {
 		return s.err
 	}
@@ -201,15 +205,10 @@ func (s *Store) begin(ctx context.Context, ids ...string) error {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return fmt.Errorf("redisstore: store is closed: %w", store.ErrUnavailable)
-	}
-	for i := 0; i+1 < len(ids); i += 2 {
-		if err := store.ValidateID(ids[i], ids[i+1]); err != nil {
-			return fmt.Errorf("redisstore: %w", err)
-		}
+		return fmt.Errorf("redisstore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %w: %w", store.ErrUnavailable, err)
+		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -341,47 +340,19 @@ func ttlMicros(ttl time.Duration) string {
 	return strconv.FormatInt(int64(us), 10)
 }
 
-// newSessionID returns a fresh session id: 130 random bits in base32
-// (A-Z, 2-7). It is unique for the life of the store without any state in
-// the store, so losing Redis's data cannot make an id repeat, and it never
-// contains ':', which the owners encoding relies on.
-func newSessionID() string {
-	return rand.Text()
-}
-
-// isSessionID reports whether id has the form newSessionID gives (and every
-// version of this store has given): 26 characters of the base32 alphabet.
-func isSessionID(id string) bool {
-	if len(id) != 26 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
-			return false
-		}
-	}
-	return true
-}
-
 func unexpected(op, status string) error {
 	return fmt.Errorf("redisstore: %s: unexpected script status %q (mismatched script version?)", op, status)
 }
 
 // OpenSession implements store.Store.
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
-	if err := s.begin(ctx, "group", group, "member", member); err != nil {
+	if err := s.begin(ctx, "OpenSession", store.ValidateOpenSession(group, member, weight, ttl)); err != nil {
 		return "", err
-	}
-	if ttl <= 0 {
-		return "", fmt.Errorf("redisstore: OpenSession: TTL %v is not positive: %w", ttl, store.ErrInvalid)
-	}
-	if weight < 0 {
-		return "", fmt.Errorf("redisstore: OpenSession: weight %d is negative: %w", weight, store.ErrInvalid)
 	}
 	k := s.keys(group)
 	meta := strconv.Itoa(weight) + ":" + member
 	for range 3 {
-		id := newSessionID()
+		id := store.NewSessionID()
 		status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
 			id, ttlMicros(ttl), meta)
 		if err != nil {
@@ -404,11 +375,8 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // reaches the group within one renewal interval of any member; in the
 // steady state it logs nothing.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
-	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "KeepAlive", store.ValidateKeepAlive(group, session, ttl)); err != nil {
 		return 0, err
-	}
-	if ttl <= 0 {
-		return 0, fmt.Errorf("redisstore: KeepAlive: TTL %v is not positive: %w", ttl, store.ErrInvalid)
 	}
 	k := s.keys(group)
 	status, res, err := s.runLogged(ctx, "KeepAlive", keepAliveScript, k, []string{k.sessions, k.members},
@@ -427,7 +395,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := s.begin(ctx, "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "CloseSession", store.ValidateCloseSession(group, session)); err != nil {
 		return err
 	}
 	k := s.keys(group)
@@ -448,11 +416,8 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 // with the same set of 100,000 partitions send it whole only while none is
 // stored (a fresh group), and the store writes it once.
 func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "SetPartitions", store.ValidateSetPartitions(group, ps)); err != nil {
 		return store.SetResult{}, err
-	}
-	if err := store.ValidateSet(ps); err != nil {
-		return store.SetResult{}, fmt.Errorf("redisstore: SetPartitions: %w", err)
 	}
 	k := s.keys(group)
 	mode, digest := "replace", ""
@@ -518,7 +483,7 @@ const smallSet = 100
 // for a partition set of 100,000 on a 2-core AMD EPYC, Redis 7.0.15), and
 // every member reads the group when it starts.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
-	if err := s.begin(ctx, "group", group); err != nil {
+	if err := s.begin(ctx, "Snapshot", store.ValidateGroup(group)); err != nil {
 		return nil, err
 	}
 	k := s.keys(group)
@@ -698,7 +663,7 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	for _, z := range r.live {
 		id, _ := z.Member.(string)
 		exp := z.Score
-		if !isSessionID(id) {
+		if !store.IsSessionID(id) {
 			// Written by hand or by another program: a session no member
 			// opened would be given partitions it never claims.
 			bad(store.MalformedSession, k.sessions, id, "not a session id this store makes (26 characters of A-Z, 2-7)")
@@ -1014,73 +979,10 @@ func allDigits(s string) bool {
 	return true
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
-		return store.Ownership{}, err
-	}
-	k := s.keys(group)
-	status, res, err := s.runLogged(ctx, "Claim", claimScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, partition, session)
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	switch status {
-	case "ok":
-		epoch, err := strconv.ParseUint(str(res, 0), 10, 64)
-		if err != nil {
-			return store.Ownership{}, corrupt(k.owners, partition, "epoch %q", str(res, 0))
-		}
-		return store.Ownership{
-			Partition:  partition,
-			Session:    session,
-			Member:     str(res, 1),
-			Epoch:      epoch,
-			Checkpoint: bytesAt(res, 2),
-			GivenBack:  mark(str(res, 3)),
-		}, nil
-	case "expired":
-		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q by session %q: %w", partition, session, store.ErrSessionExpired)
-	case "claimed":
-		return store.Ownership{}, fmt.Errorf("redisstore: Claim of %q: owned by live session %q: %w", partition, str(res, 0), store.ErrClaimed)
-	}
-	return store.Ownership{}, unexpected("Claim", status)
-}
-
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	if err := s.begin(ctx, "group", group, "partition", partition, "session", session); err != nil {
-		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("redisstore: Release of %q: %w", partition, err)
-	}
-	k := s.keys(group)
-	status, _, err := s.runLogged(ctx, "Release", releaseScript, k, []string{k.sessions, k.members, k.owners},
-		partition, session, strconv.FormatUint(epoch, 10))
-	if err != nil {
-		return err
-	}
-	switch status {
-	case "ok":
-		return nil
-	case "notowner":
-		return fmt.Errorf("redisstore: Release of %q at epoch %d by session %q: %w", partition, epoch, session, store.ErrNotOwner)
-	}
-	return unexpected("Release", status)
-}
-
 // Checkpoint implements store.Store.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
+	if err := s.begin(ctx, "Checkpoint", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("redisstore: Checkpoint of %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("redisstore: Checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
-			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	if value == nil {
 		value = []byte{}
@@ -1102,15 +1004,8 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 
 // Restore implements store.Store.
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "group", group, "partition", partition); err != nil {
+	if err := s.begin(ctx, "Restore", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("redisstore: Restore of %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("redisstore: Restore of %q: value is %d bytes, more than the limit of %d: %w",
-			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	if value == nil {
 		value = []byte{}

@@ -156,7 +156,7 @@ func TestOpenPrefixAndACL(t *testing.T) {
 	must(t, err, "OpenSession as ACL user")
 	snap, err := s3.Snapshot(ctx, "acl group")
 	must(t, err, "Snapshot as ACL user")
-	_, err = s3.Claim(ctx, "acl group", "p", id)
+	_, err = store.Claim(ctx, s3, "acl group", "p", id)
 	must(t, err, "Claim as ACL user")
 	cs, _, err := s3.Changes(ctx, "acl group", snap.Version, 10)
 	if err != nil || len(cs) != 1 || cs[0].Partition != "p" {
@@ -252,7 +252,7 @@ func TestClaimRace(t *testing.T) {
 		var wins []store.Ownership
 		for _, id := range sessions {
 			wg.Go(func() {
-				o, err := s.Claim(ctx, group, "p", id)
+				o, err := store.Claim(ctx, s, group, "p", id)
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -286,21 +286,21 @@ func TestFencing(t *testing.T) {
 	const g = "fencing"
 	a, _ := s.OpenSession(ctx, g, "a", 1, time.Minute)
 	b, _ := s.OpenSession(ctx, g, "b", 1, time.Minute)
-	oa, err := s.Claim(ctx, g, "p", a)
+	oa, err := store.Claim(ctx, s, g, "p", a)
 	must(t, err, "Claim by a")
 	must(t, s.Checkpoint(ctx, g, "p", oa.Epoch, []byte("a1")), "Checkpoint by a")
-	_, err = s.Claim(ctx, g, "p", b)
+	_, err = store.Claim(ctx, s, g, "p", b)
 	wantIs(t, err, store.ErrClaimed, "Claim by b of a's partition")
 	must(t, s.CloseSession(ctx, g, a), "CloseSession a")
 	wantIs(t, s.Checkpoint(ctx, g, "p", oa.Epoch, []byte("a2")), store.ErrNotOwner, "Checkpoint by closed a")
-	ob, err := s.Claim(ctx, g, "p", b)
+	ob, err := store.Claim(ctx, s, g, "p", b)
 	must(t, err, "Claim by b")
 	if ob.Epoch <= oa.Epoch || string(ob.Checkpoint) != "a1" || ob.Member != "b" {
 		t.Fatalf("b's claim %+v; want epoch > %d, checkpoint a1, member b", ob, oa.Epoch)
 	}
 	wantIs(t, s.Checkpoint(ctx, g, "p", oa.Epoch, []byte("a3")), store.ErrNotOwner, "Checkpoint with a's epoch")
-	wantIs(t, s.Release(ctx, g, "p", a, oa.Epoch), store.ErrNotOwner, "Release by a")
-	wantIs(t, s.Release(ctx, g, "p", a, ob.Epoch), store.ErrNotOwner, "Release by a with b's epoch")
+	wantIs(t, store.Release(ctx, s, g, "p", a, oa.Epoch), store.ErrNotOwner, "Release by a")
+	wantIs(t, store.Release(ctx, s, g, "p", a, ob.Epoch), store.ErrNotOwner, "Release by a with b's epoch")
 	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch+1, []byte("x")), store.ErrNotOwner, "Checkpoint with a future epoch")
 	must(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b1")), "Checkpoint by b")
 	snap, err := s.Snapshot(ctx, g)
@@ -310,13 +310,13 @@ func TestFencing(t *testing.T) {
 	}
 	// A retried claim gets a fresh epoch and the checkpoint; the old epoch
 	// is fenced.
-	again, err := s.Claim(ctx, g, "p", b)
+	again, err := store.Claim(ctx, s, g, "p", b)
 	must(t, err, "retried Claim")
 	if again.Epoch <= ob.Epoch || string(again.Checkpoint) != "b1" {
 		t.Fatalf("retried claim %+v; want an epoch above %d and checkpoint b1", again, ob.Epoch)
 	}
 	wantIs(t, s.Checkpoint(ctx, g, "p", ob.Epoch, []byte("b-old")), store.ErrNotOwner, "Checkpoint at the epoch before the retried claim")
-	must(t, s.Release(ctx, g, "p", b, again.Epoch), "Release by b")
+	must(t, store.Release(ctx, s, g, "p", b, again.Epoch), "Release by b")
 	wantIs(t, s.Checkpoint(ctx, g, "p", again.Epoch, []byte("b2")), store.ErrNotOwner, "Checkpoint after release")
 	snap, _ = s.Snapshot(ctx, g)
 	if o := snap.Owners[0]; o.Session != "" || o.Member != "" || o.Epoch != again.Epoch {
@@ -335,13 +335,13 @@ func TestEpochsFromServerClock(t *testing.T) {
 	before := serverMicros(t, raw)
 	var last uint64
 	for i := range 200 {
-		o, err := s.Claim(ctx, g, "p", id)
+		o, err := store.Claim(ctx, s, g, "p", id)
 		must(t, err, "Claim")
 		if o.Epoch <= last || o.Epoch < before {
 			t.Fatalf("claim %d: epoch %d; want > %d and >= server time %d", i, o.Epoch, last, before)
 		}
 		last = o.Epoch
-		must(t, s.Release(ctx, g, "p", id, o.Epoch), "Release")
+		must(t, store.Release(ctx, s, g, "p", id, o.Epoch), "Release")
 	}
 	after := serverMicros(t, raw)
 	if last > after+1000 {
@@ -364,7 +364,7 @@ func TestEpochsExact(t *testing.T) {
 		{"18446744073709551614", "18446744073709551615"},
 	} {
 		must(t, raw.HSet(ctx, k.owners, "p", tc.prev+"::").Err(), "HSET")
-		o, err := s.Claim(ctx, g, "p", live)
+		o, err := store.Claim(ctx, s, g, "p", live)
 		must(t, err, "Claim after "+tc.prev)
 		if got := fmt.Sprint(o.Epoch); got != tc.want {
 			t.Fatalf("Claim after epoch %s gave %s; want %s", tc.prev, got, tc.want)
@@ -377,11 +377,11 @@ func TestEpochsExact(t *testing.T) {
 		if got := fmt.Sprint(snap.Owners[0].Epoch); got != tc.want {
 			t.Fatalf("snapshot epoch %s; want %s", got, tc.want)
 		}
-		must(t, s.Release(ctx, g, "p", live, o.Epoch), "Release")
+		must(t, store.Release(ctx, s, g, "p", live, o.Epoch), "Release")
 	}
 	// At the limit, a claim cannot make a larger epoch.
 	must(t, raw.HSet(ctx, k.owners, "p", "18446744073709551615::").Err(), "HSET")
-	_, err := s.Claim(ctx, g, "p", live)
+	_, err := store.Claim(ctx, s, g, "p", live)
 	wantIs(t, err, store.ErrCorrupt, "Claim at the largest epoch")
 }
 
@@ -391,7 +391,7 @@ func TestCorruptRecords(t *testing.T) {
 	const g = "corrupt"
 	k := s.keys(g)
 	id, _ := s.OpenSession(ctx, g, "m", 1, time.Minute)
-	o, err := s.Claim(ctx, g, "p", id)
+	o, err := store.Claim(ctx, s, g, "p", id)
 	must(t, err, "Claim")
 	good, _ := raw.HGet(ctx, k.owners, "p").Result()
 
@@ -400,15 +400,15 @@ func TestCorruptRecords(t *testing.T) {
 		snap, err := s.Snapshot(ctx, g)
 		must(t, err, fmt.Sprintf("Snapshot with owners value %q (one bad record never fails the read)", bad))
 		wantMalformed(t, snap, store.MalformedOwnership, "p", k.owners)
-		_, err = s.Claim(ctx, g, "p", id)
+		_, err = store.Claim(ctx, s, g, "p", id)
 		wantIs(t, err, store.ErrCorrupt, fmt.Sprintf("Claim with owners value %q", bad))
 		if !strings.Contains(err.Error(), k.owners) || !strings.Contains(err.Error(), `"p"`) {
 			t.Fatalf("error %q does not name key %q and field p", err, k.owners)
 		}
-		wantIs(t, s.Release(ctx, g, "p", id, o.Epoch), store.ErrCorrupt, "Release")
+		wantIs(t, store.Release(ctx, s, g, "p", id, o.Epoch), store.ErrCorrupt, "Release")
 		wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, nil), store.ErrCorrupt, "Checkpoint")
 		// Other partitions still work.
-		_, err = s.Claim(ctx, g, "q", id)
+		_, err = store.Claim(ctx, s, g, "q", id)
 		must(t, err, "Claim of another partition")
 	}
 	must(t, raw.HSet(ctx, k.owners, "p", good).Err(), "HSET")
@@ -426,7 +426,7 @@ func TestCorruptRecords(t *testing.T) {
 	snap, err = s.Snapshot(ctx, g)
 	must(t, err, "Snapshot with a missing members value")
 	wantMalformed(t, snap, store.MalformedSession, id, k.members)
-	_, err = s.Claim(ctx, g, "r", id)
+	_, err = store.Claim(ctx, s, g, "r", id)
 	wantIs(t, err, store.ErrCorrupt, "Claim by a session without members value")
 	must(t, raw.HSet(ctx, k.members, id, "1:m").Err(), "HSET")
 
@@ -453,14 +453,14 @@ func TestCheckpointBytes(t *testing.T) {
 	ctx := ctxT(t)
 	const g = "bytes"
 	id, _ := s.OpenSession(ctx, g, "m", 1, time.Minute)
-	o, _ := s.Claim(ctx, g, "p", id)
+	o, _ := store.Claim(ctx, s, g, "p", id)
 	all := make([]byte, 256*3)
 	for i := range all {
 		all[i] = byte(i)
 	}
 	for _, v := range [][]byte{all, []byte("\x00"), []byte("a:b:c\n"), bytes.Repeat([]byte{0xff}, store.MaxCheckpointLength)} {
 		must(t, s.Checkpoint(ctx, g, "p", o.Epoch, v), "Checkpoint")
-		again, err := s.Claim(ctx, g, "p", id)
+		again, err := store.Claim(ctx, s, g, "p", id)
 		must(t, err, "Claim")
 		if !bytes.Equal(again.Checkpoint, v) {
 			t.Fatalf("checkpoint of %d bytes did not round-trip", len(v))
@@ -470,14 +470,14 @@ func TestCheckpointBytes(t *testing.T) {
 	wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, make([]byte, store.MaxCheckpointLength+1)), store.ErrInvalid, "Checkpoint over the limit")
 	// An empty checkpoint is kept as empty; a new owner gets it back.
 	must(t, s.Checkpoint(ctx, g, "p", o.Epoch, nil), "empty Checkpoint")
-	must(t, s.Release(ctx, g, "p", id, o.Epoch), "Release")
-	o2, err := s.Claim(ctx, g, "p", id)
+	must(t, store.Release(ctx, s, g, "p", id, o.Epoch), "Release")
+	o2, err := store.Claim(ctx, s, g, "p", id)
 	must(t, err, "Claim")
 	if o2.Checkpoint == nil || len(o2.Checkpoint) != 0 {
 		t.Fatalf("checkpoint after empty write = %#v; want empty, not nil", o2.Checkpoint)
 	}
 	// No checkpoint yet: nil.
-	o3, _ := s.Claim(ctx, g, "fresh", id)
+	o3, _ := store.Claim(ctx, s, g, "fresh", id)
 	if o3.Checkpoint != nil {
 		t.Fatalf("checkpoint of a fresh partition = %#v; want nil", o3.Checkpoint)
 	}
@@ -491,7 +491,7 @@ func TestExpiryLogged(t *testing.T) {
 	const g = "expiry"
 	live, _ := s.OpenSession(ctx, g, "live", 1, time.Minute)
 	short, _ := s.OpenSession(ctx, g, "short", 2, 300*time.Millisecond)
-	o, err := s.Claim(ctx, g, "p", short)
+	o, err := store.Claim(ctx, s, g, "p", short)
 	must(t, err, "Claim")
 	snap, _ := s.Snapshot(ctx, g)
 	for _, si := range snap.Sessions {
@@ -506,12 +506,12 @@ func TestExpiryLogged(t *testing.T) {
 	}
 	wantIs(t, keepErr(s.KeepAlive(ctx, g, short, time.Minute)), store.ErrSessionExpired, "KeepAlive of the expired session")
 	wantIs(t, s.Checkpoint(ctx, g, "p", o.Epoch, []byte("late")), store.ErrNotOwner, "Checkpoint of an expired owner")
-	o2, err := s.Claim(ctx, g, "p", live)
+	o2, err := store.Claim(ctx, s, g, "p", live)
 	must(t, err, "Claim of the expired owner's partition")
 	if o2.Epoch <= o.Epoch {
 		t.Fatalf("epoch %d after takeover; want > %d", o2.Epoch, o.Epoch)
 	}
-	_, err = s.Claim(ctx, g, "q", short)
+	_, err = store.Claim(ctx, s, g, "q", short)
 	wantIs(t, err, store.ErrSessionExpired, "Claim by an expired session")
 }
 
@@ -589,10 +589,10 @@ func TestGroupKeysLost(t *testing.T) {
 	var maxEpoch uint64
 	for i := range 50 {
 		p := fmt.Sprint("p", i%3)
-		o, err := s.Claim(ctx, g, p, id)
+		o, err := store.Claim(ctx, s, g, p, id)
 		must(t, err, "Claim")
 		maxEpoch = o.Epoch
-		must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
+		must(t, store.Release(ctx, s, g, p, id, o.Epoch), "Release")
 	}
 	k := s.keys(g)
 	must(t, raw.Del(ctx, k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset).Err(), "DEL")
@@ -603,7 +603,7 @@ func TestGroupKeysLost(t *testing.T) {
 		t.Fatal("session id reused after data loss")
 	}
 	for i := range 3 {
-		o, err := s.Claim(ctx, g, fmt.Sprint("p", i), id2)
+		o, err := store.Claim(ctx, s, g, fmt.Sprint("p", i), id2)
 		must(t, err, "Claim after loss")
 		if o.Epoch <= maxEpoch {
 			t.Fatalf("epoch after loss %d; want > %d", o.Epoch, maxEpoch)
@@ -627,12 +627,12 @@ func TestServerRestart(t *testing.T) {
 	var maxEpoch uint64
 	for i := range 100 {
 		p := fmt.Sprint("p", i%4)
-		o, err := s.Claim(ctx, g, p, id)
+		o, err := store.Claim(ctx, s, g, p, id)
 		must(t, err, "Claim")
 		maxEpoch = o.Epoch
-		must(t, s.Release(ctx, g, p, id, o.Epoch), "Release")
+		must(t, store.Release(ctx, s, g, p, id, o.Epoch), "Release")
 	}
-	o, err := s.Claim(ctx, g, "kept", id)
+	o, err := store.Claim(ctx, s, g, "kept", id)
 	must(t, err, "Claim")
 	maxEpoch = o.Epoch
 	before, err := s.Snapshot(ctx, g)
@@ -660,7 +660,7 @@ func TestServerRestart(t *testing.T) {
 	_, _, err = s.Changes(ctx, g, before.Version, 10)
 	wantIs(t, err, store.ErrVersionGone, "Changes after the restart, from a version before it")
 	for _, p := range []string{"kept", "p0", "new"} {
-		o, err := s.Claim(ctx, g, p, id2)
+		o, err := store.Claim(ctx, s, g, p, id2)
 		must(t, err, "Claim after the restart")
 		if o.Epoch <= maxEpoch {
 			t.Fatalf("epoch of %s after the restart %d; want > %d (every epoch before)", p, o.Epoch, maxEpoch)
@@ -709,7 +709,7 @@ func BenchmarkKeepAlive(b *testing.B) {
 
 func BenchmarkCheckpoint(b *testing.B) {
 	s, ctx, id := benchStore(b)
-	o, err := s.Claim(ctx, "bench", "p", id)
+	o, err := store.Claim(ctx, s, "bench", "p", id)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -724,11 +724,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 func BenchmarkClaimRelease(b *testing.B) {
 	s, ctx, id := benchStore(b)
 	for b.Loop() {
-		o, err := s.Claim(ctx, "bench", "p", id)
+		o, err := store.Claim(ctx, s, "bench", "p", id)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(ctx, "bench", "p", id, o.Epoch); err != nil {
+		if err := store.Release(ctx, s, "bench", "p", id, o.Epoch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -747,7 +747,7 @@ func BenchmarkSnapshot100(b *testing.B) {
 	for i := range 10 {
 		id, _ := s.OpenSession(ctx, "bench", fmt.Sprint("m", i), 1, time.Minute)
 		for j := i; j < 100; j += 10 {
-			o, err := s.Claim(ctx, "bench", ps[j].ID, id)
+			o, err := store.Claim(ctx, s, "bench", ps[j].ID, id)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -45,7 +45,7 @@ func BenchmarkSnapshotBigCheckpoints(b *testing.B) {
 	}
 	cp := bytes.Repeat([]byte{'c'}, 256<<10)
 	for _, p := range ps {
-		o, err := s.Claim(ctx, g, p.ID, id)
+		o, err := store.Claim(ctx, s, g, p.ID, id)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func BenchmarkClaim(b *testing.B) {
 	s := open(b, filepath.Join(b.TempDir(), "herd.db"))
 	sess, _ := s.OpenSession(b.Context(), "g", "m", 1, time.Hour)
 	for b.Loop() {
-		if _, err := s.Claim(b.Context(), "g", "p", sess); err != nil {
+		if _, err := store.Claim(b.Context(), s, "g", "p", sess); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func BenchmarkKeepAlive(b *testing.B) {
 func BenchmarkCheckpoint(b *testing.B) {
 	s := open(b, filepath.Join(b.TempDir(), "herd.db"))
 	sess, _ := s.OpenSession(b.Context(), "g", "m", 1, time.Hour)
-	o, _ := s.Claim(b.Context(), "g", "p", sess)
+	o, _ := store.Claim(b.Context(), s, "g", "p", sess)
 	v := make([]byte, 64)
 	for b.Loop() {
 		if err := s.Checkpoint(b.Context(), "g", "p", o.Epoch, v); err != nil {

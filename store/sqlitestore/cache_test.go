@@ -37,11 +37,11 @@ func TestCachedRecordsEqualFullRead(t *testing.T) {
 		p := fmt.Sprintf("p%d", rng.IntN(30))
 		switch op := rng.IntN(20); {
 		case op < 9:
-			_, _ = s.Claim(ctx, "g", p, sessions[s])
+			_, _ = store.Claim(ctx, s, "g", p, sessions[s])
 		case op < 12:
 			for _, o := range mustSnap(t, s, "g").Owners {
 				if o.Session == sessions[s] && rng.IntN(2) == 0 {
-					_ = s.Release(ctx, "g", o.Partition, o.Session, o.Epoch)
+					_ = store.Release(ctx, s, "g", o.Partition, o.Session, o.Epoch)
 				}
 			}
 		case op < 13:

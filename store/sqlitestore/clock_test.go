@@ -44,14 +44,14 @@ func TestClockSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o1, err := s.Claim(ctx, "g", "p", a)
+	o1, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := uint64(clock.Now().UnixMicro()); o1.Epoch != want {
 		t.Fatalf("epoch %d; want the clock in µs, %d", o1.Epoch, want)
 	}
-	if err := s.Release(ctx, "g", "p", a, o1.Epoch); err != nil {
+	if err := store.Release(ctx, s, "g", "p", a, o1.Epoch); err != nil {
 		t.Fatal(err)
 	}
 
@@ -63,7 +63,7 @@ func TestClockSteps(t *testing.T) {
 	if r := snap.Sessions[0].Remaining; r != ttl {
 		t.Errorf("Remaining after the clock stepped back an hour: %v; want it capped at the TTL, %v", r, ttl)
 	}
-	o2, err := s.Claim(ctx, "g", "p", a)
+	o2, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestClockSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o3, err := s.Claim(ctx, "g", "p", b)
+	o3, err := store.Claim(ctx, s, "g", "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestEpochsAfterDeleteGroup(t *testing.T) {
 	a, _ := s.OpenSession(ctx, "g", "a", 1, time.Minute)
 	var last uint64
 	for range 3 {
-		o, err := s.Claim(ctx, "g", "p", a)
+		o, err := store.Claim(ctx, s, "g", "p", a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestEpochsAfterDeleteGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Claim(ctx, "g", "p", b)
+	o, err := store.Claim(ctx, s, "g", "p", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestEpochsAfterDeleteGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := s.OpenSession(ctx, "h", "c", 1, time.Minute)
-	o, err = s.Claim(ctx, "h", "q", c)
+	o, err = store.Claim(ctx, s, "h", "q", c)
 	if err != nil || o.Epoch != 1<<63+6 {
 		t.Fatalf("claim after deleting a group with epoch 2^63+5: %d, %v; want 2^63+6", o.Epoch, err)
 	}

@@ -15,7 +15,7 @@ import (
 // whatever the clock does. Readers waiting in Changes find their version
 // gone.
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
-	if err := s.begin(ctx, "delete group", "group", group); err != nil {
+	if err := s.begin(ctx, "delete group", store.ValidateGroup(group)); err != nil {
 		return err
 	}
 	return s.write(ctx, "delete group", group, false, func(w *wtx) error {

@@ -14,7 +14,7 @@ var _ store.GroupLister = (*Store)(nil)
 // name; a name herd could not have written (a row added by hand) is
 // skipped.
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
-	if err := s.begin(ctx, "groups"); err != nil {
+	if err := s.begin(ctx, "groups", nil); err != nil {
 		return nil, err
 	}
 	var out []string

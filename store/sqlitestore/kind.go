@@ -18,11 +18,8 @@ import (
 // replaced until the next write by this herd. Members follow the stored
 // set whatever the digest says; only SetResult can be wrong meanwhile.)
 func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
-	if err := s.begin(ctx, "set partitions", "group", group); err != nil {
+	if err := s.begin(ctx, "set partitions", store.ValidateSetPartitions(group, ps)); err != nil {
 		return store.SetResult{}, err
-	}
-	if err := store.ValidateSet(ps); err != nil {
-		return store.SetResult{}, fmt.Errorf("sqlitestore: set partitions: %w", err)
 	}
 	var digest string
 	var set []store.Partition

@@ -106,11 +106,8 @@ func gone(after store.Version, format string, args ...any) error {
 // from the previous one (the table edited by hand), ends the version:
 // ErrVersionGone.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
-	if err := s.begin(ctx, "changes", "group", group); err != nil {
+	if err := s.begin(ctx, "changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
-	}
-	if max < 1 {
-		return nil, after, fmt.Errorf("sqlitestore: changes: max %d is less than 1: %w", max, store.ErrInvalid)
 	}
 	return s.changes(ctx, group, after, max)
 }

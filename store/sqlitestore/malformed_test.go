@@ -37,7 +37,7 @@ func TestMalformedRows(t *testing.T) {
 	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: []store.Partition{{ID: "good"}, {ID: "p0"}}}); err != nil {
 		t.Fatal(err)
 	}
-	good, err := s.Claim(ctx, "g", "good", a)
+	good, err := store.Claim(ctx, s, "g", "good", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +69,14 @@ func TestMalformedRows(t *testing.T) {
 	if len(snap.Sessions) != 1 || snap.Sessions[0].ID != a || len(snap.Partitions) != 2 || len(snap.Owners) != 1 || snap.Owners[0].Epoch != good.Epoch {
 		t.Errorf("snapshot beside the malformed rows: %+v; want a's session, good and p0, good's record", snap)
 	}
-	if _, err := s.Claim(ctx, "g", "p0", a); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := store.Claim(ctx, s, "g", "p0", a); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("Claim of a record with epoch 0: %v; want ErrCorrupt", err)
 	}
 	rs, err := s.ClaimBatch(ctx, "g", a, []string{"p1", "fresh"})
 	if err != nil || !errors.Is(rs[0].Err, store.ErrCorrupt) || rs[1].Err != nil {
 		t.Errorf("ClaimBatch of a malformed and a fresh record: %+v, %v; want ErrCorrupt for the first only", rs, err)
 	}
-	if err := s.Release(ctx, "g", "p0", a, 1); !errors.Is(err, store.ErrCorrupt) {
+	if err := store.Release(ctx, s, "g", "p0", a, 1); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("Release of a malformed record: %v; want ErrCorrupt", err)
 	}
 	recs, err := s.Records(ctx, "g", []string{"p0", "good", "p1"})

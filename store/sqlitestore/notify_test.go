@@ -152,7 +152,7 @@ func BenchmarkWake(b *testing.B) {
 			}()
 			var lat []time.Duration
 			for b.Loop() {
-				o, err := w.Claim(ctx, "g", "p", sess)
+				o, err := store.Claim(ctx, w, "g", "p", sess)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -51,25 +51,10 @@ func corrupt(op, partition, why string) error {
 		op, partition, why, store.ErrCorrupt)
 }
 
-// Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, group, partition, session string) (store.Ownership, error) {
-	if err := s.begin(ctx, "claim", "group", group, "partition", partition, "session", session); err != nil {
-		return store.Ownership{}, err
-	}
-	rs, err := s.claim(ctx, "claim", group, session, []string{partition})
-	if err != nil {
-		return store.Ownership{}, err
-	}
-	return rs[0].Ownership, rs[0].Err
-}
-
 // ClaimBatch implements store.Store: one transaction for the batch.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
-	if err := s.begin(ctx, "claim batch", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "claim batch", store.ValidateClaimBatch(group, session, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("sqlitestore: claim batch: %w", err)
 	}
 	if len(partitions) == 0 {
 		return []store.ClaimResult{}, nil
@@ -149,32 +134,16 @@ func (w *wtx) claimOne(op, partition, session, member string, floor uint64) (o s
 	return store.Ownership{Partition: partition, Session: session, Member: member, Epoch: epoch, Checkpoint: cp, GivenBack: givenBack}, nil, nil
 }
 
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, group, partition, session string, epoch uint64) error {
-	return s.releaseOne(ctx, "release", group, partition, session, epoch, false)
-}
-
-// GiveBack is Release that also marks the record as given back by session:
-// while that session lives, members place the partition on another live
-// member if there is one. The mark stays on the record through later
-// claims by other sessions; a claim by session itself clears it. Same
-// conditions and errors as Release; logs one Released entry with
-// GivenBack set to session.
+// GiveBack implements store.Store: the release of ReleaseBatch, for one
+// record, that also marks it as given back by session.
 func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
-	return s.releaseOne(ctx, "give back", group, partition, session, epoch, true)
-}
-
-func (s *Store) releaseOne(ctx context.Context, op, group, partition, session string, epoch uint64, giveBack bool) error {
-	if err := s.begin(ctx, op, "group", group, "partition", partition, "session", session); err != nil {
+	if err := s.begin(ctx, "give back", store.ValidateGiveBack(group, partition, session, epoch)); err != nil {
 		return err
 	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("sqlitestore: %s of %q: %w", op, partition, err)
-	}
 	var res error
-	err := s.write(ctx, op, group, false, func(w *wtx) error {
+	err := s.write(ctx, "give back", group, false, func(w *wtx) error {
 		var err error
-		res, err = w.release(op, partition, session, epoch, giveBack)
+		res, err = w.release("give back", partition, session, epoch, true)
 		return err
 	})
 	if err != nil {
@@ -185,18 +154,8 @@ func (s *Store) releaseOne(ctx context.Context, op, group, partition, session st
 
 // ReleaseBatch implements store.Store: one transaction for the batch.
 func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
-	if err := s.begin(ctx, "release batch", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "release batch", store.ValidateReleaseBatch(group, session, held)); err != nil {
 		return nil, err
-	}
-	ids := make([]string, len(held))
-	for i, o := range held {
-		ids[i] = o.Partition
-		if err := store.ValidateEpoch(o.Epoch); err != nil {
-			return nil, fmt.Errorf("sqlitestore: release batch of %q: %w", o.Partition, err)
-		}
-	}
-	if err := store.ValidateBatch(ids); err != nil {
-		return nil, fmt.Errorf("sqlitestore: release batch: %w", err)
 	}
 	if len(held) == 0 {
 		return []error{}, nil
@@ -255,15 +214,8 @@ func (w *wtx) release(op, partition, session string, epoch uint64, giveBack bool
 
 // Checkpoint implements store.Store. It logs nothing.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "checkpoint", "group", group, "partition", partition); err != nil {
+	if err := s.begin(ctx, "checkpoint", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("sqlitestore: checkpoint of %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("sqlitestore: checkpoint of %q: value is %d bytes, more than the limit of %d: %w",
-			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	var res error
 	err := s.write(ctx, "checkpoint", group, false, func(w *wtx) error {
@@ -305,15 +257,8 @@ func (w *wtx) setCheckpoint(partition string, value []byte) error {
 
 // Restore implements store.Store.
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	if err := s.begin(ctx, "restore", "group", group, "partition", partition); err != nil {
+	if err := s.begin(ctx, "restore", store.ValidateCheckpoint(group, partition, epoch, value)); err != nil {
 		return err
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
-		return fmt.Errorf("sqlitestore: restore of %q: %w", partition, err)
-	}
-	if len(value) > store.MaxCheckpointLength {
-		return fmt.Errorf("sqlitestore: restore of %q: value is %d bytes, more than the limit of %d: %w",
-			partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
 	value = bytes.Clone(value)
 	var res error

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -16,11 +15,8 @@ import (
 // record is left out, and so is a record that cannot be decoded (Snapshot
 // lists it in Malformed). It changes nothing and logs nothing.
 func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
-	if err := s.begin(ctx, "records", "group", group); err != nil {
+	if err := s.begin(ctx, "records", store.ValidateRecords(group, partitions)); err != nil {
 		return nil, err
-	}
-	if err := store.ValidateBatch(partitions); err != nil {
-		return nil, fmt.Errorf("sqlitestore: records: %w", err)
 	}
 	out := make([]store.Record, 0, len(partitions))
 	err := s.read(ctx, "records", func(c conn) error {

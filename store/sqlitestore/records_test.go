@@ -17,11 +17,11 @@ func TestRecords(t *testing.T) {
 	clock := newClock()
 	s := open(t, filepath.Join(t.TempDir(), "herd.db"), sqlitestore.WithClock(clock.Now))
 	a, _ := s.OpenSession(ctx, "g", "a", 1, time.Hour)
-	p, err := s.Claim(ctx, "g", "p", a)
+	p, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, _ := s.Claim(ctx, "g", "q", a)
+	q, _ := store.Claim(ctx, s, "g", "q", a)
 	clock.Add(2 * time.Second)
 	if err := s.Checkpoint(ctx, "g", "p", p.Epoch, []byte("pos")); err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestGiveBack(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "herd.db"))
 	a, _ := s.OpenSession(ctx, "g", "a", 1, time.Hour)
 	b, _ := s.OpenSession(ctx, "g", "b", 1, time.Hour)
-	o, err := s.Claim(ctx, "g", "p", a)
+	o, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +97,11 @@ func TestGiveBack(t *testing.T) {
 	if r := record(t, s, "p"); r.Session != "" || r.GivenBack != a {
 		t.Errorf("record after GiveBack: %+v; want released, given back by a", r)
 	}
-	ob, err := s.Claim(ctx, "g", "p", b)
+	ob, err := store.Claim(ctx, s, "g", "p", b)
 	if err != nil || ob.GivenBack != a || string(ob.Checkpoint) != "kept" {
 		t.Fatalf("Claim by b after a gave p back: %+v, %v; want the mark kept and the checkpoint", ob, err)
 	}
-	if err := s.Release(ctx, "g", "p", b, ob.Epoch); err != nil {
+	if err := store.Release(ctx, s, "g", "p", b, ob.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	if r := record(t, s, "p"); r.GivenBack != a {
@@ -113,7 +113,7 @@ func TestGiveBack(t *testing.T) {
 	if r := record(t, s, "p"); r.GivenBack != "" {
 		t.Errorf("record after Restore: %+v; want the mark cleared (see Ownership.GivenBack)", r)
 	}
-	oa, err := s.Claim(ctx, "g", "p", a)
+	oa, err := store.Claim(ctx, s, "g", "p", a)
 	if err != nil || oa.GivenBack != "" {
 		t.Fatalf("Claim by the giver: %+v, %v; want the mark cleared", oa, err)
 	}

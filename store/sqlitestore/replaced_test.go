@@ -29,7 +29,7 @@ func TestFileReplaced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own1, err := s1.Claim(ctx, "g", "p", sess1)
+			own1, err := store.Claim(ctx, s1, "g", "p", sess1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestFileReplaced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own2, err := s2.Claim(ctx, "g", "p", sess2)
+			own2, err := store.Claim(ctx, s2, "g", "p", sess2)
 			if err != nil {
 				t.Fatalf("Claim of p in the new file: %v", err)
 			}

@@ -10,16 +10,10 @@ import (
 
 // OpenSession implements store.Store.
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
-	if err := s.begin(ctx, "open session", "group", group, "member", member); err != nil {
+	if err := s.begin(ctx, "open session", store.ValidateOpenSession(group, member, weight, ttl)); err != nil {
 		return "", err
 	}
-	if err := validTTL(ttl); err != nil {
-		return "", fmt.Errorf("sqlitestore: open session: %w", err)
-	}
-	if weight < 0 {
-		return "", fmt.Errorf("sqlitestore: open session: weight %d is negative: %w", weight, store.ErrInvalid)
-	}
-	id := newSessionID()
+	id := store.NewSessionID()
 	err := s.write(ctx, "open session", group, true, func(w *wtx) error {
 		_, err := w.exec(qInsertSession,
 			w.g.id, id, member, int64(weight), w.us+ttlMicros(ttl), ttlMicros(ttl))
@@ -38,11 +32,8 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // KeepAlive implements store.Store. It also expires (and logs) the
 // group's sessions whose TTL has passed.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
-	if err := s.begin(ctx, "keep alive", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "keep alive", store.ValidateKeepAlive(group, session, ttl)); err != nil {
 		return 0, err
-	}
-	if err := validTTL(ttl); err != nil {
-		return 0, fmt.Errorf("sqlitestore: keep alive: %w", err)
 	}
 	var next time.Duration
 	var res error
@@ -71,7 +62,7 @@ func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.D
 
 // CloseSession implements store.Store.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
-	if err := s.begin(ctx, "close session", "group", group, "session", session); err != nil {
+	if err := s.begin(ctx, "close session", store.ValidateCloseSession(group, session)); err != nil {
 		return err
 	}
 	return s.write(ctx, "close session", group, false, func(w *wtx) error {
@@ -93,7 +84,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 // ExpireSessions implements store.Store: one transaction expires every due
 // session of the group.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
-	if err := s.begin(ctx, "expire sessions", "group", group); err != nil {
+	if err := s.begin(ctx, "expire sessions", store.ValidateGroup(group)); err != nil {
 		return 0, err
 	}
 	var next time.Duration

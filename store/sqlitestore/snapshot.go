@@ -22,7 +22,7 @@ import (
 // applied to it. The returned snapshot shares its Partitions and Owners
 // with other snapshots: it is read-only, as the contract says.
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
-	if err := s.begin(ctx, "snapshot", "group", group); err != nil {
+	if err := s.begin(ctx, "snapshot", store.ValidateGroup(group)); err != nil {
 		return nil, err
 	}
 	var snap *store.Snapshot
@@ -103,7 +103,7 @@ func readSessions(c conn, g *group, now int64, stopIfDue bool) (live []store.Ses
 		}
 		why := ""
 		switch {
-		case !isSessionID(si.ID):
+		case !store.IsSessionID(si.ID):
 			why = "herd_sessions: not a session id this store makes (26 characters of A-Z, 2-7)"
 		case store.ValidateID("member", si.Member) != nil:
 			why = fmt.Sprintf("herd_sessions: %v", store.ValidateID("member", si.Member))

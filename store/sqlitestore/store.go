@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -100,13 +99,12 @@ func (s *Store) closedNow() bool {
 	}
 }
 
-// begin checks what every call checks first: the ids, then the store's
-// state and the context.
-func (s *Store) begin(ctx context.Context, op string, kindIDs ...string) error {
-	for i := 0; i+1 < len(kindIDs); i += 2 {
-		if err := store.ValidateID(kindIDs[i], kindIDs[i+1]); err != nil {
-			return fmt.Errorf("sqlitestore: %s: %w", op, err)
-		}
+// begin checks what every call checks first: the arguments (args is the
+// error of the store.Validate function of op, nil if valid), then the
+// store's state and the context.
+func (s *Store) begin(ctx context.Context, op string, args error) error {
+	if args != nil {
+		return fmt.Errorf("sqlitestore: %s: %w", op, args)
 	}
 	return s.live(ctx, op)
 }
@@ -134,31 +132,6 @@ func ttlMicros(ttl time.Duration) int64 {
 		us++
 	}
 	return us
-}
-
-func validTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("session TTL %v is not positive: %w", ttl, store.ErrInvalid)
-	}
-	return nil
-}
-
-// newSessionID returns a fresh session id: 130 random bits in base32
-// (A-Z, 2-7). Random rather than a counter in the file, so an id is never
-// reused even by a new file at the same path.
-func newSessionID() string { return rand.Text() }
-
-// isSessionID reports whether id has the form newSessionID gives.
-func isSessionID(id string) bool {
-	if len(id) != 26 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
-			return false
-		}
-	}
-	return true
 }
 
 // SQLite result codes (the primary code, the low byte of an extended one).

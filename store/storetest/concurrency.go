@@ -54,7 +54,7 @@ func testClaimRaceNew(e *env) {
 			rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			<-start
 			for _, p := range order {
-				o, err := e.s.Claim(e.ctx, e.group, p, s)
+				o, err := store.Claim(e.ctx, e.s, e.group, p, s)
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -120,7 +120,7 @@ func testClaimRaceFreed(e *env) {
 		for _, s := range sessions {
 			wg.Go(func() {
 				<-start
-				o, err := e.s.Claim(e.ctx, e.group, "p", s)
+				o, err := store.Claim(e.ctx, e.s, e.group, "p", s)
 				switch {
 				case err == nil:
 					mu.Lock()

@@ -25,7 +25,7 @@ func testInvalidArguments(e *env) {
 	calls := map[string]func() error{
 		"Restore at epoch 0":    func() error { return e.s.Restore(ctx, e.group, "q", 0, []byte("x")) },
 		"Checkpoint at epoch 0": func() error { return e.s.Checkpoint(ctx, e.group, "p", 0, []byte("x")) },
-		"Release at epoch 0":    func() error { return e.s.Release(ctx, e.group, "p", s, 0) },
+		"Release at epoch 0":    func() error { return store.Release(ctx, e.s, e.group, "p", s, 0) },
 		"GiveBack at epoch 0":   func() error { return e.s.GiveBack(ctx, e.group, "p", s, 0) },
 		"Restore of an oversized checkpoint": func() error {
 			return e.s.Restore(ctx, e.group, "q", 5, big)
@@ -53,8 +53,8 @@ func testInvalidArguments(e *env) {
 		calls["Restore(partition "+quote(bad)+")"] = func() error { return e.s.Restore(ctx, e.group, bad, 5, nil) }
 		calls["KeepAlive(session "+quote(bad)+")"] = func() error { return keepErr(e.s.KeepAlive(ctx, e.group, bad, time.Second)) }
 		calls["CloseSession(session "+quote(bad)+")"] = func() error { return e.s.CloseSession(ctx, e.group, bad) }
-		calls["Claim(session "+quote(bad)+")"] = func() error { _, err := e.s.Claim(ctx, e.group, "p", bad); return err }
-		calls["Release(session "+quote(bad)+")"] = func() error { return e.s.Release(ctx, e.group, "p", bad, o.Epoch) }
+		calls["Claim(session "+quote(bad)+")"] = func() error { _, err := store.Claim(ctx, e.s, e.group, "p", bad); return err }
+		calls["Release(session "+quote(bad)+")"] = func() error { return store.Release(ctx, e.s, e.group, "p", bad, o.Epoch) }
 		calls["GiveBack(session "+quote(bad)+")"] = func() error { return e.s.GiveBack(ctx, e.group, "p", bad, o.Epoch) }
 		calls["Changes(group "+quote(bad)+")"] = func() error { _, _, err := e.s.Changes(ctx, bad, store.Version{}, 1); return err }
 		calls["ExpireSessions(group "+quote(bad)+")"] = func() error { _, err := e.s.ExpireSessions(ctx, bad); return err }

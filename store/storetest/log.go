@@ -150,13 +150,13 @@ func testLogGapFree(e *env) {
 			for range opsEach {
 				p := fmt.Sprintf("p%d", rng.IntN(8))
 				if ep, ok := held[p]; ok && rng.IntN(2) == 0 {
-					if err := e.s.Release(e.ctx, e.group, p, s, ep); err == nil {
+					if err := store.Release(e.ctx, e.s, e.group, p, s, ep); err == nil {
 						n++
 					}
 					delete(held, p)
 					continue
 				}
-				o, err := e.s.Claim(e.ctx, e.group, p, s)
+				o, err := store.Claim(e.ctx, e.s, e.group, p, s)
 				switch {
 				case err == nil:
 					n++
@@ -321,14 +321,14 @@ func (e *env) randomOps(seed uint64, n int) {
 		p := parts[rng.IntN(len(parts))]
 		switch op := rng.IntN(20); {
 		case op < 7:
-			o, err := e.s.Claim(e.ctx, e.group, p, s)
+			o, err := store.Claim(e.ctx, e.s, e.group, p, s)
 			allowed("Claim", err)
 			if err == nil {
 				held[p] = o.Epoch
 			}
 		case op < 9:
 			if ep, ok := held[p]; ok {
-				allowed("Release", e.s.Release(e.ctx, e.group, p, s, ep))
+				allowed("Release", store.Release(e.ctx, e.s, e.group, p, s, ep))
 				delete(held, p)
 			}
 		case op < 10:
@@ -588,7 +588,7 @@ func testLogExpiry(e *env) {
 			case 2:
 				_, err = e.s.Snapshot(e.ctx, e.group)
 			case 3:
-				_, err = e.s.Claim(e.ctx, e.group, fmt.Sprintf("p%d", i), live)
+				_, err = store.Claim(e.ctx, e.s, e.group, fmt.Sprintf("p%d", i), live)
 			}
 			if err != nil {
 				t.Errorf("call %d: %v", i, err)
@@ -623,7 +623,8 @@ func testLogExpiry(e *env) {
 	}
 }
 
-// testClaimBatch: ClaimBatch gives each partition what Claim would, logs
+// testClaimBatch: ClaimBatch gives each partition what store.Claim (a
+// batch of one) would, logs
 // one Claimed entry per claimed partition in order, and rejects the whole
 // call for a dead session, a duplicate or too many partitions.
 func testClaimBatch(e *env) {
@@ -682,7 +683,7 @@ func testClaimBatch(e *env) {
 	}
 }
 
-// testReleaseBatch: ReleaseBatch gives each record what Release would and
+// testReleaseBatch: ReleaseBatch gives each record what store.Release would and
 // logs one Released entry per release.
 func testReleaseBatch(e *env) {
 	t := e.t

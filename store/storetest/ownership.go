@@ -32,7 +32,7 @@ func testClaimHeld(e *env) {
 	a := e.open("member-a", longTTL)
 	b := e.open("member-b", longTTL)
 	o := e.claim("p1", a)
-	_, err := e.s.Claim(e.ctx, e.group, "p1", b)
+	_, err := store.Claim(e.ctx, e.s, e.group, "p1", b)
 	wantErr(t, err, store.ErrClaimed, "Claim by a second session of a partition owned by a live session",
 		"only one live session may own a partition")
 	if got := e.mustRecord("p1"); !sameOwner(got, o) {
@@ -64,7 +64,7 @@ func testClaimByOwner(e *env) {
 	}
 	err := e.s.Checkpoint(e.ctx, e.group, "p1", o.Epoch, []byte("stale"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint at the epoch the owner held before claiming again", "the old epoch is fenced")
-	err = e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
+	err = store.Release(e.ctx, e.s, e.group, "p1", a, o.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release at the epoch the owner held before claiming again", "the old epoch is fenced")
 	// The new epoch is current: the owner goes on writing and releases.
 	e.checkpoint("p1", again.Epoch, "more")
@@ -77,9 +77,9 @@ func testClaimNeedsLiveSession(e *env) {
 	t := e.t
 	a := e.open("member-a", longTTL)
 	e.close(a)
-	_, err := e.s.Claim(e.ctx, e.group, "p1", a)
+	_, err := store.Claim(e.ctx, e.s, e.group, "p1", a)
 	wantErr(t, err, store.ErrSessionExpired, "Claim by a closed session", "only a live session may claim")
-	_, err = e.s.Claim(e.ctx, e.group, "p1", "no-such-session")
+	_, err = store.Claim(e.ctx, e.s, e.group, "p1", "no-such-session")
 	wantErr(t, err, store.ErrSessionExpired, "Claim by an unknown session", "only a live session may claim")
 	if o, ok := e.record("p1"); ok && o.Session != "" {
 		t.Fatalf("refused Claims left a record naming a session: %s; want none", fmtOwner(o))
@@ -123,7 +123,7 @@ func testClaimAfterExpiry(e *env) {
 	oa2 := e.claim("p2", a)
 
 	// While a is alive, b cannot take it.
-	if _, err := e.s.Claim(e.ctx, e.group, "p1", b); !errors.Is(err, store.ErrClaimed) && e.snap().Alive(a) {
+	if _, err := store.Claim(e.ctx, e.s, e.group, "p1", b); !errors.Is(err, store.ErrClaimed) && e.snap().Alive(a) {
 		t.Fatalf("Claim by b of a partition owned by live session a: %v; want ErrClaimed", err)
 	}
 	e.waitGone(a, shortTTL+expiryGrace)
@@ -131,12 +131,12 @@ func testClaimAfterExpiry(e *env) {
 	err := e.s.Checkpoint(e.ctx, e.group, "p1", oa.Epoch, []byte("late"))
 	wantErr(t, err, store.ErrNotOwner, "Checkpoint by the owner after its session expired",
 		"Checkpoint is fenced on the owning session being alive")
-	err = e.s.Release(e.ctx, e.group, "p2", a, oa2.Epoch)
+	err = store.Release(e.ctx, e.s, e.group, "p2", a, oa2.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release by the owner after its session expired",
 		"Release is fenced on the owning session being alive")
 	wantErr(t, keepErr(e.s.KeepAlive(e.ctx, e.group, a, time.Second)), store.ErrSessionExpired,
 		"KeepAlive of the expired owner", "the session is dead")
-	_, err = e.s.Claim(e.ctx, e.group, "p3", a)
+	_, err = store.Claim(e.ctx, e.s, e.group, "p3", a)
 	wantErr(t, err, store.ErrSessionExpired, "Claim by an expired session", "only a live session may claim")
 
 	ob := e.claim("p1", b)
@@ -237,7 +237,7 @@ func testReleaseFenced(e *env) {
 	t := e.t
 	a := e.open("member-a", longTTL)
 	b := e.open("member-b", longTTL)
-	err := e.s.Release(e.ctx, e.group, "never-claimed", a, 1)
+	err := store.Release(e.ctx, e.s, e.group, "never-claimed", a, 1)
 	wantErr(t, err, store.ErrNotOwner, "Release of a partition without a record", "nobody owns it")
 
 	o := e.claim("p1", a)
@@ -252,7 +252,7 @@ func testReleaseFenced(e *env) {
 		{"no-such-session", o.Epoch, "the session is not the record's"},
 	}
 	for _, c := range cases {
-		err := e.s.Release(e.ctx, e.group, "p1", c.session, c.epoch)
+		err := store.Release(e.ctx, e.s, e.group, "p1", c.session, c.epoch)
 		wantErr(t, err, store.ErrNotOwner, fmt.Sprintf("Release(session %q, epoch %d) of a record owned by %q at epoch %d", c.session, c.epoch, a, o.Epoch), c.why)
 		if got := e.mustRecord("p1"); !sameOwner(got, o) {
 			t.Fatalf("a refused Release changed the record from %s to %s; want it unchanged", fmtOwner(o), fmtOwner(got))
@@ -262,7 +262,7 @@ func testReleaseFenced(e *env) {
 	// A closed owner cannot release either.
 	o2 := e.claim("p2", a)
 	e.close(a)
-	err = e.s.Release(e.ctx, e.group, "p2", a, o2.Epoch)
+	err = store.Release(e.ctx, e.s, e.group, "p2", a, o2.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "Release by a closed session", "the owning session must be alive")
 }
 
@@ -280,10 +280,10 @@ func testReleaseKeeps(e *env) {
 	if !sameOwner(got, want) {
 		t.Fatalf("record after Release is %s; want %s (session and member cleared, epoch kept)", fmtOwner(got), fmtOwner(want))
 	}
-	err := e.s.Release(e.ctx, e.group, "p1", a, o.Epoch)
+	err := store.Release(e.ctx, e.s, e.group, "p1", a, o.Epoch)
 	wantErr(t, err, store.ErrNotOwner, "a second Release", "the record is already released")
 	// A released record names no session; naming none must not match it.
-	err = e.s.Release(e.ctx, e.group, "p1", "", o.Epoch)
+	err = store.Release(e.ctx, e.s, e.group, "p1", "", o.Epoch)
 	if !errors.Is(err, store.ErrNotOwner) && !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Release with an empty session of a released record: %v; want ErrNotOwner (or ErrInvalid)", err)
 	}
@@ -540,7 +540,7 @@ func testGroupsIndependent(e *env) {
 	o2 := e.claimIn(g2, "p", s2) // the same partition id in another group is another record
 	_ = o2
 
-	_, err := e.s.Claim(e.ctx, g2, "q", s1)
+	_, err := store.Claim(e.ctx, e.s, g2, "q", s1)
 	wantErr(t, err, store.ErrSessionExpired, "Claim in group 2 by a session of group 1", "a session lives in one group")
 	err = e.s.Checkpoint(e.ctx, g2, "p", o1.Epoch, []byte("cross"))
 	if o2.Epoch != o1.Epoch {

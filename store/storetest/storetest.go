@@ -21,7 +21,8 @@
 // The log (log.go) is checked through the contract alone: ordered and
 // gap-free under concurrent writers, a snapshot plus the entries after it
 // equals a later snapshot (a seeded property test), ErrVersionGone,
-// expiries logged once, batches equal to the single calls. Trimming needs a
+// expiries logged once, a batch giving each partition what a batch of one
+// (store.Claim, store.Release) gives. Trimming needs a
 // store made with a small log bound, which only the backend can make:
 // backends call RunTrim with one.
 //
@@ -241,7 +242,7 @@ func (e *env) claim(partition, session string) store.Ownership {
 
 func (e *env) claimIn(group, partition, session string) store.Ownership {
 	e.t.Helper()
-	o, err := e.s.Claim(e.ctx, group, partition, session)
+	o, err := store.Claim(e.ctx, e.s, group, partition, session)
 	if err != nil {
 		e.t.Fatalf("Claim(group %q, partition %q, session %q): %v; want success", group, partition, session, err)
 	}
@@ -260,7 +261,7 @@ func (e *env) checkpoint(partition string, epoch uint64, value string) {
 
 func (e *env) release(partition, session string, epoch uint64) {
 	e.t.Helper()
-	if err := e.s.Release(e.ctx, e.group, partition, session, epoch); err != nil {
+	if err := store.Release(e.ctx, e.s, e.group, partition, session, epoch); err != nil {
 		e.t.Fatalf("Release(%q, session %q, epoch %d) by the current owner: %v; want nil", partition, session, epoch, err)
 	}
 }
