@@ -98,8 +98,12 @@ func WithTxIdleTimeout(d time.Duration) Option {
 }
 
 // DefaultLockTimeout is how long Checkpoint and InTx wait for the lock of
-// a partition's record (see WithLockTimeout).
-const DefaultLockTimeout = 2 * time.Second
+// a partition's record (see WithLockTimeout). Half the default session TTL:
+// the holders it waits behind are the record's other Checkpoints and
+// claims, each a moment, or an InTx of the same session (which a stalled
+// process holds until its session ends and a claim ends it); on a starved
+// machine 8 writers of one record queued for more than 2 s.
+const DefaultLockTimeout = 5 * time.Second
 
 // WithLockTimeout bounds how long Checkpoint and the start of InTx wait
 // for the lock of a partition's record, which another InTx of the same
