@@ -264,7 +264,7 @@ func TestPlanOnAimClaims(t *testing.T) {
 	}
 
 	released("p1")
-	m.holdFree = time.Now().Add(time.Minute)
+	m.loss.holdFree = time.Now().Add(time.Minute)
 	if _, ok := m.planOnAim(sess, map[string]*slot{}); ok {
 		t.Fatal("claim on the aim during a hold after a loss; want a full plan")
 	}

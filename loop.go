@@ -12,6 +12,18 @@ import (
 	"time"
 )
 
+// loopEvents is the reconcile loop's inbox: what other goroutines send
+// it besides Leave.
+type loopEvents struct {
+	wake     chan struct{} // coalesced "plan again" signal (the replica changed, a slot ended)
+	slotDone chan *slot    // a partition's goroutine finished
+	// expireAt carries, from the renewal goroutine to the reconcile loop,
+	// when the earliest session of the group expires (KeepAlive's next):
+	// the loop calls ExpireSessions just after, so that a crashed member's
+	// session ends on time and every replica learns it through the log.
+	expireAt chan time.Time
+}
+
 // loopState is where the reconcile loop stands.
 type loopState int
 
@@ -40,7 +52,7 @@ type runLoop struct {
 	slots   map[string]*slot // partitions with a goroutine here, by id
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
-	leaveCh <-chan struct{}  // m.leaveCh until it is seen closed, then nil
+	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
 	// openDue: between sessions, whether to try (restore, then open a
 	// session) at the next turn of the loop: at once after a loss, then
 	// when the retry timer fires, not on every wake-up (a handler of the
@@ -77,9 +89,9 @@ type runLoop struct {
 
 // run is the reconcile loop, started by Join with the first session.
 func (m *Member) run(sess *session) {
-	defer close(m.done)
+	defer close(m.life.done)
 	defer m.metrics.unregister() // before Done: the same member may join again
-	defer m.stop()
+	defer m.life.stop()
 	l := m.newRunLoop(sess)
 	defer l.stopTimers()
 	for {
@@ -96,7 +108,7 @@ func (m *Member) newRunLoop(sess *session) *runLoop {
 		m:        m,
 		sess:     sess,
 		slots:    map[string]*slot{},
-		leaveCh:  m.leaveCh,
+		leaveCh:  m.life.leaveCh,
 		backoff:  firstBackoff,
 		later:    stoppedTimer(),
 		expire:   stoppedTimer(),
@@ -190,9 +202,9 @@ func (l *runLoop) await() (plan, ok bool) {
 	case <-l.leaveCh:
 		l.startLeaving()
 	case <-sessDone:
-	case sl := <-m.slotDone:
+	case sl := <-m.events.slotDone:
 		l.slotReturned(sl)
-	case <-m.wake:
+	case <-m.events.wake:
 		return true, true
 	case <-l.later.C:
 		return true, true
@@ -202,7 +214,7 @@ func (l *runLoop) await() (plan, ok bool) {
 		}
 	case <-l.resync.C:
 		m.rep.resync()
-	case t := <-m.expireAt:
+	case t := <-m.events.expireAt:
 		l.expireAfter(time.Until(t))
 	case <-l.expire.C:
 		l.expireSessions()
@@ -218,7 +230,7 @@ func (l *runLoop) await() (plan, ok bool) {
 // whatever their number, cost one plan.
 func (l *runLoop) plan() {
 	m := l.m
-	if wait := m.planGap - time.Since(m.plannedAt); wait > 0 {
+	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 {
 		l.later.Reset(wait)
 		return
 	}
@@ -240,7 +252,7 @@ func (l *runLoop) plan() {
 // expireAfter arms the expire timer for a session due to expire in d: just
 // after the store would expire it; never spinning.
 func (l *runLoop) expireAfter(d time.Duration) {
-	l.m.expireDue = time.Now().Add(max(d, 0))
+	l.m.planner.expireDue = time.Now().Add(max(d, 0))
 	l.expire.Reset(max(d, 0) + expireDelay(l.m.cfg.SessionTTL))
 }
 

@@ -25,7 +25,7 @@ func (l *runLoop) loseSession() {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)
 			if cp := sl.claim.restorePoint(); cp != nil {
-				m.restores = append(m.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
 			}
 		}
 	}
@@ -33,17 +33,17 @@ func (l *runLoop) loseSession() {
 	// reach it (fenced), the store may have lost its data meanwhile:
 	// hold once the next session opens (see holdAfterLoss), unless
 	// the log shows it kept its data (keptData).
-	m.holdPending = true
+	m.loss.holdPending = true
 	m.noteLossMark(sess)
 	l.openDue = true
 	if errors.Is(cause, ErrSessionExpired) {
-		m.lossSeen = true // the store forgot the session
+		m.loss.lossSeen = true // the store forgot the session
 	}
 	m.metrics.sessionLost(m)
-	m.mu.Lock()
-	clear(m.owned)
-	m.sess = ""
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.sess = ""
+	m.running.mu.Unlock()
 	m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", l.slotsOf(sess), "cause", cause)
 	l.orphans = append(l.orphans, sess)
 	l.sess = nil
@@ -75,22 +75,22 @@ func (l *runLoop) openSession() bool {
 	m := l.m
 	// Both calls are bounded by RenewTimeout and cancelled by
 	// Leave, so a Leave during an outage is seen at once.
-	if m.restore(m.attemptCtx) {
-		m.lossSeen, m.logMark = true, nil // a record was missing: lost
+	if m.restore(m.life.attemptCtx) {
+		m.loss.lossSeen, m.loss.logMark = true, nil // a record was missing: lost
 	}
-	s, err := m.openSession(m.attemptCtx, m.cfg.RenewTimeout)
+	s, err := m.openSession(m.life.attemptCtx, m.cfg.RenewTimeout)
 	switch {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		if m.holdPending && !m.keptData(m.attemptCtx) {
-			m.holdAfterLoss(m.lossSeen)
+		if m.loss.holdPending && !m.keptData(m.life.attemptCtx) {
+			m.holdAfterLoss(m.loss.lossSeen)
 		}
-		m.holdPending, m.lossSeen, m.logMark = false, false, nil
+		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
 		m.poke()
 	case m.runCtx.Err() != nil:
 		return false
-	case m.attemptCtx.Err() != nil:
+	case m.life.attemptCtx.Err() != nil:
 		// Leaving: the loop's wait sees leaveCh.
 	default:
 		m.log.Warn("cannot open a session; retrying", "err", err)
@@ -114,9 +114,9 @@ func (l *runLoop) startLeaving() {
 	}
 	handed()
 	m.metrics.leaving(m)
-	m.mu.Lock()
-	clear(m.owned)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.mu.Unlock()
 }
 
 // closeSession closes the session once every partition is handed off.
@@ -148,16 +148,16 @@ func (l *runLoop) finish(err error) {
 		<-l.sess.renew
 	}
 	for len(l.slots) > 0 {
-		sl := <-m.slotDone
+		sl := <-m.events.slotDone
 		delete(l.slots, sl.claim.Partition)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
 	<-l.relDone
-	m.stop() // ends the log reader (feedLoop)
+	m.life.stop() // ends the log reader (feedLoop)
 	<-l.feedDone
-	m.mu.Lock()
-	clear(m.owned)
-	m.sess = ""
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.sess = ""
+	m.running.mu.Unlock()
 	m.setErr(err)
 }

@@ -13,6 +13,34 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
+// plannerState is what plan keeps from one plan to the next; the
+// reconcile loop owns it.
+type plannerState struct {
+	// checkedParts: the last partition set plan found sorted (see
+	// reconcileBuf.sorted).
+	checkedParts []store.Partition
+	sessions     map[string]bool // live sessions at the last reconcile
+	joinedAt     time.Time       // when a new session was last seen
+	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	// expireDue is when the earliest session of the group expires unless
+	// renewed, as the store last said (zero: unknown); the reconcile loop
+	// calls ExpireSessions just after.
+	expireDue time.Time
+
+	step     stepLog // what the current rebalance step changed, for its log line
+	incoming int     // partitions the last plan gave this member that others still hold
+	// plannedAt is when plan last ran, and planGap the least time until
+	// it runs again (see planGap).
+	plannedAt time.Time
+	planGap   time.Duration
+
+	// aim and aimAt: the target of the plan under way and the version of
+	// the copy it was computed on, made the replica's aim by reconcile
+	// once the plan is carried out (aim.go).
+	aim   *aim
+	aimAt store.Version
+}
+
 // reconcilePlan is what plan decided: the store calls left to make.
 type reconcilePlan struct {
 	next    time.Duration // when to look again (JoinSettle, a hold, a contested claim)
@@ -33,7 +61,7 @@ type reconcilePlan struct {
 func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
 	next, claims, ok := m.rep.onAim(sess.id, now)
-	if !ok || len(m.restores) > 0 {
+	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
 	claims = slices.DeleteFunc(claims, func(p string) bool {
@@ -47,12 +75,12 @@ func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcileP
 	if len(claims) == 0 {
 		return pl, true
 	}
-	if now.Before(m.holdFree) || now.Before(m.holdFresh) {
+	if now.Before(m.loss.holdFree) || now.Before(m.loss.holdFresh) {
 		return pl, false
 	}
 	slices.Sort(claims)
 	pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
-	m.incoming = max(0, m.incoming-len(pl.claim))
+	m.planner.incoming = max(0, m.planner.incoming-len(pl.claim))
 	return pl, true
 }
 
@@ -81,12 +109,12 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	m.corruptRepaired()
 	m.reportMalformed(snap.Malformed)
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
-		m.lastParts = snap.Partitions // follows a set emptied on purpose
+		m.loss.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
 	// Restores that failed before this session opened, or a partition set
 	// the store lost (put back even when no checkpoint is pending).
-	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.lastParts) > 0
-	if (len(m.restores) > 0 || lostSet) && m.restore(ctx) {
+	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
+	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
 		m.holdAfterLoss(true)
 	}
 	// A linear scan, not snap.Alive: that trusts the store's sort order,
@@ -100,8 +128,8 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		pl.expired = true
 		return pl, false, nil
 	}
-	if m.sessions == nil {
-		m.sessions = map[string]bool{}
+	if m.planner.sessions == nil {
+		m.planner.sessions = map[string]bool{}
 	}
 	// The membership settles JoinSettle after the feed brought the last
 	// session opened, not after plan first saw it: a plan that came late
@@ -111,42 +139,42 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// back 3 s later than it could have).
 	present := 0
 	for _, s := range snap.Sessions {
-		if !m.sessions[s.ID] {
-			m.joinedAt = m.rep.sessionNews()
+		if !m.planner.sessions[s.ID] {
+			m.planner.joinedAt = m.rep.sessionNews()
 		} else {
 			present++
 		}
 	}
-	if present < len(m.sessions) && m.endedAt.IsZero() {
-		m.endedAt = time.Now()
+	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
+		m.planner.endedAt = time.Now()
 	}
-	clear(m.sessions)
+	clear(m.planner.sessions)
 	for _, s := range snap.Sessions {
-		m.sessions[s.ID] = true
+		m.planner.sessions[s.ID] = true
 	}
 	// The log has answered since the last read (fresh): it showed the
 	// sessions opened during the read, or waited for them as long as the
 	// read took (see feedLoop's firstWait).
-	if wait := time.Until(m.joinedAt.Add(m.cfg.JoinSettle)); wait > 0 {
+	if wait := time.Until(m.planner.joinedAt.Add(m.cfg.JoinSettle)); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
 		return pl, false, nil
 	}
-	if !m.endedAt.IsZero() {
+	if !m.planner.endedAt.IsZero() {
 		if wait := m.expirySettle(time.Now()); wait > 0 {
 			pl.next = wait
 			return pl, false, nil
 		}
-		m.endedAt = time.Time{}
+		m.planner.endedAt = time.Time{}
 	}
 	return pl, true, nil
 }
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
-// m.endedAt), for the next session to expire, so that members that crashed
+// m.planner.endedAt), for the next session to expire, so that members that crashed
 // together are planned for at once; 0: not at all. It waits when the store
-// said the next session expires (m.expireDue) within a fortieth of
+// said the next session expires (m.planner.expireDue) within a fortieth of
 // SessionTTL, and when that is past but this member's own call to expire
 // it is still to come (its answer says when the next is due: another
 // member's call, or the log, may have brought the news first). The wait
@@ -167,7 +195,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 // per batch of expiries it sees, and each plan's claims and releases wake
 // every other member, whatever process it runs in.
 func (m *Member) expirySettle(now time.Time) time.Duration {
-	due, ttl := m.expireDue, m.cfg.SessionTTL
+	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
 		return 0
 	}
@@ -182,7 +210,7 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	default:
 		return 0
 	}
-	if now.Add(wait).Sub(m.endedAt) > ttl/10 {
+	if now.Add(wait).Sub(m.planner.endedAt) > ttl/10 {
 		return 0
 	}
 	return wait

@@ -38,14 +38,14 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		return pl, nil
 	}
 	var pl reconcilePlan
-	prev := m.aim // its lists are reused: nobody else's once the replica's is dropped
+	prev := m.planner.aim // its lists are reused: nobody else's once the replica's is dropped
 	m.rep.dropAim()
-	m.aim = nil
-	m.plannedAt = time.Now()
+	m.planner.aim = nil
+	m.planner.plannedAt = time.Now()
 	snap, base, err := m.rep.current()
 	defer func() {
 		if snap != nil {
-			m.planGap = planGap(len(snap.Owners), time.Since(m.plannedAt), m.cfg.SessionTTL/40)
+			m.planner.planGap = planGap(len(snap.Owners), time.Since(m.planner.plannedAt), m.cfg.SessionTTL/40)
 		}
 	}()
 	if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
@@ -64,7 +64,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if sameSlice(fp.owners, snap.Owners) {
 		recPart = b.recPart
 	}
-	m.aim, m.aimAt = newAim(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
+	m.planner.aim, m.planner.aimAt = newAim(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
 
 	// Partitions we run: keep, drop (lost) or hand off; the releases of
 	// the handoffs are sent together.
@@ -73,7 +73,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planRunning(fp)
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
-	if len(m.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.lastParts) > 0) {
+	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
 		// Restores the store did not answer (planChecks): no entry will
 		// come to make plan try them again, so look again soon, as a
 		// failed renewal is retried. A partition set not put back left
@@ -96,7 +96,7 @@ func (pl *reconcilePlan) lookAgainIn(wait time.Duration) {
 // the target assignment (fp.b.target).
 func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	b, sess := fp.b, fp.sess
-	sessions, parts, owners := b.sorted(snap, &m.checkedParts)
+	sessions, parts, owners := b.sorted(snap, &m.planner.checkedParts)
 	parts = unplaceable(parts, snap.Malformed)
 	clear(b.sessIdx)
 	b.members = b.members[:0]
@@ -112,13 +112,13 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 		b.join(sessions, parts, owners, sess.id)
 	}
 	fp.sessions, fp.parts, fp.owners, fp.me = sessions, parts, owners, me
-	if b.records < m.lastRecords {
+	if b.records < m.loss.lastRecords {
 		// Records are never deleted: the store lost data (a failover to a
 		// replica that missed the last writes may keep our session).
-		m.log.Warn("ownership records vanished from the store: it lost data", "records", b.records, "before", m.lastRecords)
+		m.log.Warn("ownership records vanished from the store: it lost data", "records", b.records, "before", m.loss.lastRecords)
 		m.holdAfterLoss(true)
 	}
-	m.lastRecords = b.records
+	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	if err != nil {
@@ -180,7 +180,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			// kept partitions the others waited for until its aim
 			// expired (RenewInterval), and the placement took 12 s.
 			if inSet && target[i] != fp.me {
-				m.step.handingOff(p)
+				m.planner.step.handingOff(p)
 				m.handOff(sl)
 				m.unown(p)
 			}
@@ -188,17 +188,17 @@ func (m *Member) planRunning(fp *fullPlan) {
 		}
 		switch {
 		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
-			m.step.dropLost(p)
+			m.planner.step.dropLost(p)
 			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
 				// Our record vanished: the store lost it. Put it back.
-				m.restores = append(m.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
 				m.holdAfterLoss(true)
 			}
 			sl.mode.Store(modeLost)
 			sl.cancel()
 			m.unown(p)
 		case !inSet || target[i] != fp.me:
-			m.step.handingOff(p)
+			m.planner.step.handingOff(p)
 			// Not over a give-back the handler has just begun: the
 			// partition is released either way, and keeps its mark.
 			m.handOff(sl)
@@ -213,11 +213,11 @@ func (m *Member) planRunning(fp *fullPlan) {
 func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 	b, me := fp.b, fp.me
 	now := time.Now()
-	m.incoming = 0
-	if now.Before(m.holdFresh) && m.holdFree.Before(m.holdFresh) && slices.Contains(b.rec, -1) {
+	m.planner.incoming = 0
+	if now.Before(m.loss.holdFresh) && m.loss.holdFree.Before(m.loss.holdFresh) && slices.Contains(b.rec, -1) {
 		// Back from a session loss, the store has partitions without a
 		// record: it lost data. Hold every free partition (holdAfterLoss).
-		m.holdFree = m.holdFresh
+		m.loss.holdFree = m.loss.holdFresh
 	}
 	for i, t := range b.target {
 		if t != me {
@@ -231,15 +231,15 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 		holdUntil := time.Time{}
 		switch {
 		case b.owner[i] >= 0:
-		case now.Before(m.holdFree):
-			holdUntil = m.holdFree
-		case b.rec[i] < 0 && now.Before(m.holdFresh):
-			holdUntil = m.holdFresh
+		case now.Before(m.loss.holdFree):
+			holdUntil = m.loss.holdFree
+		case b.rec[i] < 0 && now.Before(m.loss.holdFresh):
+			holdUntil = m.loss.holdFresh
 		}
 		if o := b.owner[i]; o >= 0 && o != me {
 			// Still held: its owner hands it off, and we claim it when the
 			// replica shows the release.
-			m.incoming++
+			m.planner.incoming++
 			continue
 		}
 		if !holdUntil.IsZero() {

@@ -123,12 +123,12 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Owners
 // malformed). A failed read reports true: the next check, or a write,
 // tells.
 func (m *Member) ownRecordsIntact(sess *session) bool {
-	m.mu.Lock()
-	own := make(map[string]uint64, len(m.owned))
-	for p, e := range m.owned {
+	m.running.mu.Lock()
+	own := make(map[string]uint64, len(m.running.owned))
+	for p, e := range m.running.owned {
 		own[p] = e
 	}
-	m.mu.Unlock()
+	m.running.mu.Unlock()
 	ids := slices.Sorted(maps.Keys(own))
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), store.MaxBatch)]

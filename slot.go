@@ -62,9 +62,9 @@ func (sl *slot) claimOnceStopped(sess *session) {
 }
 
 func (m *Member) unown(p string) {
-	m.mu.Lock()
-	delete(m.owned, p)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	delete(m.running.owned, p)
+	m.running.mu.Unlock()
 }
 
 // handOff cancels sl's handler so that its partition is released once the
@@ -94,9 +94,9 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	}
 	sl.claim.trackProgress()
 	slots[part] = sl
-	m.mu.Lock()
-	m.owned[part] = epoch
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	m.running.owned[part] = epoch
+	m.running.mu.Unlock()
 	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
 	go m.runSlot(sl)
 }
@@ -137,7 +137,7 @@ func (m *Member) runSlot(sl *slot) {
 	// as soon as the handler has returned, so it can neither fire for a
 	// handler that returned in time nor outlive this goroutine.
 	stopArm := context.AfterFunc(ctx, w.arm)
-	defer func() { m.slotDone <- sl }()
+	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
 		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {
