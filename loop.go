@@ -287,12 +287,12 @@ func (l *runLoop) slotReturned(sl *slot) {
 	m := l.m
 	delete(l.slots, sl.claim.Partition)
 	if sl.planInFull.Load() {
-		m.rep.dropAim()
+		m.rep.dropTarget()
 	}
 	l.closeOrphans()
 	// A partition was released or dropped: the target may now let
 	// this member claim something, so plan again.
 	if !l.leaving {
-		m.poke()
+		m.wakeLoop()
 	}
 }

@@ -87,7 +87,7 @@ func (l *runLoop) openSession() bool {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
 		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
-		m.poke()
+		m.wakeLoop()
 	case m.runCtx.Err() != nil:
 		return false
 	case m.life.attemptCtx.Err() != nil:

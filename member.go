@@ -39,7 +39,7 @@ type Member struct {
 
 	rep replica // the member's copy of the group, fed by feedLoop
 	// writes counts this member's completed writes that the replica must
-	// show before plan may judge them (a session opened, a batch of
+	// show before plan may noteProgress them (a session opened, a batch of
 	// claims): each is numbered when its call returns, and a read of the
 	// group that began after it shows it (replica.base).
 	writes atomic.Uint64
@@ -114,7 +114,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		released: releasedRecords{epochs: map[string]uint64{}},
 	}
 	m.rel = newReleaser(m)
-	m.rep.log, m.rep.kick = m.log.Warn, make(chan struct{}, 1)
+	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err
@@ -179,11 +179,11 @@ func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error 
 	if _, err := m.st.SetPartitions(ctx, m.cfg.Group, store.PartitionSet{Partitions: ps}); err != nil {
 		return fmt.Errorf("herd: set partitions: %w", err)
 	}
-	m.poke()
+	m.wakeLoop()
 	return nil
 }
 
-func (m *Member) poke() {
+func (m *Member) wakeLoop() {
 	select {
 	case m.events.wake <- struct{}{}:
 	default:

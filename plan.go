@@ -1,6 +1,6 @@
 package herd
 
-// The plan's frame: what plan decided (reconcilePlan), plan on the aim
+// The plan's frame: what plan decided (reconcilePlan), plan on the target
 // (no full plan), the checks before a full plan (plan_full.go), and the
 // timings that space plans (planGap, expirySettle).
 
@@ -34,33 +34,33 @@ type plannerState struct {
 	plannedAt time.Time
 	planGap   time.Duration
 
-	// aim and aimAt: the target of the plan under way and the version of
-	// the copy it was computed on, made the replica's aim by reconcile
-	// once the plan is carried out (aim.go).
-	aim   *aim
-	aimAt store.Version
+	// target and targetAt: the target of the plan under way and the version of
+	// the copy it was computed on, made the replica's target by reconcile
+	// once the plan is carried out (target.go).
+	target   *planTarget
+	targetAt store.Version
 }
 
 // reconcilePlan is what plan decided: the store calls left to make.
 type reconcilePlan struct {
-	next    time.Duration // when to look again (JoinSettle, a hold, a contested claim)
-	held    bool          // next is for a hold (not only contested claims)
-	expired bool          // the store no longer knows the session
-	wait    bool          // the replica does not show the session yet: nothing to do
-	onAim   bool          // no full plan: claim is what was released toward this member (aim.go)
-	claim   []string      // partitions to claim, in ID order
-	release []store.Ownership
+	next     time.Duration // when to look again (JoinSettle, a hold, a contested claim)
+	held     bool          // next is for a hold (not only contested claims)
+	expired  bool          // the store no longer knows the session
+	wait     bool          // the replica does not show the session yet: nothing to do
+	onTarget bool          // no full plan: claim is what was released toward this member (target.go)
+	claim    []string      // partitions to claim, in ID order
+	release  []store.Ownership
 }
 
-// planOnAim is plan when every entry since the last full plan carried it
-// out (aim.go): nothing to do but claim what was released toward this
+// planOnTarget is plan when every entry since the last full plan carried it
+// out (target.go): nothing to do but claim what was released toward this
 // member since, as a full plan would. It reports false if a full plan is
-// due: the aim is off or expired, restores are pending, or a hold after a
+// due: the target is off or expired, restores are pending, or a hold after a
 // loss of the store's data is under way (holdAfterLoss) and there is
 // something to claim, which the full plan decides.
-func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
+func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	next, claims, ok := m.rep.onAim(sess.id, now)
+	next, claims, ok := m.rep.onTarget(sess.id, now)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
@@ -79,7 +79,7 @@ func (m *Member) planOnAim(sess *session, slots map[string]*slot) (pl reconcileP
 		return pl, false
 	}
 	slices.Sort(claims)
-	pl.claim, pl.wait, pl.onAim = slices.Compact(claims), false, true
+	pl.claim, pl.wait, pl.onTarget = slices.Compact(claims), false, true
 	m.planner.incoming = max(0, m.planner.incoming-len(pl.claim))
 	return pl, true
 }
@@ -186,7 +186,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 // once: their last renewals differ by a few ms to seconds. In ten traced
 // runs of herd bench --scenario large without this wait, the 10 crashed
 // sessions of 110 expired in one batch in five (194-200 plans in the
-// phase, half of them the aims of the join before ending; the last
+// phase, half of them the targets of the join before ending; the last
 // partitions running again 0.88-1.34 s after the expiry, once 2.31 s) and
 // in two to four batches in five: each batch made the 100 others plan
 // anew (O(P) each), and again on seeing the claims of those that had

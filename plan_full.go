@@ -34,13 +34,13 @@ type fullPlan struct {
 // gives to others (neither waits on the store), and returns what is left to
 // claim and to release. The replica's copy is not kept.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
-	if pl, ok := m.planOnAim(sess, slots); ok {
+	if pl, ok := m.planOnTarget(sess, slots); ok {
 		return pl, nil
 	}
 	var pl reconcilePlan
-	prev := m.planner.aim // its lists are reused: nobody else's once the replica's is dropped
-	m.rep.dropAim()
-	m.planner.aim = nil
+	prev := m.planner.target // its lists are reused: nobody else's once the replica's is dropped
+	m.rep.dropTarget()
+	m.planner.target = nil
 	m.planner.plannedAt = time.Now()
 	snap, base, err := m.rep.current()
 	defer func() {
@@ -64,7 +64,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if sameSlice(fp.owners, snap.Owners) {
 		recPart = b.recPart
 	}
-	m.planner.aim, m.planner.aimAt = newAim(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
+	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
 
 	// Partitions we run: keep, drop (lost) or hand off; the releases of
 	// the handoffs are sent together.
@@ -80,7 +80,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		// the member alone in a group with nothing to run until its next
 		// read of the group (HERD_FAULT_SEED=162).
 		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
-		pl.held = true // no aim: the next plan is a full one
+		pl.held = true // no target: the next plan is a full one
 	}
 	return pl, nil
 }
@@ -177,7 +177,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			// replica to show the claim left the partition where it was
 			// until a later full plan: in herd bench --scenario large, a
 			// member whose copy was seconds behind the placement's log
-			// kept partitions the others waited for until its aim
+			// kept partitions the others waited for until its target
 			// expired (RenewInterval), and the placement took 12 s.
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)

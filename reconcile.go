@@ -65,14 +65,14 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
-	if m.planner.aim != nil && !pl.held && !pl.onAim {
+	if m.planner.target != nil && !pl.held && !pl.onTarget {
 		// The plan left nothing to look at later but contested claims:
 		// until an entry says otherwise, or the first of those claims is
-		// due, the next plans would find nothing to do (aim.go).
+		// due, the next plans would find nothing to do (target.go).
 		if pl.next > 0 {
-			m.planner.aim.due = time.Now().Add(pl.next)
+			m.planner.target.due = time.Now().Add(pl.next)
 		}
-		m.rep.setAim(m.planner.aim, m.planner.aimAt)
+		m.rep.setTarget(m.planner.target, m.planner.targetAt)
 	}
 	return pl.next, nil
 }

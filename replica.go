@@ -38,12 +38,12 @@ type replica struct {
 	// batches Changes returned them in (kept as they came: copying them
 	// into one list cost a tenth of the CPU of 100 members placing
 	// 100,000 partitions), npending how many.
-	pending  [][]store.Change
-	npending int
-	lent     bool   // plan is using work (current .. release)
-	base     uint64 // Member.writes when the read of work's snapshot began
-	err      error  // why the last read failed, nil after one succeeded
-	again    bool   // read the group anew (the copy is stale or diverged)
+	pending   [][]store.Change
+	npending  int
+	inPlan    bool   // plan is using work (current .. release)
+	base      uint64 // Member.writes when the read of work's snapshot began
+	err       error  // why the last read failed, nil after one succeeded
+	readAsked bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
 	// the copy's version (ErrVersionGone: a new history, the store lost
 	// data, or entries trimmed). See Member.logMark.
@@ -51,10 +51,10 @@ type replica struct {
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
-	// cancel ends the feed's blocked Changes call, and kick its pause
+	// cancel ends the feed's blocked Changes call, and wakeFeed its pause
 	// after a failure, so that a read asked for is made at once.
-	cancel context.CancelFunc
-	kick   chan struct{}
+	cancel   context.CancelFunc
+	wakeFeed chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when. They are not claimed
 	// again until an entry about them arrives; see plan.
@@ -65,21 +65,21 @@ type replica struct {
 	// lastContest is when the latest claim was contested.
 	reached, lastContest time.Time
 	log                  func(msg string, args ...any) // a warning about a diverged copy
-	// aim is the target of the last full plan (nil: none, plan in full),
-	// offAim whether an entry since was not progress toward it (aim.go).
-	aim    *aim
-	offAim bool
-	// toClaim: partitions released toward this member since the aim was
-	// set, which it claims without a full plan (see onAim).
+	// target is the target of the last full plan (nil: none, plan in full),
+	// offTarget whether an entry since was not progress toward it (target.go).
+	target    *planTarget
+	offTarget bool
+	// toClaim: partitions released toward this member since the target was
+	// set, which it claims without a full plan (see onTarget).
 	toClaim []string
-	// unchecked: batches applied to the copy while no aim was set (a plan
-	// under way), nunchecked their entries, for setAim to check;
+	// unchecked: batches applied to the copy while no target was set (a plan
+	// under way), nunchecked their entries, for setTarget to check;
 	// uncheckedOver: more than it keeps were applied.
 	unchecked     [][]store.Change
 	nunchecked    int
 	uncheckedOver bool
-	aimFirst      time.Time // when the first entry checked against aim arrived (zero: none yet)
-	aimLast       time.Time // when the last one did
+	targetFirst   time.Time // when the first entry checked against target arrived (zero: none yet)
+	targetLast    time.Time // when the last one did
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
@@ -120,10 +120,10 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	if !r.applyPending(false) {
 		return nil, 0, r.err
 	}
-	if r.aim == nil {
+	if r.target == nil {
 		r.forgetUnchecked() // in the copy plan is given: nothing to check
 	}
-	r.lent = true
+	r.inPlan = true
 	return r.work, r.base, r.err
 }
 
@@ -138,31 +138,31 @@ func (r *replica) sessionNews() time.Time {
 // release hands the copy current returned back to the feed.
 func (r *replica) release() {
 	r.mu.Lock()
-	r.lent = false
+	r.inPlan = false
 	r.mu.Unlock()
 }
 
 // applyPending applies the queued entries to work (a copy of it if plan
 // holds it) and reports whether the copy is usable: false if the entries do
 // not fit it, in which case the group is read anew. With checkLast, the
-// last batch queued has not been checked against the aim (checkAim): it is
+// last batch queued has not been checked against the target (checkTarget): it is
 // as it is applied, which looks each entry's record up once for both.
 // r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
 	}
-	if r.lent {
-		r.work, r.lent = r.work.Clone(), false
+	if r.inPlan {
+		r.work, r.inPlan = r.work.Clone(), false
 	}
 	var err error
 	for k, cs := range r.pending {
 		var seen func(store.Change, int)
-		if a := r.aim; checkLast && k == len(r.pending)-1 && a != nil && !r.offAim {
+		if a := r.target; checkLast && k == len(r.pending)-1 && a != nil && !r.offTarget {
 			seen = func(c store.Change, rec int) {
-				if !r.offAim {
+				if !r.offTarget {
 					ok, claim := a.progressAt(c, rec)
-					r.judge(c.Partition, ok, claim)
+					r.noteProgress(c.Partition, ok, claim)
 				}
 			}
 		}
@@ -170,10 +170,10 @@ func (r *replica) applyPending(checkLast bool) bool {
 			break
 		}
 		if seen != nil {
-			r.reachedAim(cs)
+			r.reachedTarget(cs)
 		}
-		if r.aim == nil {
-			r.noteUnchecked(cs) // for the aim of the plan under way
+		if r.target == nil {
+			r.noteUnchecked(cs) // for the target of the plan under way
 		}
 	}
 	r.dropPending()
@@ -181,7 +181,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 		if r.log != nil {
 			r.log("the group's log does not fit the member's copy; reading the group anew", "err", err)
 		}
-		r.work, r.again = nil, true
+		r.work, r.readAsked = nil, true
 		if r.cancel != nil {
 			r.cancel()
 		}
@@ -222,12 +222,12 @@ func (r *replica) dropPending() {
 func (r *replica) resync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.again = true
+	r.readAsked = true
 	if r.cancel != nil {
 		r.cancel()
 	}
 	select {
-	case r.kick <- struct{}{}:
+	case r.wakeFeed <- struct{}{}:
 	default:
 	}
 }

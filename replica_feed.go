@@ -117,7 +117,7 @@ func (f *feed) pause() {
 	select {
 	case <-f.m.runCtx.Done():
 	case <-time.After(f.backoff):
-	case <-f.r.kick:
+	case <-f.r.wakeFeed:
 		// A read was asked for (a new session's, most often, after an
 		// outage that had the back-off grow): make it at once.
 		f.backoff = firstBackoff
@@ -136,7 +136,7 @@ func (f *feed) wait(d time.Duration) {
 	select {
 	case <-f.m.runCtx.Done():
 	case <-t.C:
-	case <-f.r.kick:
+	case <-f.r.wakeFeed:
 	}
 }
 
@@ -146,10 +146,10 @@ func (f *feed) readDue() bool {
 	r := f.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	read := r.work == nil || r.again
+	read := r.work == nil || r.readAsked
 	// A read asked for while this one is under way may need writes
 	// completed after it began: it sets again, and is made next.
-	r.again = false
+	r.readAsked = false
 	return read
 }
 
@@ -174,20 +174,20 @@ func (f *feed) readGroup() bool {
 		// plan may still hold the old copy: it is left to it.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.openedAt = time.Now()
-		r.aim, r.fresh, r.toClaim = nil, false, nil
+		r.target, r.fresh, r.toClaim = nil, false, nil
 		r.forgetUnchecked()
 		f.first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
 		f.settleCall = false // the first call after a read waits first
 		r.dropPending()
-		r.lent = false
+		r.inPlan = false
 	} else {
-		r.again = true
+		r.readAsked = true
 		if m.runCtx.Err() == nil {
 			r.err = err
 		}
 	}
 	r.mu.Unlock()
-	m.poke()
+	m.wakeLoop()
 	return err == nil
 }
 
@@ -198,7 +198,7 @@ func (f *feed) follow(read bool) bool {
 	ctx, cancel := context.WithCancel(m.runCtx)
 	c := logCall{read: read}
 	r.mu.Lock()
-	again := r.again || r.work == nil
+	again := r.readAsked || r.work == nil
 	if !again {
 		c.after = r.version()
 		r.cancel = cancel
@@ -215,7 +215,7 @@ func (f *feed) follow(read bool) bool {
 	f.call(ctx, &c)
 	cancel()
 	if f.take(&c) {
-		m.poke() // plan waits for it
+		m.wakeLoop() // plan waits for it
 	}
 	return f.pace(&c)
 }
@@ -282,10 +282,10 @@ func (f *feed) take(c *logCall) (wake bool) {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
 		r.reached = c.began
 		if explain {
-			r.aim = nil // plan in full: see contestedSince
+			r.target = nil // plan in full: see contestedSince
 		}
 	}
-	c.asked = r.again || r.work == nil
+	c.asked = r.readAsked || r.work == nil
 	switch {
 	case c.asked || m.runCtx.Err() != nil:
 		// A read was asked for (which cancelled the call), or the copy
@@ -296,7 +296,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 		}
 		f.queue(c.cs)
 	case errors.Is(c.err, store.ErrVersionGone):
-		r.again = true
+		r.readAsked = true
 		r.goneAt = time.Now()
 	}
 	// A log that cannot be continued from a read just made (a store
@@ -306,7 +306,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 }
 
 // queue queues the entries cs for plan (or applies them, if many are
-// queued), and checks them against the aim. r.mu is held.
+// queued), and checks them against the target. r.mu is held.
 func (f *feed) queue(cs []store.Change) {
 	r := f.r
 	r.pending = append(r.pending, cs)
@@ -328,20 +328,20 @@ func (f *feed) queue(cs []store.Change) {
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
-	if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= store.MaxBatch) {
+	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
 		// Applied now rather than by the next plan when plan does
 		// not hold the copy (in place: about a microsecond an
 		// entry, the copy having a record for every partition):
-		// the entries an aim lets pass (a placement's 100,000)
+		// the entries an target lets pass (a placement's 100,000)
 		// would otherwise wait for the plan of the next
 		// membership change, and delay it. They are checked
-		// against the aim as they are applied. Fewer than a
+		// against the target as they are applied. Fewer than a
 		// batch's worth are only checked, and left queued for
 		// the next plan (one call's entries: the common case at
 		// rest and in small changes).
 		r.applyPending(true)
 	} else {
-		r.checkAim(cs)
+		r.checkTarget(cs)
 	}
 	for _, c := range cs {
 		if c.Partition != "" {
@@ -366,7 +366,7 @@ func (f *feed) pace(c *logCall) bool {
 		f.backoff = firstBackoff
 	case c.err == nil && len(c.cs) > 0:
 		f.backoff = firstBackoff
-		m.poke()
+		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
 	case c.gone:
 		f.pause()

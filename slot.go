@@ -32,7 +32,7 @@ type slot struct {
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
 	// planInFull: the plan made once it is done must be a full one (see
-	// aim.go), because no entry of the log will tell the aim what to do:
+	// target.go), because no entry of the log will tell the target what to do:
 	// its record stays this member's (a give-back that failed), or a plan
 	// gave its partition to this member while it was stopping
 	// (claimOnceStopped).
@@ -51,10 +51,10 @@ type slot struct {
 // test's seed 12, issue 28 item 9): a member back from a lost session whose
 // handlers were still stopping (their last checkpoint sent through a slow
 // store) planned in full, was given their partitions (handed to it by
-// another member, or free) and skipped them; the plan set an aim, and when
-// the handlers returned the next plans went by the aim, which claims only
+// another member, or free) and skipped them; the plan set an target, and when
+// the handlers returned the next plans went by the target, which claims only
 // partitions released toward this member after it was set: nothing, and no
-// entry came that would end the aim.
+// entry came that would end the target.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
