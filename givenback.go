@@ -111,7 +111,7 @@ func (m *Member) sendGiveBack(sl *slot) {
 	default:
 		// The record stays this member's: plan may claim it again, and
 		// the handler will give it back again if it fails again. No entry
-		// of the log tells plan so: the reconcile loop drops its aim when
+		// of the log tells plan so: the reconcile loop drops its target when
 		// this slot is done, so that its next plan is a full one, which
 		// claims the record again or releases it (issue 28 item 8: it
 		// stayed owned and idle until the member next planned in full).

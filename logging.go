@@ -102,16 +102,16 @@ const stepWait = time.Second
 // gave this member are still on their way (for up to stepWait), and starts
 // a new step. Called by the reconcile loop after each reconcile.
 func (m *Member) logStep() {
-	s := &m.step
+	s := &m.planner.step
 	if s.empty() {
 		return
 	}
-	if m.incoming > 0 && time.Since(s.start) < stepWait {
+	if m.planner.incoming > 0 && time.Since(s.start) < stepWait {
 		return
 	}
-	m.mu.Lock()
-	owned := len(m.owned)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	owned := len(m.running.owned)
+	m.running.mu.Unlock()
 	s.write(m.log, owned)
 	m.metrics.step(s)
 	*s = stepLog{}

@@ -1,48 +1,75 @@
 package herd
 
 // The reconcile loop: one goroutine per member that owns the sessions, the
-// slots and the timers, and moves between the member's states: between
-// sessions (restoring, then opening one), running a session (planning on
-// the replica, claiming, handing off), and leaving.
+// slots and the timers, and moves between the member's states (loopState):
+// running a session (planning on the replica, claiming, handing off),
+// between sessions (restoring, then opening one), and leaving. Each turn
+// of the loop (step) settles the state, waits for one event, and plans if
+// the event asks for it.
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/herdhq/herd/store"
 )
 
-// run is the reconcile loop. It owns sess, slots and the timers.
-func (m *Member) run(sess *session) {
-	defer close(m.done)
-	defer m.metrics.unregister() // before Done: the same member may join again
-	defer m.stop()
+// loopEvents is the reconcile loop's inbox: what other goroutines send
+// it besides Leave.
+type loopEvents struct {
+	wake     chan struct{} // coalesced "plan again" signal (the replica changed, a slot ended)
+	slotDone chan *slot    // a partition's goroutine finished
+	// expireAt carries, from the renewal goroutine to the reconcile loop,
+	// when the earliest session of the group expires (KeepAlive's next):
+	// the loop calls ExpireSessions just after, so that a crashed member's
+	// session ends on time and every replica learns it through the log.
+	expireAt chan time.Time
+}
 
-	slots := map[string]*slot{}
-	feedDone := make(chan struct{})
-	go m.feedLoop(feedDone)
-	relStop, relDone := make(chan struct{}), make(chan struct{})
-	go m.rel.loop(relStop, relDone)
+// loopState is where the reconcile loop stands.
+type loopState int
+
+const (
+	// inSession: a session is open; the loop plans on the replica,
+	// claims and hands off.
+	inSession loopState = iota
+	// betweenSessions: the session was lost; the loop restores the
+	// checkpoints of the lost partitions, then opens a new session,
+	// retrying with back-off.
+	betweenSessions
+	// leaving: Leave was called; every partition is handed off, then the
+	// session (if any) is closed and the loop ends.
+	leaving
+)
+
+// firstBackoff is the first pause after a failed reconcile, doubled up to
+// RenewInterval while failures go on.
+const firstBackoff = 20 * time.Millisecond
+
+// runLoop is the reconcile loop's own state: nothing else reads or writes
+// it.
+type runLoop struct {
+	m       *Member
+	sess    *session         // the open session; nil between sessions
+	slots   map[string]*slot // partitions with a goroutine here, by id
+	orphans []*session       // lost sessions whose handlers have not all returned
+	leaving bool             // Leave was called
+	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
+	// openDue: between sessions, whether to try (restore, then open a
+	// session) at the next turn of the loop: at once after a loss, then
+	// when the retry timer fires, not on every wake-up (a handler of the
+	// lost session returning, a change event), which would make the
+	// back-off moot and keep the loop from draining slotDone.
+	openDue bool
+	backoff time.Duration // the next pause after a failed reconcile
 
 	// later wakes the loop when plan asked to look again (the end of
 	// JoinSettle or of a hold, a contested claim): the replica is read
 	// again, not the store.
-	later := time.NewTimer(time.Hour)
-	later.Stop()
-	defer later.Stop()
+	later *time.Timer
 	// expire fires just after the earliest session of the group would
 	// expire if it is not renewed (renewals say when: noteExpiry), to
 	// have the store end it: a crashed member's session ends on time, and
 	// every replica learns it from the log.
-	expire := time.NewTimer(time.Hour)
-	expire.Stop()
-	defer expire.Stop()
-	expireAfter := func(d time.Duration) {
-		// Just after the store would expire it; never spin.
-		m.expireDue = time.Now().Add(max(d, 0))
-		expire.Reset(max(d, 0) + expireDelay(m.cfg.SessionTTL))
-	}
+	expire *time.Timer
 	// backstop: the log shows every change herd makes, but not a record
 	// written, broken or repaired by hand. While the replica shows a
 	// record broken that way (malformed, or a claim the store refused
@@ -51,248 +78,221 @@ func (m *Member) run(sess *session) {
 	// Otherwise each member checks only its own records every
 	// PollInterval (a few reads of MaxBatch records; see
 	// ownRecordsIntact), and reads the whole group every ResyncInterval.
-	backstop := time.NewTicker(m.cfg.PollInterval)
-	defer backstop.Stop()
-	resync := time.NewTicker(m.cfg.ResyncInterval)
-	defer resync.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	backoff := 20 * time.Millisecond
-	retryLater := func() {
-		retry.Reset(backoff)
-		backoff = min(2*backoff, m.cfg.RenewInterval)
-	}
+	backstop *time.Ticker
+	resync   *time.Ticker
+	retry    *time.Timer // between sessions: the next attempt to open one; after a failed reconcile, the next plan
 
-	leaving := false
-	leaveCh := m.leaveCh
-	// openDue: between sessions, whether to try (restore, then open a
-	// session) at the next turn of the loop: at once after a loss, then
-	// when the retry timer fires, not on every wake-up (a handler of the
-	// lost session returning, a change event), which would make the
-	// back-off moot and keep the loop from draining slotDone.
-	openDue := false
-	var orphans []*session // lost sessions whose handlers have not all returned
+	feedDone chan struct{} // closed when feedLoop has returned
+	relStop  chan struct{} // closed to end the releaser's loop
+	relDone  chan struct{} // closed when it has returned
+}
 
-	sessionOf := func(s *session) int {
-		n := 0
-		for _, sl := range slots {
-			if sl.sess == s {
-				n++
-			}
-		}
-		return n
-	}
-	// loseSession forgets sess: every handler of it is cancelled (the session
-	// context already is), and it is closed in the store once they returned.
-	loseSession := func() {
-		cause := context.Cause(sess.ctx)
-		sess.cancel(ErrSessionExpired)
-		<-sess.renew
-		for _, sl := range slots {
-			if sl.sess == sess {
-				sl.mode.Store(modeLost)
-				if cp := sl.claim.restorePoint(); cp != nil {
-					m.restores = append(m.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
-				}
-			}
-		}
-		// Whether the store forgot the session or this member could not
-		// reach it (fenced), the store may have lost its data meanwhile:
-		// hold once the next session opens (see holdAfterLoss), unless
-		// the log shows it kept its data (keptData).
-		m.holdPending = true
-		m.noteLossMark(sess)
-		openDue = true
-		if errors.Is(cause, ErrSessionExpired) {
-			m.lossSeen = true // the store forgot the session
-		}
-		m.metrics.sessionLost(m)
-		m.mu.Lock()
-		clear(m.owned)
-		m.sess = ""
-		m.mu.Unlock()
-		m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", sessionOf(sess), "cause", cause)
-		orphans = append(orphans, sess)
-		sess = nil
-	}
-	closeOrphans := func() {
-		keep := orphans[:0]
-		for _, o := range orphans {
-			if sessionOf(o) > 0 {
-				keep = append(keep, o)
-				continue
-			}
-			// Every handler of the lost session has returned: close it so
-			// that, if the store still thinks it alive (we fenced early),
-			// others need not wait for its TTL.
-			ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-			_ = m.st.CloseSession(ctx, m.cfg.Group, o.id)
-			cancel()
-		}
-		orphans = keep
-	}
-
-	finish := func(err error) {
-		if sess != nil {
-			sess.cancel(err)
-			<-sess.renew
-		}
-		for len(slots) > 0 {
-			sl := <-m.slotDone
-			delete(slots, sl.claim.Partition)
-		}
-		close(relStop) // every slot has returned: nothing more to release
-		<-relDone
-		m.stop() // ends the log reader (feedLoop)
-		<-feedDone
-		m.mu.Lock()
-		clear(m.owned)
-		m.sess = ""
-		m.mu.Unlock()
-		m.setErr(err)
-	}
-
+// run is the reconcile loop, started by Join with the first session.
+func (m *Member) run(sess *session) {
+	defer close(m.life.done)
+	defer m.metrics.unregister() // before Done: the same member may join again
+	defer m.life.stop()
+	l := m.newRunLoop(sess)
+	defer l.stopTimers()
 	for {
-		if m.cfg.gate.Wait(m.runCtx) != nil {
-			finish(m.runCtx.Err())
+		if stop, why := l.step(); stop {
+			l.finish(why)
 			return
 		}
-		if sess != nil && sess.ctx.Err() != nil {
-			loseSession()
-		}
-		if leaving && len(slots) == 0 {
-			if sess != nil {
-				// Stop renewing first: a renewal in flight as the session
-				// closes would be answered "expired", and reported as a
-				// session lost.
-				sess.cancel(ErrLeft)
-				<-sess.renew
-				ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-				err := m.st.CloseSession(ctx, m.cfg.Group, sess.id)
-				cancel()
-				if err != nil {
-					m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
-				}
-			}
-			m.log.Info("left the group")
-			finish(ErrLeft)
-			return
-		}
-		if sess == nil && !leaving && openDue {
-			openDue = false
-			// Both calls are bounded by RenewTimeout and cancelled by
-			// Leave, so a Leave during an outage is seen at once.
-			if m.restore(m.attemptCtx) {
-				m.lossSeen, m.logMark = true, nil // a record was missing: lost
-			}
-			s, err := m.openSession(m.attemptCtx, m.cfg.RenewTimeout)
-			switch {
-			case err == nil:
-				sess = s
-				backoff = 20 * time.Millisecond
-				if m.holdPending && !m.keptData(m.attemptCtx) {
-					m.holdAfterLoss(m.lossSeen)
-				}
-				m.holdPending, m.lossSeen, m.logMark = false, false, nil
-				m.poke()
-			case m.runCtx.Err() != nil:
-				finish(m.runCtx.Err())
-				return
-			case m.attemptCtx.Err() != nil:
-				// Leaving: the select below sees leaveCh.
-			default:
-				m.log.Warn("cannot open a session; retrying", "err", err)
-				// As often as renewals are retried: the store may be back
-				// any moment, and others may be waiting for this member
-				// to restore its checkpoints (holdAfterLoss).
-				retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
-			}
-		}
+	}
+}
 
-		var sessDone <-chan struct{}
-		if sess != nil {
-			sessDone = sess.ctx.Done()
+// newRunLoop starts the log reader and the releaser, and the loop's timers.
+func (m *Member) newRunLoop(sess *session) *runLoop {
+	l := &runLoop{
+		m:        m,
+		sess:     sess,
+		slots:    map[string]*slot{},
+		leaveCh:  m.life.leaveCh,
+		backoff:  firstBackoff,
+		later:    stoppedTimer(),
+		expire:   stoppedTimer(),
+		retry:    stoppedTimer(),
+		backstop: time.NewTicker(m.cfg.PollInterval),
+		resync:   time.NewTicker(m.cfg.ResyncInterval),
+		feedDone: make(chan struct{}),
+		relStop:  make(chan struct{}),
+		relDone:  make(chan struct{}),
+	}
+	go m.feedLoop(l.feedDone)
+	go m.rel.loop(l.relStop, l.relDone)
+	return l
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+func (l *runLoop) stopTimers() {
+	l.later.Stop()
+	l.expire.Stop()
+	l.retry.Stop()
+	l.backstop.Stop()
+	l.resync.Stop()
+}
+
+// state names where the loop stands (see loopState).
+func (l *runLoop) state() loopState {
+	switch {
+	case l.leaving:
+		return leaving
+	case l.sess == nil:
+		return betweenSessions
+	default:
+		return inSession
+	}
+}
+
+// step is one turn of the loop: it settles the state (a session lost, a
+// leave complete, a session to open), waits for one event, and plans if
+// the event calls for it. It reports stop, with why the member stops, when
+// the loop is to end.
+func (l *runLoop) step() (stop bool, why error) {
+	m := l.m
+	if m.cfg.gate.Wait(m.runCtx) != nil {
+		return true, m.runCtx.Err()
+	}
+	if l.sess != nil && l.sess.ctx.Err() != nil {
+		l.loseSession()
+	}
+	switch l.state() {
+	case leaving:
+		if len(l.slots) == 0 {
+			l.closeSession()
+			m.log.Info("left the group")
+			return true, ErrLeft
 		}
-		select {
-		case <-m.runCtx.Done():
-			finish(m.runCtx.Err())
-			return
-		case <-leaveCh:
-			leaveCh = nil // a nil channel is never ready again
-			leaving = true
-			m.log.Info("leaving the group: handing off every partition", "partitions", len(slots))
-			handed := m.rel.hold()
-			for _, sl := range slots {
-				m.handOff(sl)
+	case betweenSessions:
+		if l.openDue {
+			l.openDue = false
+			if !l.openSession() {
+				return true, m.runCtx.Err()
 			}
-			handed()
-			m.metrics.leaving(m)
-			m.mu.Lock()
-			clear(m.owned)
-			m.mu.Unlock()
-			continue
-		case <-sessDone:
-			continue
-		case sl := <-m.slotDone:
-			delete(slots, sl.claim.Partition)
-			if sl.planInFull.Load() {
-				m.rep.dropAim()
-			}
-			closeOrphans()
-			// A partition was released or dropped: the target may now let
-			// this member claim something, so plan again.
-			if !leaving {
-				m.poke()
-			}
-			continue
-		case <-m.wake:
-		case <-later.C:
-		case <-backstop.C:
-			if m.rep.broken() || (sess != nil && !m.ownRecordsIntact(sess)) {
-				m.rep.resync()
-			}
-			continue
-		case <-resync.C:
+		}
+	}
+	plan, ok := l.await()
+	if !ok {
+		return true, m.runCtx.Err()
+	}
+	if plan && l.state() == inSession {
+		l.plan()
+	}
+	return false, nil
+}
+
+// await waits for one event and handles it. It reports plan if the event
+// calls for a plan, and ok false if the member stops (Join's context
+// ended).
+func (l *runLoop) await() (plan, ok bool) {
+	m := l.m
+	var sessDone <-chan struct{}
+	if l.sess != nil {
+		sessDone = l.sess.ctx.Done()
+	}
+	select {
+	case <-m.runCtx.Done():
+		return false, false
+	case <-l.leaveCh:
+		l.startLeaving()
+	case <-sessDone:
+	case sl := <-m.events.slotDone:
+		l.slotReturned(sl)
+	case <-m.events.wake:
+		return true, true
+	case <-l.later.C:
+		return true, true
+	case <-l.backstop.C:
+		if m.rep.broken() || (l.sess != nil && !m.ownRecordsIntact(l.sess)) {
 			m.rep.resync()
-			continue
-		case t := <-m.expireAt:
-			expireAfter(time.Until(t))
-			continue
-		case <-expire.C:
-			if sess == nil || leaving {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
-			next, err := m.st.ExpireSessions(ctx, m.cfg.Group)
-			cancel()
-			if err == nil && next > 0 {
-				expireAfter(next)
-			}
-			continue
-		case <-retry.C:
-			openDue = true
 		}
-		if leaving || sess == nil {
-			continue
+	case <-l.resync.C:
+		m.rep.resync()
+	case t := <-m.events.expireAt:
+		l.expireAfter(time.Until(t))
+	case <-l.expire.C:
+		l.expireSessions()
+	case <-l.retry.C:
+		l.openDue = true
+		return true, true
+	}
+	return false, true
+}
+
+// plan reconciles once, unless the last plan was too recent (planGap):
+// then the loop plans at the end of the gap, and the changes until then,
+// whatever their number, cost one plan.
+func (l *runLoop) plan() {
+	m := l.m
+	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 {
+		l.later.Reset(wait)
+		return
+	}
+	next, err := m.reconcile(l.sess, l.slots)
+	if err != nil {
+		if l.sess.ctx.Err() == nil && m.runCtx.Err() == nil {
+			m.reconcileFailed(err)
 		}
-		if wait := m.planGap - time.Since(m.plannedAt); wait > 0 {
-			// Plan at the end of the gap: the changes until then, whatever
-			// their number, cost one plan.
-			later.Reset(wait)
-			continue
+		l.retry.Reset(l.backoff)
+		l.backoff = min(2*l.backoff, m.cfg.RenewInterval)
+	} else {
+		l.backoff = firstBackoff
+	}
+	if next > 0 {
+		l.later.Reset(next)
+	}
+}
+
+// expireAfter arms the expire timer for a session due to expire in d: just
+// after the store would expire it; never spinning.
+func (l *runLoop) expireAfter(d time.Duration) {
+	l.m.planner.expireDue = time.Now().Add(max(d, 0))
+	l.expire.Reset(max(d, 0) + expireDelay(l.m.cfg.SessionTTL))
+}
+
+// expireSessions has the store end the sessions due to expire, and arms
+// the timer for the next.
+func (l *runLoop) expireSessions() {
+	m := l.m
+	if l.state() != inSession {
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.sess.ctx, m.cfg.RenewTimeout)
+	next, err := m.st.ExpireSessions(ctx, m.cfg.Group)
+	cancel()
+	if err == nil && next > 0 {
+		l.expireAfter(next)
+	}
+}
+
+// slotsOf counts the slots of session s.
+func (l *runLoop) slotsOf(s *session) int {
+	n := 0
+	for _, sl := range l.slots {
+		if sl.sess == s {
+			n++
 		}
-		next, err := m.reconcile(sess, slots)
-		if err != nil {
-			if sess.ctx.Err() == nil && m.runCtx.Err() == nil {
-				m.reconcileFailed(err)
-			}
-			retryLater()
-		} else {
-			backoff = 20 * time.Millisecond
-		}
-		if next > 0 {
-			later.Reset(next)
-		}
+	}
+	return n
+}
+
+// slotReturned forgets a slot whose goroutine has returned.
+func (l *runLoop) slotReturned(sl *slot) {
+	m := l.m
+	delete(l.slots, sl.claim.Partition)
+	if sl.planInFull.Load() {
+		m.rep.dropTarget()
+	}
+	l.closeOrphans()
+	// A partition was released or dropped: the target may now let
+	// this member claim something, so plan again.
+	if !l.leaving {
+		m.wakeLoop()
 	}
 }

@@ -14,6 +14,21 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
+// lossState is what the reconcile loop keeps about lost sessions and the
+// store's lost data: checkpoints to put back after a session loss, and
+// until when partitions without a live owner are left alone (see
+// holdAfterLoss).
+type lossState struct {
+	restores    []store.Ownership
+	holdFresh   time.Time         // until then, record-less partitions are left alone
+	holdFree    time.Time         // until then, every partition without a live owner too
+	holdPending bool              // a session was lost: hold once the next one opens
+	lossSeen    bool              // since then, the store showed it lost data
+	logMark     *store.Version    // where the log must go on from for no hold (see keptData); nil: hold
+	lastRecords int               // ownership records in the last snapshot
+	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
+}
+
 // holdAfterLoss makes the member leave partitions alone for SessionTTL,
 // because the store may just have lost its data and their previous owners
 // may be about to restore their records: record-less partitions, and if
@@ -43,11 +58,11 @@ import (
 // outage takes its share of handed-off partitions at once.
 func (m *Member) holdAfterLoss(all bool) {
 	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
-	if until.After(m.holdFresh) {
-		m.holdFresh = until
+	if until.After(m.loss.holdFresh) {
+		m.loss.holdFresh = until
 	}
-	if all && until.After(m.holdFree) {
-		m.holdFree = until
+	if all && until.After(m.loss.holdFree) {
+		m.loss.holdFree = until
 	}
 }
 
@@ -58,14 +73,14 @@ func (m *Member) holdAfterLoss(all bool) {
 // copy has none.
 func (m *Member) noteLossMark(sess *session) {
 	v, goneAt := m.rep.mark()
-	m.logMark = nil
+	m.loss.logMark = nil
 	if v != (store.Version{}) && goneAt.Before(sess.opened) {
-		m.logMark = &v
+		m.loss.logMark = &v
 	}
 }
 
 // keptData reports whether the store has kept its data since the session
-// lost last: the group's log still goes on from m.logMark. It is called
+// lost last: the group's log still goes on from m.loss.logMark. It is called
 // once the next session is open, so a loss of data before that call shows
 // (and one after it ends that session too). A store that loses data, or
 // its latest writes, begins a new history of the log (store.Version), so
@@ -85,14 +100,14 @@ func (m *Member) noteLossMark(sess *session) {
 // is handed to the holders that anyone would run. What is left: a log
 // trimmed past the mark (ErrVersionGone without a loss) holds as before.
 func (m *Member) keptData(ctx context.Context) bool {
-	if m.logMark == nil {
+	if m.loss.logMark == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
 	// Returns at once: the session just opened logged an entry after
 	// the mark.
-	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.logMark, 1)
+	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.loss.logMark, 1)
 	return err == nil
 }
 
@@ -115,34 +130,34 @@ func (m *Member) keptData(ctx context.Context) bool {
 // owner's (see above). It reports whether it wrote anything, which shows
 // that the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
-	if len(m.restores) == 0 && len(m.lastParts) == 0 {
+	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
-	if len(m.lastParts) > 0 {
+	if len(m.loss.lastParts) > 0 {
 		// A store that lost its data lost the partition set too.
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 		// Only a set the store does not hold at all was lost; an empty
 		// one was emptied on purpose and stays so.
 		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
-			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.lastParts, Mode: store.SetIfAbsent}
+			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.loss.lastParts, Mode: store.SetIfAbsent}
 			if res, err := m.st.SetPartitions(ctx, m.cfg.Group, set); err == nil && res.Written {
-				m.log.Info("restored the partition set the store had lost", "partitions", len(m.lastParts))
+				m.log.Info("restored the partition set the store had lost", "partitions", len(m.loss.lastParts))
 				wrote = true
 			}
 		}
 	}
 	// Several lost sessions may have held one partition: keep the last.
-	slices.SortStableFunc(m.restores, func(a, b store.Ownership) int {
+	slices.SortStableFunc(m.loss.restores, func(a, b store.Ownership) int {
 		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.Epoch, a.Epoch)
 	})
-	m.restores = slices.CompactFunc(m.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
-	keep := m.restores[:0]
-	for i, r := range m.restores {
+	m.loss.restores = slices.CompactFunc(m.loss.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
+	keep := m.loss.restores[:0]
+	for i, r := range m.loss.restores {
 		err := ctx.Err()
 		if err == nil {
 			err = m.st.Restore(ctx, m.cfg.Group, r.Partition, r.Epoch, r.Checkpoint)
@@ -156,10 +171,10 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		default:
 			// Store unreachable, or the pass is out of time: keep this one
 			// and the rest for the next pass.
-			m.restores = append(keep, m.restores[i:]...)
+			m.loss.restores = append(keep, m.loss.restores[i:]...)
 			return wrote
 		}
 	}
-	m.restores = keep
+	m.loss.restores = keep
 	return wrote
 }

@@ -8,6 +8,14 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
+// malformedReports is what malformed.go has reported, so that each broken
+// record and each corrupt group is reported once; the reconcile loop owns
+// it.
+type malformedReports struct {
+	malformed   map[string]bool // malformed records already reported
+	corruptSeen string          // the corrupt-group error already reported, "" if none
+}
+
 // What the reconcile loop does with records the store could not decode
 // (store.Snapshot.Malformed) and with a group it cannot read at all
 // (store.ErrCorrupt): a malformed record costs at most its own partition and
@@ -22,14 +30,14 @@ const maxLogID = 64
 // list: once per record, not on every read. A record that is repaired and
 // breaks again is reported again. Called by the reconcile loop only.
 func (m *Member) reportMalformed(ms []store.Malformed) {
-	if len(ms) == 0 && len(m.malformed) == 0 {
+	if len(ms) == 0 && len(m.reports.malformed) == 0 {
 		return
 	}
 	now := make(map[string]bool, len(ms))
 	for _, x := range ms {
 		key := x.Kind + "\x00" + x.ID
 		now[key] = true
-		if m.malformed[key] {
+		if m.reports.malformed[key] {
 			continue
 		}
 		what := "left out until it is repaired or deleted"
@@ -38,7 +46,7 @@ func (m *Member) reportMalformed(ms []store.Malformed) {
 		}
 		m.log.Warn("malformed record in the store: "+what, "kind", x.Kind, "id", logID(x.ID), "reason", logID(x.Reason))
 	}
-	m.malformed = now
+	m.reports.malformed = now
 }
 
 // logID quotes s for a log line, cut to maxLogID bytes.
@@ -76,10 +84,10 @@ func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partitio
 func (m *Member) reconcileFailed(err error) {
 	if errors.Is(err, store.ErrCorrupt) {
 		msg := err.Error()
-		if m.corruptSeen == msg {
+		if m.reports.corruptSeen == msg {
 			return
 		}
-		m.corruptSeen = msg
+		m.reports.corruptSeen = msg
 		m.log.Warn("the group's records in the store cannot be read; retrying with back-off until they are repaired (logged once)", "err", err)
 		return
 	}
@@ -89,8 +97,8 @@ func (m *Member) reconcileFailed(err error) {
 // corruptRepaired notes a successful read: a corrupt group is reported
 // again if it breaks again.
 func (m *Member) corruptRepaired() {
-	if m.corruptSeen != "" {
+	if m.reports.corruptSeen != "" {
 		m.log.Info("the group's records can be read again")
-		m.corruptSeen = ""
+		m.reports.corruptSeen = ""
 	}
 }

@@ -102,14 +102,14 @@ func newMemberMetrics(m *Member) *memberMetrics {
 	}
 	return &memberMetrics{
 		owned: gauge("herd_partitions_owned", "Partitions the member owns and runs a handler for.", func() float64 {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return float64(len(m.owned))
+			m.running.mu.Lock()
+			defer m.running.mu.Unlock()
+			return float64(len(m.running.owned))
 		}),
 		handlers: gauge("herd_handlers_running", "Handlers that have not returned, those being handed off included.", func() float64 {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return float64(len(m.handlers))
+			m.running.mu.Lock()
+			defer m.running.mu.Unlock()
+			return float64(len(m.running.handlers))
 		}),
 		live: gauge("herd_session_live", "1 while the member holds a live session that is not past its fence time, else 0.", func() float64 {
 			if m.SessionLive() {
@@ -211,9 +211,9 @@ func (mm *memberMetrics) sessionLost(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.mu.Lock()
-	n := len(m.owned)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	n := len(m.running.owned)
+	m.running.mu.Unlock()
 	mm.lostSS.Inc()
 	mm.losses.Add(float64(n))
 }
@@ -224,9 +224,9 @@ func (mm *memberMetrics) leaving(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.mu.Lock()
-	n := len(m.owned)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	n := len(m.running.owned)
+	m.running.mu.Unlock()
 	mm.handoffs.Add(float64(n))
 }
 

@@ -65,14 +65,14 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
-	if m.aim != nil && !pl.held && !pl.onAim {
+	if m.planner.target != nil && !pl.held && !pl.onTarget {
 		// The plan left nothing to look at later but contested claims:
 		// until an entry says otherwise, or the first of those claims is
-		// due, the next plans would find nothing to do (aim.go).
+		// due, the next plans would find nothing to do (target.go).
 		if pl.next > 0 {
-			m.aim.due = time.Now().Add(pl.next)
+			m.planner.target.due = time.Now().Add(pl.next)
 		}
-		m.rep.setAim(m.aim, m.aimAt)
+		m.rep.setTarget(m.planner.target, m.planner.targetAt)
 	}
 	return pl.next, nil
 }
@@ -108,7 +108,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			switch {
 			case r.Err == nil:
 				m.start(sess, slots, r.Ownership, seq)
-				m.step.claim(p, r.Ownership.Epoch)
+				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
 				// Someone got there first: our replica has not shown it
 				// yet. Its entry is on its way; if it does not come, the
@@ -129,30 +129,4 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		m.rep.contestClaims(claimed, time.Now())
 	}
 	return false, nil
-}
-
-// noteReleased records that this member released the records held (or
-// found them not its own), so that plan does not release them again while
-// the replica has not shown the release yet.
-func (m *Member) noteReleased(held []store.Ownership) {
-	m.relMu.Lock()
-	defer m.relMu.Unlock()
-	for _, r := range held {
-		m.released[r.Partition] = r.Epoch
-	}
-}
-
-// releasedAlready reports whether this member released partition p at
-// epoch; it forgets p once the replica shows a record that is not that one
-// of this member (cur is the record's epoch, mine whether it names this
-// member's session).
-func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
-	m.relMu.Lock()
-	defer m.relMu.Unlock()
-	e, ok := m.released[p]
-	if ok && (!mine || e != epoch) {
-		delete(m.released, p)
-		return false
-	}
-	return ok
 }

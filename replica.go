@@ -1,9 +1,11 @@
 package herd
 
+// The replica: the member's copy of the group, what plan takes from it
+// (current, release) and the queue of log entries not applied yet. Its
+// feed is in replica_feed.go, contested claims in replica_contest.go.
+
 import (
 	"context"
-	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,23 +13,6 @@ import (
 
 	"github.com/herdhq/herd/store"
 )
-
-// changesPerRead bounds the entries one Changes call returns: a first
-// placement of 100,000 partitions is read in ten calls.
-const changesPerRead = 10 * store.MaxBatch
-
-// readPace spaces a member's reads of the log, per live session of the
-// group. Every change wakes every member, and each read costs the store a
-// call (on Redis a script and an XREAD, about 20 µs of its one core:
-// faultstore.RedisCost): members that read again at once would ask
-// members x 20 µs of it per change, which 1,000 members handing off
-// partitions one release at a time turn into more than a core. After a
-// read that returned entries, a member waits sessions x readPace before
-// the next, so that the fleet reads at most about once per readPace
-// (20,000 reads a second, 0.4 of a Redis core), whatever its size: 1 ms
-// between reads at 20 members, 5 ms at 100, 50 ms at 1,000. The entries
-// that arrive meanwhile come in the next read.
-const readPace = 50 * time.Microsecond
 
 // replica is the member's copy of the group: one Snapshot, taken when a
 // session opens (and again whenever the log cannot be continued, or the
@@ -53,12 +38,12 @@ type replica struct {
 	// batches Changes returned them in (kept as they came: copying them
 	// into one list cost a tenth of the CPU of 100 members placing
 	// 100,000 partitions), npending how many.
-	pending  [][]store.Change
-	npending int
-	lent     bool   // plan is using work (current .. release)
-	base     uint64 // Member.writes when the read of work's snapshot began
-	err      error  // why the last read failed, nil after one succeeded
-	again    bool   // read the group anew (the copy is stale or diverged)
+	pending   [][]store.Change
+	npending  int
+	inPlan    bool   // plan is using work (current .. release)
+	base      uint64 // Member.writes when the read of work's snapshot began
+	err       error  // why the last read failed, nil after one succeeded
+	readAsked bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
 	// the copy's version (ErrVersionGone: a new history, the store lost
 	// data, or entries trimmed). See Member.logMark.
@@ -66,10 +51,10 @@ type replica struct {
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).
 	distrusted bool
-	// cancel ends the feed's blocked Changes call, and kick its pause
+	// cancel ends the feed's blocked Changes call, and wakeFeed its pause
 	// after a failure, so that a read asked for is made at once.
-	cancel context.CancelFunc
-	kick   chan struct{}
+	cancel   context.CancelFunc
+	wakeFeed chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when. They are not claimed
 	// again until an entry about them arrives; see plan.
@@ -80,21 +65,21 @@ type replica struct {
 	// lastContest is when the latest claim was contested.
 	reached, lastContest time.Time
 	log                  func(msg string, args ...any) // a warning about a diverged copy
-	// aim is the target of the last full plan (nil: none, plan in full),
-	// offAim whether an entry since was not progress toward it (aim.go).
-	aim    *aim
-	offAim bool
-	// toClaim: partitions released toward this member since the aim was
-	// set, which it claims without a full plan (see onAim).
+	// target is the target of the last full plan (nil: none, plan in full),
+	// offTarget whether an entry since was not progress toward it (target.go).
+	target    *planTarget
+	offTarget bool
+	// toClaim: partitions released toward this member since the target was
+	// set, which it claims without a full plan (see onTarget).
 	toClaim []string
-	// unchecked: batches applied to the copy while no aim was set (a plan
-	// under way), nunchecked their entries, for setAim to check;
+	// unchecked: batches applied to the copy while no target was set (a plan
+	// under way), nunchecked their entries, for setTarget to check;
 	// uncheckedOver: more than it keeps were applied.
 	unchecked     [][]store.Change
 	nunchecked    int
 	uncheckedOver bool
-	aimFirst      time.Time // when the first entry checked against aim arrived (zero: none yet)
-	aimLast       time.Time // when the last one did
+	targetFirst   time.Time // when the first entry checked against target arrived (zero: none yet)
+	targetLast    time.Time // when the last one did
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
@@ -103,36 +88,6 @@ type replica struct {
 	// together open their sessions meanwhile: until the log has answered
 	// once, plan does not know whether it shows every session, and waits.
 	fresh bool
-}
-
-// freshWait is the least bound of the feed's first call to the log after a
-// read of the group (see replica.fresh), and maxFreshWait the most for the
-// longer calls made after one the store did not answer in time.
-const (
-	freshWait    = 150 * time.Millisecond
-	maxFreshWait = 16 * freshWait
-)
-
-// firstWait bounds the first call to the log after a read of the group that
-// took took, for a member with JoinSettle settle: as long as the read took,
-// at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
-// that join together open their sessions while the first of them read the
-// group; on a large group (100,000 partitions: a tenth of a second or more)
-// that takes longer than JoinSettle, and a member that planned before the
-// others' sessions showed would claim more than its share, to hand the
-// surplus off again a moment later. A log that shows changes answers at
-// once: then the sessions opened during the read are among them (herd
-// bench --scenario large: 10 members joining 100 read 100,000 records in
-// 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
-// the log's answer). A fleet of separate processes needs it as much: the
-// read's time is the store's (on Redis, one core serving every joining
-// member's read of the group in turn, about 0.1 s each at 100,000
-// records), not the members' CPU.
-func firstWait(took, settle, ttl4 time.Duration) time.Duration {
-	if settle <= 0 {
-		return freshWait
-	}
-	return max(freshWait, min(took, 5*settle, ttl4))
 }
 
 // isFresh reports whether the log has answered since the last read.
@@ -165,10 +120,10 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	if !r.applyPending(false) {
 		return nil, 0, r.err
 	}
-	if r.aim == nil {
+	if r.target == nil {
 		r.forgetUnchecked() // in the copy plan is given: nothing to check
 	}
-	r.lent = true
+	r.inPlan = true
 	return r.work, r.base, r.err
 }
 
@@ -183,31 +138,31 @@ func (r *replica) sessionNews() time.Time {
 // release hands the copy current returned back to the feed.
 func (r *replica) release() {
 	r.mu.Lock()
-	r.lent = false
+	r.inPlan = false
 	r.mu.Unlock()
 }
 
 // applyPending applies the queued entries to work (a copy of it if plan
 // holds it) and reports whether the copy is usable: false if the entries do
 // not fit it, in which case the group is read anew. With checkLast, the
-// last batch queued has not been checked against the aim (checkAim): it is
+// last batch queued has not been checked against the target (checkTarget): it is
 // as it is applied, which looks each entry's record up once for both.
 // r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
 	}
-	if r.lent {
-		r.work, r.lent = r.work.Clone(), false
+	if r.inPlan {
+		r.work, r.inPlan = r.work.Clone(), false
 	}
 	var err error
 	for k, cs := range r.pending {
 		var seen func(store.Change, int)
-		if a := r.aim; checkLast && k == len(r.pending)-1 && a != nil && !r.offAim {
+		if a := r.target; checkLast && k == len(r.pending)-1 && a != nil && !r.offTarget {
 			seen = func(c store.Change, rec int) {
-				if !r.offAim {
+				if !r.offTarget {
 					ok, claim := a.progressAt(c, rec)
-					r.judge(c.Partition, ok, claim)
+					r.noteProgress(c.Partition, ok, claim)
 				}
 			}
 		}
@@ -215,10 +170,10 @@ func (r *replica) applyPending(checkLast bool) bool {
 			break
 		}
 		if seen != nil {
-			r.reachedAim(cs)
+			r.reachedTarget(cs)
 		}
-		if r.aim == nil {
-			r.noteUnchecked(cs) // for the aim of the plan under way
+		if r.target == nil {
+			r.noteUnchecked(cs) // for the target of the plan under way
 		}
 	}
 	r.dropPending()
@@ -226,7 +181,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 		if r.log != nil {
 			r.log("the group's log does not fit the member's copy; reading the group anew", "err", err)
 		}
-		r.work, r.again = nil, true
+		r.work, r.readAsked = nil, true
 		if r.cancel != nil {
 			r.cancel()
 		}
@@ -267,12 +222,12 @@ func (r *replica) dropPending() {
 func (r *replica) resync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.again = true
+	r.readAsked = true
 	if r.cancel != nil {
 		r.cancel()
 	}
 	select {
-	case r.kick <- struct{}{}:
+	case r.wakeFeed <- struct{}{}:
 	default:
 	}
 }
@@ -293,63 +248,6 @@ func (r *replica) broken() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0
-}
-
-// contest marks p contested from now: plan leaves it alone until an entry
-// about it arrives (a give-back under way).
-func (r *replica) contest(p string, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.contestLocked(p, now)
-}
-
-func (r *replica) contestLocked(p string, now time.Time) {
-	if r.contested == nil {
-		r.contested = map[string]time.Time{}
-	}
-	r.contested[p] = now
-	r.lastContest = latest(r.lastContest, now)
-}
-
-// contestClaims notes that claims of ps failed (ErrClaimed) although the
-// copy plan used showed them free. The entries that explain them were in
-// the log before the claims failed; those that the feed has queued or
-// applied since that plan explain them already: a queued entry about the
-// partition, or the copy showing it held by a live session. The others are
-// contested.
-func (r *replica) contestClaims(ps []string, now time.Time) {
-	if len(ps) == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	left := make(map[string]bool, len(ps))
-	for _, p := range ps {
-		left[p] = true
-	}
-	for _, cs := range r.pending {
-		for _, c := range cs {
-			delete(left, c.Partition)
-		}
-	}
-	for _, p := range ps {
-		if left[p] && !r.heldByLive(p) {
-			r.contestLocked(p, now)
-		}
-	}
-}
-
-// heldByLive reports whether the copy shows p held by a live session.
-// r.mu is held.
-func (r *replica) heldByLive(p string) bool {
-	if r.work == nil {
-		return false
-	}
-	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
-	if !ok || r.work.Owners[i].Session == "" {
-		return false
-	}
-	return r.work.Alive(r.work.Owners[i].Session)
 }
 
 // epochOf is the epoch of p's record in the copy, the entries queued and
@@ -374,409 +272,4 @@ func (r *replica) epochOf(p string) uint64 {
 		return 0
 	}
 	return r.work.Owners[i].Epoch
-}
-
-// reachedSince reports whether the feed has read the log to its end in a
-// call that began at t or later.
-func (r *replica) reachedSince(t time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.reached.Before(t)
-}
-
-// contestedSince returns when a claim of p failed, if the copy has shown
-// nothing new about p since.
-func (r *replica) contestedSince(p string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.contested[p]
-	return t, ok
-}
-
-// uncontest forgets that a claim of p failed.
-func (r *replica) uncontest(p string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.contested, p)
-}
-
-// feedLoop keeps the replica up to date until the member stops: it reads
-// the group when asked to (or when the log cannot be continued), and
-// otherwise waits on Changes and applies what it returns, waking the
-// reconcile loop after each batch. It is started and waited for by run.
-func (m *Member) feedLoop(done chan<- struct{}) {
-	defer close(done)
-	r := &m.rep
-	backoff := 20 * time.Millisecond
-	// first bounds the first call to the log after a read (see fresh and
-	// firstWait); it doubles each time the store does not answer within it.
-	first := freshWait
-	// settleCall: the copy is not fresh because a session opened (not
-	// because of a read).
-	settleCall := false
-	pause := func() {
-		select {
-		case <-m.runCtx.Done():
-		case <-time.After(backoff):
-		case <-r.kick:
-			// A read was asked for (a new session's, most often, after an
-			// outage that had the back-off grow): make it at once.
-			backoff = 20 * time.Millisecond
-			return
-		}
-		backoff = min(2*backoff, m.cfg.RenewInterval)
-	}
-	// wait spaces reads (readPace); a read asked for ends it.
-	wait := func(d time.Duration) {
-		if d <= 0 {
-			return
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-m.runCtx.Done():
-		case <-t.C:
-		case <-r.kick:
-		}
-	}
-	for m.runCtx.Err() == nil {
-		if m.cfg.gate.Wait(m.runCtx) != nil {
-			return
-		}
-		r.mu.Lock()
-		read := r.work == nil || r.again
-		// A read asked for while this one is under way may need writes
-		// completed after it began: it sets again, and is made next.
-		r.again = false
-		r.mu.Unlock()
-		if read {
-			// Writes this member completed before the read began are in
-			// what it returns (see Member.writes).
-			base := m.writes.Load()
-			// A read of a large group is long (100,000 records: about
-			// 0.1 s of a Redis core), and one given up on is read again
-			// from the start: give it the TTL, not a renewal's time.
-			ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
-			began := time.Now()
-			snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-			cancel()
-			took := time.Since(began)
-			r.mu.Lock()
-			if err == nil {
-				// contested is kept: a record broken by hand (ErrCorrupt)
-				// may look free in the new read too.
-				// plan may still hold the old copy: it is left to it.
-				r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
-				r.openedAt = time.Now()
-				r.aim, r.fresh, r.toClaim = nil, false, nil
-				r.forgetUnchecked()
-				first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
-				settleCall = false // the first call after a read waits first
-				r.dropPending()
-				r.lent = false
-			} else {
-				r.again = true
-				if m.runCtx.Err() == nil {
-					r.err = err
-				}
-			}
-			r.mu.Unlock()
-			m.poke()
-			if err != nil {
-				pause()
-				continue
-			}
-		}
-		ctx, cancel := context.WithCancel(m.runCtx)
-		r.mu.Lock()
-		again := r.again || r.work == nil
-		var after store.Version
-		if !again {
-			after = r.version()
-			r.cancel = cancel
-		}
-		firstCall := !r.fresh
-		var sessions int
-		if r.work != nil {
-			sessions = len(r.work.Sessions)
-		}
-		r.mu.Unlock()
-		if again {
-			cancel()
-			continue
-		}
-		cctx, ccancel := ctx, context.CancelFunc(func() {})
-		if firstCall {
-			// The first call after a read answers within first even if
-			// the log has nothing new: plan waits for it (see fresh).
-			// After a session opened, within JoinSettle (plan waits that
-			// long anyway), unless the store was late before.
-			bound := first
-			if settleCall && m.cfg.JoinSettle > 0 {
-				bound = min(first, max(m.cfg.JoinSettle, 10*time.Millisecond))
-			}
-			cctx, ccancel = context.WithTimeout(ctx, bound)
-		}
-		settleCall = false
-		began := time.Now()
-		cs, _, err := m.st.Changes(cctx, m.cfg.Group, after, changesPerRead)
-		cancelled := ctx.Err() != nil // by resync, or the member stopping
-		// Fewer entries than asked for: the call read the log to its end.
-		atEnd := err == nil && !cancelled && len(cs) < changesPerRead
-		// A store answers a call at rest by its deadline with no entries
-		// and no error (store.Store.Changes); a call cut by the deadline
-		// is one the store did not answer in time (on Redis, a server
-		// busy with a hundred reads of the group): its log may hold the
-		// sessions of members that joined meanwhile, so it does not make
-		// the copy fresh, and the next call may take twice as long. Past
-		// maxFreshWait it does (a backend that answers a deadline with
-		// its error).
-		late := firstCall && err != nil && cctx.Err() != nil && !cancelled
-		if late {
-			if first < maxFreshWait {
-				first = min(2*first, maxFreshWait)
-			} else {
-				late, err = false, nil
-			}
-		}
-		ccancel()
-		cancel()
-		r.mu.Lock()
-		r.cancel = nil
-		// Any answer counts, an error too (but not a call the store did
-		// not answer in time: late): then it is not the log that is late,
-		// and plan goes on with the copy it has, as it would have.
-		freshNow := !cancelled && !r.fresh && !late
-		if freshNow {
-			r.fresh = true
-		}
-		// A claim contested before this call whose entry has not come:
-		// plan reads the group anew (see contestedSince), so wake it.
-		explain := false
-		if atEnd {
-			explain = r.reached.Before(r.lastContest) && !began.Before(r.lastContest) && len(r.contested) > 0
-			r.reached = began
-			if explain {
-				r.aim = nil // plan in full: see contestedSince
-			}
-		}
-		asked := r.again || r.work == nil
-		switch {
-		case asked || m.runCtx.Err() != nil:
-			// A read was asked for (which cancelled the call), or the copy
-			// diverged: make it.
-		case err == nil && len(cs) > 0:
-			if r.version() != after {
-				break // unreachable: only this goroutine queues entries
-			}
-			r.pending = append(r.pending, cs)
-			r.npending += len(cs)
-			opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
-			if opened {
-				// Members that join together open their sessions within
-				// moments, but a store busy with their reads of the group
-				// may log the last of them later than JoinSettle after the
-				// first: on Redis, each read of 100,000 records holds the
-				// server for tens of milliseconds, and in herd bench
-				// --scenario large half of ten new sessions were logged
-				// 130 ms after the others, so that the hundred members
-				// planned for 105 sessions, then again for 110. The copy
-				// is fresh again once the log has answered one more call
-				// (within JoinSettle, or later if the store is late):
-				// that shows every session the store had begun to open
-				// by then.
-				r.openedAt, r.fresh = time.Now(), false
-				settleCall = true
-			}
-			if r.npending >= maxPending(r.work) || (!r.lent && r.npending >= store.MaxBatch) {
-				// Applied now rather than by the next plan when plan does
-				// not hold the copy (in place: about a microsecond an
-				// entry, the copy having a record for every partition):
-				// the entries an aim lets pass (a placement's 100,000)
-				// would otherwise wait for the plan of the next
-				// membership change, and delay it. They are checked
-				// against the aim as they are applied. Fewer than a
-				// batch's worth are only checked, and left queued for
-				// the next plan (one call's entries: the common case at
-				// rest and in small changes).
-				r.applyPending(true)
-			} else {
-				r.checkAim(cs)
-			}
-			for _, c := range cs {
-				if c.Partition != "" {
-					delete(r.contested, c.Partition)
-				} else if c.Kind == store.PartitionsSet {
-					clear(r.contested)
-				}
-			}
-		case errors.Is(err, store.ErrVersionGone):
-			r.again = true
-			r.goneAt = time.Now()
-		}
-		// A log that cannot be continued from a read just made (a store
-		// whose snapshots lack their version) is read again with back-off.
-		gone := errors.Is(err, store.ErrVersionGone) && read
-		r.mu.Unlock()
-		if freshNow || explain {
-			m.poke() // plan waits for it
-		}
-		switch {
-		case m.runCtx.Err() != nil:
-			return
-		case err == nil && len(cs) == changesPerRead:
-			// More entries are waiting: plan on the replica once it has
-			// caught up, not on a view that is already stale.
-			backoff = 20 * time.Millisecond
-		case err == nil && len(cs) > 0:
-			backoff = 20 * time.Millisecond
-			m.poke()
-			wait(time.Duration(sessions) * readPace)
-		case gone:
-			pause()
-		case err != nil && !asked && !errors.Is(err, store.ErrVersionGone):
-			m.log.Debug("reading the group's log failed; retrying", "err", err)
-			pause()
-		case err == nil:
-			backoff = 20 * time.Millisecond
-		}
-	}
-}
-
-// sortedCopy returns a copy of snap that Apply may change, its lists sorted
-// by id without duplicates as the store contract promises (a backend that
-// breaks the promise costs a sorted copy; of duplicate records the last is
-// kept, as plan does). The records are copied once, by withPlaceholders,
-// and the partition set not at all when it is sorted: Apply replaces it
-// and never writes into it (100 members reading 100,000 records each spent
-// 5% of their CPU copying them twice).
-func sortedCopy(snap *store.Snapshot) *store.Snapshot {
-	c := *snap
-	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
-	c.Malformed = slices.Clone(c.Malformed)
-	c.Partitions = sortedByID(c.Partitions, partitionID)
-	if !strictlySorted(c.Owners, func(o store.Ownership) string { return o.Partition }) {
-		c.Owners = sortedOwners(c.Owners)
-	}
-	c.Owners = withPlaceholders(c.Partitions, c.Owners) // a new list
-	internSessions(c.Sessions, c.Owners)
-	return &c
-}
-
-// sortedByID returns xs if its ids increase strictly, or else a copy sorted
-// by id without duplicates (the first of each kept).
-func sortedByID[T any](xs []T, id func(T) string) []T {
-	if strictlySorted(xs, id) {
-		return xs
-	}
-	xs = slices.Clone(xs)
-	slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
-	return slices.CompactFunc(xs, func(a, b T) bool { return id(a) == id(b) })
-}
-
-func sessionID(s store.SessionInfo) string { return s.ID }
-func partitionID(p store.Partition) string { return p.ID }
-
-// strictlySorted reports whether the ids of xs increase strictly.
-func strictlySorted[T any](xs []T, id func(T) string) bool {
-	for i := 1; i < len(xs); i++ {
-		if id(xs[i-1]) >= id(xs[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// internSessions makes the session and member strings of the records of a
-// live session that session's own strings (as ApplyAll does for the
-// claims it applies), so that plan, which compares every record's session
-// with the live sessions', compares pointers, not bytes: a profile of 100
-// members on 100,000 partitions spent 11% of its CPU comparing equal
-// session ids byte by byte.
-func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
-	if len(ss) == 0 {
-		return
-	}
-	byID := make(map[string]*store.SessionInfo, len(ss))
-	for i := range ss {
-		byID[ss[i].ID] = &ss[i]
-	}
-	for i := range rs {
-		r := &rs[i]
-		if r.Session == "" {
-			continue
-		}
-		if s, ok := byID[r.Session]; ok {
-			r.Session = s.ID
-			if r.Member == s.Member {
-				r.Member = s.Member
-			}
-		}
-	}
-}
-
-// withPlaceholders returns the records rs (sorted by partition) with a
-// placeholder, a record of epoch 0 (which no store writes), for every
-// partition of ps (sorted) that has none, and the partition ids of ps's
-// strings (comparing two ids is quickest when they are one string). The member's copy keeps one
-// entry per partition, so that the claims of a first placement replace
-// entries in place instead of each batch inserting records into the
-// sorted list (a pass over every record per batch); plan reads a
-// placeholder as no record (see join).
-func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
-	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
-	j := 0
-	for _, p := range ps {
-		for j < len(rs) && rs[j].Partition < p.ID {
-			out = append(out, rs[j])
-			j++
-		}
-		if j < len(rs) && rs[j].Partition == p.ID {
-			r := rs[j]
-			r.Partition = p.ID // one string for both: plan compares them
-			out = append(out, r)
-			j++
-			continue
-		}
-		out = append(out, store.Ownership{Partition: p.ID})
-	}
-	return append(out, rs[j:]...)
-}
-
-// ownRecordsIntact reads the records of the partitions this member runs
-// (Store.Records, MaxBatch at a time) and reports whether each still names
-// this session at the epoch it runs. One edited by hand (broken, deleted
-// or rewritten), which the log cannot show, makes the member read the
-// whole group, which drops the partition (and lists a broken record as
-// malformed). A failed read reports true: the next check, or a write,
-// tells.
-func (m *Member) ownRecordsIntact(sess *session) bool {
-	m.mu.Lock()
-	own := make(map[string]uint64, len(m.owned))
-	for p, e := range m.owned {
-		own[p] = e
-	}
-	m.mu.Unlock()
-	ids := slices.Sorted(maps.Keys(own))
-	for len(ids) > 0 {
-		batch := ids[:min(len(ids), store.MaxBatch)]
-		ids = ids[len(batch):]
-		ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
-		recs, err := m.st.Records(ctx, m.cfg.Group, batch)
-		cancel()
-		if err != nil {
-			return !errors.Is(err, store.ErrCorrupt)
-		}
-		if len(recs) != len(batch) {
-			return false // missing or malformed
-		}
-		for _, r := range recs {
-			if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
-				// Another claim's entry may be on its way: the copy shows
-				// it soon, and a read costs one more read at worst.
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -97,9 +97,9 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	// have diverged while there was none).
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
-	m.mu.Lock()
-	m.sess = id
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	m.running.sess = id
+	m.running.mu.Unlock()
 	m.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
@@ -167,12 +167,12 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 func (m *Member) noteExpiry(t time.Time) {
 	for {
 		select {
-		case m.expireAt <- t:
+		case m.events.expireAt <- t:
 			return
 		default:
 		}
 		select {
-		case <-m.expireAt:
+		case <-m.events.expireAt:
 		default:
 		}
 	}

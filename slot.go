@@ -32,7 +32,7 @@ type slot struct {
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
 	// planInFull: the plan made once it is done must be a full one (see
-	// aim.go), because no entry of the log will tell the aim what to do:
+	// target.go), because no entry of the log will tell the target what to do:
 	// its record stays this member's (a give-back that failed), or a plan
 	// gave its partition to this member while it was stopping
 	// (claimOnceStopped).
@@ -51,10 +51,10 @@ type slot struct {
 // test's seed 12, issue 28 item 9): a member back from a lost session whose
 // handlers were still stopping (their last checkpoint sent through a slow
 // store) planned in full, was given their partitions (handed to it by
-// another member, or free) and skipped them; the plan set an aim, and when
-// the handlers returned the next plans went by the aim, which claims only
+// another member, or free) and skipped them; the plan set an target, and when
+// the handlers returned the next plans went by the target, which claims only
 // partitions released toward this member after it was set: nothing, and no
-// entry came that would end the aim.
+// entry came that would end the target.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
@@ -62,9 +62,9 @@ func (sl *slot) claimOnceStopped(sess *session) {
 }
 
 func (m *Member) unown(p string) {
-	m.mu.Lock()
-	delete(m.owned, p)
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	delete(m.running.owned, p)
+	m.running.mu.Unlock()
 }
 
 // handOff cancels sl's handler so that its partition is released once the
@@ -94,9 +94,9 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	}
 	sl.claim.trackProgress()
 	slots[part] = sl
-	m.mu.Lock()
-	m.owned[part] = epoch
-	m.mu.Unlock()
+	m.running.mu.Lock()
+	m.running.owned[part] = epoch
+	m.running.mu.Unlock()
 	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
 	go m.runSlot(sl)
 }
@@ -137,7 +137,7 @@ func (m *Member) runSlot(sl *slot) {
 	// as soon as the handler has returned, so it can neither fire for a
 	// handler that returned in time nor outlive this goroutine.
 	stopArm := context.AfterFunc(ctx, w.arm)
-	defer func() { m.slotDone <- sl }()
+	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
 		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {

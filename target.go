@@ -1,6 +1,6 @@
 package herd
 
-// The aim: what the last full plan decided, so that the entries that only
+// The plan's target: what the last full plan decided, so that the entries that only
 // carry it out cost no plan.
 //
 // A full plan costs O(P) for P partitions: applying the log's entries to
@@ -13,19 +13,19 @@ package herd
 // while the moves to it are carried out, in any order: see balance's
 // TestPartialFillKeepsTarget for a fill and TestHandoffKeepsTarget for a
 // rebalance). So the feed checks each entry
-// against the aim as it arrives (O(log P)), and plan runs in full only when
+// against the target as it arrives (O(log P)), and plan runs in full only when
 // an entry is not such progress: a session opened, closed or expired, a
 // claim by another member than the target, a release of a partition whose
 // target is this member (it is to claim it), a give-back, a restore, a new
 // partition set. A 100,000-partition first placement then costs each
 // member a few full plans instead of one per batch of entries.
 //
-// The aim is dropped, and the next plan is full, whenever something else
+// The target is dropped, and the next plan is full, whenever something else
 // may call for action: a read of the group, a plan that left something to
 // look at later (a hold, JoinSettle), a session lost, the log read to its
 // end with a contested claim still unexplained. A contested claim (one that
 // failed although the copy showed the partition free) waits for the entry
-// that explains it, which is not progress: the aim then lasts until the
+// that explains it, which is not progress: the target then lasts until the
 // claim is due to be looked at again (see plan), not longer.
 // It also expires RenewInterval after the first entry it let pass, so that
 // a target that did change after all (an assumption the check cannot prove
@@ -37,9 +37,9 @@ package herd
 // member's full plan can see. Members that planned on different copies
 // (one that saw 94 of 100 sessions in a first placement, and claimed 64
 // partitions too many) can compute different targets for a partition:
-// in herd bench --scenario large the one holding it kept it until its aim
+// in herd bench --scenario large the one holding it kept it until its target
 // expired, twice, and the placement took 10.6 s instead of 4. That costs
-// one full plan per member after a rebalance, none at rest. An aim no
+// one full plan per member after a rebalance, none at rest. An target no
 // entry has reached does not expire: a plan of the same copy would find
 // the same (a fleet at rest made every member plan in full every
 // RenewInterval for nothing, and in the large bench those plans, which
@@ -53,15 +53,15 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// aim is the target of the last full plan.
-type aim struct {
+// planTarget is the target of the last full plan.
+type planTarget struct {
 	sess    string            // this member's session
 	parts   []store.Partition // the partition set planned (sorted; read-only)
 	members []string          // live session ids, by index
 	target  []int32           // per partition of parts: index in members (-1: none)
 	due     time.Time         // when to plan in full again anyway (zero: see life)
-	life    time.Duration     // how long after the first entry it let pass the aim lasts
-	quiet   time.Duration     // how long after the last entry it let pass the aim lasts (life/3)
+	life    time.Duration     // how long after the first entry it let pass the target lasts
+	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3)
 	// recPart: per record of the copy plan used (by index in its Owners,
 	// placeholders included), the index in parts of its partition (-1: a
 	// record outside the set). The feed finds an entry's record in the
@@ -71,19 +71,19 @@ type aim struct {
 	recPart []int32
 }
 
-// newAim records the target of a full plan: sessions and parts as plan saw
+// newPlanTarget records the target of a full plan: sessions and parts as plan saw
 // them (sorted by id), target as balance computed it and recPart (nil: none)
 // as join found it (both copied), and how long it lasts once an entry has
-// reached it. The lists of prev (nil: none), the member's previous aim, are
-// reused: prev must be nobody else's any more (the replica's aim was
+// reached it. The lists of prev (nil: none), the member's previous target, are
+// reused: prev must be nobody else's any more (the replica's target was
 // dropped). A new target and hint per plan were 800 KB on 100,000
 // partitions, a twentieth of the CPU of 100 members placing them.
-func newAim(prev *aim, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *aim {
+func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *planTarget {
 	a := prev
 	if a == nil {
-		a = &aim{}
+		a = &planTarget{}
 	}
-	*a = aim{sess: sess, parts: parts, life: life, quiet: life / 3,
+	*a = planTarget{sess: sess, parts: parts, life: life, quiet: life / 3,
 		target: append(a.target[:0], target...), members: a.members[:0], recPart: a.recPart[:0]}
 	for _, s := range sessions {
 		a.members = append(a.members, s.ID)
@@ -96,16 +96,16 @@ func newAim(prev *aim, sess string, sessions []store.SessionInfo, parts []store.
 	return a
 }
 
-// progress reports whether entry c only carries out the aim: a claim by
+// progress reports whether entry c only carries out the target: a claim by
 // the partition's target owner, or a plain release by an owner that is not
 // its target owner; claim, whether it is such a release of a partition
 // whose target owner is this member, which it is to claim.
-func (a *aim) progress(c store.Change) (ok, claim bool) { return a.progressAt(c, -1) }
+func (a *planTarget) progress(c store.Change) (ok, claim bool) { return a.progressAt(c, -1) }
 
 // progressAt is progress for an entry whose partition's record is at index
 // rec of the copy's records, if rec >= 0: a hint, checked against the
 // partition's id (the records may have moved since the plan).
-func (a *aim) progressAt(c store.Change, rec int) (ok, claim bool) {
+func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false, false
 	}
@@ -133,7 +133,7 @@ func (a *aim) progressAt(c store.Change, rec int) (ok, claim bool) {
 
 // progressIn is progressAt with the record's index found in the copy snap.
 // Only reads snap: plan may be reading it at the same time.
-func (a *aim) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
+func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
 	rec := -1
 	if a.recPart != nil && snap != nil && c.Partition != "" {
 		if j, ok := snap.RecordIndex(c.Partition); ok {
@@ -143,23 +143,23 @@ func (a *aim) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) 
 	return a.progressAt(c, rec)
 }
 
-// judge notes what an entry about partition p, found progress toward the
-// aim (ok) and a release toward this member (claim) or not, calls for:
-// nothing, a claim (p is queued in toClaim), or a full plan (offAim, and
+// noteProgress notes what an entry about partition p, found progress toward the
+// target (ok) and a release toward this member (claim) or not, calls for:
+// nothing, a claim (p is queued in toClaim), or a full plan (offTarget, and
 // false). r.mu is held.
-func (r *replica) judge(p string, ok, claim bool) bool {
+func (r *replica) noteProgress(p string, ok, claim bool) bool {
 	switch {
 	case !ok:
-		r.offAim = true
+		r.offTarget = true
 	case claim:
 		r.toClaim = append(r.toClaim, p)
 	}
 	return ok
 }
 
-// noteUnchecked keeps batches applied to the copy while no aim was set (a
-// plan under way, then its claims), for setAim to check: up to
-// changesPerRead entries, beyond which the next aim is off. r.mu is held.
+// noteUnchecked keeps batches applied to the copy while no target was set (a
+// plan under way, then its claims), for setTarget to check: up to
+// changesPerRead entries, beyond which the next target is off. r.mu is held.
 func (r *replica) noteUnchecked(cs []store.Change) {
 	if r.uncheckedOver {
 		return
@@ -178,17 +178,17 @@ func (r *replica) forgetUnchecked() {
 	r.unchecked, r.nunchecked, r.uncheckedOver = r.unchecked[:0], 0, false
 }
 
-// setAim makes a the aim, for a full plan of the copy at version v. The
+// setTarget makes a the target, for a full plan of the copy at version v. The
 // entries after v are checked against it: those the feed applied to the
 // copy meanwhile (noteUnchecked), then those still queued. If the applied
-// ones were not all kept, the aim is off.
-func (r *replica) setAim(a *aim, v store.Version) {
+// ones were not all kept, the target is off.
+func (r *replica) setTarget(a *planTarget, v store.Version) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.aim, r.offAim, r.aimFirst, r.toClaim = a, false, time.Time{}, nil
+	r.target, r.offTarget, r.targetFirst, r.toClaim = a, false, time.Time{}, nil
 	defer r.forgetUnchecked()
 	if r.work == nil {
-		r.offAim = true
+		r.offTarget = true
 		return
 	}
 	checked := 0
@@ -199,8 +199,8 @@ func (r *replica) setAim(a *aim, v store.Version) {
 				if c.Version.Seq < next {
 					continue // in the plan's copy
 				}
-				if ok, claim := a.progress(c); c.Version.Seq != next || !r.judge(c.Partition, ok, claim) {
-					r.offAim = true
+				if ok, claim := a.progress(c); c.Version.Seq != next || !r.noteProgress(c.Partition, ok, claim) {
+					r.offTarget = true
 					return
 				}
 				next++
@@ -208,51 +208,51 @@ func (r *replica) setAim(a *aim, v store.Version) {
 			}
 		}
 		if r.uncheckedOver || next != r.work.Version.Seq+1 {
-			r.offAim = true
+			r.offTarget = true
 			return
 		}
 	}
 	for _, cs := range r.pending {
 		for _, c := range cs {
-			if ok, claim := a.progressIn(c, r.work); !r.judge(c.Partition, ok, claim) {
+			if ok, claim := a.progressIn(c, r.work); !r.noteProgress(c.Partition, ok, claim) {
 				return
 			}
 			checked++
 		}
 	}
 	if checked > 0 {
-		r.aimFirst = time.Now()
-		r.aimLast = r.aimFirst
+		r.targetFirst = time.Now()
+		r.targetLast = r.targetFirst
 	}
 }
 
-// dropAim makes the next plan a full one.
-func (r *replica) dropAim() {
+// dropTarget makes the next plan a full one.
+func (r *replica) dropTarget() {
 	r.mu.Lock()
-	r.aim, r.toClaim = nil, nil
+	r.target, r.toClaim = nil, nil
 	r.forgetUnchecked()
 	r.mu.Unlock()
 }
 
-// onAim reports whether every entry since the last full plan was progress
-// toward its aim, so that plan has nothing to do but claim the partitions
+// onTarget reports whether every entry since the last full plan was progress
+// toward its target, so that plan has nothing to do but claim the partitions
 // released toward this member since (claims, taken: each is returned
-// once), and if so how long until the aim expires.
-func (r *replica) onAim(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
+// once), and if so how long until the target expires.
+func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := r.aim
-	if a == nil || r.offAim || a.sess != sess || r.work == nil || r.again || r.distrusted {
+	a := r.target
+	if a == nil || r.offTarget || a.sess != sess || r.work == nil || r.readAsked || r.distrusted {
 		return 0, nil, false
 	}
 	if !a.due.IsZero() && !now.Before(a.due) {
 		return 0, nil, false
 	}
 	claims, r.toClaim = r.toClaim, nil
-	next = a.life // nothing to do: look again then (onAim is cheap)
-	if !r.aimFirst.IsZero() {
-		end := r.aimFirst.Add(a.life)
-		if q := r.aimLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
+	next = a.life // nothing to do: look again then (onTarget is cheap)
+	if !r.targetFirst.IsZero() {
+		end := r.targetFirst.Add(a.life)
+		if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
 			end = q
 		}
 		if !now.Before(end) {
@@ -266,28 +266,28 @@ func (r *replica) onAim(sess string, now time.Time) (next time.Duration, claims 
 	return next, claims, true
 }
 
-// checkAim checks entries that just arrived against the aim. r.mu is held.
-func (r *replica) checkAim(cs []store.Change) {
-	if r.aim == nil || r.offAim {
+// checkTarget checks entries that just arrived against the target. r.mu is held.
+func (r *replica) checkTarget(cs []store.Change) {
+	if r.target == nil || r.offTarget {
 		return
 	}
 	for _, c := range cs {
-		if ok, claim := r.aim.progressIn(c, r.work); !r.judge(c.Partition, ok, claim) {
+		if ok, claim := r.target.progressIn(c, r.work); !r.noteProgress(c.Partition, ok, claim) {
 			return
 		}
 	}
-	r.reachedAim(cs)
+	r.reachedTarget(cs)
 }
 
-// reachedAim notes that the entries cs, checked, were all progress toward
-// the aim (if it is still on): the aim's life starts with the first, and
+// reachedTarget notes that the entries cs, checked, were all progress toward
+// the target (if it is still on): the target's life starts with the first, and
 // its quiet time with the last.
 // r.mu is held.
-func (r *replica) reachedAim(cs []store.Change) {
-	if r.aim != nil && !r.offAim && len(cs) > 0 {
-		r.aimLast = time.Now()
-		if r.aimFirst.IsZero() {
-			r.aimFirst = r.aimLast
+func (r *replica) reachedTarget(cs []store.Change) {
+	if r.target != nil && !r.offTarget && len(cs) > 0 {
+		r.targetLast = time.Now()
+		if r.targetFirst.IsZero() {
+			r.targetFirst = r.targetLast
 		}
 	}
 }

@@ -14,7 +14,7 @@ func TestAimProgress(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
 	// p1 -> A (this member), p2 -> B, p3 -> C
-	a := newAim(nil, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute)
+	a := newPlanTarget(nil, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute)
 	const toClaim = "release of this member's target (to claim)"
 	cases := []struct {
 		name string
@@ -67,7 +67,7 @@ func TestAimProgress(t *testing.T) {
 		}
 	}
 	// A partition the balance left without a target is never progress.
-	b := newAim(nil, "A", sessions, parts, []int32{0, -1, 7}, nil, time.Minute)
+	b := newPlanTarget(nil, "A", sessions, parts, []int32{0, -1, 7}, nil, time.Minute)
 	for _, p := range []string{"p2", "p3"} {
 		if ok, _ := b.progress(store.Change{Kind: store.Claimed, Partition: p, Session: "B"}); ok {
 			t.Errorf("claim of %s, which has no valid target: progress", p)
@@ -77,7 +77,7 @@ func TestAimProgress(t *testing.T) {
 	// memory, and copies what it is given.
 	target, hint := []int32{0, 1, 2}, []int32{-1, 0, 1, 2}
 	oldTarget := &b.target[0]
-	c := newAim(b, "A", sessions, parts, target, hint, time.Minute)
+	c := newPlanTarget(b, "A", sessions, parts, target, hint, time.Minute)
 	target[0], hint[1] = 2, -1
 	if c != b || &c.target[0] != oldTarget || c.due != (time.Time{}) {
 		t.Error("newAim over a previous aim did not reuse it")
@@ -87,7 +87,7 @@ func TestAimProgress(t *testing.T) {
 			t.Errorf("%s: progressIn of a reused aim = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if d := newAim(c, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute); d.recPart != nil {
+	if d := newPlanTarget(c, "A", sessions, parts, []int32{0, 1, 2}, nil, time.Minute); d.recPart != nil {
 		t.Error("reused aim kept a hint it was not given")
 	}
 }
@@ -99,52 +99,52 @@ func TestReplicaAim(t *testing.T) {
 	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}}
 	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}}
 	now := time.Now()
-	a := newAim(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Second)
+	a := newPlanTarget(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Second)
 	v := store.Version{Seq: 5, Tag: 1}
 	r := &replica{work: &store.Snapshot{Version: v}}
 
 	// No entry since the plan: the aim lasts (a plan would find the same).
-	r.setAim(a, v)
-	if next, _, ok := r.onAim("A", now.Add(time.Hour)); !ok || next != time.Second {
+	r.setTarget(a, v)
+	if next, _, ok := r.onTarget("A", now.Add(time.Hour)); !ok || next != time.Second {
 		t.Fatalf("aim no entry reached: onAim = %v, %v; want on aim, look again in 1s", next, ok)
 	}
 	// A plan's own due time (a contested claim's) ends it.
 	a.due = now.Add(time.Minute)
-	if _, _, ok := r.onAim("A", now.Add(time.Minute)); ok {
+	if _, _, ok := r.onTarget("A", now.Add(time.Minute)); ok {
 		t.Fatal("plan skipped at the aim's due time")
 	}
 	a.due = time.Time{}
 
 	r.pending, r.npending = [][]store.Change{{{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p2", Session: "B"}}}, 1
-	r.setAim(a, v)
-	if _, _, ok := r.onAim("A", now); !ok {
+	r.setTarget(a, v)
+	if _, _, ok := r.onTarget("A", now); !ok {
 		t.Fatal("progress queued before the aim was set: plan not skipped")
 	}
-	if _, _, ok := r.onAim("B", now); ok {
+	if _, _, ok := r.onTarget("B", now); ok {
 		t.Fatal("another session's plan skipped on this aim")
 	}
-	if _, _, ok := r.onAim("A", time.Now().Add(time.Second)); ok {
+	if _, _, ok := r.onTarget("A", time.Now().Add(time.Second)); ok {
 		t.Fatal("plan skipped a life after the first entry the aim let pass")
 	}
 	// An entry that arrives after the aim was set starts its life.
 	r.pending, r.npending = nil, 0
-	r.setAim(a, v)
-	r.checkAim([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
-	if _, _, ok := r.onAim("A", time.Now().Add(2*time.Second)); ok {
+	r.setTarget(a, v)
+	r.checkTarget([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
+	if _, _, ok := r.onTarget("A", time.Now().Add(2*time.Second)); ok {
 		t.Fatal("plan skipped a life after an entry checked by the feed")
 	}
 	// Entries that stop coming end it sooner: a third of its life after
 	// the last one.
-	r.setAim(a, v)
-	r.checkAim([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
-	if next, _, ok := r.onAim("A", time.Now()); !ok || next > a.life/3 {
+	r.setTarget(a, v)
+	r.checkTarget([]store.Change{{Kind: store.Claimed, Partition: "p1", Session: "A"}})
+	if next, _, ok := r.onTarget("A", time.Now()); !ok || next > a.life/3 {
 		t.Fatalf("entry let pass: onAim = %v, %v; want on aim, look again within %v", next, ok, a.life/3)
 	}
-	if _, _, ok := r.onAim("A", time.Now().Add(a.life/2)); ok {
+	if _, _, ok := r.onTarget("A", time.Now().Add(a.life/2)); ok {
 		t.Fatal("plan skipped after the log went quiet")
 	}
-	r.checkAim([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
-	if _, _, ok := r.onAim("A", now); ok {
+	r.checkTarget([]store.Change{{Kind: store.SessionOpened, Session: "C"}})
+	if _, _, ok := r.onTarget("A", now); ok {
 		t.Fatal("plan skipped after a session opened")
 	}
 
@@ -152,8 +152,8 @@ func TestReplicaAim(t *testing.T) {
 	// unless the entries it applied meanwhile were kept (noteUnchecked).
 	r.pending, r.npending = nil, 0
 	r.work.Version = store.Version{Seq: 7, Tag: 1}
-	r.setAim(a, v)
-	if _, _, ok := r.onAim("A", now); ok {
+	r.setTarget(a, v)
+	if _, _, ok := r.onTarget("A", now); ok {
 		t.Fatal("plan skipped although entries after the plan were applied unchecked")
 	}
 	applied := []store.Change{
@@ -162,30 +162,30 @@ func TestReplicaAim(t *testing.T) {
 		{Version: store.Version{Seq: 7, Tag: 1}, Kind: store.Released, Partition: "p1", Session: "B"},
 	}
 	r.noteUnchecked(applied)
-	r.setAim(a, v)
-	if _, claims, ok := r.onAim("A", now); !ok || !slices.Equal(claims, []string{"p1"}) {
+	r.setTarget(a, v)
+	if _, claims, ok := r.onTarget("A", now); !ok || !slices.Equal(claims, []string{"p1"}) {
 		t.Fatalf("progress applied during the plan: onAim = %v, claims %v; want on aim, claim [p1]", ok, claims)
 	}
-	if _, claims, _ := r.onAim("A", now); len(claims) != 0 {
+	if _, claims, _ := r.onTarget("A", now); len(claims) != 0 {
 		t.Fatalf("claims %v given twice", claims)
 	}
 	r.noteUnchecked(applied[2:]) // 6 missing: a gap
-	r.setAim(a, v)
-	if _, _, ok := r.onAim("A", now); ok {
+	r.setTarget(a, v)
+	if _, _, ok := r.onTarget("A", now); ok {
 		t.Fatal("plan skipped although an entry applied during the plan was not kept")
 	}
 	r.noteUnchecked(applied[:2])
 	r.noteUnchecked([]store.Change{{Version: store.Version{Seq: 7, Tag: 1}, Kind: store.Claimed, Partition: "p1", Session: "B"}})
-	r.setAim(a, v)
-	if _, _, ok := r.onAim("A", now); ok {
+	r.setTarget(a, v)
+	if _, _, ok := r.onTarget("A", now); ok {
 		t.Fatal("plan skipped although another member claimed this member's target during the plan")
 	}
 
 	// A contested claim leaves the aim on (plan bounds it by the claim's
 	// wait), until the log read to its end leaves it unexplained.
-	r.setAim(a, r.work.Version)
+	r.setTarget(a, r.work.Version)
 	r.contest("p1", now)
-	if _, _, ok := r.onAim("A", now); !ok {
+	if _, _, ok := r.onTarget("A", now); !ok {
 		t.Fatal("a contested claim alone made the plan a full one")
 	}
 }
@@ -214,16 +214,16 @@ func TestApplyChecksAim(t *testing.T) {
 				{Partition: "p1", Epoch: 1}, {Partition: "p2", Session: "C", Member: "c", Epoch: 3}, {Partition: "p3", Epoch: 1},
 			}}
 			r := &replica{work: snap}
-			r.aim = newAim(nil, "A", sessions, parts, []int32{0, 1, 2}, []int32{0, 1, 2}, time.Minute)
+			r.target = newPlanTarget(nil, "A", sessions, parts, []int32{0, 1, 2}, []int32{0, 1, 2}, time.Minute)
 			r.pending, r.npending = [][]store.Change{tc.cs}, len(tc.cs)
 			if !fused {
-				r.checkAim(tc.cs)
+				r.checkTarget(tc.cs)
 			}
 			if !r.applyPending(fused) {
 				t.Fatalf("%s (fused %v): the entries did not apply", tc.name, fused)
 			}
-			if r.offAim != tc.off || r.aimFirst.IsZero() != tc.off {
-				t.Errorf("%s (fused %v): offAim %v, aim reached %v; want offAim %v", tc.name, fused, r.offAim, !r.aimFirst.IsZero(), tc.off)
+			if r.offTarget != tc.off || r.targetFirst.IsZero() != tc.off {
+				t.Errorf("%s (fused %v): offAim %v, aim reached %v; want offAim %v", tc.name, fused, r.offTarget, !r.targetFirst.IsZero(), tc.off)
 			}
 			if r.work.Version != tc.cs[len(tc.cs)-1].Version {
 				t.Errorf("%s (fused %v): copy at %v after the entries", tc.name, fused, r.work.Version)
@@ -241,31 +241,31 @@ func TestPlanOnAimClaims(t *testing.T) {
 	v := store.Version{Seq: 5, Tag: 1}
 	m := &Member{}
 	m.rep.work = &store.Snapshot{Version: v}
-	m.rep.setAim(newAim(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Minute), v)
+	m.rep.setTarget(newPlanTarget(nil, "A", sessions, parts, []int32{0, 1}, nil, time.Minute), v)
 	released := func(p string) {
 		m.rep.mu.Lock()
 		defer m.rep.mu.Unlock()
-		m.rep.checkAim([]store.Change{{Kind: store.Released, Partition: p, Session: "B"}})
+		m.rep.checkTarget([]store.Change{{Kind: store.Released, Partition: p, Session: "B"}})
 	}
 	sess := &session{id: "A"}
 
 	released("p1")
-	pl, ok := m.planOnAim(sess, map[string]*slot{})
-	if !ok || !pl.onAim || pl.wait || !slices.Equal(pl.claim, []string{"p1"}) {
+	pl, ok := m.planOnTarget(sess, map[string]*slot{})
+	if !ok || !pl.onTarget || pl.wait || !slices.Equal(pl.claim, []string{"p1"}) {
 		t.Fatalf("release toward the member: planOnAim = %+v, %v; want a claim of p1 on the aim", pl, ok)
 	}
-	if pl, ok := m.planOnAim(sess, map[string]*slot{}); !ok || !pl.wait || len(pl.claim) != 0 {
+	if pl, ok := m.planOnTarget(sess, map[string]*slot{}); !ok || !pl.wait || len(pl.claim) != 0 {
 		t.Fatalf("nothing new: planOnAim = %+v, %v; want nothing to do", pl, ok)
 	}
 
 	released("p1")
-	if pl, ok := m.planOnAim(sess, map[string]*slot{"p1": {}}); !ok || !pl.wait || len(pl.claim) != 0 {
+	if pl, ok := m.planOnTarget(sess, map[string]*slot{"p1": {}}); !ok || !pl.wait || len(pl.claim) != 0 {
 		t.Fatalf("release of a partition the member runs: planOnAim = %+v, %v; want nothing to do", pl, ok)
 	}
 
 	released("p1")
-	m.holdFree = time.Now().Add(time.Minute)
-	if _, ok := m.planOnAim(sess, map[string]*slot{}); ok {
+	m.loss.holdFree = time.Now().Add(time.Minute)
+	if _, ok := m.planOnTarget(sess, map[string]*slot{}); ok {
 		t.Fatal("claim on the aim during a hold after a loss; want a full plan")
 	}
 }

@@ -1,0 +1,163 @@
+package herd
+
+// The reconcile loop's moves between its states (loopState): a session
+// lost (loseSession, then closeOrphans once its handlers returned), a new
+// one opened (openSession), a leave (startLeaving, closeSession), and the
+// end of the loop (finish).
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// loseSession forgets the session: every handler of it is cancelled (the
+// session context already is), and it is closed in the store once they
+// returned (closeOrphans).
+func (l *runLoop) loseSession() {
+	m, sess := l.m, l.sess
+	cause := context.Cause(sess.ctx)
+	sess.cancel(ErrSessionExpired)
+	<-sess.renew
+	for _, sl := range l.slots {
+		if sl.sess == sess {
+			sl.mode.Store(modeLost)
+			if cp := sl.claim.restorePoint(); cp != nil {
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
+			}
+		}
+	}
+	// Whether the store forgot the session or this member could not
+	// reach it (fenced), the store may have lost its data meanwhile:
+	// hold once the next session opens (see holdAfterLoss), unless
+	// the log shows it kept its data (keptData).
+	m.loss.holdPending = true
+	m.noteLossMark(sess)
+	l.openDue = true
+	if errors.Is(cause, ErrSessionExpired) {
+		m.loss.lossSeen = true // the store forgot the session
+	}
+	m.metrics.sessionLost(m)
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.sess = ""
+	m.running.mu.Unlock()
+	m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", l.slotsOf(sess), "cause", cause)
+	l.orphans = append(l.orphans, sess)
+	l.sess = nil
+}
+
+// closeOrphans closes the lost sessions whose handlers have all returned.
+func (l *runLoop) closeOrphans() {
+	m := l.m
+	keep := l.orphans[:0]
+	for _, o := range l.orphans {
+		if l.slotsOf(o) > 0 {
+			keep = append(keep, o)
+			continue
+		}
+		// Every handler of the lost session has returned: close it so
+		// that, if the store still thinks it alive (we fenced early),
+		// others need not wait for its TTL.
+		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+		_ = m.st.CloseSession(ctx, m.cfg.Group, o.id)
+		cancel()
+	}
+	l.orphans = keep
+}
+
+// openSession, between sessions, restores what the lost session left to
+// restore and opens a new session. It reports false if the member stops
+// (Join's context ended); a failure otherwise arms the retry timer.
+func (l *runLoop) openSession() bool {
+	m := l.m
+	// Both calls are bounded by RenewTimeout and cancelled by
+	// Leave, so a Leave during an outage is seen at once.
+	if m.restore(m.life.attemptCtx) {
+		m.loss.lossSeen, m.loss.logMark = true, nil // a record was missing: lost
+	}
+	s, err := m.openSession(m.life.attemptCtx, m.cfg.RenewTimeout)
+	switch {
+	case err == nil:
+		l.sess = s
+		l.backoff = firstBackoff
+		if m.loss.holdPending && !m.keptData(m.life.attemptCtx) {
+			m.holdAfterLoss(m.loss.lossSeen)
+		}
+		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
+		m.wakeLoop()
+	case m.runCtx.Err() != nil:
+		return false
+	case m.life.attemptCtx.Err() != nil:
+		// Leaving: the loop's wait sees leaveCh.
+	default:
+		m.log.Warn("cannot open a session; retrying", "err", err)
+		// As often as renewals are retried: the store may be back
+		// any moment, and others may be waiting for this member
+		// to restore its checkpoints (holdAfterLoss).
+		l.retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+	}
+	return true
+}
+
+// startLeaving hands every partition off, as Leave asked.
+func (l *runLoop) startLeaving() {
+	m := l.m
+	l.leaveCh = nil // a nil channel is never ready again
+	l.leaving = true
+	m.log.Info("leaving the group: handing off every partition", "partitions", len(l.slots))
+	handed := m.rel.hold()
+	for _, sl := range l.slots {
+		m.handOff(sl)
+	}
+	handed()
+	m.metrics.leaving(m)
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.mu.Unlock()
+}
+
+// closeSession closes the session once every partition is handed off.
+func (l *runLoop) closeSession() {
+	m, sess := l.m, l.sess
+	if sess == nil {
+		return
+	}
+	// Stop renewing first: a renewal in flight as the session
+	// closes would be answered "expired", and reported as a
+	// session lost.
+	sess.cancel(ErrLeft)
+	<-sess.renew
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	err := m.st.CloseSession(ctx, m.cfg.Group, sess.id)
+	cancel()
+	if err != nil {
+		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
+	}
+}
+
+// finish ends the loop: it stops the session's renewal, waits for every
+// slot, the releaser and the log reader, and records why the member
+// stopped.
+func (l *runLoop) finish(err error) {
+	m := l.m
+	if l.sess != nil {
+		l.sess.cancel(err)
+		<-l.sess.renew
+	}
+	for len(l.slots) > 0 {
+		sl := <-m.events.slotDone
+		delete(l.slots, sl.claim.Partition)
+	}
+	close(l.relStop) // every slot has returned: nothing more to release
+	<-l.relDone
+	m.life.stop() // ends the log reader (feedLoop)
+	<-l.feedDone
+	m.running.mu.Lock()
+	clear(m.running.owned)
+	m.running.sess = ""
+	m.running.mu.Unlock()
+	m.setErr(err)
+}

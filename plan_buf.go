@@ -1,0 +1,180 @@
+package herd
+
+// plan's working memory (reconcileBuf) and the joins it makes: the
+// partition set with the ownership records, each sorted by id.
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
+)
+
+// reconcileBuf is plan's working memory, O(P) for P partitions. It is
+// reused from one reconcile to the next (and between the members of one
+// process) so that a reconcile of a large group allocates next to nothing.
+type reconcileBuf struct {
+	sessIdx  map[string]int32 // live session id -> index in members
+	members  []balance.Member // live sessions, sorted by id
+	parts    []balance.Partition
+	owner    []int32           // per partition: index in members of its live owner, or -1
+	rec      []int32           // per partition: index of its record in the snapshot, or -1
+	recPart  []int32           // per record of the snapshot (placeholders too): index of its partition, or -1
+	target   []int32           // per partition: index in members of its target owner
+	strays   []int32           // records of ours for partitions outside the set
+	records  int               // records found (placeholders aside)
+	marked   int               // records of partitions in the set with a GivenBack mark
+	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
+	from     []store.Partition // the partition set parts was made from
+	assigner balance.Assigner
+}
+
+var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: map[string]int32{}} }}
+
+// sorted returns the snapshot's sessions and partitions, each sorted by id
+// without duplicates, as the store contract promises (join checks the
+// records). A backend that breaks the promise costs a sorted copy, in which
+// the first of duplicates is kept, as balance.Assign does. A partition set
+// already checked (the same read-only slice, shared between snapshots; the
+// member keeps it in *checked, not in the buffer, which the members of one
+// process share) is not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
+	ss, ps := snap.Sessions, snap.Partitions
+	ss = sortedByID(ss, sessionID)
+	if !sameSlice(ps, *checked) {
+		*checked = nil
+		ps = sortedByID(ps, partitionID)
+		if sameSlice(ps, snap.Partitions) {
+			*checked = ps
+		}
+	}
+	return ss, ps, snap.Owners
+}
+
+// sortedOwners returns a copy of rs sorted by partition, keeping the last
+// of duplicate records (as a map would).
+func sortedOwners(rs []store.Ownership) []store.Ownership {
+	rs = slices.Clone(rs)
+	slices.Reverse(rs)
+	slices.SortStableFunc(rs, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	return slices.CompactFunc(rs, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
+}
+
+// sameSlice reports whether a and b are the same non-empty slice (same
+// array, same length).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// join joins the partition set with the records, both sorted by partition:
+// it sets b.parts, and for each partition its record (b.rec) and live owner
+// (b.owner), and lists our records for partitions outside the set
+// (b.strays). It reports false, and the result is to be discarded, if the
+// records turn out not to be sorted: the records it consumes are checked to
+// increase strictly, at no cost where a record matches its partition.
+//
+// The owner found at the same index last time (by this member or, in a
+// process running many, another) is tried before the map: it is usually
+// right.
+func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partition, owners []store.Ownership, mine string) bool {
+	P := len(parts)
+	if !sameSlice(parts, b.from) {
+		b.from = nil
+		b.parts = resize(b.parts, P)
+		for i, pt := range parts {
+			b.parts[i] = balance.Partition{ID: pt.ID, Weight: pt.Weight}
+		}
+		b.from = parts
+	}
+	prev := b.owner
+	b.owner, b.rec = resize(b.owner, P), resize(b.rec, P)
+	b.recPart = resize(b.recPart, len(owners))
+	b.strays = b.strays[:0]
+	b.records, b.marked = 0, 0
+	// stray consumes owners[j], which matches no partition.
+	stray := func(j int) bool {
+		if j > 0 && owners[j].Partition <= owners[j-1].Partition {
+			return false
+		}
+		b.recPart[j] = -1
+		if owners[j].Epoch > 0 {
+			b.records++
+		}
+		if owners[j].Session == mine {
+			b.strays = append(b.strays, int32(j))
+		}
+		return true
+	}
+	j := 0
+	for i, pt := range parts {
+		guess := int32(-1)
+		if i < len(prev) {
+			guess = prev[i] // read before b.owner[i] (the same array) is written
+		}
+		b.owner[i], b.rec[i] = -1, -1
+		if j < len(owners) && owners[j].Partition != pt.ID {
+			for j < len(owners) && owners[j].Partition < pt.ID {
+				if !stray(j) {
+					return false
+				}
+				j++
+			}
+			if j == len(owners) || owners[j].Partition != pt.ID {
+				continue // no record
+			}
+		}
+		if j == len(owners) {
+			continue
+		}
+		b.recPart[j] = int32(i)
+		if owners[j].Epoch == 0 {
+			j++ // a placeholder of the member's copy (withPlaceholders): no record
+			continue
+		}
+		b.records++
+		b.rec[i] = int32(j)
+		if owners[j].GivenBack != "" {
+			b.marked++
+		}
+		if s := owners[j].Session; s != "" {
+			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
+				b.owner[i] = guess
+			} else if k, ok := b.sessIdx[s]; ok {
+				b.owner[i] = k
+			}
+		}
+		j++
+	}
+	for ; j < len(owners); j++ {
+		if !stray(j) {
+			return false
+		}
+	}
+	return true
+}
+
+// resize returns s with length n, reallocated only if its capacity is short.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/8)
+	}
+	return s[:n]
+}
+
+// partIndex returns the index of partition p in parts (sorted by ID) and
+// whether it is there, trying *at first (where it was found last time; the
+// set seldom changes) and storing the answer there: a member runs a
+// thousand partitions or more, and searching each in 100,000 twice per plan
+// cost more than the rest of the loop over them.
+func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
+	if i := int(*at); i < len(parts) && parts[i].ID == p {
+		return i, true
+	}
+	i, ok := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+	if ok {
+		*at = int32(i)
+	}
+	return i, ok
+}

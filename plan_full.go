@@ -1,0 +1,312 @@
+package herd
+
+// A full plan: from the replica's copy of the group, the target assignment,
+// then what this member does about it, step by step: the partitions it
+// runs (keep, drop, hand off), those the target gives it (claim, or wait),
+// and the records of its own it does not run (release).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/store"
+)
+
+// fullPlan is what the steps of one full plan share: the copy of the group
+// joined with the partition set, and the target assignment.
+type fullPlan struct {
+	sess     *session
+	slots    map[string]*slot
+	base     uint64 // the member's writes the copy shows (Member.writes)
+	b        *reconcileBuf
+	sessions []store.SessionInfo // live sessions, sorted by id
+	parts    []store.Partition   // the partition set, sorted by id, placeable ones only
+	owners   []store.Ownership   // the records, sorted by partition
+	me       int32               // this member's index in b.members
+}
+
+// plan computes, from the replica, the target assignment, drops the
+// partitions this member lost and starts handing off those the target
+// gives to others (neither waits on the store), and returns what is left to
+// claim and to release. The replica's copy is not kept.
+func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
+	if pl, ok := m.planOnTarget(sess, slots); ok {
+		return pl, nil
+	}
+	var pl reconcilePlan
+	prev := m.planner.target // its lists are reused: nobody else's once the replica's is dropped
+	m.rep.dropTarget()
+	m.planner.target = nil
+	m.planner.plannedAt = time.Now()
+	snap, base, err := m.rep.current()
+	defer func() {
+		if snap != nil {
+			m.planner.planGap = planGap(len(snap.Owners), time.Since(m.planner.plannedAt), m.cfg.SessionTTL/40)
+		}
+	}()
+	if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
+		m.rep.release()
+		return pl, err
+	}
+	defer m.rep.release()
+
+	b := reconcileBufs.Get().(*reconcileBuf)
+	defer reconcileBufs.Put(b)
+	fp := &fullPlan{sess: sess, slots: slots, base: base, b: b}
+	if err := m.assign(fp, snap); err != nil {
+		return pl, err
+	}
+	var recPart []int32 // the feed's hint into snap's records
+	if sameSlice(fp.owners, snap.Owners) {
+		recPart = b.recPart
+	}
+	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
+
+	// Partitions we run: keep, drop (lost) or hand off; the releases of
+	// the handoffs are sent together.
+	handed := m.rel.hold()
+	defer handed()
+	m.planRunning(fp)
+	m.planClaims(fp, &pl)
+	pl.release = m.planReleases(fp)
+	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
+		// Restores the store did not answer (planChecks): no entry will
+		// come to make plan try them again, so look again soon, as a
+		// failed renewal is retried. A partition set not put back left
+		// the member alone in a group with nothing to run until its next
+		// read of the group (HERD_FAULT_SEED=162).
+		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+		pl.held = true // no target: the next plan is a full one
+	}
+	return pl, nil
+}
+
+// lookAgainIn has the loop plan again within wait at the latest.
+func (pl *reconcilePlan) lookAgainIn(wait time.Duration) {
+	if pl.next == 0 || wait < pl.next {
+		pl.next = wait
+	}
+}
+
+// assign joins the copy snap with the partition set into fp, and computes
+// the target assignment (fp.b.target).
+func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
+	b, sess := fp.b, fp.sess
+	sessions, parts, owners := b.sorted(snap, &m.planner.checkedParts)
+	parts = unplaceable(parts, snap.Malformed)
+	clear(b.sessIdx)
+	b.members = b.members[:0]
+	for i, s := range sessions {
+		b.sessIdx[s.ID] = int32(i)
+		b.members = append(b.members, balance.Member{ID: s.ID, Weight: s.Weight})
+	}
+	me := b.sessIdx[sess.id]
+
+	if !b.join(sessions, parts, owners, sess.id) {
+		// The store broke its promise of records sorted by partition.
+		owners = sortedOwners(owners)
+		b.join(sessions, parts, owners, sess.id)
+	}
+	fp.sessions, fp.parts, fp.owners, fp.me = sessions, parts, owners, me
+	if b.records < m.loss.lastRecords {
+		// Records are never deleted: the store lost data (a failover to a
+		// replica that missed the last writes may keep our session).
+		m.log.Warn("ownership records vanished from the store: it lost data", "records", b.records, "before", m.loss.lastRecords)
+		m.holdAfterLoss(true)
+	}
+	m.loss.lastRecords = b.records
+	fp.ownUnshownClaims()
+	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
+	if err != nil {
+		return fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
+	}
+	b.target = target
+	// Partitions given back (ErrGiveBack) go to another member than the
+	// one that gave them back, while it lives (givenback.go).
+	if b.marked > 0 { // join found marks: at rest, none (and the pass over the records is saved)
+		b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
+	}
+	return nil
+}
+
+// ownUnshownClaims counts as this member's the partitions it claimed that
+// the replica does not show yet: the target must not move them for want
+// of their entries.
+func (fp *fullPlan) ownUnshownClaims() {
+	b := fp.b
+	for p, sl := range fp.slots {
+		if sl.sess != fp.sess || sl.mode.Load() != modeRun || fp.base >= sl.seq {
+			continue
+		}
+		if i, ok := partIndex(fp.parts, p, &sl.at); ok && b.owner[i] != fp.me {
+			if r := b.rec[i]; r < 0 || fp.owners[r].Epoch < sl.claim.Epoch {
+				b.owner[i] = fp.me
+			}
+		}
+	}
+}
+
+// planRunning decides, for each partition this member runs, to keep it,
+// drop it (lost) or hand it off (the target gives it to another).
+func (m *Member) planRunning(fp *fullPlan) {
+	b, sess, owners, target := fp.b, fp.sess, fp.owners, fp.b.target
+	for p, sl := range fp.slots {
+		if sl.sess != sess || sl.mode.Load() != modeRun {
+			continue
+		}
+		i, inSet := partIndex(fp.parts, p, &sl.at)
+		var rec *store.Ownership
+		if inSet {
+			if r := b.rec[i]; r >= 0 {
+				rec = &owners[r] // b.rec leaves placeholders out
+			}
+		} else if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok && owners[r].Epoch > 0 {
+			rec = &owners[r]
+		}
+		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
+			// Our claim is not in the replica yet: its entry is on its
+			// way (or a new read, if the store lost it, will show that),
+			// so the record says nothing of whether we lost it. If the
+			// target gives the partition to another, hand it off now all
+			// the same: the release is fenced by our claim's epoch, and
+			// its entry follows the claim's in the log. Waiting for the
+			// replica to show the claim left the partition where it was
+			// until a later full plan: in herd bench --scenario large, a
+			// member whose copy was seconds behind the placement's log
+			// kept partitions the others waited for until its target
+			// expired (RenewInterval), and the placement took 12 s.
+			if inSet && target[i] != fp.me {
+				m.planner.step.handingOff(p)
+				m.handOff(sl)
+				m.unown(p)
+			}
+			continue
+		}
+		switch {
+		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
+			m.planner.step.dropLost(p)
+			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
+				// Our record vanished: the store lost it. Put it back.
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.holdAfterLoss(true)
+			}
+			sl.mode.Store(modeLost)
+			sl.cancel()
+			m.unown(p)
+		case !inSet || target[i] != fp.me:
+			m.planner.step.handingOff(p)
+			// Not over a give-back the handler has just begun: the
+			// partition is released either way, and keeps its mark.
+			m.handOff(sl)
+			m.unown(p)
+		}
+	}
+}
+
+// planClaims lists in pl the partitions the target gives this member that
+// it may claim now, in ID order, and when to look again at those it must
+// wait for (held by another, held after a loss, contested).
+func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
+	b, me := fp.b, fp.me
+	now := time.Now()
+	m.planner.incoming = 0
+	if now.Before(m.loss.holdFresh) && m.loss.holdFree.Before(m.loss.holdFresh) && slices.Contains(b.rec, -1) {
+		// Back from a session loss, the store has partitions without a
+		// record: it lost data. Hold every free partition (holdAfterLoss).
+		m.loss.holdFree = m.loss.holdFresh
+	}
+	for i, t := range b.target {
+		if t != me {
+			continue
+		}
+		p := fp.parts[i].ID
+		if sl := fp.slots[p]; sl != nil {
+			sl.claimOnceStopped(fp.sess)
+			continue
+		}
+		holdUntil := time.Time{}
+		switch {
+		case b.owner[i] >= 0:
+		case now.Before(m.loss.holdFree):
+			holdUntil = m.loss.holdFree
+		case b.rec[i] < 0 && now.Before(m.loss.holdFresh):
+			holdUntil = m.loss.holdFresh
+		}
+		if o := b.owner[i]; o >= 0 && o != me {
+			// Still held: its owner hands it off, and we claim it when the
+			// replica shows the release.
+			m.planner.incoming++
+			continue
+		}
+		if !holdUntil.IsZero() {
+			// The store may just have lost its data: its previous owners
+			// may be about to restore this record (or a newer one over a
+			// stale restore); see holdAfterLoss.
+			pl.lookAgainIn(holdUntil.Sub(now))
+			pl.held = true
+			continue
+		}
+		if wait := m.contestWait(p, now); wait > 0 {
+			pl.lookAgainIn(wait)
+			continue
+		}
+		// Free, or a record naming our session that we do not run (a
+		// Claim whose reply was lost, a record a failover brought back):
+		// Claim gives it a fresh epoch, so we never run the record's old one.
+		pl.claim = append(pl.claim, p)
+	}
+}
+
+// contestWait is how long to wait before claiming p, free in the copy,
+// because a claim of it failed (0: claim it now).
+//
+// A claim of it failed although the replica showed it free, and the
+// replica has shown nothing about it since: wait for the entry that
+// explains it. That entry was in the log before the claim failed: if the
+// feed has read the log to its end since, and RenewInterval has passed, it
+// is not coming (the record was written by hand): read the group anew and
+// claim again. A replica still behind the log (its member busy, the log
+// long) is not stale, and reading the whole group would only put it
+// further behind; the feed wakes plan when it reaches the end.
+func (m *Member) contestWait(p string, now time.Time) time.Duration {
+	at, ok := m.rep.contestedSince(p)
+	if !ok {
+		return 0
+	}
+	wait := m.cfg.RenewInterval - now.Sub(at)
+	if wait <= 0 && !m.rep.reachedSince(at) {
+		wait = m.cfg.RenewInterval
+	}
+	if wait > 0 {
+		return wait
+	}
+	m.rep.uncontest(p)
+	m.rep.resync()
+	return 0
+}
+
+// planReleases lists the records the store says are this member's but it
+// does not run and the target gives to others: they are released (after
+// the claims).
+func (m *Member) planReleases(fp *fullPlan) []store.Ownership {
+	b, owners := fp.b, fp.owners
+	var release []store.Ownership
+	for i, o := range b.owner {
+		if o == fp.me && b.target[i] != fp.me && fp.slots[fp.parts[i].ID] == nil {
+			r := &owners[b.rec[i]]
+			if !m.releasedAlready(r.Partition, r.Epoch, true) {
+				release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+			}
+		}
+	}
+	for _, j := range b.strays {
+		if r := &owners[j]; fp.slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
+			release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
+	return release
+}

@@ -1,0 +1,94 @@
+package herd
+
+// Claims the store refused although the replica showed the partition free
+// (contested), and what the feed has read since: plan waits for the entry
+// that explains them, or reads the group anew.
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// contest marks p contested from now: plan leaves it alone until an entry
+// about it arrives (a give-back under way).
+func (r *replica) contest(p string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.contestLocked(p, now)
+}
+
+func (r *replica) contestLocked(p string, now time.Time) {
+	if r.contested == nil {
+		r.contested = map[string]time.Time{}
+	}
+	r.contested[p] = now
+	r.lastContest = latest(r.lastContest, now)
+}
+
+// contestClaims notes that claims of ps failed (ErrClaimed) although the
+// copy plan used showed them free. The entries that explain them were in
+// the log before the claims failed; those that the feed has queued or
+// applied since that plan explain them already: a queued entry about the
+// partition, or the copy showing it held by a live session. The others are
+// contested.
+func (r *replica) contestClaims(ps []string, now time.Time) {
+	if len(ps) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	left := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		left[p] = true
+	}
+	for _, cs := range r.pending {
+		for _, c := range cs {
+			delete(left, c.Partition)
+		}
+	}
+	for _, p := range ps {
+		if left[p] && !r.heldByLive(p) {
+			r.contestLocked(p, now)
+		}
+	}
+}
+
+// heldByLive reports whether the copy shows p held by a live session.
+// r.mu is held.
+func (r *replica) heldByLive(p string) bool {
+	if r.work == nil {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	if !ok || r.work.Owners[i].Session == "" {
+		return false
+	}
+	return r.work.Alive(r.work.Owners[i].Session)
+}
+
+// reachedSince reports whether the feed has read the log to its end in a
+// call that began at t or later.
+func (r *replica) reachedSince(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.reached.Before(t)
+}
+
+// contestedSince returns when a claim of p failed, if the copy has shown
+// nothing new about p since.
+func (r *replica) contestedSince(p string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.contested[p]
+	return t, ok
+}
+
+// uncontest forgets that a claim of p failed.
+func (r *replica) uncontest(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.contested, p)
+}

@@ -1,0 +1,380 @@
+package herd
+
+// The replica's feed: the goroutine that reads the group (a snapshot, when
+// a session opens or the copy diverged) and then follows its log, queueing
+// the entries for plan and waking the reconcile loop.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// changesPerRead bounds the entries one Changes call returns: a first
+// placement of 100,000 partitions is read in ten calls.
+const changesPerRead = 10 * store.MaxBatch
+
+// readPace spaces a member's reads of the log, per live session of the
+// group. Every change wakes every member, and each read costs the store a
+// call (on Redis a script and an XREAD, about 20 µs of its one core:
+// faultstore.RedisCost): members that read again at once would ask
+// members x 20 µs of it per change, which 1,000 members handing off
+// partitions one release at a time turn into more than a core. After a
+// read that returned entries, a member waits sessions x readPace before
+// the next, so that the fleet reads at most about once per readPace
+// (20,000 reads a second, 0.4 of a Redis core), whatever its size: 1 ms
+// between reads at 20 members, 5 ms at 100, 50 ms at 1,000. The entries
+// that arrive meanwhile come in the next read.
+const readPace = 50 * time.Microsecond
+
+// freshWait is the least bound of the feed's first call to the log after a
+// read of the group (see replica.fresh), and maxFreshWait the most for the
+// longer calls made after one the store did not answer in time.
+const (
+	freshWait    = 150 * time.Millisecond
+	maxFreshWait = 16 * freshWait
+)
+
+// firstWait bounds the first call to the log after a read of the group that
+// took took, for a member with JoinSettle settle: as long as the read took,
+// at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
+// that join together open their sessions while the first of them read the
+// group; on a large group (100,000 partitions: a tenth of a second or more)
+// that takes longer than JoinSettle, and a member that planned before the
+// others' sessions showed would claim more than its share, to hand the
+// surplus off again a moment later. A log that shows changes answers at
+// once: then the sessions opened during the read are among them (herd
+// bench --scenario large: 10 members joining 100 read 100,000 records in
+// 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
+// the log's answer). A fleet of separate processes needs it as much: the
+// read's time is the store's (on Redis, one core serving every joining
+// member's read of the group in turn, about 0.1 s each at 100,000
+// records), not the members' CPU.
+func firstWait(took, settle, ttl4 time.Duration) time.Duration {
+	if settle <= 0 {
+		return freshWait
+	}
+	return max(freshWait, min(took, 5*settle, ttl4))
+}
+
+// feed is feedLoop's own state.
+type feed struct {
+	m       *Member
+	r       *replica
+	backoff time.Duration // the pause after a failure
+	// first bounds the first call to the log after a read (see fresh and
+	// firstWait); it doubles each time the store does not answer within it.
+	first time.Duration
+	// settleCall: the copy is not fresh because a session opened (not
+	// because of a read).
+	settleCall bool
+}
+
+// logCall is one call to the log: what it asked, and how it was answered.
+type logCall struct {
+	read      bool // a read of the group was made just before
+	after     store.Version
+	firstCall bool // the first call since the copy was fresh
+	sessions  int  // live sessions in the copy, for readPace
+	began     time.Time
+	cs        []store.Change
+	err       error
+	cancelled bool // by resync, or the member stopping
+	atEnd     bool // the call read the log to its end
+	late      bool // the store did not answer within the first call's bound
+	asked     bool // a read of the group was asked for meanwhile
+	gone      bool // the log cannot be continued from a read just made
+}
+
+// feedLoop keeps the replica up to date until the member stops: it reads
+// the group when asked to (or when the log cannot be continued), and
+// otherwise waits on Changes and applies what it returns, waking the
+// reconcile loop after each batch. It is started and waited for by run.
+func (m *Member) feedLoop(done chan<- struct{}) {
+	defer close(done)
+	f := &feed{m: m, r: &m.rep, backoff: firstBackoff, first: freshWait}
+	for m.runCtx.Err() == nil {
+		if m.cfg.gate.Wait(m.runCtx) != nil {
+			return
+		}
+		read := f.readDue()
+		if read && !f.readGroup() {
+			f.pause()
+			continue
+		}
+		if !f.follow(read) {
+			return
+		}
+	}
+}
+
+// pause waits after a failure, the back-off doubling up to RenewInterval,
+// unless a read is asked for meanwhile.
+func (f *feed) pause() {
+	select {
+	case <-f.m.runCtx.Done():
+	case <-time.After(f.backoff):
+	case <-f.r.wakeFeed:
+		// A read was asked for (a new session's, most often, after an
+		// outage that had the back-off grow): make it at once.
+		f.backoff = firstBackoff
+		return
+	}
+	f.backoff = min(2*f.backoff, f.m.cfg.RenewInterval)
+}
+
+// wait spaces reads (readPace); a read asked for ends it.
+func (f *feed) wait(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.m.runCtx.Done():
+	case <-t.C:
+	case <-f.r.wakeFeed:
+	}
+}
+
+// readDue reports whether the group is to be read (there is no copy, or a
+// read was asked for).
+func (f *feed) readDue() bool {
+	r := f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	read := r.work == nil || r.readAsked
+	// A read asked for while this one is under way may need writes
+	// completed after it began: it sets again, and is made next.
+	r.readAsked = false
+	return read
+}
+
+// readGroup reads the group into the copy, and reports whether it did.
+func (f *feed) readGroup() bool {
+	m, r := f.m, f.r
+	// Writes this member completed before the read began are in
+	// what it returns (see Member.writes).
+	base := m.writes.Load()
+	// A read of a large group is long (100,000 records: about
+	// 0.1 s of a Redis core), and one given up on is read again
+	// from the start: give it the TTL, not a renewal's time.
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
+	began := time.Now()
+	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
+	cancel()
+	took := time.Since(began)
+	r.mu.Lock()
+	if err == nil {
+		// contested is kept: a record broken by hand (ErrCorrupt)
+		// may look free in the new read too.
+		// plan may still hold the old copy: it is left to it.
+		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
+		r.openedAt = time.Now()
+		r.target, r.fresh, r.toClaim = nil, false, nil
+		r.forgetUnchecked()
+		f.first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
+		f.settleCall = false // the first call after a read waits first
+		r.dropPending()
+		r.inPlan = false
+	} else {
+		r.readAsked = true
+		if m.runCtx.Err() == nil {
+			r.err = err
+		}
+	}
+	r.mu.Unlock()
+	m.wakeLoop()
+	return err == nil
+}
+
+// follow makes one call to the log and takes its answer. It reports false
+// if the member stops.
+func (f *feed) follow(read bool) bool {
+	m, r := f.m, f.r
+	ctx, cancel := context.WithCancel(m.runCtx)
+	c := logCall{read: read}
+	r.mu.Lock()
+	again := r.readAsked || r.work == nil
+	if !again {
+		c.after = r.version()
+		r.cancel = cancel
+	}
+	c.firstCall = !r.fresh
+	if r.work != nil {
+		c.sessions = len(r.work.Sessions)
+	}
+	r.mu.Unlock()
+	if again {
+		cancel()
+		return true
+	}
+	f.call(ctx, &c)
+	cancel()
+	if f.take(&c) {
+		m.wakeLoop() // plan waits for it
+	}
+	return f.pace(&c)
+}
+
+// call calls the log (Changes) from c.after, and notes how it answered.
+func (f *feed) call(ctx context.Context, c *logCall) {
+	m := f.m
+	cctx, ccancel := ctx, context.CancelFunc(func() {})
+	if c.firstCall {
+		// The first call after a read answers within first even if
+		// the log has nothing new: plan waits for it (see fresh).
+		// After a session opened, within JoinSettle (plan waits that
+		// long anyway), unless the store was late before.
+		bound := f.first
+		if f.settleCall && m.cfg.JoinSettle > 0 {
+			bound = min(f.first, max(m.cfg.JoinSettle, 10*time.Millisecond))
+		}
+		cctx, ccancel = context.WithTimeout(ctx, bound)
+	}
+	defer ccancel()
+	f.settleCall = false
+	c.began = time.Now()
+	c.cs, _, c.err = m.st.Changes(cctx, m.cfg.Group, c.after, changesPerRead)
+	c.cancelled = ctx.Err() != nil // by resync, or the member stopping
+	// Fewer entries than asked for: the call read the log to its end.
+	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
+	// A store answers a call at rest by its deadline with no entries
+	// and no error (store.Store.Changes); a call cut by the deadline
+	// is one the store did not answer in time (on Redis, a server
+	// busy with a hundred reads of the group): its log may hold the
+	// sessions of members that joined meanwhile, so it does not make
+	// the copy fresh, and the next call may take twice as long. Past
+	// maxFreshWait it does (a backend that answers a deadline with
+	// its error).
+	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
+	if c.late {
+		if f.first < maxFreshWait {
+			f.first = min(2*f.first, maxFreshWait)
+		} else {
+			c.late, c.err = false, nil
+		}
+	}
+}
+
+// take applies the answer of call c to the replica, and reports whether
+// plan is to be woken: the copy became fresh, or a contested claim is
+// left unexplained.
+func (f *feed) take(c *logCall) (wake bool) {
+	m, r := f.m, f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancel = nil
+	// Any answer counts, an error too (but not a call the store did
+	// not answer in time: late): then it is not the log that is late,
+	// and plan goes on with the copy it has, as it would have.
+	freshNow := !c.cancelled && !r.fresh && !c.late
+	if freshNow {
+		r.fresh = true
+	}
+	// A claim contested before this call whose entry has not come:
+	// plan reads the group anew (see contestedSince), so wake it.
+	explain := false
+	if c.atEnd {
+		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
+		r.reached = c.began
+		if explain {
+			r.target = nil // plan in full: see contestedSince
+		}
+	}
+	c.asked = r.readAsked || r.work == nil
+	switch {
+	case c.asked || m.runCtx.Err() != nil:
+		// A read was asked for (which cancelled the call), or the copy
+		// diverged: make it.
+	case c.err == nil && len(c.cs) > 0:
+		if r.version() != c.after {
+			break // unreachable: only this goroutine queues entries
+		}
+		f.queue(c.cs)
+	case errors.Is(c.err, store.ErrVersionGone):
+		r.readAsked = true
+		r.goneAt = time.Now()
+	}
+	// A log that cannot be continued from a read just made (a store
+	// whose snapshots lack their version) is read again with back-off.
+	c.gone = errors.Is(c.err, store.ErrVersionGone) && c.read
+	return freshNow || explain
+}
+
+// queue queues the entries cs for plan (or applies them, if many are
+// queued), and checks them against the target. r.mu is held.
+func (f *feed) queue(cs []store.Change) {
+	r := f.r
+	r.pending = append(r.pending, cs)
+	r.npending += len(cs)
+	opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
+	if opened {
+		// Members that join together open their sessions within
+		// moments, but a store busy with their reads of the group
+		// may log the last of them later than JoinSettle after the
+		// first: on Redis, each read of 100,000 records holds the
+		// server for tens of milliseconds, and in herd bench
+		// --scenario large half of ten new sessions were logged
+		// 130 ms after the others, so that the hundred members
+		// planned for 105 sessions, then again for 110. The copy
+		// is fresh again once the log has answered one more call
+		// (within JoinSettle, or later if the store is late):
+		// that shows every session the store had begun to open
+		// by then.
+		r.openedAt, r.fresh = time.Now(), false
+		f.settleCall = true
+	}
+	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
+		// Applied now rather than by the next plan when plan does
+		// not hold the copy (in place: about a microsecond an
+		// entry, the copy having a record for every partition):
+		// the entries an target lets pass (a placement's 100,000)
+		// would otherwise wait for the plan of the next
+		// membership change, and delay it. They are checked
+		// against the target as they are applied. Fewer than a
+		// batch's worth are only checked, and left queued for
+		// the next plan (one call's entries: the common case at
+		// rest and in small changes).
+		r.applyPending(true)
+	} else {
+		r.checkTarget(cs)
+	}
+	for _, c := range cs {
+		if c.Partition != "" {
+			delete(r.contested, c.Partition)
+		} else if c.Kind == store.PartitionsSet {
+			clear(r.contested)
+		}
+	}
+}
+
+// pace waits as the answer of call c asks before the next call: not at
+// all when more entries wait, readPace per session after entries, a
+// back-off after a failure. It reports false if the member stops.
+func (f *feed) pace(c *logCall) bool {
+	m := f.m
+	switch {
+	case m.runCtx.Err() != nil:
+		return false
+	case c.err == nil && len(c.cs) == changesPerRead:
+		// More entries are waiting: plan on the replica once it has
+		// caught up, not on a view that is already stale.
+		f.backoff = firstBackoff
+	case c.err == nil && len(c.cs) > 0:
+		f.backoff = firstBackoff
+		m.wakeLoop()
+		f.wait(time.Duration(c.sessions) * readPace)
+	case c.gone:
+		f.pause()
+	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
+		m.log.Debug("reading the group's log failed; retrying", "err", c.err)
+		f.pause()
+	case c.err == nil:
+		f.backoff = firstBackoff
+	}
+	return true
+}

@@ -1,0 +1,154 @@
+package herd
+
+// A read of the group made ready for the replica (sortedCopy: sorted,
+// with a placeholder per partition, session strings interned), and the
+// check of this member's own records that stands in for a read of the
+// whole group at rest (ownRecordsIntact).
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/herdhq/herd/store"
+)
+
+// sortedCopy returns a copy of snap that Apply may change, its lists sorted
+// by id without duplicates as the store contract promises (a backend that
+// breaks the promise costs a sorted copy; of duplicate records the last is
+// kept, as plan does). The records are copied once, by withPlaceholders,
+// and the partition set not at all when it is sorted: Apply replaces it
+// and never writes into it (100 members reading 100,000 records each spent
+// 5% of their CPU copying them twice).
+func sortedCopy(snap *store.Snapshot) *store.Snapshot {
+	c := *snap
+	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
+	c.Malformed = slices.Clone(c.Malformed)
+	c.Partitions = sortedByID(c.Partitions, partitionID)
+	if !strictlySorted(c.Owners, func(o store.Ownership) string { return o.Partition }) {
+		c.Owners = sortedOwners(c.Owners)
+	}
+	c.Owners = withPlaceholders(c.Partitions, c.Owners) // a new list
+	internSessions(c.Sessions, c.Owners)
+	return &c
+}
+
+// sortedByID returns xs if its ids increase strictly, or else a copy sorted
+// by id without duplicates (the first of each kept).
+func sortedByID[T any](xs []T, id func(T) string) []T {
+	if strictlySorted(xs, id) {
+		return xs
+	}
+	xs = slices.Clone(xs)
+	slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return slices.CompactFunc(xs, func(a, b T) bool { return id(a) == id(b) })
+}
+
+func sessionID(s store.SessionInfo) string { return s.ID }
+func partitionID(p store.Partition) string { return p.ID }
+
+// strictlySorted reports whether the ids of xs increase strictly.
+func strictlySorted[T any](xs []T, id func(T) string) bool {
+	for i := 1; i < len(xs); i++ {
+		if id(xs[i-1]) >= id(xs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// internSessions makes the session and member strings of the records of a
+// live session that session's own strings (as ApplyAll does for the
+// claims it applies), so that plan, which compares every record's session
+// with the live sessions', compares pointers, not bytes: a profile of 100
+// members on 100,000 partitions spent 11% of its CPU comparing equal
+// session ids byte by byte.
+func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
+	if len(ss) == 0 {
+		return
+	}
+	byID := make(map[string]*store.SessionInfo, len(ss))
+	for i := range ss {
+		byID[ss[i].ID] = &ss[i]
+	}
+	for i := range rs {
+		r := &rs[i]
+		if r.Session == "" {
+			continue
+		}
+		if s, ok := byID[r.Session]; ok {
+			r.Session = s.ID
+			if r.Member == s.Member {
+				r.Member = s.Member
+			}
+		}
+	}
+}
+
+// withPlaceholders returns the records rs (sorted by partition) with a
+// placeholder, a record of epoch 0 (which no store writes), for every
+// partition of ps (sorted) that has none, and the partition ids of ps's
+// strings (comparing two ids is quickest when they are one string). The member's copy keeps one
+// entry per partition, so that the claims of a first placement replace
+// entries in place instead of each batch inserting records into the
+// sorted list (a pass over every record per batch); plan reads a
+// placeholder as no record (see join).
+func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
+	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
+	j := 0
+	for _, p := range ps {
+		for j < len(rs) && rs[j].Partition < p.ID {
+			out = append(out, rs[j])
+			j++
+		}
+		if j < len(rs) && rs[j].Partition == p.ID {
+			r := rs[j]
+			r.Partition = p.ID // one string for both: plan compares them
+			out = append(out, r)
+			j++
+			continue
+		}
+		out = append(out, store.Ownership{Partition: p.ID})
+	}
+	return append(out, rs[j:]...)
+}
+
+// ownRecordsIntact reads the records of the partitions this member runs
+// (Store.Records, MaxBatch at a time) and reports whether each still names
+// this session at the epoch it runs. One edited by hand (broken, deleted
+// or rewritten), which the log cannot show, makes the member read the
+// whole group, which drops the partition (and lists a broken record as
+// malformed). A failed read reports true: the next check, or a write,
+// tells.
+func (m *Member) ownRecordsIntact(sess *session) bool {
+	m.running.mu.Lock()
+	own := make(map[string]uint64, len(m.running.owned))
+	for p, e := range m.running.owned {
+		own[p] = e
+	}
+	m.running.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(own))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), store.MaxBatch)]
+		ids = ids[len(batch):]
+		ctx, cancel := context.WithTimeout(sess.ctx, m.cfg.RenewTimeout)
+		recs, err := m.st.Records(ctx, m.cfg.Group, batch)
+		cancel()
+		if err != nil {
+			return !errors.Is(err, store.ErrCorrupt)
+		}
+		if len(recs) != len(batch) {
+			return false // missing or malformed
+		}
+		for _, r := range recs {
+			if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
+				// Another claim's entry may be on its way: the copy shows
+				// it soon, and a read costs one more read at worst.
+				return false
+			}
+		}
+	}
+	return true
+}
