@@ -253,6 +253,8 @@ func fail(op string, err error) error {
 				"point the URL at the primary, or use redis+sentinel:// to follow failovers: %w: %w", op, store.ErrUnavailable, err)
 		case strings.HasPrefix(msg, "CLUSTERDOWN"):
 			return fmt.Errorf("redisstore: %s: the Redis Cluster is down (a primary without a replica failed, or slots are unassigned): %w: %w", op, store.ErrUnavailable, err)
+		case strings.Contains(msg, "can't run this command or subcommand script"):
+			return fmt.Errorf("redisstore: %s: %s: %w", op, deniedInScript(msg), err)
 		case hasAnyPrefix(msg, "LOADING", "MASTERDOWN", "TRYAGAIN",
 			"BUSY", "NOREPLICAS", "NOAUTH", "WRONGPASS", "OOM"):
 			return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)

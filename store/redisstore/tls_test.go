@@ -99,6 +99,19 @@ func TestTLS(t *testing.T) {
 		err := openErr(t, e.url(e.srv.Addr(), "herd-no-zadd", e.pass, e.certs.CA, true))
 		wantCause(t, err, store.ErrInvalid, "may not run ZADD", "'zadd'")
 	})
+	t.Run("missing_permission_without_dryrun", func(t *testing.T) {
+		// Open cannot ask; the first use says which command is missing.
+		rule := strings.Replace(strings.Replace(aclCommands, " +zadd", "", 1), " +acl|dryrun", "", 1)
+		e.addUser(t, "herd-no-dryrun", e.pass, rule)
+		s, err := Open(ctxT(t), e.url(e.srv.Addr(), "herd-no-dryrun", e.pass, e.certs.CA, true))
+		must(t, err, "Open as a user that may not run ACL DRYRUN")
+		defer s.Close()
+		_, err = s.OpenSession(ctxT(t), "g", "m", 1, time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "may not run ZADD (called by herd's script") {
+			t.Fatalf("OpenSession without zadd: %v; want an error naming ZADD", err)
+		}
+		t.Logf("error: %v", err)
+	})
 	t.Run("wrong_key_pattern", func(t *testing.T) {
 		u := strings.Replace(good(), "prefix=herdtls-", "prefix=other-", 1)
 		err := openErr(t, u)
