@@ -42,6 +42,9 @@ type TLSServer struct {
 // /usr/lib/postgresql/*/bin, or PATH.
 func binDir() (string, error) {
 	if d := os.Getenv("HERD_PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("HERD_PG_BIN=%s: no initdb there (%v)", d, err)
+		}
 		return d, nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
