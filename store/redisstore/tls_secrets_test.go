@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -15,8 +16,8 @@ import (
 func testTLSSecrets(t *testing.T, e *tlsEnv) {
 	logs := captureLogs(t)
 	addr := e.srv.Addr()
-	swapped := strings.Replace(e.url(addr, e.user, e.pass, e.certs.CA, true), "tls_cert=", "tls_cert=x", 1)
-	swapped = strings.Replace(swapped, "tls_cert=x"+urlQuery(e.certs.ClientCert), "tls_cert="+urlQuery(e.certs.ClientKey), 1)
+	q := url.Values{"tls_ca": {e.certs.CA}, "tls_cert": {e.certs.ClientKey}, "tls_key": {e.certs.ClientKey}}
+	swapped := "rediss://" + urlEscape(e.user) + ":" + urlEscape(e.pass) + "@" + addr + "/0?" + q.Encode()
 	var errs []error
 	for _, u := range []string{
 		e.url(addr, e.user, "wrong-"+e.pass, e.certs.CA, true),
@@ -54,8 +55,6 @@ func testTLSSecrets(t *testing.T, e *tlsEnv) {
 	}
 	t.Logf("%d errors and %d bytes of logs checked", len(errs), len(out))
 }
-
-func urlQuery(s string) string { return strings.NewReplacer("/", "%2F").Replace(s) }
 
 // keyLines are the base64 lines of a PEM private key file.
 func keyLines(t *testing.T, path string) []string {
