@@ -120,3 +120,14 @@ func Count(t testing.TB, sql string, args ...any) int64 {
 	}
 	return n
 }
+
+// skipOrFail skips the test with msg, or fails it if HERD_REQUIRE_SERVERS=1.
+func skipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("HERD_REQUIRE_SERVERS") == "1" {
+		t.Fatalf("%s; HERD_REQUIRE_SERVERS=1, so this is a failure", msg)
+	}
+	t.Skipf("%s; skipping (set HERD_REQUIRE_SERVERS=1 to fail instead)", msg)
+}
+
+func rand8() string { return strings.ToLower(rand.Text()[:16]) }

@@ -330,7 +330,11 @@ func (s *Store) connectErr(err error) error {
 		// every URL option it does not know to the server as a setting)
 		return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrInvalid)
 	}
-	return s.wrap(fmt.Sprintf("pgstore: connecting to %s", s.where()), err, store.ErrUnavailable)
+	prefix := fmt.Sprintf("pgstore: connecting to %s", s.where())
+	if cause := certCause(err); cause != "" {
+		prefix += ": the server's certificate is not accepted: " + cause
+	}
+	return s.wrap(prefix, err, store.ErrUnavailable)
 }
 
 // parseErr is an error of pgx's URL parser, which may quote the URL it was

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,11 +58,11 @@ func dialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context, ne
 		tc := tls.Client(conn, c)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
-			var cv *tls.CertificateVerificationError
-			var ua x509.UnknownAuthorityError
-			var hn x509.HostnameError
-			if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) {
-				return nil, fmt.Errorf("TLS handshake with %s failed: the server's certificate is not accepted: %w", addr, err)
+			if cause := certCause(err, c.ServerName); cause != "" {
+				return nil, fmt.Errorf("TLS handshake with %s failed: the server's certificate is not accepted: %s: %w", addr, cause, err)
+			}
+			if isTLSAlert(err) {
+				return nil, fmt.Errorf("TLS handshake with %s failed: the server refused the handshake (a client certificate it does not accept? tls_cert and tls_key give one): %w", addr, err)
 			}
 			return nil, fmt.Errorf("TLS handshake with %s failed: is the server speaking TLS? (rediss:// needs a TLS port; a plain port wants redis://): %w", addr, err)
 		}
@@ -212,6 +211,11 @@ func connectErr(t *target, addr string, err error) error {
 		return fmt.Errorf("redisstore: %s at %s: the database number is larger than the server's databases setting: %w", t.kind, addr, store.ErrInvalid)
 	case strings.Contains(msg, "cluster support disabled"):
 		return fmt.Errorf("redisstore: %s is not a Redis Cluster node: use redis://host:port: %w", addr, store.ErrInvalid)
+	case isTLSAlert(err):
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake is done, so a refusal arrives
+		// with the first reply.
+		return fmt.Errorf("redisstore: connecting to %s (%s): the server refused the TLS connection (it requires a client certificate it accepts: tls_cert and tls_key give one): %w: %w", t.redacted, addr, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: connecting to %s (%s): %w: %w", t.redacted, addr, store.ErrUnavailable, err)
 }

@@ -18,7 +18,7 @@ import (
 //
 // The live sessions are read with pcall when forced, so that a group whose
 // sessions key was overwritten by something else can still be deleted.
-var deleteGroupScript = redis.NewScript(prelude + `
+var deleteGroupScript = newScript(prelude + `
 local sess, force = KEYS[1], ARGV[1] == '1'
 local live = redis.pcall('ZRANGEBYSCORE', sess, '(' .. now_s, '+inf')
 if type(live) ~= 'table' or live.err then

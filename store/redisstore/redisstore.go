@@ -113,7 +113,16 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // checks that every server that will hold herd's keys runs Redis
 // MinServerVersion or later, is a primary, and is the kind of deployment
 // the scheme names (a Redis Cluster node behind redis:// is refused with a
-// message naming redis+cluster://).
+// message naming redis+cluster://), and, where the server lets the user ask
+// (ACL DRYRUN), that the user may run every command herd needs on the keys
+// under its prefix (see docs/security.md).
+//
+// For TLS (rediss://), the query options tls_ca, tls_cert and tls_key name
+// PEM files: the CA that signed the server's certificate (the system's CAs
+// without it), and a client certificate and its unencrypted key;
+// tls_server_name sets the name checked against the server's certificate
+// (the URL's host without it). Verification is on unless go-redis'
+// skip_verify=true turns it off.
 //
 // A malformed URL, or a deployment that does not match it, gives an error
 // wrapping store.ErrInvalid that says what is allowed; a server that cannot
@@ -139,6 +148,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	first, err := probe(ctx, t, dial, timeout)
 	if err == nil {
 		err = check(ctx, t, client, first)
+	}
+	if err == nil {
+		err = checkACL(ctx, t, client, s.prefix)
 	}
 	if err != nil {
 		_ = client.Close()
@@ -241,6 +253,8 @@ func fail(op string, err error) error {
 				"point the URL at the primary, or use redis+sentinel:// to follow failovers: %w: %w", op, store.ErrUnavailable, err)
 		case strings.HasPrefix(msg, "CLUSTERDOWN"):
 			return fmt.Errorf("redisstore: %s: the Redis Cluster is down (a primary without a replica failed, or slots are unassigned): %w: %w", op, store.ErrUnavailable, err)
+		case strings.Contains(msg, "can't run this command or subcommand script"):
+			return fmt.Errorf("redisstore: %s: %s: %w", op, deniedInScript(msg), err)
 		case hasAnyPrefix(msg, "LOADING", "MASTERDOWN", "TRYAGAIN",
 			"BUSY", "NOREPLICAS", "NOAUTH", "WRONGPASS", "OOM"):
 			return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)

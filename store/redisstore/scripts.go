@@ -207,7 +207,7 @@ end
 // logged makes a script of a body that logs: the body runs as a function,
 // so that the version key is written back whichever way it returns.
 func logged(body string) *redis.Script {
-	return redis.NewScript(logPrelude + "local function body()\n" + body + "\nend\nlocal r = body()\nlog_done()\nreturn r\n")
+	return newScript(logPrelude + "local function body()\n" + body + "\nend\nlocal r = body()\nlog_done()\nreturn r\n")
 }
 
 // KEYS: sessions, members. ARGV: session id, ttl µs, "<weight>:<member>".
@@ -415,7 +415,7 @@ return out
 
 // KEYS: sessions, owners, checkpoints, ckptat. ARGV: partition, epoch, value.
 // Checkpoint neither prunes nor logs: it is the hot path.
-var checkpointScript = redis.NewScript(prelude + `
+var checkpointScript = newScript(prelude + `
 local sess, owners, ckpt = KEYS[1], KEYS[2], KEYS[3]
 local p, epoch = ARGV[1], ARGV[2]
 local cur = redis.call('HGET', owners, p)
@@ -455,7 +455,7 @@ return {'ok'}
 // Answers {'ok'} (the log can be continued: XREAD reads on), {'gone',
 // reason} or {'nolog'}. It reads no entry: XREAD delivers them without a
 // trip through Lua tables, several times cheaper per entry.
-var changesScript = redis.NewScript(`
+var changesScript = newScript(`
 local v = redis.pcall('GET', KEYS[1])
 local g, n
 if type(v) == 'string' then g, n = string.match(v, '^([1-9]%d*):(%d+)$') end
@@ -471,7 +471,7 @@ return {'ok'}
 // givenback}: the server time and one HMGET of each hash (false where a
 // field is missing). It reads only: Records is a view, and never expires
 // sessions.
-var recordsScript = redis.NewScript(prelude + `
+var recordsScript = newScript(prelude + `
 return {
   now_s,
   redis.call('HMGET', KEYS[1], unpack(ARGV)),

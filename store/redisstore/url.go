@@ -160,6 +160,10 @@ func parseURL(raw string) (*target, error) {
 			return nil, invalid(t.redacted, "option %s: put the user name and password in the URL's user info (scheme://user:password@host)", k)
 		}
 	}
+	tf, err := parseTLSOptions(t, q, sc.tls)
+	if err != nil {
+		return nil, err
+	}
 	db, err := parseDB(t, u.Path, scheme == "unix", q)
 	if err != nil {
 		return nil, err
@@ -223,6 +227,7 @@ func parseURL(raw string) (*target, error) {
 			return nil, goRedisInvalid(t, err)
 		}
 		o.Username, o.Password, o.DB = user, pass, db
+		tf.apply(o.TLSConfig)
 		t.single = o
 	case cluster:
 		if db != 0 {
@@ -234,6 +239,7 @@ func parseURL(raw string) (*target, error) {
 		}
 		o.Addrs = addrs
 		o.Username, o.Password = user, pass
+		tf.apply(o.TLSConfig)
 		t.cluster = o
 	case sentinel:
 		name, err := masterName(t, u.Path, q)
@@ -248,6 +254,7 @@ func parseURL(raw string) (*target, error) {
 		o.MasterName = name
 		o.Username, o.Password, o.DB = user, pass, db
 		o.SentinelUsername, o.SentinelPassword = q.Get("sentinel_username"), q.Get("sentinel_password")
+		tf.apply(o.TLSConfig)
 		t.failover = o
 	}
 	return t, nil
@@ -378,7 +385,7 @@ func parseHost(h, defPort string, emptyOK bool) (string, error) {
 func goRedisInvalid(t *target, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "redis: ")
 	if strings.HasPrefix(msg, "unexpected option") {
-		own := "prefix, db"
+		own := "prefix, db, tls_ca, tls_cert, tls_key, tls_server_name"
 		if t.kind == sentinel {
 			own += ", master_name, sentinel_username, sentinel_password, addr"
 		} else if t.kind == cluster {
