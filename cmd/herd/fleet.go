@@ -1,0 +1,422 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
+)
+
+// benchFleet is what a bench scenario drives: members in this process (cluster,
+// for mem://) or in processes of their own (procFleet, for every store
+// processes can share).
+type benchFleet interface {
+	setup(ctx context.Context) error
+	partitionCount() int
+	live() []string
+	join(n int) ([]string, error)
+	leave(id string) error
+	crash(id string) error
+	measure(ctx context.Context, timeout time.Duration, change func() error) (step, error)
+	watchServerCPU(ctx context.Context) (closeFn func())
+	steady(ctx context.Context, settle, window time.Duration) (steadyFigures, error)
+	close() error
+}
+
+// procFleet runs each member of one group as a process of its own: herd
+// re-executed as herd __bench-member. It starts them, kills them with
+// SIGKILL (a crash) or SIGTERM (a graceful leave, as a deployment stops a
+// process), and measures them from outside: their reports on stdout, the
+// store, and /proc.
+type procFleet struct {
+	exe      string // the herd binary
+	storeURL string
+	group    string
+	parts    int
+	ttl      time.Duration
+	joinWith bool // members join with the partition set (setup stores none)
+	connect  func(ctx context.Context) (store.Store, error)
+	progress io.Writer // progress lines (nil: none)
+
+	mu       sync.Mutex
+	all      []*memberProc // every member started, by index
+	led      *ledger
+	rowsSeen time.Time     // when a report last said rows were read
+	poke     chan struct{} // a report arrived (buffered 1)
+	failures int           // members that failed to join, this step
+	touched  bool          // the store was reached: close deletes the group
+	// serverCPU reads the store server's CPU time (nil: not measured).
+	serverCPU func(context.Context) (time.Duration, error)
+}
+
+// memberProc is one member process.
+type memberProc struct {
+	idx    int32
+	id     string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *tailBuffer
+	joined chan error    // one value: nil once joined, or why not
+	exited chan struct{} // closed once reaped
+
+	// Under the fleet's lock:
+	counts   memberCounts
+	gone     bool    // killed, told to leave, or failed: not live
+	killedAt int64   // Unix ns of its SIGKILL (0: none)
+	cpu      float64 // CPU seconds when reaped
+	peakRSS  uint64  // bytes, when reaped
+	reaped   bool
+	failed   error
+}
+
+func newProcFleet(exe, storeURL, group string, parts int, ttl time.Duration, joinWith bool,
+	connect func(context.Context) (store.Store, error), progress io.Writer) *procFleet {
+	return &procFleet{exe: exe, storeURL: storeURL, group: group, parts: parts, ttl: ttl, joinWith: joinWith,
+		connect: connect, progress: progress, led: newLedger(parts), poke: make(chan struct{}, 1)}
+}
+
+func (f *procFleet) partitionCount() int { return f.parts }
+
+// setup writes the partition set, unless the members join with it.
+func (f *procFleet) setup(ctx context.Context) error {
+	st, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	f.touched = true
+	if f.joinWith {
+		return nil
+	}
+	_, err = st.SetPartitions(ctx, f.group, store.PartitionSet{Partitions: herd.Numbered(f.parts)})
+	return err
+}
+
+// live lists the members that joined and were not stopped, in start order.
+func (f *procFleet) live() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for _, m := range f.liveLocked() {
+		ids = append(ids, f.all[m].id)
+	}
+	return ids
+}
+
+func (f *procFleet) liveLocked() []int32 {
+	var out []int32
+	for _, m := range f.all {
+		if !m.gone {
+			out = append(out, m.idx)
+		}
+	}
+	return out
+}
+
+func (f *procFleet) byID(id string) *memberProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.all {
+		if m.id == id && !m.gone {
+			return m
+		}
+	}
+	return nil
+}
+
+// memberJoinTimeout bounds how long join waits for a started process to
+// report that it joined.
+func (f *procFleet) memberJoinTimeout() time.Duration {
+	return f.ttl + 60*time.Second + balanceAllowance(f.parts)
+}
+
+// join starts n member processes at once and waits until each joined or
+// failed. Members that failed are counted (step.JoinFailures) and left
+// out; join fails only if none joined.
+func (f *procFleet) join(n int) ([]string, error) {
+	var started []*memberProc
+	for range n {
+		m, err := f.start()
+		if err != nil {
+			f.stopAll(started)
+			return nil, err
+		}
+		started = append(started, m)
+	}
+	deadline := time.NewTimer(f.memberJoinTimeout())
+	defer deadline.Stop()
+	var ids []string
+	var firstErr error
+	for _, m := range started {
+		var err error
+		select {
+		case err = <-m.joined:
+		case <-deadline.C:
+			err = fmt.Errorf("not joined within %v", f.memberJoinTimeout())
+		}
+		if err != nil {
+			f.mu.Lock()
+			m.gone, m.failed = true, err
+			f.failures++
+			f.mu.Unlock()
+			m.cmd.Process.Kill() //nolint:errcheck // it may have exited
+			if firstErr == nil {
+				firstErr = fmt.Errorf("member %s: %w%s", m.id, err, m.stderr.suffix())
+			}
+			continue
+		}
+		ids = append(ids, m.id)
+	}
+	f.logf("%d of %d member processes joined", len(ids), n)
+	if len(ids) == 0 {
+		return nil, firstErr
+	}
+	return ids, nil
+}
+
+// start starts one member process and the goroutine that reads its reports.
+func (f *procFleet) start() (*memberProc, error) {
+	f.mu.Lock()
+	m := &memberProc{idx: int32(len(f.all)), joined: make(chan error, 1), exited: make(chan struct{}), stderr: &tailBuffer{}}
+	m.id = "m" + strconv.Itoa(len(f.all)+1)
+	f.all = append(f.all, m)
+	f.led.member(m.idx)
+	f.mu.Unlock()
+	args := []string{"__bench-member", "--store", f.storeURL, "--group", f.group, "--member", m.id, "--ttl", f.ttl.String()}
+	if f.joinWith {
+		args = append(args, "--join-with", strconv.Itoa(f.parts))
+	}
+	m.cmd = exec.Command(f.exe, args...)
+	m.cmd.Env = append(os.Environ(), "HERD_LOG_LEVEL=error")
+	m.cmd.Stderr = m.stderr
+	memberProcAttr(m.cmd)
+	var err error
+	if m.stdin, err = m.cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("starting member %s: %w", m.id, err)
+	}
+	out, err := m.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting member %s: %w", m.id, err)
+	}
+	if err := m.cmd.Start(); err != nil {
+		f.mu.Lock()
+		m.gone, m.reaped = true, true
+		f.mu.Unlock()
+		close(m.exited)
+		return nil, fmt.Errorf("starting member %s (%s): %w", m.id, f.exe, err)
+	}
+	go f.read(m, out)
+	return m, nil
+}
+
+// read applies a member's reports until its stdout ends, then reaps it.
+func (f *procFleet) read(m *memberProc, out io.Reader) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	for sc.Scan() {
+		var r memberReport
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue
+		}
+		f.report(m, r)
+	}
+	io.Copy(io.Discard, out) //nolint:errcheck // drain whatever is left
+	err := m.cmd.Wait()
+	cpu, rss := exitedUsage(m.cmd.ProcessState)
+	f.mu.Lock()
+	m.gone, m.reaped, m.cpu, m.peakRSS = true, true, cpu, rss
+	if m.killedAt != 0 {
+		f.led.drop(m.idx, m.killedAt)
+	}
+	f.mu.Unlock()
+	select {
+	case m.joined <- fmt.Errorf("exited before it joined: %v", err):
+	default:
+	}
+	close(m.exited)
+	f.wake()
+}
+
+func (f *procFleet) report(m *memberProc, r memberReport) {
+	switch r.Event {
+	case "joined":
+		select {
+		case m.joined <- nil:
+		default:
+		}
+	case "error":
+		select {
+		case m.joined <- errors.New(r.Error):
+		default:
+		}
+	case "own":
+		f.mu.Lock()
+		for i, p := range r.Del {
+			f.led.apply(m.idx, p, false, r.At0+r.DelT[i]*1000)
+		}
+		for i, p := range r.Add {
+			f.led.apply(m.idx, p, true, r.At0+r.AddT[i]*1000)
+		}
+		f.mu.Unlock()
+	}
+	if r.Counts != nil {
+		f.mu.Lock()
+		if r.Counts.Rows != m.counts.Rows {
+			f.rowsSeen = time.Now()
+		}
+		m.counts = *r.Counts
+		f.mu.Unlock()
+	}
+	f.wake()
+}
+
+func (f *procFleet) wake() {
+	select {
+	case f.poke <- struct{}{}:
+	default:
+	}
+}
+
+// crash kills a member with SIGKILL, as a machine or OOM killer would, and
+// waits until it is reaped.
+func (f *procFleet) crash(id string) error {
+	m := f.byID(id)
+	if m == nil {
+		return fmt.Errorf("no member %s", id)
+	}
+	f.mu.Lock()
+	m.gone, m.killedAt = true, time.Now().UnixNano()
+	f.mu.Unlock()
+	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing member %s: %w", id, err)
+	}
+	<-m.exited
+	return nil
+}
+
+// leave sends a member SIGTERM, as a deployment stops a process, and waits
+// until it left and exited (SIGKILL after leaveTimeout and more).
+func (f *procFleet) leave(id string) error {
+	m := f.byID(id)
+	if m == nil {
+		return fmt.Errorf("no member %s", id)
+	}
+	f.mu.Lock()
+	m.gone = true
+	f.mu.Unlock()
+	return f.terminate(m, leaveTimeout+balanceAllowance(f.parts))
+}
+
+// terminate sends m SIGTERM and waits for it; after grace, SIGKILL.
+func (f *procFleet) terminate(m *memberProc, grace time.Duration) error {
+	m.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-m.exited:
+		if !m.cmd.ProcessState.Success() {
+			return fmt.Errorf("member %s: %v%s", m.id, m.cmd.ProcessState, m.stderr.suffix())
+		}
+		return nil
+	case <-t.C:
+		m.cmd.Process.Kill() //nolint:errcheck // it may have exited
+		<-m.exited
+		return fmt.Errorf("member %s did not leave within %v: killed", m.id, grace)
+	}
+}
+
+// stopAll terminates members in parallel and waits until each is reaped.
+func (f *procFleet) stopAll(ms []*memberProc) error {
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.mu.Lock()
+			m.gone = true
+			f.mu.Unlock()
+			errs[i] = f.terminate(m, leaveTimeout+balanceAllowance(f.parts))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close stops every member process (SIGTERM, then SIGKILL for those that
+// did not leave in time), reaps them all, then deletes the group.
+func (f *procFleet) close() error {
+	f.mu.Lock()
+	var running []*memberProc
+	for _, m := range f.all {
+		if !m.reaped {
+			running = append(running, m)
+		}
+	}
+	f.mu.Unlock()
+	var errs []error
+	if len(running) > 0 {
+		f.logf("stopping %d member processes", len(running))
+		if err := f.stopAll(running); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the members: %w", err))
+		}
+	}
+	if !f.touched {
+		return errors.Join(errs...)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	st, err := f.connect(dctx)
+	if err == nil {
+		err = herd.DeleteGroup(dctx, st, f.group, true)
+		st.Close()
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("deleting group %q (delete it with herd group delete --force): %w", f.group, err))
+	}
+	return errors.Join(errs...)
+}
+
+func (f *procFleet) logf(format string, args ...any) {
+	if f.progress != nil {
+		fmt.Fprintf(f.progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// tailBuffer keeps the last 2 KiB written to it: a member's stderr, shown
+// when it fails.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 2048 {
+		t.b = t.b[len(t.b)-2048:]
+	}
+	return len(p), nil
+}
+
+// suffix is ": " and the tail, or "" if nothing was written.
+func (t *tailBuffer) suffix() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.b) == 0 {
+		return ""
+	}
+	return " (stderr: " + string(t.b) + ")"
+}
