@@ -161,15 +161,18 @@ func (f *procFleet) waitBalanced(ctx context.Context, start time.Time) (time.Tim
 }
 
 // settle waits until no member reported reading anything for settleQuiet
-// (plus the members' report interval) and returns the time of the last read
-// (at least balancedAt).
+// (plus twice the members' report interval, so that every read before is
+// reported) since the fleet was seen balanced, and returns the time of the
+// last read (at least balancedAt).
 func (f *procFleet) settle(ctx context.Context, balancedAt time.Time) (time.Time, error) {
+	seen := time.Now()
 	tick := time.NewTicker(settleQuiet / 10)
 	defer tick.Stop()
 	for {
 		f.mu.Lock()
 		quiet, last := time.Since(f.rowsSeen), f.countsLocked().LastReadAt
 		f.mu.Unlock()
+		quiet = min(quiet, time.Since(seen))
 		if quiet >= settleQuiet+2*countsEvery {
 			if at := time.Unix(0, last); at.After(balancedAt) {
 				return at, nil
