@@ -193,3 +193,24 @@ func TestBenchFleetInterruptedReapsMembers(t *testing.T) {
 	cmd.Wait() //nolint:errcheck // killed
 	waitDead(t, members, 10*time.Second)
 }
+
+// The jobs scenario on SQLite runs its members as processes and counts
+// every key's runs (the lateness is the bench's figure, not asserted).
+func TestBenchJobsProcessesSQLite(t *testing.T) {
+	var out bytes.Buffer
+	o := benchOpts{storeURL: "sqlite://" + filepath.Join(t.TempDir(), "jobs.db"), jsonOut: true, ttl: 2 * time.Second,
+		steadyFor: time.Second, every: time.Second, partitions: 100, scenarios: []string{"jobs"}, memberExe: herdExe(t)}
+	if err := runBench(t.Context(), &out, o); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out.String())
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("bad JSON %q: %v", out.String(), err)
+	}
+	if !r.MemberProcesses || r.Jobs == nil || r.Jobs.KeysRun != 100 || r.Jobs.Runs < 100 || r.Jobs.StoreOpsPerRun <= 0 {
+		t.Fatalf("jobs on member processes: %+v (%+v); want every one of 100 keys run, store operations counted", r, r.Jobs)
+	}
+	if ms := benchMembersOf(t, os.Getpid()); len(ms) > 0 {
+		t.Errorf("member processes left after the bench: %v", ms)
+	}
+}

@@ -41,6 +41,7 @@ type memberReport struct {
 	DelT []int64 `json:"delt,omitempty"`
 	// counts (and exit): the member's store operations so far.
 	Counts *memberCounts `json:"counts,omitempty"`
+	Runs   []jobRun      `json:"runs,omitempty"` // runs: a jobs member's runs
 	Error  string        `json:"error,omitempty"`
 }
 
@@ -52,6 +53,9 @@ type memberCounts struct {
 	Renewals   int64 `json:"renewals"`
 	Rows       int64 `json:"rows"`         // records and log entries read
 	LastReadAt int64 `json:"last_read_at"` // Unix ns of the last read that returned rows
+	// A jobs member's: checkpoint writes, and keys it owns.
+	Checkpoints int64 `json:"checkpoints,omitempty"`
+	Owned       int64 `json:"owned,omitempty"`
 }
 
 func (c memberCounts) ops() int64 { return c.FullReads + c.LogReads + c.Writes }
@@ -65,15 +69,26 @@ const (
 
 func benchMemberCmd() *cobra.Command {
 	var storeURL, group, member string
-	var ttl time.Duration
-	var partitions int
+	var ttl, jobsEvery time.Duration
+	var partitions, jobsKeys int
 	cmd := &cobra.Command{
 		Use:    "__bench-member",
 		Short:  "One member of herd bench's fleet (started by herd bench)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBenchMember(cmd.Context(), os.Stdin, cmd.OutOrStdout(), storeURL, group, member, ttl, partitions)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			go func() { // the bench gone (stdin closed) is a SIGTERM
+				io.Copy(io.Discard, os.Stdin) //nolint:errcheck // any end is the end
+				stop()
+			}()
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			r := &reporter{enc: json.NewEncoder(w), w: w}
+			if jobsEvery > 0 {
+				return runBenchJobsMember(ctx, r, storeURL, group, member, ttl, jobsEvery, jobsKeys)
+			}
+			return runBenchMember(ctx, r, storeURL, group, member, ttl, partitions)
 		},
 	}
 	cmd.Flags().StringVar(&storeURL, "store", "", "store URL")
@@ -81,6 +96,8 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().StringVar(&member, "member", "", "member id")
 	cmd.Flags().DurationVar(&ttl, "ttl", herd.DefaultSessionTTL, "session TTL")
 	cmd.Flags().IntVar(&partitions, "join-with", 0, "join with this many numbered partitions as the set (0: the stored set)")
+	cmd.Flags().DurationVar(&jobsEvery, "jobs-every", 0, "run a jobs scheduler with this interval instead (0: a member of partitions)")
+	cmd.Flags().IntVar(&jobsKeys, "jobs-keys", 0, "the jobs scheduler sets this many keys (0: the stored ones)")
 	return cmd
 }
 
@@ -149,11 +166,9 @@ func (r *reporter) counts(force bool, event string) {
 	r.write(memberReport{Event: event, Counts: &c})
 }
 
-func runBenchMember(ctx context.Context, stdin io.Reader, stdout io.Writer, storeURL, group, id string, ttl time.Duration, partitions int) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	w := bufio.NewWriter(stdout)
-	r := &reporter{enc: json.NewEncoder(w), w: w}
+// runBenchMember runs a member of partitions until ctx ends (a signal, or
+// the bench gone), then leaves.
+func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int) error {
 	r.timer = time.AfterFunc(time.Hour, r.flushOwn)
 	r.timer.Stop()
 	fail := func(err error) error {
@@ -169,8 +184,8 @@ func runBenchMember(ctx context.Context, stdin io.Reader, stdout io.Writer, stor
 		return fail(err)
 	}
 	defer raw.Close()
-	r.st = &countingStore{Store: faultstore.Wrap(raw)}
-	r.st.fault = r.st.Store.(*faultstore.Store)
+	fs := faultstore.Wrap(raw)
+	r.st = &countingStore{Store: fs, fault: fs}
 	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: slog.New(slog.DiscardHandler),
 		Handler: func(c *herd.Claim) error {
 			p, err := strconv.Atoi(c.Partition)
@@ -187,10 +202,6 @@ func runBenchMember(ctx context.Context, stdin io.Reader, stdout io.Writer, stor
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { // the bench gone (stdin closed) is a SIGTERM
-		io.Copy(io.Discard, stdin) //nolint:errcheck // any end is the end
-		stop()
-	}()
 	m, err := joinUntil(ctx, mctx, r.st, cfg)
 	if err != nil {
 		return fail(err)
@@ -238,14 +249,22 @@ func joinUntil(ctx, mctx context.Context, st store.Store, cfg herd.Config) (*her
 // which injects no fault here), its renewals, and when it last read rows.
 type countingStore struct {
 	store.Store
-	fault      *faultstore.Store
-	renewals   atomic.Int64
-	lastReadAt atomic.Int64
+	fault       *faultstore.Store
+	renewals    atomic.Int64
+	lastReadAt  atomic.Int64
+	checkpoints atomic.Int64
+	owned       atomic.Int64 // set by a jobs member before it reports
 }
 
 func (s *countingStore) counts() memberCounts {
 	o := s.fault.Ops()
-	return memberCounts{FullReads: o.Reads, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load()}
+	return memberCounts{FullReads: o.Reads, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
+		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load()}
+}
+
+func (s *countingStore) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
+	s.checkpoints.Add(1)
+	return s.Store.Checkpoint(ctx, group, partition, epoch, value)
 }
 
 func (s *countingStore) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {

@@ -22,7 +22,7 @@ func printBenchTable(out io.Writer, rs []benchResult) {
 			cpu = fmt.Sprintf("%.3fs", *r.ServerCPUSeconds)
 		}
 		p50, pmax, rss, fails := "-", "-", "-", "-"
-		if r.MemberProcesses {
+		if r.MemberProcesses && r.Jobs == nil {
 			p50, pmax = fmt.Sprintf("%.3fs", r.MemberCPUSecondsP50), fmt.Sprintf("%.3fs", r.MemberCPUSecondsMax)
 			rss, fails = mib(r.MemberPeakRSSBytesMax), fmt.Sprint(r.JoinFailures)
 		}

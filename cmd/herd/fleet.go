@@ -56,6 +56,10 @@ type procFleet struct {
 	poke     chan struct{} // a report arrived (buffered 1)
 	failures int           // members that failed to join, this step
 	touched  bool          // the store was reached: close deletes the group
+	// args, if set, are more arguments for the member of that index; onRuns,
+	// if set, receives a jobs member's runs.
+	args   func(idx int) []string
+	onRuns func(rs []jobRun)
 	// serverCPU reads the store server's CPU time (nil: not measured).
 	serverCPU func(context.Context) (time.Duration, error)
 }
@@ -197,6 +201,9 @@ func (f *procFleet) start() (*memberProc, error) {
 	if f.joinWith {
 		args = append(args, "--join-with", strconv.Itoa(f.parts))
 	}
+	if f.args != nil {
+		args = append(args, f.args(int(m.idx))...)
+	}
 	m.cmd = exec.Command(f.exe, args...)
 	m.cmd.Env = append(os.Environ(), "HERD_LOG_LEVEL=error")
 	m.cmd.Stderr = m.stderr
@@ -259,6 +266,10 @@ func (f *procFleet) report(m *memberProc, r memberReport) {
 		select {
 		case m.joined <- errors.New(r.Error):
 		default:
+		}
+	case "runs":
+		if f.onRuns != nil {
+			f.onRuns(r.Runs)
 		}
 	case "own":
 		f.mu.Lock()
