@@ -19,9 +19,9 @@ import (
 func herdExe(t *testing.T) string { return filepath.Join(buildHerd(t), "herd") }
 
 // fleetBench runs scale-out and crash with 64 partitions on member
-// processes and checks that the figures are sane (not how fast: the
-// machine is shared).
-func fleetBench(t *testing.T, storeURL string) {
+// processes, checks that the figures are sane (not how fast: the machine
+// is shared), and whether the store server's CPU was measured.
+func fleetBench(t *testing.T, storeURL string, serverCPU bool) {
 	t.Helper()
 	var out bytes.Buffer
 	o := benchOpts{storeURL: storeURL, jsonOut: true, ttl: time.Second, steadyFor: time.Second, partitions: 64,
@@ -44,6 +44,9 @@ func fleetBench(t *testing.T, storeURL string) {
 		if r.StoreOpsPerMember <= 0 || r.RowsReadPerMember <= 0 {
 			t.Errorf("%s: %+v; want store operations and rows read counted", r.Scenario, r)
 		}
+		if (r.ServerCPUSeconds != nil) != serverCPU || (serverCPU && *r.ServerCPUSeconds < 0) {
+			t.Errorf("%s: server CPU %v; want measured: %v", r.Scenario, r.ServerCPUSeconds, serverCPU)
+		}
 		if r.MemberPeakRSSBytesMax < 1<<20 || r.MemberCPUSecondsMax < r.MemberCPUSecondsP50 || r.MemberCPUSecondsP50 < 0 {
 			t.Errorf("%s: %+v; want a peak RSS of at least 1 MiB and CPU seconds p50 <= max", r.Scenario, r)
 		}
@@ -57,13 +60,36 @@ func fleetBench(t *testing.T, storeURL string) {
 }
 
 func TestBenchFleetSQLite(t *testing.T) {
-	fleetBench(t, "sqlite://"+filepath.Join(t.TempDir(), "bench.db"))
+	fleetBench(t, "sqlite://"+filepath.Join(t.TempDir(), "bench.db"), false) // no server
 }
 
 func TestBenchFleetRedis(t *testing.T) {
 	u, prefix, raw := redisURL(t)
-	fleetBench(t, u)
+	fleetBench(t, u, true)
 	noKeys(t, raw, prefix)
+}
+
+// On PostgreSQL on this host, the server's CPU is read from /proc.
+func TestBenchFleetPostgres(t *testing.T) {
+	u, schema := pgURL(t)
+	fleetBench(t, u, true)
+	noRows(t, schema)
+}
+
+func TestOnThisHost(t *testing.T) {
+	for u, want := range map[string]bool{
+		"postgres://herd@127.0.0.1/test":              true,
+		"postgres://herd@localhost:5432/test":         true,
+		"postgres:///test?host=/var/run/postgresql":   true,
+		"postgres://herd@[::1]/test":                  true,
+		"postgres://herd@db.internal/test":            false,
+		"postgres://herd@10.0.0.5/test":               false,
+		"postgres://herd@localhost/test?host=db.corp": false,
+	} {
+		if got := onThisHost(u); got != want {
+			t.Errorf("onThisHost(%q) = %v, want %v", u, got, want)
+		}
+	}
 }
 
 // benchMembersOf lists the pids of the bench member processes whose parent

@@ -346,7 +346,7 @@ func (c *cluster) storeCounts() faultstore.Counts {
 // can report its server's CPU time, for measure to read before and after
 // each change. It returns the function that closes it (nil if none).
 func (c *cluster) watchServerCPU(ctx context.Context) func() {
-	read, closeFn := serverCPUReader(ctx, c.connect)
+	read, closeFn := serverCPUReader(ctx, "mem://", c.connect)
 	c.serverCPU = read
 	return closeFn
 }

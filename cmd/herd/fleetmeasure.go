@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herdhq/herd"
@@ -229,15 +232,24 @@ func (f *procFleet) serverCPUNow(ctx context.Context) (time.Duration, error) {
 }
 
 func (f *procFleet) watchServerCPU(ctx context.Context) func() {
-	read, closeFn := serverCPUReader(ctx, f.connect)
+	read, closeFn := serverCPUReader(ctx, f.storeURL, f.connect)
 	f.serverCPU = read
 	return closeFn
 }
 
-// serverCPUReader opens a connection of its own to the store if the store
-// can report its server's CPU time, and returns the function that reads it
-// and the one that closes the connection (both nil if it cannot).
-func serverCPUReader(ctx context.Context, connect func(context.Context) (store.Store, error)) (func(context.Context) (time.Duration, error), func()) {
+// serverCPUReader returns the function that reads the store server's CPU
+// time and the one that releases what it holds (both nil if not measured):
+// Redis tells its own (a connection of its own, INFO cpu); a PostgreSQL
+// server on this host is read from /proc; SQLite has no server (its work
+// is the member processes' CPU).
+func serverCPUReader(ctx context.Context, storeURL string, connect func(context.Context) (store.Store, error)) (func(context.Context) (time.Duration, error), func()) {
+	scheme, _, _ := strings.Cut(strings.ToLower(storeURL), ":")
+	if (scheme == "postgres" || scheme == "postgresql") && onThisHost(storeURL) {
+		if _, err := localPostgresCPU(); err == nil {
+			return func(context.Context) (time.Duration, error) { return localPostgresCPU() }, func() {}
+		}
+		return nil, nil
+	}
 	st, err := connect(ctx)
 	if err != nil {
 		return nil, nil
@@ -250,4 +262,19 @@ func serverCPUReader(ctx context.Context, connect func(context.Context) (store.S
 		return nil, nil
 	}
 	return cpu.ServerCPU, func() { st.Close() }
+}
+
+// onThisHost says whether a store URL's host is this machine (loopback, or
+// none: a Unix socket).
+func onThisHost(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "" || h == "localhost" {
+		return u.Query().Get("host") == "" || strings.HasPrefix(u.Query().Get("host"), "/")
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

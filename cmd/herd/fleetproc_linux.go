@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // memberProcAttr makes the kernel kill a bench member when the bench's
@@ -72,4 +74,50 @@ func exitedUsage(ps *os.ProcessState) (float64, uint64) {
 		return ps.UserTime().Seconds() + ps.SystemTime().Seconds(), 0
 	}
 	return ps.UserTime().Seconds() + ps.SystemTime().Seconds(), uint64(ru.Maxrss) << 10
+}
+
+// localPostgresCPU is the CPU time of the PostgreSQL servers running on
+// this host: of each postmaster (a process named postgres whose parent is
+// not), its own and its reaped children's (every backend that ended), and
+// of each of its running children. Like Redis's INFO cpu it is the whole
+// server's, whoever made it busy.
+func localPostgresCPU() (time.Duration, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	type proc struct {
+		ppid      int
+		own, kids float64 // utime+stime, cutime+cstime (seconds)
+	}
+	pg := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil || !strings.Contains(string(b), "(postgres)") {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		n := func(i int) float64 { v, _ := strconv.ParseFloat(f[i], 64); return v / clockTicks }
+		pg[pid] = proc{ppid: ppid, own: n(11) + n(12), kids: n(13) + n(14)}
+	}
+	var sum float64
+	for _, p := range pg {
+		sum += p.own
+		if _, child := pg[p.ppid]; !child {
+			sum += p.kids // a postmaster: the backends it reaped
+		}
+	}
+	if len(pg) == 0 {
+		return 0, errors.New("no PostgreSQL server process on this host")
+	}
+	return time.Duration(sum * float64(time.Second)), nil
 }

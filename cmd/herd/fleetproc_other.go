@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"time"
 )
 
 // memberProcAttr: only Linux can tie a child's life to its parent's; the
@@ -21,4 +23,9 @@ func procPeakRSS(int) (uint64, bool) { return 0, false }
 // measured outside Linux).
 func exitedUsage(ps *os.ProcessState) (float64, uint64) {
 	return ps.UserTime().Seconds() + ps.SystemTime().Seconds(), 0
+}
+
+// localPostgresCPU: not measured outside Linux.
+func localPostgresCPU() (time.Duration, error) {
+	return 0, errors.New("the PostgreSQL server's CPU is measured on Linux only")
 }
