@@ -143,13 +143,13 @@ func change(ctx context.Context, c benchFleet, name string, timeout time.Duratio
 
 func joinPhase(name string, n int) func(ctx context.Context, c benchFleet, o benchOpts) ([]phase, error) {
 	return func(ctx context.Context, c benchFleet, o benchOpts) ([]phase, error) {
-		return change(ctx, c, name, 30*time.Second+balanceAllowance(c.partitionCount()), func() error { _, err := c.join(n); return err })
+		return change(ctx, c, name, 30*time.Second+fleetAllowance(c.partitionCount(), len(c.live())+n), func() error { _, err := c.join(n); return err })
 	}
 }
 
 func crashPhase(name string, n int) func(ctx context.Context, c benchFleet, o benchOpts) ([]phase, error) {
 	return func(ctx context.Context, c benchFleet, o benchOpts) ([]phase, error) {
-		return change(ctx, c, name, o.ttl+30*time.Second+balanceAllowance(c.partitionCount()), func() error {
+		return change(ctx, c, name, o.ttl+30*time.Second+fleetAllowance(c.partitionCount(), len(c.live())), func() error {
 			live := c.live()
 			for _, id := range live[len(live)-n:] {
 				if err := c.crash(id); err != nil {
@@ -180,7 +180,7 @@ var benchScenarios = []benchScenario{
 	{name: "leave", parts: 32, before: 4,
 		run: func(ctx context.Context, c benchFleet, o benchOpts) ([]phase, error) {
 			last := c.live()[len(c.live())-1]
-			return change(ctx, c, "", 30*time.Second+balanceAllowance(c.partitionCount()), func() error { return c.leave(last) })
+			return change(ctx, c, "", 30*time.Second+fleetAllowance(c.partitionCount(), len(c.live())), func() error { return c.leave(last) })
 		}},
 	{name: "crash", parts: 32, before: 4, run: crashPhase("", 1)},
 	{name: "scale-out-large", parts: 1024, before: 10, run: joinPhase("", 10)},
@@ -306,15 +306,18 @@ func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts
 		} else {
 			rs, err = runScenario(ctx, conn, sc, o)
 		}
-		if err != nil {
-			return fmt.Errorf("scenario %s: %w", sc.name, err)
-		}
 		results = append(results, rs...)
 		if o.jsonOut {
 			for _, r := range rs {
 				b, _ := json.Marshal(r)
 				fmt.Fprintln(out, string(b))
 			}
+		}
+		if err != nil { // what was measured before is printed too
+			if !o.jsonOut {
+				printBenchTable(out, results)
+			}
+			return fmt.Errorf("scenario %s: %w", sc.name, err)
 		}
 	}
 	if !o.jsonOut {

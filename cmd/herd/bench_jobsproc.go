@@ -40,7 +40,7 @@ func (b *jobsProcBench) record(rs []jobRun) {
 }
 
 func runJobsProcScenario(ctx context.Context, conn *connector, o benchOpts, n int, every time.Duration) (_ benchResult, err error) {
-	f, err := newFleet(conn, fmt.Sprintf("bench-jobs-%d", time.Now().UnixNano()), 0, benchScenario{}, o)
+	f, err := newFleet(conn, fmt.Sprintf("bench-jobs-%d", time.Now().UnixNano()), n, benchScenario{}, o)
 	if err != nil {
 		return benchResult{}, err
 	}

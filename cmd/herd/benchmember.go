@@ -69,7 +69,7 @@ const (
 
 func benchMemberCmd() *cobra.Command {
 	var storeURL, group, member string
-	var ttl, jobsEvery time.Duration
+	var ttl, jobsEvery, leaveIn time.Duration
 	var partitions, jobsKeys int
 	cmd := &cobra.Command{
 		Use:    "__bench-member",
@@ -86,9 +86,9 @@ func benchMemberCmd() *cobra.Command {
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			r := &reporter{enc: json.NewEncoder(w), w: w}
 			if jobsEvery > 0 {
-				return runBenchJobsMember(ctx, r, storeURL, group, member, ttl, jobsEvery, jobsKeys)
+				return runBenchJobsMember(ctx, r, storeURL, group, member, ttl, jobsEvery, jobsKeys, leaveIn)
 			}
-			return runBenchMember(ctx, r, storeURL, group, member, ttl, partitions)
+			return runBenchMember(ctx, r, storeURL, group, member, ttl, partitions, leaveIn)
 		},
 	}
 	cmd.Flags().StringVar(&storeURL, "store", "", "store URL")
@@ -96,6 +96,7 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().StringVar(&member, "member", "", "member id")
 	cmd.Flags().DurationVar(&ttl, "ttl", herd.DefaultSessionTTL, "session TTL")
 	cmd.Flags().IntVar(&partitions, "join-with", 0, "join with this many numbered partitions as the set (0: the stored set)")
+	cmd.Flags().DurationVar(&leaveIn, "leave-timeout", leaveTimeout, "how long Leave may take after SIGTERM")
 	cmd.Flags().DurationVar(&jobsEvery, "jobs-every", 0, "run a jobs scheduler with this interval instead (0: a member of partitions)")
 	cmd.Flags().IntVar(&jobsKeys, "jobs-keys", 0, "the jobs scheduler sets this many keys (0: the stored ones)")
 	return cmd
@@ -168,7 +169,7 @@ func (r *reporter) counts(force bool, event string) {
 
 // runBenchMember runs a member of partitions until ctx ends (a signal, or
 // the bench gone), then leaves.
-func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int) error {
+func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration) error {
 	r.timer = time.AfterFunc(time.Hour, r.flushOwn)
 	r.timer.Stop()
 	fail := func(err error) error {
@@ -218,7 +219,7 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 		case <-ctx.Done():
 		}
 	}
-	lctx, lcancel := context.WithTimeout(context.Background(), leaveTimeout+balanceAllowance(max(partitions, 1000)))
+	lctx, lcancel := context.WithTimeout(context.Background(), leaveIn)
 	defer lcancel()
 	lerr := m.Leave(lctx)
 	cancel()

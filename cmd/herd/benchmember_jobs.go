@@ -46,7 +46,7 @@ func (l *runLog) take() []jobRun {
 	return rs
 }
 
-func runBenchJobsMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl, every time.Duration, keys int) error {
+func runBenchJobsMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl, every time.Duration, keys int, leaveIn time.Duration) error {
 	fail := func(err error) error {
 		r.send(memberReport{Event: "error", Error: err.Error()})
 		return err
@@ -97,7 +97,7 @@ func runBenchJobsMember(ctx context.Context, r *reporter, storeURL, group, id st
 		case <-ctx.Done():
 		}
 	}
-	lctx, lcancel := context.WithTimeout(context.Background(), jobsLeaveTimeout+balanceAllowance(max(keys, 1000)))
+	lctx, lcancel := context.WithTimeout(context.Background(), leaveIn)
 	defer lcancel()
 	lerr := s.Leave(lctx)
 	cancel()

@@ -60,7 +60,7 @@ func runScenarioWith(ctx context.Context, conn *connector, sc benchScenario, par
 	if closeCPU := c.watchServerCPU(ctx); closeCPU != nil {
 		defer closeCPU()
 	}
-	initial, err := c.measure(ctx, o.ttl+60*time.Second+balanceAllowance(parts), func() error { _, err := c.join(sc.before); return err })
+	initial, err := c.measure(ctx, o.ttl+60*time.Second+fleetAllowance(parts, sc.before), func() error { _, err := c.join(sc.before); return err })
 	if err != nil {
 		return nil, fmt.Errorf("initial balance: %w", err)
 	}

@@ -41,7 +41,7 @@ func (f *procFleet) leave(id string) error {
 	f.mu.Lock()
 	m.gone = true
 	f.mu.Unlock()
-	return f.terminate(m, leaveTimeout+balanceAllowance(f.parts))
+	return f.terminate(m, f.leaveGrace())
 }
 
 // terminate sends m SIGTERM and waits for it; after grace, SIGKILL.
@@ -73,7 +73,7 @@ func (f *procFleet) stopAll(ms []*memberProc) error {
 			f.mu.Lock()
 			m.gone = true
 			f.mu.Unlock()
-			errs[i] = f.terminate(m, leaveTimeout+balanceAllowance(f.parts))
+			errs[i] = f.terminate(m, f.leaveGrace())
 		}()
 	}
 	wg.Wait()
