@@ -34,11 +34,15 @@ type benchResult struct {
 	// writes included), reads of the whole group among them, and records
 	// returned by reads (group reads and log entries). ServerCPUSeconds is
 	// the store server's CPU time over the same span, when the store can
-	// tell (Redis: INFO cpu), for the whole server.
-	StoreOpsPerMember  float64  `json:"store_ops_per_member"`
-	FullReadsPerMember float64  `json:"full_reads_per_member"`
-	RowsReadPerMember  float64  `json:"rows_read_per_member"`
-	ServerCPUSeconds   *float64 `json:"server_cpu_seconds,omitempty"`
+	// tell (Redis: INFO cpu; PostgreSQL on this host: /proc), for the
+	// whole server.
+	StoreOpsPerMember  float64 `json:"store_ops_per_member"`
+	FullReadsPerMember float64 `json:"full_reads_per_member"`
+	// RecordReadsPerMember: reads of some partitions' records (member
+	// processes only; in this process they count as full reads).
+	RecordReadsPerMember float64  `json:"record_reads_per_member,omitempty"`
+	RowsReadPerMember    float64  `json:"rows_read_per_member"`
+	ServerCPUSeconds     *float64 `json:"server_cpu_seconds,omitempty"`
 	// Member processes (every store but mem://): members that failed to
 	// join, and each member process's CPU seconds from the change until
 	// settled (median and most) and the largest peak RSS of one.
@@ -48,8 +52,8 @@ type benchResult struct {
 	MemberCPUSecondsMax   float64 `json:"member_cpu_seconds_max,omitempty"`
 	MemberPeakRSSBytesMax uint64  `json:"member_peak_rss_bytes_max,omitempty"`
 	// Steady-state figures (scenario "steady" only). Renewals are among
-	// the operations (member processes only); full reads are reads of the
-	// whole group by all members in the window.
+	// the operations (member processes only); full reads are those of all
+	// members in the window (as FullReadsPerMember counts them).
 	StoreOpsPerMemberPerSecond *float64 `json:"store_ops_per_member_per_second,omitempty"`
 	RenewalsPerMemberPerSecond *float64 `json:"renewals_per_member_per_second,omitempty"`
 	SteadyFullReads            *int64   `json:"steady_full_reads,omitempty"`

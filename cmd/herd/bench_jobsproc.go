@@ -101,7 +101,8 @@ func (b *jobsProcBench) counts() memberCounts {
 	var n memberCounts
 	for _, m := range b.f.all {
 		c := m.counts
-		n.FullReads, n.LogReads, n.Writes, n.Checkpoints = n.FullReads+c.FullReads, n.LogReads+c.LogReads, n.Writes+c.Writes, n.Checkpoints+c.Checkpoints
+		n.FullReads, n.RecordReads, n.LogReads = n.FullReads+c.FullReads, n.RecordReads+c.RecordReads, n.LogReads+c.LogReads
+		n.Writes, n.Checkpoints = n.Writes+c.Writes, n.Checkpoints+c.Checkpoints
 	}
 	return n
 }

@@ -47,18 +47,19 @@ type memberReport struct {
 
 // memberCounts are a member's store operations since it started.
 type memberCounts struct {
-	FullReads  int64 `json:"full_reads"` // reads of the whole group
-	LogReads   int64 `json:"log_reads"`
-	Writes     int64 `json:"writes"` // renewals included
-	Renewals   int64 `json:"renewals"`
-	Rows       int64 `json:"rows"`         // records and log entries read
-	LastReadAt int64 `json:"last_read_at"` // Unix ns of the last read that returned rows
+	FullReads   int64 `json:"full_reads"`   // reads of the whole group (Snapshot)
+	RecordReads int64 `json:"record_reads"` // reads of some partitions' records
+	LogReads    int64 `json:"log_reads"`
+	Writes      int64 `json:"writes"` // renewals included
+	Renewals    int64 `json:"renewals"`
+	Rows        int64 `json:"rows"`         // records and log entries read
+	LastReadAt  int64 `json:"last_read_at"` // Unix ns of the last read that returned rows
 	// A jobs member's: checkpoint writes, and keys it owns.
 	Checkpoints int64 `json:"checkpoints,omitempty"`
 	Owned       int64 `json:"owned,omitempty"`
 }
 
-func (c memberCounts) ops() int64 { return c.FullReads + c.LogReads + c.Writes }
+func (c memberCounts) ops() int64 { return c.FullReads + c.RecordReads + c.LogReads + c.Writes }
 
 // Timings of a member's reports: handler changes are sent at most
 // ownFlushDelay after they happen, counts every countsEvery when they changed.
@@ -252,6 +253,7 @@ type countingStore struct {
 	store.Store
 	fault       *faultstore.Store
 	renewals    atomic.Int64
+	snapshots   atomic.Int64 // faultstore counts them with Records as reads
 	lastReadAt  atomic.Int64
 	checkpoints atomic.Int64
 	owned       atomic.Int64 // set by a jobs member before it reports
@@ -259,7 +261,8 @@ type countingStore struct {
 
 func (s *countingStore) counts() memberCounts {
 	o := s.fault.Ops()
-	return memberCounts{FullReads: o.Reads, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
+	full := s.snapshots.Load()
+	return memberCounts{FullReads: full, RecordReads: o.Reads - full, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
 		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load()}
 }
 
@@ -274,6 +277,7 @@ func (s *countingStore) KeepAlive(ctx context.Context, group, session string, tt
 }
 
 func (s *countingStore) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
+	s.snapshots.Add(1)
 	snap, err := s.Store.Snapshot(ctx, group)
 	if err == nil {
 		s.lastReadAt.Store(time.Now().UnixNano())

@@ -118,6 +118,7 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 	if n := float64(max(s.Members, 1)); n > 0 {
 		r.StoreOpsPerMember = float64(s.Ops) / n
 		r.FullReadsPerMember = float64(s.FullReads) / n
+		r.RecordReadsPerMember = float64(s.RecordReads) / n
 		r.RowsReadPerMember = float64(s.Rows) / n
 	}
 	if s.ServerCPU != nil {

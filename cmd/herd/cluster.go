@@ -54,8 +54,12 @@ type step struct {
 	MaxConcurrent int
 	Members       int   // members after the change
 	Ops           int64 // store operations of every member until balanced
-	FullReads     int64 // of which reads of the whole group (Snapshot)
-	Rows          int64 // records those reads and the log reads returned
+	// FullReads: of which reads of the group's records. Member processes
+	// count reads of the whole group (Snapshot) alone, RecordReads apart;
+	// members in this process count both as FullReads.
+	FullReads   int64
+	RecordReads int64
+	Rows        int64 // records those reads and the log reads returned
 	// ServerCPU is the store server's CPU time until balanced (nil if the
 	// store does not report it, see watchServerCPU).
 	ServerCPU *time.Duration

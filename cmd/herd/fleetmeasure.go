@@ -31,6 +31,7 @@ func (f *procFleet) countsLocked() memberCounts {
 	var n memberCounts
 	for _, m := range f.all {
 		n.FullReads += m.counts.FullReads
+		n.RecordReads += m.counts.RecordReads
 		n.LogReads += m.counts.LogReads
 		n.Writes += m.counts.Writes
 		n.Renewals += m.counts.Renewals
@@ -123,7 +124,7 @@ func (f *procFleet) measure(ctx context.Context, timeout time.Duration, change f
 	f.mu.Unlock()
 	cpus, rss := f.usage(after, cpu0)
 	s := step{Elapsed: balancedAt.Sub(start), Settled: settledAt.Sub(start), Moves: moves, MaxConcurrent: maxConc,
-		Members: len(after), Ops: c1.ops() - c0.ops(), FullReads: c1.FullReads - c0.FullReads, Rows: c1.Rows - c0.Rows,
+		Members: len(after), Ops: c1.ops() - c0.ops(), FullReads: c1.FullReads - c0.FullReads, RecordReads: c1.RecordReads - c0.RecordReads, Rows: c1.Rows - c0.Rows,
 		MinMoves: tracker.MinMoves(f.partIDs(), before, afterIDs), JoinFailures: failures, Processes: true, PeakRSS: rss}
 	if len(cpus) > 0 {
 		s.CPUMedian, s.CPUMax = cpus[len(cpus)/2], cpus[len(cpus)-1]
