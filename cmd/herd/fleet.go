@@ -260,9 +260,14 @@ func (f *procFleet) read(m *memberProc, out io.Reader) {
 	cpu, rss := exitedUsage(m.cmd.ProcessState)
 	f.mu.Lock()
 	m.gone, m.reaped, m.cpu, m.peakRSS = true, true, cpu, rss
-	if m.killedAt != 0 {
-		f.led.drop(m.idx, m.killedAt)
+	// A killed member reports nothing more: its handlers stopped when it
+	// was killed. One that ended by itself stopped them by the time it
+	// exited (a graceful leave reported each stop already).
+	at := m.killedAt
+	if at == 0 {
+		at = time.Now().UnixNano()
 	}
+	f.led.drop(m.idx, at)
 	f.mu.Unlock()
 	select {
 	case m.joined <- fmt.Errorf("exited before it joined: %v", err):
