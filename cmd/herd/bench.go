@@ -48,8 +48,8 @@ type benchResult struct {
 	// settled (median and most) and the largest peak RSS of one.
 	MemberProcesses       bool    `json:"member_processes"`
 	JoinFailures          int     `json:"join_failures"`
-	MemberCPUSecondsP50   float64 `json:"member_cpu_seconds_p50,omitempty"`
-	MemberCPUSecondsMax   float64 `json:"member_cpu_seconds_max,omitempty"`
+	MemberCPUSecondsP50   float64 `json:"member_cpu_seconds_p50"`
+	MemberCPUSecondsMax   float64 `json:"member_cpu_seconds_max"`
 	MemberPeakRSSBytesMax uint64  `json:"member_peak_rss_bytes_max,omitempty"`
 	// Steady-state figures (scenario "steady" only). Renewals are among
 	// the operations (member processes only); full reads are those of all
