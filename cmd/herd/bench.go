@@ -211,12 +211,12 @@ handler, spread fair) and settled (every member's copy of the group has
 read the change's last entry; the next change waits for it), how many
 partitions moved against the minimum, the most handlers seen running at
 once for one partition, the store operations and rows read per member, the
-store server's CPU (Redis), and each member process's CPU seconds and peak
-RSS. Times count from the start of the first member process (a placement)
-or from the change (the kill, the start of the joining processes). Each
-scenario's group is deleted from the store when it ends, or on Ctrl-C;
-every member process is stopped and reaped. Progress goes to stderr when it
-is a terminal.
+store server's CPU (Redis; PostgreSQL on this host), and each member
+process's CPU seconds and peak RSS. Times count from the start of the first
+member process (a placement) or from the change (the kill, the start of the
+joining processes). Each scenario's group is deleted from the store when it
+ends, or on Ctrl-C; every member process is stopped and reaped. Progress
+goes to stderr when it is a terminal.
 
 Scenarios: ` + scenarioNames() + `
 
@@ -231,8 +231,9 @@ scales "every hour" down); it reports the lateness of runs (start minus due
 time) and the store operations per run, over two intervals after one to
 warm up.
 
---partition-count is at most ` + commas(maxPartitions) + `: every partition runs its own handler
-goroutine in this one process (see the README for the memory this costs).`,
+--partition-count is at most ` + commas(maxPartitions) + `: on mem:// every partition runs its own
+handler goroutine in this one process (see the README for the memory this
+costs).`,
 		Example: `  herd bench
   herd bench --json --scenario scale-out,crash
   herd bench --store redis://127.0.0.1:6379/0?prefix=bench --ttl 2s

@@ -32,13 +32,12 @@ import (
 type memberReport struct {
 	Event string `json:"ev"` // joined, own, counts, error, exit
 	At    int64  `json:"at"` // Unix nanoseconds when the line was written
-	// own: partitions (numbered sets only) whose handler started (Add) or
-	// stopped (Del), each with its time in microseconds after At0.
+	// own: handler starts and stops in the order they happened (Own: p for
+	// a start of partition p, of a numbered set; -p-1 for a stop), each
+	// with its time in microseconds after At0 (OwnT).
 	At0  int64   `json:"at0,omitempty"`
-	Add  []int32 `json:"add,omitempty"`
-	AddT []int64 `json:"addt,omitempty"`
-	Del  []int32 `json:"del,omitempty"`
-	DelT []int64 `json:"delt,omitempty"`
+	Own  []int32 `json:"own,omitempty"`
+	OwnT []int64 `json:"ownt,omitempty"`
 	// counts (and exit): the member's store operations so far.
 	Counts *memberCounts `json:"counts,omitempty"`
 	Runs   []jobRun      `json:"runs,omitempty"` // runs: a jobs member's runs
@@ -137,11 +136,10 @@ func (r *reporter) changed(p int32, add bool) {
 		r.timer.Reset(ownFlushDelay)
 	}
 	off := (now - r.pending.At0) / 1000
-	if add {
-		r.pending.Add, r.pending.AddT = append(r.pending.Add, p), append(r.pending.AddT, off)
-	} else {
-		r.pending.Del, r.pending.DelT = append(r.pending.Del, p), append(r.pending.DelT, off)
+	if !add {
+		p = -p - 1
 	}
+	r.pending.Own, r.pending.OwnT = append(r.pending.Own, p), append(r.pending.OwnT, off)
 }
 
 func (r *reporter) flushOwn() {
@@ -205,6 +203,9 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 	mctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m, err := joinUntil(ctx, mctx, r.st, cfg)
+	if err != nil && ctx.Err() != nil {
+		return nil // told to stop before it joined: nothing to leave
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -73,8 +73,8 @@ func runBenchJobsMember(ctx context.Context, r *reporter, storeURL, group, id st
 	stopJoin := context.AfterFunc(ctx, cancel)
 	s, err := jobs.Start(mctx, cfg)
 	if !stopJoin() || err != nil {
-		if err == nil {
-			err = ctx.Err()
+		if ctx.Err() != nil {
+			return nil // told to stop before it joined: nothing to leave
 		}
 		return fail(err)
 	}

@@ -295,11 +295,15 @@ func (f *procFleet) report(m *memberProc, r memberReport) {
 		}
 	case "own":
 		f.mu.Lock()
-		for i, p := range r.Del {
-			f.led.apply(m.idx, p, false, r.At0+r.DelT[i]*1000)
-		}
-		for i, p := range r.Add {
-			f.led.apply(m.idx, p, true, r.At0+r.AddT[i]*1000)
+		for i, p := range r.Own {
+			if i >= len(r.OwnT) {
+				break
+			}
+			if p >= 0 {
+				f.led.apply(m.idx, p, true, r.At0+r.OwnT[i]*1000)
+			} else {
+				f.led.apply(m.idx, -p-1, false, r.At0+r.OwnT[i]*1000)
+			}
 		}
 		f.mu.Unlock()
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // ledger is who runs which partition in a fleet of member processes, as
@@ -106,6 +108,27 @@ func (l *ledger) balanced(live []int32) bool {
 	return sum == n
 }
 
+// unbalanced says what keeps the fleet from being balanced: partitions
+// that run nowhere or on more than one member, and the share of each member
+// of live.
+func (l *ledger) unbalanced(live []int32, name func(int32) string) string {
+	nowhere, more := 0, 0
+	for _, h := range l.holders {
+		switch {
+		case len(h) == 0:
+			nowhere++
+		case len(h) > 1:
+			more++
+		}
+	}
+	var shares []string
+	for _, m := range live {
+		l.member(m)
+		shares = append(shares, name(m)+" "+strconv.Itoa(l.sole[m]))
+	}
+	return fmt.Sprintf("%d partitions run nowhere, %d on more than one member; alone: %s", nowhere, more, strings.Join(shares, ", "))
+}
+
 // owners maps each partition run by exactly one member to its name.
 func (l *ledger) owners(name func(int32) string) map[string]string {
 	out := make(map[string]string, l.single)
@@ -129,18 +152,9 @@ func (l *ledger) reset() {
 // once.
 func (l *ledger) sweep() (moves, maxConcurrent int) {
 	evs := slices.Clone(l.events)
-	slices.SortStableFunc(evs, func(a, b ledgerEvent) int {
-		if a.at != b.at {
-			return cmp.Compare(a.at, b.at)
-		}
-		if a.starts != b.starts { // at the same instant, stops first
-			if a.starts {
-				return 1
-			}
-			return -1
-		}
-		return 0
-	})
+	// In time order; at the same microsecond, in the order they arrived (a
+	// member's own events in the order it saw them).
+	slices.SortStableFunc(evs, func(a, b ledgerEvent) int { return cmp.Compare(a.at, b.at) })
 	state := make(map[int32]partState, len(l.before))
 	for p, s := range l.before {
 		state[p] = s

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The ledger replays the members' reports in the order they happened, not
 // the order they arrived: a handoff reported late by the old owner is not
@@ -56,5 +59,21 @@ func TestLedgerDropAndSpread(t *testing.T) {
 	}
 	if moves, most := l.sweep(); moves != 2 || most != 1 {
 		t.Fatalf("sweep = %d moves, %d at most at once; want 2, 1", moves, most)
+	}
+}
+
+// A member that started and stopped a partition within one report runs it
+// no more: the report keeps the order it saw them in.
+func TestOwnReportKeepsOrder(t *testing.T) {
+	f := newProcFleet("", "", "g", 1, time.Second, false, nil, nil)
+	m := &memberProc{idx: 0, id: "m1", joined: make(chan error, 1)}
+	f.all = append(f.all, m)
+	r := &reporter{}
+	r.timer = time.AfterFunc(time.Hour, func() {})
+	r.changed(0, true)
+	r.changed(0, false)
+	f.report(m, memberReport{Event: "own", At0: r.pending.At0, Own: r.pending.Own, OwnT: r.pending.OwnT})
+	if len(f.led.holders[0]) != 0 {
+		t.Fatalf("partition 0 runs on %v after its start and stop; want nowhere", f.led.holders[0])
 	}
 }

@@ -157,7 +157,10 @@ func (f *procFleet) waitBalanced(ctx context.Context, start time.Time) (time.Tim
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("not balanced (%d live members): %w", len(live), ctx.Err())
+			f.mu.Lock()
+			why := f.led.unbalanced(live, f.name)
+			f.mu.Unlock()
+			return time.Time{}, fmt.Errorf("not balanced (%d live members: %s): %w", len(live), why, ctx.Err())
 		case <-f.poke:
 		case <-tick.C:
 		}
