@@ -88,6 +88,9 @@ func runJobsScenario(ctx context.Context, conn *connector, o benchOpts) (_ bench
 	if every == 0 {
 		every = defaultJobsEvery
 	}
+	if conn.mem == nil {
+		return runJobsProcScenario(ctx, conn, o, n, every)
+	}
 	b := &jobsBench{conn: conn, group: fmt.Sprintf("bench-jobs-%d", time.Now().UnixNano()), every: every, ttl: o.ttl, keysRun: map[string]bool{}}
 	for i := range n {
 		b.keys = append(b.keys, fmt.Sprintf("key-%d", i))
@@ -119,6 +122,12 @@ func runJobsScenario(ctx context.Context, conn *connector, o benchOpts) (_ bench
 	if runs == 0 {
 		return benchResult{}, errors.New("no run in the measured window")
 	}
+	return jobsResult(conn, o, n, every, placed, runs, lates, keysRun, ops, cps, false), nil
+}
+
+// jobsResult is the jobs scenario's result from what it measured.
+func jobsResult(conn *connector, o benchOpts, n int, every, placed time.Duration, runs int, lates []time.Duration,
+	keysRun int, ops, cps int64, processes bool) benchResult {
 	slices.Sort(lates)
 	q := func(p float64) float64 { return lates[min(len(lates)-1, int(p*float64(len(lates))))].Seconds() }
 	return benchResult{
@@ -129,6 +138,7 @@ func runJobsScenario(ctx context.Context, conn *connector, o benchOpts) (_ bench
 		MembersAfter:      jobsBenchMembers,
 		SecondsToBalance:  placed.Seconds(),
 		SessionTTLSeconds: o.ttl.Seconds(),
+		MemberProcesses:   processes,
 		Jobs: &jobsFigures{
 			EverySeconds:           every.Seconds(),
 			Runs:                   runs,
@@ -139,7 +149,7 @@ func runJobsScenario(ctx context.Context, conn *connector, o benchOpts) (_ bench
 			StoreOpsPerRun:         float64(ops) / float64(runs),
 			CheckpointWritesPerRun: float64(cps) / float64(runs),
 		},
-	}, nil
+	}
 }
 
 func (b *jobsBench) run(_ context.Context, r jobs.Run) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -55,11 +54,22 @@ type step struct {
 	MaxConcurrent int
 	Members       int   // members after the change
 	Ops           int64 // store operations of every member until balanced
-	FullReads     int64 // of which reads of the whole group (Snapshot)
-	Rows          int64 // records those reads and the log reads returned
+	// FullReads: of which reads of the group's records. Member processes
+	// count reads of the whole group (Snapshot) alone, RecordReads apart;
+	// members in this process count both as FullReads.
+	FullReads   int64
+	RecordReads int64
+	Rows        int64 // records those reads and the log reads returned
 	// ServerCPU is the store server's CPU time until balanced (nil if the
 	// store does not report it, see watchServerCPU).
 	ServerCPU *time.Duration
+	// Member processes only (procFleet): members that failed to join, and
+	// the CPU seconds each member process used in the step (median, most)
+	// and the largest peak RSS of one, in bytes.
+	Processes         bool
+	JoinFailures      int
+	CPUMedian, CPUMax float64
+	PeakRSS           uint64
 }
 
 func newCluster(group string, partitions int, cfg herd.Config, connect func(context.Context) (store.Store, error)) *cluster {
@@ -246,17 +256,6 @@ func (c *cluster) close() error {
 func (c *cluster) measure(ctx context.Context, timeout time.Duration, change func() error) (step, error) {
 	before := c.tr.Owners()
 	c.tr.Reset()
-	// The garbage of the changes before is collected first, off the
-	// clock, as Go's own benchmarks do before each run: the fleet's members
-	// share this process's heap, and a fleet in production that has been
-	// at rest for two minutes has had its garbage collected by the
-	// runtime's periodic collection. Without it, the previous change's
-	// garbage (a placement's 100,000 entries read by each of 100
-	// members: gigabytes) was collected on the next change's time, in
-	// some runs and not in others: herd bench --scenario large on Redis
-	// balanced the join in 1.63-3.42 s (median 2.39, nine runs) without
-	// the collection, 1.59-2.43 s (median 1.75, 14 runs) with it.
-	runtime.GC()
 	counts0, cpu0, cpuErr := c.storeCounts(), time.Duration(0), error(nil)
 	if c.serverCPU != nil {
 		cpu0, cpuErr = c.serverCPU(ctx)
@@ -351,20 +350,9 @@ func (c *cluster) storeCounts() faultstore.Counts {
 // can report its server's CPU time, for measure to read before and after
 // each change. It returns the function that closes it (nil if none).
 func (c *cluster) watchServerCPU(ctx context.Context) func() {
-	st, err := c.connect(ctx)
-	if err != nil {
-		return nil
-	}
-	cpu, ok := st.(interface {
-		ServerCPU(context.Context) (time.Duration, error)
-	})
-	if !ok {
-		st.Close()
-		return nil
-	}
-	c.serverCPU = cpu.ServerCPU
-	return func() {
-		c.serverCPU = nil
-		st.Close()
-	}
+	read, closeFn := serverCPUReader(ctx, "mem://", c.connect)
+	c.serverCPU = read
+	return closeFn
 }
+
+func (c *cluster) partitionCount() int { return len(c.parts) }

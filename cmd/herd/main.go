@@ -75,7 +75,7 @@ never appears in them, nor in an error.
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd(), versionCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd(), benchMemberCmd(), versionCmd())
 	forEachCommand(root, func(c *cobra.Command) {
 		if c.Flags().Lookup("store") != nil {
 			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + storeURLsHelp

@@ -247,7 +247,7 @@ func TestDemoRedisLeavesNoKey(t *testing.T) {
 func benchJSON(t *testing.T, storeURL string, ttl time.Duration) {
 	t.Helper()
 	var out bytes.Buffer
-	o := benchOpts{storeURL: storeURL, jsonOut: true, ttl: ttl, steadyFor: time.Second, scenarios: []string{"scale-out", "leave", "crash"}}
+	o := benchOpts{storeURL: storeURL, jsonOut: true, ttl: ttl, steadyFor: time.Second, scenarios: []string{"scale-out", "leave", "crash"}, memberExe: herdExe(t)}
 	if err := runBench(t.Context(), &out, o); err != nil {
 		t.Fatalf("bench: %v", err)
 	}
@@ -332,7 +332,7 @@ func TestBenchInterruptedRedisLeavesNoKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	var out bytes.Buffer
-	err := runBench(ctx, &out, benchOpts{storeURL: u, ttl: 2 * time.Second, steadyFor: time.Second, scenarios: []string{"crash"}})
+	err := runBench(ctx, &out, benchOpts{storeURL: u, ttl: 2 * time.Second, steadyFor: time.Second, scenarios: []string{"crash"}, memberExe: herdExe(t)})
 	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "did not leave") || strings.Contains(err.Error(), "deleting") {
 		t.Fatalf("interrupted bench: %v; want only the context's error\n%s", err, out.String())
 	}
