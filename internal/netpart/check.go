@@ -206,3 +206,49 @@ func checkSettled(h *History) []string {
 	}
 	return v
 }
+
+// Figures are what a run measured: for each cut longer than the bound, the
+// time from the cut to the last of its member's partitions starting
+// elsewhere; for each heal, the time to the last start or stop before the
+// next fault (0: nothing moved).
+type Figures struct {
+	Takeovers []time.Duration
+	Settles   []time.Duration
+}
+
+// Measure reads the figures of a history.
+func Measure(h *History) Figures {
+	var fig Figures
+	byPart := children(h)
+	for i, f := range h.Faults {
+		if f.Cuts() && f.End.Sub(f.Start) >= h.Bound() {
+			var worst time.Duration
+			for _, cs := range byPart {
+				live := liveAt(cs, f.Start)
+				if live == nil || live.start.Member != f.Member {
+					continue
+				}
+				for _, c := range cs {
+					if c.start.Member != f.Member && c.start.T.After(f.Start) {
+						worst = max(worst, c.start.T.Sub(f.Start))
+						break
+					}
+				}
+			}
+			fig.Takeovers = append(fig.Takeovers, worst)
+		}
+		to := h.End
+		if i+1 < len(h.Faults) {
+			to = h.Faults[i+1].Start
+		}
+		var last time.Duration
+		for _, e := range h.Events {
+			moved := e.Kind == "start" || e.Kind == "stop" || e.Kind == "exit"
+			if moved && e.T.After(f.End) && e.T.Before(to) {
+				last = e.T.Sub(f.End)
+			}
+		}
+		fig.Settles = append(fig.Settles, last)
+	}
+	return fig
+}

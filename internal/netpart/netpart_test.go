@@ -82,7 +82,22 @@ func runSeed(t *testing.T, ctx context.Context, bin string, seed int64) {
 		}
 	}
 	// One line per seed, which scripts/partitions sums up.
-	t.Logf("NETPART seed=%d faults=%s starts=%d saves=%d violations=%d", seed, faultKinds(h.Faults), starts, saves, len(v))
+	fig := Measure(h)
+	t.Logf("NETPART seed=%d faults=%s starts=%d saves=%d violations=%d takeover_ms=%s settle_ms=%s",
+		seed, faultKinds(h.Faults), starts, saves, len(v), millis(fig.Takeovers), millis(fig.Settles))
+}
+
+// millis prints durations as a comma-separated list of milliseconds ("-":
+// none).
+func millis(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	var s []string
+	for _, d := range ds {
+		s = append(s, strconv.FormatInt(d.Milliseconds(), 10))
+	}
+	return strings.Join(s, ",")
 }
 
 func faultKinds(fs []Fault) string {
