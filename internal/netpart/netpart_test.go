@@ -18,6 +18,7 @@ const (
 	envSeeds   = "HERD_NETPART_SEEDS"
 	envRuns    = "HERD_NETPART_RUNS"
 	envRequire = "HERD_REQUIRE_NETNS" // "1": fail instead of skipping without root, ip, tc
+	envHerd    = "HERD_NETPART_HERD"  // a herd binary already built (scripts/partitions)
 )
 
 // TestPartitions runs herd run members in network namespaces of their own
@@ -42,9 +43,11 @@ func TestPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := BuildHerd(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	bin := os.Getenv(envHerd)
+	if bin == "" {
+		if bin, err = BuildHerd(ctx, root, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, ctx, bin, seed) })
