@@ -66,9 +66,16 @@ func children(h *History) map[string][]*child {
 func checkOverlaps(h *History) []string {
 	var v []string
 	for _, e := range h.Events {
-		if e.Kind == "overlap" {
-			v = append(v, fmt.Sprintf("two live children: the partition's lock was taken at %s", e))
+		if e.Kind != "overlap" {
+			continue
 		}
+		held := "still held 10 s later"
+		for _, f := range h.Events {
+			if f.Kind == "freed" && f.Member == e.Member && f.PID == e.PID {
+				held = fmt.Sprintf("freed %v later", f.T.Sub(e.T).Round(time.Millisecond))
+			}
+		}
+		v = append(v, fmt.Sprintf("two live children: the partition's lock was taken at %s (%s)", e, held))
 	}
 	for _, cs := range children(h) {
 		for i, b := range cs {

@@ -3,7 +3,6 @@ package netpart
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,47 +10,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// storePort is the port of the store server; it listens on the run's
-// root-side addresses only, which no other run shares.
-const storePort = "6379"
-
-// startRedis starts a redis-server of the run's own, bound to addrs only,
-// and waits until every address answers. Stop it with stopProcess.
-func startRedis(ctx context.Context, dir string, addrs []string) (*exec.Cmd, error) {
-	args := []string{"--port", storePort, "--bind"}
-	args = append(args, addrs...)
-	args = append(args, "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
-		"--logfile", filepath.Join(dir, "redis.log"))
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("netpart: start redis-server: %w", err)
-	}
-	for _, a := range addrs {
-		if err := waitDial(ctx, net.JoinHostPort(a, storePort), 10*time.Second); err != nil {
-			stopProcess(cmd, time.Second)
-			return nil, err
-		}
-	}
-	return cmd, nil
-}
-
-func waitDial(ctx context.Context, addr string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		d := net.Dialer{Timeout: 200 * time.Millisecond}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("netpart: store at %s not reachable within %v: %w", addr, within, err)
-		}
-		if err := hold(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
 
 // hold waits d, or until ctx ends. The fault schedule is made of these.
 func hold(ctx context.Context, d time.Duration) error {
@@ -113,11 +71,12 @@ func (m *member) leave(grace time.Duration) {
 	m.out.Close()
 }
 
-// stopProcess is leave for a process without its own waiter.
-func stopProcess(cmd *exec.Cmd, grace time.Duration) {
+// stopProcess is leave for a process without its own waiter, stopped by
+// sig.
+func stopProcess(cmd *exec.Cmd, sig syscall.Signal, grace time.Duration) {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-done:
 	case <-time.After(grace):

@@ -20,6 +20,7 @@ import (
 //	stop    PARTITION EPOCH PID T                 (SIGTERM)
 //	exit    PARTITION EPOCH PID T                 (after a fenced checkpoint)
 //	overlap PARTITION EPOCH PID T                 (another live child holds the lock)
+//	freed   PARTITION EPOCH PID T                 (after an overlap: when the lock was freed)
 //
 // It holds an exclusive flock on $NETPART_DIR/lock.PARTITION for as long
 // as any process of its group lives (the descriptor is inherited), so a
@@ -30,7 +31,11 @@ const ChildScript = `
 now() { local t=${EPOCHREALTIME/./}; t=${t/,/}; echo "$t"; }
 id="$HERD_PARTITION $HERD_EPOCH $$"
 exec 9>"$NETPART_DIR/lock.$HERD_PARTITION"
-if ! flock -n 9; then echo "overlap $id $(now)" >> "$NETPART_LOG"; exit 1; fi
+if ! flock -n 9; then
+  echo "overlap $id $(now)" >> "$NETPART_LOG"
+  flock -w 10 9 && echo "freed $id $(now)" >> "$NETPART_LOG"
+  exit 1
+fi
 n=${HERD_CHECKPOINT:-0}
 echo "start $id $(now) $n" >> "$NETPART_LOG"
 trap 'echo "stop $id $(now)" >> "$NETPART_LOG"; exit 0' TERM
@@ -46,7 +51,7 @@ done
 
 // Event is one line of a member's log.
 type Event struct {
-	Kind      string // start, cp, stop, exit, overlap
+	Kind      string // start, cp, stop, exit, overlap, freed
 	Member    int
 	Partition string
 	Epoch     uint64
@@ -97,7 +102,7 @@ func ReadLog(path string, member int) ([]Event, error) {
 
 func parseLine(line string, member int) (Event, bool) {
 	f := strings.Fields(line)
-	want := map[string]int{"start": 6, "cp": 8, "stop": 5, "exit": 5, "overlap": 5}
+	want := map[string]int{"start": 6, "cp": 8, "stop": 5, "exit": 5, "overlap": 5, "freed": 5}
 	if len(f) < 2 || want[f[0]] == 0 || len(f) != want[f[0]] {
 		return Event{}, false
 	}

@@ -19,6 +19,9 @@ const (
 	envRuns    = "HERD_NETPART_RUNS"
 	envRequire = "HERD_REQUIRE_NETNS" // "1": fail instead of skipping without root, ip, tc
 	envHerd    = "HERD_NETPART_HERD"  // a herd binary already built (scripts/partitions)
+	// envBackends lists the stores to run each seed on (default: redis,
+	// and postgres where its server programs are installed).
+	envBackends = "HERD_NETPART_BACKENDS"
 )
 
 // TestPartitions runs herd run members in network namespaces of their own
@@ -49,17 +52,30 @@ func TestPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, ctx, bin, seed) })
+	for _, backend := range backends(t) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("%s/seed=%d", backend, seed), func(t *testing.T) { runSeed(t, ctx, bin, backend, seed) })
+		}
 	}
 }
 
-func runSeed(t *testing.T, ctx context.Context, bin string, seed int64) {
+func backends(t *testing.T) []string {
+	if b := os.Getenv(envBackends); b != "" {
+		return strings.Split(b, ",")
+	}
+	if _, err := os.Stat(filepath.Join(pgBin, "initdb")); err != nil {
+		t.Logf("PostgreSQL's server programs are not in %s: runs on redis only", pgBin)
+		return []string{"redis"}
+	}
+	return Backends
+}
+
+func runSeed(t *testing.T, ctx context.Context, bin, backend string, seed int64) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("herd-netpart-%d-", seed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rerun := fmt.Sprintf("%s=%d go test ./internal/netpart -run TestPartitions -count=1 -v", envSeeds, seed)
+	rerun := fmt.Sprintf("%s=%s %s=%d go test ./internal/netpart -run TestPartitions -count=1 -v", envBackends, backend, envSeeds, seed)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("seed %d failed; logs kept in %s; rerun: %s", seed, dir, rerun)
@@ -67,7 +83,7 @@ func runSeed(t *testing.T, ctx context.Context, bin string, seed int64) {
 		}
 		os.RemoveAll(dir)
 	})
-	h, err := Run(ctx, Config{Seed: seed, HerdBin: bin, Dir: dir, Logf: t.Logf})
+	h, err := Run(ctx, Config{Seed: seed, Backend: backend, HerdBin: bin, Dir: dir, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("seed %d: the run failed: %v", seed, err)
 	}
@@ -86,8 +102,8 @@ func runSeed(t *testing.T, ctx context.Context, bin string, seed int64) {
 	}
 	// One line per seed, which scripts/partitions sums up.
 	fig := Measure(h)
-	t.Logf("NETPART seed=%d faults=%s starts=%d saves=%d violations=%d takeover_ms=%s settle_ms=%s",
-		seed, faultKinds(h.Faults), starts, saves, len(v), millis(fig.Takeovers), millis(fig.Settles))
+	t.Logf("NETPART backend=%s seed=%d faults=%s starts=%d saves=%d violations=%d takeover_ms=%s settle_ms=%s",
+		backend, seed, faultKinds(h.Faults), starts, saves, len(v), millis(fig.Takeovers), millis(fig.Settles))
 }
 
 // millis prints durations as a comma-separated list of milliseconds ("-":

@@ -13,6 +13,7 @@ import (
 // Config is one run.
 type Config struct {
 	Seed       int64
+	Backend    string        // "redis" (default) or "postgres"
 	Members    int           // herd run members, each in a namespace (default 3)
 	Partitions int           // partitions 0..Partitions-1 (default 6)
 	Faults     int           // faults in a row (default 3)
@@ -35,6 +36,9 @@ func (c *Config) defaults() {
 	}
 	if c.TTL == 0 {
 		c.TTL = 2 * time.Second
+	}
+	if c.Backend == "" {
+		c.Backend = "redis"
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -64,11 +68,11 @@ func Run(ctx context.Context, cfg Config) (_ *History, err error) {
 			err = fmt.Errorf("netpart: left behind: %v", left)
 		}
 	}()
-	store, err := startRedis(ctx, cfg.Dir, n.RootAddrs())
+	store, err := startStore(ctx, cfg.Backend, cfg.Dir, n.RootAddrs())
 	if err != nil {
 		return nil, err
 	}
-	defer stopProcess(store, 5*time.Second)
+	defer store.close()
 
 	var members []*member
 	defer func() {
@@ -77,8 +81,7 @@ func Run(ctx context.Context, cfg Config) (_ *History, err error) {
 		}
 	}()
 	for i := 0; i < cfg.Members; i++ {
-		url := fmt.Sprintf("redis://%s:%s/0", n.RootAddr(i), storePort)
-		m, err := startMember(&cfg, n, i, url)
+		m, err := startMember(&cfg, n, i, store.urlOf(n.RootAddr(i)))
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +131,7 @@ func playFaults(ctx context.Context, cfg *Config, n *Net) ([]Fault, error) {
 			return nil, err
 		}
 		f.Start = time.Now()
-		cfg.Logf("seed %d: %s at %s", cfg.Seed, f, f.Start.Format("15:04:05.000"))
+		cfg.Logf("%s seed %d: %s at %s", cfg.Backend, cfg.Seed, f, f.Start.Format("15:04:05.000"))
 		herr := hold(ctx, f.Hold)
 		if err := n.Heal(context.Background(), *f); err != nil {
 			return nil, errors.Join(herr, err)
