@@ -148,7 +148,7 @@ func FuzzURL(f *testing.F) {
 			enc = strings.ReplaceAll(url.QueryEscape(pass), "+", "%2B")
 		}
 		sep := "?" // a query option is added to the query, or starts it
-		if strings.Contains(tail, "?") {
+		if strings.Contains(host+tail, "?") {
 			sep = "&"
 		}
 		var raw string
