@@ -44,7 +44,7 @@ func encodePartList(ps []store.Partition) string {
 
 // decodePartList decodes partlist; ok is false if v is not what
 // encodePartList writes (valid ids, sorted and unique, non-negative
-// weights): the caller reads the hash instead.
+// weights in canonical decimal): the caller reads the hash instead.
 func decodePartList(v string) (ps []store.Partition, ok bool) {
 	ps = make([]store.Partition, 0, strings.Count(v, listRecordSep))
 	for v != "" {
@@ -57,8 +57,10 @@ func decodePartList(v string) (ps []store.Partition, ok bool) {
 		if !found || !allDigits(w) || store.ValidateID("partition", id) != nil {
 			return nil, false
 		}
+		// Canonical decimals only ("05" is not what encodePartList
+		// writes: the hash is read instead).
 		weight, err := strconv.Atoi(w)
-		if err != nil || len(ps) > 0 && ps[len(ps)-1].ID >= id {
+		if err != nil || strconv.Itoa(weight) != w || len(ps) > 0 && ps[len(ps)-1].ID >= id {
 			return nil, false
 		}
 		ps = append(ps, store.Partition{ID: id, Weight: weight})

@@ -125,8 +125,24 @@ func checkMem(rawURL string) error {
 		}
 		return fmt.Errorf("storeurl: malformed URL (%v); write mem://: %w", err, store.ErrInvalid)
 	}
-	if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return fmt.Errorf("storeurl: %q: the in-process store takes no host, path or query; write mem://: %w", u.Redacted(), store.ErrInvalid)
+	// Name the parts given, never their text: a password typed after a
+	// '#' or a '/' is in the fragment or the path, not in u.User, and
+	// u.Redacted() would echo it.
+	var parts []string
+	for _, p := range []struct {
+		name  string
+		given bool
+	}{
+		{"user info", u.User != nil}, {"host", u.Host != ""}, {"path", u.Opaque != "" || u.Path != ""},
+		{"query", u.RawQuery != "" || u.ForceQuery}, {"fragment", u.Fragment != ""},
+	} {
+		if p.given {
+			parts = append(parts, p.name)
+		}
+	}
+	if len(parts) > 0 {
+		return fmt.Errorf("storeurl: the in-process store takes no host, path or query (this URL has a %s); write mem://: %w",
+			strings.Join(parts, ", "), store.ErrInvalid)
 	}
 	return nil
 }
