@@ -71,7 +71,9 @@ func newConnector(raw string) (*connector, error) {
 		return nil, withExit(exitUsage, fmt.Errorf("--store: malformed URL (%v); write mem://", err))
 	}
 	if u.Opaque != "" || u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, withExit(exitUsage, fmt.Errorf("--store %q: the in-process store takes no host, path or query; write mem://", u.Redacted()))
+		// The URL is not echoed: a password typed after a '#' or a '/' is
+		// in the fragment or the path, where u.Redacted() would show it.
+		return nil, withExit(exitUsage, errors.New("--store: the in-process store takes no host, path or query; write mem://"))
 	}
 	c.mem = memstore.New()
 	return c, nil
