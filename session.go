@@ -131,6 +131,11 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		})
 	}
 	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
+		// A member paused by a test's gate is a stopped process, whose
+		// timers fire once it resumes: so does this one.
+		if m.cfg.gate.Wait(s.ctx) != nil {
+			return
+		}
 		// A renewal that succeeded has moved the fence on; the loop
 		// re-arms the timer right after.
 		if time.Now().Before(*s.fence.Load()) {
