@@ -317,8 +317,9 @@ func (f *feed) queue(cs []store.Change) {
 		// moments, but a store busy with their reads of the group
 		// may log the last of them later than JoinSettle after the
 		// first: on Redis, each read of 100,000 records holds the
-		// server for tens of milliseconds, and in herd bench
-		// --scenario large half of ten new sessions were logged
+		// server for tens of milliseconds, and with ten joining
+		// 100 members on 100,000 partitions half of ten new
+		// sessions were logged
 		// 130 ms after the others, so that the hundred members
 		// planned for 105 sessions, then again for 110. The copy
 		// is fresh again once the log has answered one more call

@@ -37,9 +37,9 @@ package herd
 // member's full plan can see. Members that planned on different copies
 // (one that saw 94 of 100 sessions in a first placement, and claimed 64
 // partitions too many) can compute different targets for a partition:
-// in herd bench --scenario large the one holding it kept it until its target
+// with 100 members on 100,000 partitions the one holding it kept it until its target
 // expired, twice, and the placement took 10.6 s instead of 4. That costs
-// one full plan per member after a rebalance, none at rest. An target no
+// one full plan per member after a rebalance, none at rest. A target no
 // entry has reached does not expire: a plan of the same copy would find
 // the same (a fleet at rest made every member plan in full every
 // RenewInterval for nothing, and in the large bench those plans, which

@@ -295,11 +295,12 @@ type ideal struct {
 	target  []int32
 }
 
-// maxIdeals is how many ideals an Assigner keeps: members that plan at
-// different moments of a rebalance (a process running several, or one that
-// plans again after a session expired) see two or three memberships in turn,
+// maxIdeals is how many ideals an Assigner keeps: a member that plans at
+// different moments of a rebalance (again after a session expired, or
+// while joiners arrive one by one) sees two or three memberships in turn,
 // and computing an ideal was 7% of the CPU of 100 members on 100,000
-// partitions (herd bench --scenario large) when only the last was kept.
+// partitions (measured with the members in one process) when only the
+// last was kept.
 const maxIdeals = 4
 
 // idealOf returns the ideal for p's members and quota: cached while the

@@ -13,9 +13,7 @@ import (
 // computes the same ones. An Assigner keeps its last few (work.ideals), but
 // an Assigner does not live long where it sits in a sync.Pool that each
 // garbage collection empties (the member's plan buffers do): the next plan
-// computed the ideal again. And members of one process (herd bench, a
-// process running several members) compute each membership's ideal once
-// between them instead of once each.
+// computed the ideal again.
 //
 // An entry holds the partition ids it was computed for (its own copy: it
 // is compared id by id before it is used, never trusted on a hash alone),

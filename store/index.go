@@ -6,7 +6,7 @@ import "github.com/herdhq/herd/internal/idindex"
 
 // buildIndex returns an index of owners by partition (see idindex): the
 // map[string]int32 it replaces was 3.7 MB of pointers per member on 100,000
-// records (400 MB in herd bench --scenario large), and building one was a
+// records (400 MB for 110 members), and building one was a
 // sixth of what applying a join's entries cost.
 func buildIndex(owners []Ownership) []int32 {
 	return idindex.Build(len(owners), func(i int) string { return owners[i].Partition })
@@ -26,9 +26,9 @@ const lookAhead = 32
 // the processor has them all under way together; one entry after another,
 // each waited for the last. Looked up one at a time, locating records was
 // about half a microsecond an entry on 100,000 records, most of it waiting
-// for memory: in per-phase CPU profiles of herd bench --scenario large
-// (taken with code not kept), 1.05 s of a join's 3.47 s and 4.8 s of a
-// slow placement's 19.8 s.
+// for memory: in per-phase CPU profiles of 110 members on 100,000
+// partitions in one process (taken with code not kept), 1.05 s of a
+// join's 3.47 s and 4.8 s of a slow placement's 19.8 s.
 func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 	n := 0
 	for n < len(cs) && n < len(out) && n < lookAhead {

@@ -298,7 +298,7 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 				// A copy of its own: taking o's address had every claim
 				// applied allocate its record, 100,000 allocations and
 				// 9.6 MB per 100,000 claims (BenchmarkApplyClaims; about
-				// 1 GB for the 100 members of herd bench --scenario large
+				// 10 MB for each member of a fleet on 100,000 partitions
 				// following its placement).
 				n := o
 				added[c.Partition] = &n
