@@ -72,6 +72,7 @@ type benchOpts struct {
 	partitions int           // 0: each scenario's own
 	every      time.Duration // the jobs scenario's interval (0: its default)
 	cpuProfile string        // write a CPU profile of the run to this file ("": none)
+	memberProf string        // write each member process's CPU profile into this directory ("": none)
 	// memberExe is the herd binary the member processes run ("": this
 	// process's own executable).
 	memberExe string
@@ -268,6 +269,7 @@ costs).`,
 	cmd.Flags().DurationVar(&o.steadyFor, "steady-for", 30*time.Second, "how long the steady scenario measures a balanced fleet, 1s to 24h")
 	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (read it with go tool pprof)")
+	cmd.Flags().StringVar(&o.memberProf, "member-cpuprofile", "", "write each member process's CPU profile to `DIR`/MEMBER.pprof (go tool pprof merges them)")
 	return cmd
 }
 

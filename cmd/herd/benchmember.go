@@ -68,7 +68,7 @@ const (
 )
 
 func benchMemberCmd() *cobra.Command {
-	var storeURL, group, member string
+	var storeURL, group, member, profile string
 	var ttl, jobsEvery, leaveIn time.Duration
 	var partitions, jobsKeys int
 	cmd := &cobra.Command{
@@ -83,6 +83,13 @@ func benchMemberCmd() *cobra.Command {
 				io.Copy(io.Discard, os.Stdin) //nolint:errcheck // any end is the end
 				stop()
 			}()
+			if profile != "" {
+				stopProfile, err := startCPUProfile(profile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			r := &reporter{enc: json.NewEncoder(w), w: w}
 			if jobsEvery > 0 {
@@ -94,6 +101,7 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().StringVar(&storeURL, "store", "", "store URL")
 	cmd.Flags().StringVar(&group, "group", "", "group")
 	cmd.Flags().StringVar(&member, "member", "", "member id")
+	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write this member's CPU profile to FILE")
 	cmd.Flags().DurationVar(&ttl, "ttl", herd.DefaultSessionTTL, "session TTL")
 	cmd.Flags().IntVar(&partitions, "join-with", 0, "join with this many numbered partitions as the set (0: the stored set)")
 	cmd.Flags().DurationVar(&leaveIn, "leave-timeout", leaveTimeout, "how long Leave may take after SIGTERM")

@@ -43,7 +43,9 @@ func newFleet(conn *connector, group string, parts int, sc benchScenario, o benc
 			return nil, fmt.Errorf("finding herd's executable to run the members: %w", err)
 		}
 	}
-	return newProcFleet(exe, conn.url, group, parts, o.ttl, sc.joinWith, conn.connect, o.progress), nil
+	f := newProcFleet(exe, conn.url, group, parts, o.ttl, sc.joinWith, conn.connect, o.progress)
+	f.profileDir = o.memberProf
+	return f, nil
 }
 
 func runScenarioWith(ctx context.Context, conn *connector, sc benchScenario, parts int, o benchOpts) (_ []benchResult, err error) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -57,8 +58,10 @@ type procFleet struct {
 	touched  bool          // the store was reached: close deletes the group
 	// args, if set, are more arguments for the member of that index; onRuns,
 	// if set, receives a jobs member's runs.
-	args   func(idx int) []string
-	onRuns func(rs []jobRun)
+	args func(idx int) []string
+	// profileDir: each member process writes its CPU profile there ("": none).
+	profileDir string
+	onRuns     func(rs []jobRun)
 	// serverCPU reads the store server's CPU time (nil: not measured).
 	serverCPU func(context.Context) (time.Duration, error)
 }
@@ -220,6 +223,9 @@ func (f *procFleet) start() (*memberProc, error) {
 	}
 	if f.args != nil {
 		args = append(args, f.args(int(m.idx))...)
+	}
+	if f.profileDir != "" {
+		args = append(args, "--cpuprofile", filepath.Join(f.profileDir, m.id+".pprof"))
 	}
 	m.cmd = exec.Command(f.exe, args...)
 	m.cmd.Env = append(os.Environ(), "HERD_LOG_LEVEL=error")
