@@ -1,22 +1,19 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"net/url"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd/internal/testcerts"
 )
 
 // testTLSSecrets opens stores that fail in every way TestTLS knows, one
 // with a client key file in the wrong place, and one that works, and checks
 // that no error and no log line holds the password or a line of a key.
 func testTLSSecrets(t *testing.T, e *tlsEnv) {
-	logs := captureLogs(t)
+	logs := testcerts.CaptureLogs(t)
 	c := e.certs
 	var errs []error
 	for _, u := range []string{
@@ -40,63 +37,6 @@ func testTLSSecrets(t *testing.T, e *tlsEnv) {
 	s.Close()
 
 	secrets := []string{e.pass, url.QueryEscape(e.pass), url.PathEscape(e.pass), "wrong-" + e.pass}
-	secrets = append(secrets, keyLines(t, c.ClientKey)...)
-	secrets = append(secrets, keyLines(t, c.ServerKey)...)
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		for _, s := range secrets {
-			if strings.Contains(err.Error(), s) {
-				t.Fatalf("error %q holds a secret (%q)", err, s)
-			}
-		}
-	}
-	out := logs()
-	for _, s := range secrets {
-		if strings.Contains(out, s) {
-			t.Fatalf("the logs hold a secret (%q):\n%s", s, out)
-		}
-	}
-	t.Logf("%d errors and %d bytes of logs checked", len(errs), len(out))
-}
-
-// keyLines are the base64 lines of a PEM private key file.
-func keyLines(t *testing.T, path string) []string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.HasPrefix(l, "-----") {
-			out = append(out, l)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s: no key lines", path)
-	}
-	return out
-}
-
-// captureLogs sends slog's default logger, at Debug, to a buffer until t
-// ends, and returns a function that reads the buffer.
-func captureLogs(t *testing.T) func() string {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() { slog.SetDefault(old) })
-	return func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	secrets = append(secrets, testcerts.KeyLines(t, c.ClientKey, c.ServerKey)...)
+	testcerts.NoSecrets(t, errs, logs(), secrets)
 }

@@ -40,7 +40,7 @@ func TestParseURLTLSOptions(t *testing.T) {
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.mention) {
 			t.Fatalf("parseURL(%q): %v; want ErrInvalid saying %q", tc.url, err, tc.mention)
 		}
-		for _, l := range keyLines(t, c.ClientKey) {
+		for _, l := range testcerts.KeyLines(t, c.ClientKey) {
 			if strings.Contains(err.Error(), l) {
 				t.Fatalf("parseURL(%q): error %q shows the key", tc.url, err)
 			}
