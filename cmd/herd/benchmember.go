@@ -174,26 +174,39 @@ func (r *reporter) counts(force bool, event string) {
 	r.write(memberReport{Event: event, Counts: &c})
 }
 
+// fail reports err to the bench and returns it.
+func (r *reporter) fail(err error) error {
+	r.send(memberReport{Event: "error", Error: err.Error()})
+	return err
+}
+
+// openStore opens the member's store, counted (r.st), and returns what
+// closes it; a failure is reported to the bench.
+func (r *reporter) openStore(ctx context.Context, storeURL string) (closeStore func(), err error) {
+	conn, err := newConnector(storeURL)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	raw, err := conn.connect(ctx)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	fs := faultstore.Wrap(raw)
+	r.st = &countingStore{Store: fs, fault: fs}
+	return func() { raw.Close() }, nil
+}
+
 // runBenchMember runs a member of partitions until ctx ends (a signal, or
 // the bench gone), then leaves.
 func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration) error {
 	r.timer = time.AfterFunc(time.Hour, r.flushOwn)
 	r.timer.Stop()
-	fail := func(err error) error {
-		r.send(memberReport{Event: "error", Error: err.Error()})
+	fail := r.fail
+	closeStore, err := r.openStore(ctx, storeURL)
+	if err != nil {
 		return err
 	}
-	conn, err := newConnector(storeURL)
-	if err != nil {
-		return fail(err)
-	}
-	raw, err := conn.connect(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	defer raw.Close()
-	fs := faultstore.Wrap(raw)
-	r.st = &countingStore{Store: fs, fault: fs}
+	defer closeStore()
 	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: slog.New(slog.DiscardHandler),
 		Handler: func(c *herd.Claim) error {
 			p, err := strconv.Atoi(c.Partition)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/jobs"
-	"github.com/herdhq/herd/store/faultstore"
 )
 
 // A bench member of the jobs scenario (herd __bench-member --jobs-every):
@@ -47,21 +46,12 @@ func (l *runLog) take() []jobRun {
 }
 
 func runBenchJobsMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl, every time.Duration, keys int, leaveIn time.Duration) error {
-	fail := func(err error) error {
-		r.send(memberReport{Event: "error", Error: err.Error()})
+	fail := r.fail
+	closeStore, err := r.openStore(ctx, storeURL)
+	if err != nil {
 		return err
 	}
-	conn, err := newConnector(storeURL)
-	if err != nil {
-		return fail(err)
-	}
-	raw, err := conn.connect(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	defer raw.Close()
-	fs := faultstore.Wrap(raw)
-	r.st = &countingStore{Store: fs, fault: fs}
+	defer closeStore()
 	log := &runLog{}
 	cfg := jobs.Config{Store: r.st, Group: group, Member: id, Every: every, Run: log.run, SessionTTL: ttl,
 		Logger: slog.New(slog.DiscardHandler)}
