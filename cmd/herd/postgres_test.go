@@ -111,3 +111,18 @@ func openPG(t *testing.T, u string) *pgstore.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// herd status and partitions show on a schema nothing was written to say
+// so (exit 5) and create nothing: a role that may only read can run them.
+func TestStatusPostgresNewSchemaCreatesNothing(t *testing.T) {
+	u, schema := pgURL(t)
+	for _, args := range [][]string{{"status", "--store", u}, {"partitions", "show", "--store", u, "--group", "g"}} {
+		_, err := execute(t, args...)
+		if exitCode(err) != exitNotFound || !strings.Contains(err.Error(), schema) {
+			t.Errorf("herd %v on a new schema: %v (exit %d); want exit %d naming the schema", args[:2], err, exitCode(err), exitNotFound)
+		}
+	}
+	if n := pgtest.Count(t, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema); n != 0 {
+		t.Fatalf("herd status created schema %q", schema)
+	}
+}

@@ -54,6 +54,7 @@ type config struct {
 	// lockTimeout bounds the waits for a record's lock of Checkpoint
 	// and of InTx (see WithLockTimeout).
 	lockTimeout time.Duration
+	readOnly    bool // WithReadOnly
 }
 
 // WithSchema sets the schema of the store's tables (default "herd"):
@@ -61,6 +62,14 @@ type config struct {
 // other. 1 to 48 lower-case letters, digits and underscores, not starting
 // with a digit or pg_. Given to Open, it overrides the URL's schema option.
 func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// WithReadOnly opens the store for a tool that only reads it (herd
+// status): Open creates and upgrades nothing, so a database role with
+// only USAGE and SELECT on the schema can read it. A schema that does not
+// hold this version's tables (nothing written there yet, or by an older
+// herd) is an error wrapping fs.ErrNotExist. Calls that write fail as the
+// role's grants say.
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
 // WithLogLimit sets how many entries of each group's log the store keeps
 // at least (default DefaultLogLimit; up to a quarter more between trims).

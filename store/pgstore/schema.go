@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -328,6 +329,10 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	// (ten members joining at once took a quarter of a second longer).
 	if ok, err := s.installedAlready(ctx); ok || err != nil {
 		return err
+	}
+	if s.cfg.readOnly {
+		return fmt.Errorf("pgstore: schema %q holds no herd tables of version %d: nothing was written to this store yet (or an older herd wrote it: open it once without read-only to upgrade it): %w",
+			s.schema, SchemaVersion, fs.ErrNotExist)
 	}
 	var err error
 	for range 5 {

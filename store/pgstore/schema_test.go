@@ -3,10 +3,12 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store"
 )
 
@@ -192,5 +194,32 @@ func TestSchemaUpgradeFromVersion1(t *testing.T) {
 	}
 	if err := store.Release(ctx, s, "g", "p", sess, o.Epoch); err != nil {
 		t.Fatalf("Release on the upgraded schema: %v", err)
+	}
+}
+
+// A read-only open installs nothing: a schema without herd's tables is
+// fs.ErrNotExist and is not created; once written, it opens and reads.
+func TestReadOnlyCreatesNoSchema(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Open(ctx, withOptions(testURL(), "schema", schema), WithReadOnly())
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), schema) {
+		t.Fatalf("read-only Open of a schema never written: %v; want fs.ErrNotExist naming the schema", err)
+	}
+	if pgtest.Count(t, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema) != 0 {
+		t.Fatalf("read-only Open created schema %q", schema)
+	}
+	w := openIn(t, schema)
+	if _, err := w.OpenSession(ctx, "g", "m", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r := openIn(t, schema, WithReadOnly())
+	defer r.Close()
+	snap, err := r.Snapshot(ctx, "g")
+	if err != nil || len(snap.Sessions) != 1 {
+		t.Fatalf("read-only Snapshot: %v, %d sessions; want the one written", err, len(snap.Sessions))
 	}
 }

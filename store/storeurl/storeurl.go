@@ -50,9 +50,10 @@ type options struct {
 // ReadOnly opens the store for a tool that only reads it (herd status):
 // an SQLite file is opened read-only, so that Open creates no file and
 // nothing is written to it (sqlitestore.WithReadOnly: a file that does not
-// exist is an error wrapping fs.ErrNotExist). Calls that write fail. The
-// other backends open as usual (a PostgreSQL store still creates its schema
-// if it is missing).
+// exist is an error wrapping fs.ErrNotExist), and a PostgreSQL store
+// creates and upgrades no schema (pgstore.WithReadOnly: a schema without
+// herd's tables is an error wrapping fs.ErrNotExist). Calls that write
+// fail. Redis opens as usual.
 func ReadOnly() Option {
 	return func(o *options) { o.readOnly = true }
 }
@@ -167,8 +168,12 @@ func openRedis(ctx context.Context, url string, _ options) (store.Store, error) 
 	return s, nil
 }
 
-func openPostgres(ctx context.Context, url string, _ options) (store.Store, error) {
-	s, err := pgstore.Open(ctx, url)
+func openPostgres(ctx context.Context, url string, o options) (store.Store, error) {
+	var opts []pgstore.Option
+	if o.readOnly {
+		opts = append(opts, pgstore.WithReadOnly())
+	}
+	s, err := pgstore.Open(ctx, url, opts...)
 	if err != nil {
 		return nil, err
 	}
