@@ -15,41 +15,35 @@ import (
 
 // Member is one process taking part in a group. Create it with Join.
 //
-// Goroutines, each with one owner:
-//   - the reconcile loop (owned by Join, waited for by Done) owns all state
-//     about sessions and partitions; everything below is started and waited
-//     for by it;
-//   - one renewal goroutine per session: it only renews and fences, so no
-//     handler and no slow reconcile can delay a renewal;
-//   - one reader of the group's log, which feeds the replica (feedLoop);
-//   - one goroutine per partition being run (the handler, then the release).
+// Goroutines, each with one owner: the reconcile loop (started by Join,
+// waited for by Done) owns the sessions and partitions and starts and waits
+// for the others; one renewal goroutine per session, which only renews and
+// fences, so nothing else can delay a renewal; one reader of the group's log,
+// which feeds the replica; and one goroutine per partition run (its handler,
+// then its release).
 type Member struct {
 	cfg Config
 	st  store.Store
 	log *slog.Logger
 
 	runCtx context.Context // cancelled = crash (Join's ctx) or end of Leave
-	life   lifecycle       // leaving, stopping, and why the member stopped (lifecycle.go)
+	life   lifecycle       // leaving, stopping, and why the member stopped
 	events loopEvents      // what wakes the reconcile loop (loop.go)
 
 	// Owned by the reconcile loop.
-	loss    lossState        // after a lost session: holds and restores (loss.go)
-	planner plannerState     // what plan keeps from one plan to the next (plan.go)
+	loss    lossState        // after a lost session: holds and restores
+	planner plannerState     // what plan keeps from one plan to the next
 	reports malformedReports // what malformed.go has reported
 
-	rep replica // the member's copy of the group, fed by feedLoop
-	// writes counts this member's completed writes that the replica must
-	// show before plan may noteProgress them (a session opened, a batch of
-	// claims): each is numbered when its call returns, and a read of the
-	// group that began after it shows it (replica.base).
+	rep replica // the member's copy of the group, fed by the log reader
+	// writes numbers this member's completed writes (a session opened, a
+	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet      // the partitions with a running handler, and the session (running.go)
-	released releasedRecords // records released that the replica may still show as ours (released.go)
+	running  runningSet      // the partitions with a running handler, and the session
+	released releasedRecords // released records the replica may still show as ours
 	rel      *releaser       // batches the releases of handed-off slots
-
-	metrics *memberMetrics          // nil without Config.Metrics (metrics.go)
-	live    atomic.Pointer[session] // the last session opened, for SessionLive
+	metrics  *memberMetrics  // nil without Config.Metrics
 }
 
 // Errors a member reports.
@@ -68,14 +62,13 @@ var (
 
 // Join opens a session for cfg.Member in cfg.Group and starts taking part:
 // it claims its share of the partitions and runs cfg.Handler for each. It
-// returns once the session is open. A store that is unavailable is retried
-// (each attempt to open the session bounded by SessionTTL-FenceMargin)
-// until cfg.JoinTimeout; then, or when ctx ends, Join returns the error
-// (wrapping store.ErrUnavailable). A group of another kind is refused
-// with store.ErrGroupKind (see Config.Kind). Cancelling
-// ctx stops the member as a crash would (handlers cancelled, nothing
-// released: the session expires after SessionTTL and others take over);
-// call Leave to hand over gracefully.
+// returns once the session is open. An unavailable store is retried (each
+// attempt to open the session bounded by SessionTTL-FenceMargin) until
+// cfg.JoinTimeout; then, or when ctx ends, Join returns the error (wrapping
+// store.ErrUnavailable). A group of another kind is refused with
+// store.ErrGroupKind (see Config.Kind). Cancelling ctx stops the member as a
+// crash would (handlers cancelled, nothing released: the session expires
+// after SessionTTL and others take over); call Leave to hand over gracefully.
 func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	if err := checkJoinArgs(ctx, st); err != nil {
 		return nil, err
@@ -84,8 +77,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	// Every store call of the join is retried while the store is
-	// unavailable, until JoinTimeout (join.go).
+	// Every store call of the join is retried until JoinTimeout (join.go).
 	joinCtx, joined := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer joined()
 	if err := joinPartitionSet(joinCtx, st, cfg); err != nil {
@@ -119,13 +111,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first session may take longer to open than a renewal: it is
-	// often the first call on a new connection (on PostgreSQL, one that
-	// compiles the store's functions), and nothing waits on it but Join.
-	// Up to SessionTTL-FenceMargin the session is of use: its fence time
-	// counts from when the call was sent. (With RenewTimeout, a demo with
-	// a TTL of 200 ms on PostgreSQL failed to join in 2 of 6 runs under
-	// the race detector, and with a TTL of 1 s under .ci/run's load.)
+	// The first session may take longer to open than a renewal (often the
+	// first call on a new connection), and only Join waits on it: up to
+	// SessionTTL-FenceMargin, since its fence time counts from the send.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error

@@ -190,7 +190,7 @@ func (mm *memberMetrics) unregister() {
 // one) and once the member has stopped. A health check can report it:
 // while it is false the member runs no handler it could not be sure to own.
 func (m *Member) SessionLive() bool {
-	s := m.live.Load()
+	s := m.running.live.Load()
 	return s != nil && s.ctx.Err() == nil && !s.pastFence()
 }
 

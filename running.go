@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // runningSet is what the reconcile loop and the handlers' goroutines
@@ -20,6 +21,8 @@ type runningSet struct {
 	// owned no longer lists); Leave's timeout error names them.
 	handlers map[string]int
 	sess     string // current session id, "" if none
+	// live is the last session opened, for SessionLive (read without mu).
+	live atomic.Pointer[session]
 }
 
 // handlersRunning lists, sorted, the partitions whose handlers have not

@@ -101,7 +101,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	m.running.mu.Lock()
 	m.running.sess = id
 	m.running.mu.Unlock()
-	m.live.Store(s)
+	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
 	return s, nil
