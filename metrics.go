@@ -11,48 +11,16 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// A member's Prometheus metrics. Join registers them with Config.Metrics as
-// one collector, every metric with the constant labels group and member, and
-// the member unregisters them when it stops (after Leave, or when Join's
-// context ends), so that a process whose members come and go keeps no stale
-// series, and a member that joins again under the same id can register
-// anew. With Config.Metrics nil nothing is created and every hook below is
-// a call on a nil pointer that returns at once.
+// memberMetrics is a member's Prometheus metrics (listed in
+// docs/operators.md), one collector labelled with group and member,
+// registered by Join with Config.Metrics and unregistered when the member
+// stops, so that members that come and go leave no stale series. Nil
+// without Config.Metrics: every hook is then a call on nil that returns.
 //
-//	name                                   type       labels     meaning
-//	herd_partitions_owned                  gauge                 partitions the member owns and runs a handler for (Member.Owned)
-//	herd_handlers_running                  gauge                 handlers that have not returned, those being handed off included
-//	herd_session_live                      gauge                 1 while Member.SessionLive, else 0
-//	herd_claims_total                      counter               partitions claimed
-//	herd_handoffs_total                    counter               partitions handed off to another member (a rebalance or Leave)
-//	herd_losses_total                      counter               partitions lost without a handoff: another member took them over
-//	                                                             (this member's ownership had lapsed), or the member's session was
-//	                                                             lost or fenced with them
-//	herd_sessions_lost_total               counter               sessions lost: expired in the store, or fenced by the member itself
-//	herd_fencing_rejections_total          counter    reason     checkpoint writes refused: reason="not_owner" (the store rejected
-//	                                                             the claim's epoch), "fenced" (refused or cut short because the
-//	                                                             session was past its fence time, lost or fenced)
-//	herd_session_renewals_total            counter    result     session renewals: result="ok", "expired" (the store no longer
-//	                                                             had the session), "failed" (error or timeout)
-//	herd_session_renewal_duration_seconds  histogram             time each renewal took, whatever its result
-//	herd_store_errors_total                counter    op         store calls that failed, by operation (open_session, keep_alive,
-//	                                                             close_session, set_partitions, snapshot, claim, release,
-//	                                                             checkpoint, restore, watch); the outcomes the algorithm expects
-//	                                                             (ErrClaimed, ErrNotOwner, ErrSessionExpired) and calls the member
-//	                                                             itself cancelled are not errors
-//	herd_rebalance_duration_seconds        histogram             time from a rebalance step's first change (claim, handoff or
-//	                                                             loss) to its last, as logged in the "rebalanced" line's took
-//
-// Claims, handoffs and losses are counted when the step's "rebalanced" line
-// is logged (logging.go), so the counters and the log agree; a step waits
-// at most a second for the partitions still on their way to the member.
-//
-// Why a store wrapper (metricStore) counts store errors, and gauges are
-// read at scrape time: the member's code then carries only one-line hooks
-// where it has what they count (a renewal's latency, a step's counts, a
-// lost session, a checkpoint's outcome), and a new call site of a store
-// method, or a new place where partitions change hands, is counted without
-// a hook of its own.
+// Gauges are read at scrape time and store errors are counted by a store
+// wrapper (metricStore), so the member's code carries only one-line hooks
+// where it has what they count. Claims, handoffs and losses are counted
+// when the step's "rebalanced" line is logged, so counters and log agree.
 type memberMetrics struct {
 	reg prometheus.Registerer
 
@@ -102,9 +70,7 @@ func newMemberMetrics(m *Member) *memberMetrics {
 	}
 	return &memberMetrics{
 		owned: gauge("herd_partitions_owned", "Partitions the member owns and runs a handler for.", func() float64 {
-			m.running.mu.Lock()
-			defer m.running.mu.Unlock()
-			return float64(len(m.running.owned))
+			return float64(m.ownedCount())
 		}),
 		handlers: gauge("herd_handlers_running", "Handlers that have not returned, those being handed off included.", func() float64 {
 			m.running.mu.Lock()
@@ -154,8 +120,7 @@ func (mm *memberMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // registerMetrics registers the member's metrics with Config.Metrics, if
-// set, and counts its store calls from then on. Called by Join before the
-// first store call of the member.
+// set, and counts its store calls from then on. Called by Join.
 func (m *Member) registerMetrics() error {
 	if m.cfg.Metrics == nil {
 		return nil
@@ -211,11 +176,8 @@ func (mm *memberMetrics) sessionLost(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.running.mu.Lock()
-	n := len(m.running.owned)
-	m.running.mu.Unlock()
 	mm.lostSS.Inc()
-	mm.losses.Add(float64(n))
+	mm.losses.Add(float64(m.ownedCount()))
 }
 
 // leaving counts the partitions a Leave hands off. Called by the reconcile
@@ -224,10 +186,7 @@ func (mm *memberMetrics) leaving(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.running.mu.Lock()
-	n := len(m.running.owned)
-	m.running.mu.Unlock()
-	mm.handoffs.Add(float64(n))
+	mm.handoffs.Add(float64(m.ownedCount()))
 }
 
 // countFencing returns write, counting the writes it refuses for fencing:
@@ -249,10 +208,8 @@ func (mm *memberMetrics) countFencing(write func(context.Context, []byte) error)
 	}
 }
 
-// renewed counts a session renewal that took took and returned err.
-// Called by renewLoop after each attempt (ctx is the session's: cancelled,
-// the member is stopping or dropped the session, and there is no renewal to
-// count).
+// renewed counts a session renewal that took took and returned err, unless
+// ctx (the session's) was cancelled: then the member dropped the session.
 func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err error) {
 	if mm == nil || (err != nil && errors.Is(ctx.Err(), context.Canceled)) {
 		return
@@ -281,10 +238,8 @@ func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) {
 	mm.storeErrors.WithLabelValues(op).Inc()
 }
 
-// metricStore counts a member's store calls that fail. Methods it does not
-// override pass through the embedded interface uncounted: KeepAlive, which
-// renewLoop counts itself (renewed) with the renewal's latency, and any
-// method a newer Store adds until it is added here.
+// metricStore counts a member's store calls that fail. KeepAlive passes
+// through uncounted: renewLoop counts it with its latency (renewed).
 type metricStore struct {
 	store.Store
 	mm *memberMetrics

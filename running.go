@@ -34,6 +34,13 @@ func (m *Member) handlersRunning() []string {
 	return slices.Sorted(maps.Keys(m.running.handlers))
 }
 
+// ownedCount is len(Owned()).
+func (m *Member) ownedCount() int {
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	return len(m.running.owned)
+}
+
 // handlerStarted and handlerReturned keep m.running.handlers: the
 // partitions whose handler goroutines have not returned, whether they
 // still own them or are being handed off or dropped.
