@@ -20,8 +20,8 @@ type session struct {
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
 	cancel context.CancelCauseFunc
 	renew  chan struct{} // closed when the renewal goroutine has returned
-	seq    uint64    // the opening's number among the member's writes (Member.writes)
-	opened time.Time // when the opening was sent
+	seq    uint64        // the opening's number among the member's writes (Member.writes)
+	opened time.Time     // when the opening was sent
 	// fence is when the renewal goroutine fences the session unless a
 	// renewal succeeds first (the last successful renewal's send time plus
 	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
