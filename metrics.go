@@ -228,14 +228,14 @@ func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err er
 }
 
 // storeErr counts a failed store call, unless its error is an outcome the
-// member expects, or the caller cancelled it (the member is stopping, or
-// gave the attempt up).
-func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) {
+// member expects or the caller cancelled it, and returns err.
+func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) error {
 	if err == nil || errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotOwner) ||
 		errors.Is(err, store.ErrSessionExpired) || errors.Is(ctx.Err(), context.Canceled) {
-		return
+		return err
 	}
 	mm.storeErrors.WithLabelValues(op).Inc()
+	return err
 }
 
 // metricStore counts a member's store calls that fail. KeepAlive passes
@@ -247,66 +247,51 @@ type metricStore struct {
 
 func (s metricStore) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	id, err := s.Store.OpenSession(ctx, group, member, weight, ttl)
-	s.mm.storeErr(ctx, opOpenSession, err)
-	return id, err
+	return id, s.mm.storeErr(ctx, opOpenSession, err)
 }
 
 func (s metricStore) CloseSession(ctx context.Context, group, session string) error {
-	err := s.Store.CloseSession(ctx, group, session)
-	s.mm.storeErr(ctx, opCloseSession, err)
-	return err
+	return s.mm.storeErr(ctx, opCloseSession, s.Store.CloseSession(ctx, group, session))
 }
 
 func (s metricStore) SetPartitions(ctx context.Context, group string, set store.PartitionSet) (store.SetResult, error) {
 	res, err := s.Store.SetPartitions(ctx, group, set)
-	s.mm.storeErr(ctx, opSetPartitions, err)
-	return res, err
+	return res, s.mm.storeErr(ctx, opSetPartitions, err)
 }
 
 func (s metricStore) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	snap, err := s.Store.Snapshot(ctx, group)
-	s.mm.storeErr(ctx, opSnapshot, err)
-	return snap, err
+	return snap, s.mm.storeErr(ctx, opSnapshot, err)
 }
 
 func (s metricStore) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
-	err := s.Store.GiveBack(ctx, group, partition, session, epoch)
-	s.mm.storeErr(ctx, opGiveBack, err)
-	return err
+	return s.mm.storeErr(ctx, opGiveBack, s.Store.GiveBack(ctx, group, partition, session, epoch))
 }
 
 func (s metricStore) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	err := s.Store.Checkpoint(ctx, group, partition, epoch, value)
-	s.mm.storeErr(ctx, opCheckpoint, err)
-	return err
+	return s.mm.storeErr(ctx, opCheckpoint, s.Store.Checkpoint(ctx, group, partition, epoch, value))
 }
 
 func (s metricStore) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	err := s.Store.Restore(ctx, group, partition, epoch, value)
-	s.mm.storeErr(ctx, opRestore, err)
-	return err
+	return s.mm.storeErr(ctx, opRestore, s.Store.Restore(ctx, group, partition, epoch, value))
 }
 
 func (s metricStore) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
 	cs, v, err := s.Store.Changes(ctx, group, after, max)
-	s.mm.storeErr(ctx, opChanges, err)
-	return cs, v, err
+	return cs, v, s.mm.storeErr(ctx, opChanges, err)
 }
 
 func (s metricStore) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
 	next, err := s.Store.ExpireSessions(ctx, group)
-	s.mm.storeErr(ctx, opExpire, err)
-	return next, err
+	return next, s.mm.storeErr(ctx, opExpire, err)
 }
 
 func (s metricStore) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
 	rs, err := s.Store.ClaimBatch(ctx, group, session, partitions)
-	s.mm.storeErr(ctx, opClaimBatch, err)
-	return rs, err
+	return rs, s.mm.storeErr(ctx, opClaimBatch, err)
 }
 
 func (s metricStore) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
 	errs, err := s.Store.ReleaseBatch(ctx, group, session, held)
-	s.mm.storeErr(ctx, opReleaseBatch, err)
-	return errs, err
+	return errs, s.mm.storeErr(ctx, opReleaseBatch, err)
 }
