@@ -127,17 +127,13 @@ func (c *Claim) flush(ctx context.Context) error {
 
 	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
-		p.send(c, v, seq)
-		err = p.inner(ctx, v)
+		err = p.write(ctx, c, v, seq, v)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p.sending, p.sendingSeq = nil, 0
 	switch {
 	case err == nil:
-		p.wrote, p.wroteSeq = v, seq
 	case errors.Is(err, store.ErrNotOwner):
-		p.reject(c, err)
 		c.m.log.Debug("recorded progress refused: the partition has another owner", "partition", c.Partition, "epoch", c.Epoch)
 	case !p.warned && c.m.runCtx.Err() == nil:
 		p.warned = true
@@ -147,11 +143,25 @@ func (c *Claim) flush(ctx context.Context) error {
 	return err
 }
 
-// send notes the value of a write about to be made (see restorePoint).
-func (p *progress) send(c *Claim, v []byte, seq uint64) {
+// write sends v, numbered seq, through the claim's fenced write, and notes
+// the outcome: kept (a copy the caller will not change) as sending while the
+// write is under way (see restorePoint), then as written, or the claim's
+// writes end if the store refused it. Called with writeMu held.
+func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, kept []byte) error {
 	c.mu.Lock()
-	p.sending, p.sendingSeq = v, seq
+	p.sending, p.sendingSeq = kept, seq
 	c.mu.Unlock()
+	err := p.inner(ctx, v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.sending, p.sendingSeq = nil, 0
+	switch {
+	case err == nil:
+		p.wrote, p.wroteSeq = kept, seq
+	case errors.Is(err, store.ErrNotOwner):
+		p.reject(c, err)
+	}
+	return err
 }
 
 // restorePoint is the value to restore if the store loses the partition's
@@ -218,18 +228,7 @@ func (c *Claim) trackProgress() {
 		if overtaken {
 			return nil // a later Mark (from another goroutine) is already written
 		}
-		p.send(c, append([]byte(nil), v...), seq)
-		err := inner(ctx, v)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		p.sending, p.sendingSeq = nil, 0
-		switch {
-		case err == nil:
-			p.wrote, p.wroteSeq = append([]byte(nil), v...), seq
-		case errors.Is(err, store.ErrNotOwner):
-			p.reject(c, err)
-		}
-		return err
+		return p.write(ctx, c, v, seq, append([]byte(nil), v...))
 	}
 }
 
