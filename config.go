@@ -16,9 +16,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// Default timings. They are chosen so that a crashed member's partitions are
-// taken over within SessionTTL, a graceful handoff takes milliseconds, and a
-// member in steady state costs its store about 0.45 operations a second.
+// Default timings: a crashed member's partitions are taken over within
+// SessionTTL, and a graceful handoff takes milliseconds.
 const (
 	DefaultSessionTTL   = 10 * time.Second
 	DefaultMaxShutdown  = 30 * time.Second
@@ -50,7 +49,7 @@ type Config struct {
 	// Group names the set of partitions shared by the members. Required.
 	Group string
 	// Member is this process's id, shown in status; default host-pid.
-	// Two processes may share an id: each join opens its own session.
+	// Processes may share an id: each join opens its own session.
 	Member string
 	// Weight is this member's capacity relative to others (0 means 1).
 	Weight int
@@ -60,10 +59,9 @@ type Config struct {
 	// Member.SetPartitions or the CLI). Every member runs the stored set.
 	Partitions []store.Partition
 	// KeepStoredPartitions makes the stored set win: Partitions is stored
-	// only if the group holds no set, and a member whose Partitions differ
-	// from the stored set joins on the stored set and logs a WARN. herd
-	// run sets it (unless --replace-partitions), so that a rolling deploy
-	// that changes the set neither flips it back and forth nor crash-loops.
+	// only if the group holds none, and a member given another set joins on
+	// the stored one with a WARN. herd run sets it (unless
+	// --replace-partitions), so a rolling deploy never flips the set.
 	KeepStoredPartitions bool
 	// Kind is the kind of group: store.KindPartitions (the default) or
 	// store.KindKeys (package jobs sets it). A group takes the kind of its
@@ -88,21 +86,18 @@ type Config struct {
 	// RenewTimeout bounds one renewal attempt. Default RenewInterval.
 	RenewTimeout time.Duration
 	// FenceMargin: if no renewal has succeeded for SessionTTL-FenceMargin
-	// (measured from when the last successful renewal was sent, on the local
-	// monotonic clock), the member cancels all its handlers before the store
-	// can expire the session. It must cover the relative clock-rate error
-	// between this host and the store over one TTL plus the time handlers
-	// need to notice cancellation. Default TTL/10.
+	// since the last successful one was sent (on the monotonic clock), the
+	// member cancels all its handlers before the store can expire the
+	// session. It must cover the clock-rate error between host and store
+	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
-	// before a warning is logged. The partition stays owned (and is not
-	// started elsewhere) until the handler returns, unless ForceHandoff is
-	// set. Default 30s.
+	// before an error is logged; the partition stays owned until it returns,
+	// unless ForceHandoff. Default 30s.
 	MaxShutdown time.Duration
 	// ForceHandoff releases a partition after MaxShutdown even if its
-	// handler has not returned. The new owner may then run while the old
-	// handler is still running; the epoch still rejects the old handler's
-	// checkpoints. Off by default.
+	// handler has not returned: the new owner may run beside it, and the
+	// epoch rejects the old handler's checkpoints. Off by default.
 	ForceHandoff bool
 	// PollInterval is how often a member checks its own records
 	// (Store.Records), and, while a record in the group is broken (written
@@ -127,11 +122,8 @@ type Config struct {
 	// owning its partition is started again. Default 1s.
 	RestartDelay time.Duration
 	// CheckpointInterval is how often the member writes a partition's
-	// progress recorded with Claim.Mark: at most one store write per
-	// partition per interval, however often Mark is called, plus one when
-	// the handler returns for good (before a handoff's release). A crash
-	// loses at most this much recorded progress. Default 5s (as Kafka
-	// clients auto-commit); at least 1ms.
+	// progress recorded with Claim.Mark (plus once when the handler returns
+	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
 
 	// Logger receives the member's logs; default slog.Default().
@@ -236,9 +228,8 @@ func (c Config) Validate() error {
 	if c.SessionTTL%time.Millisecond != 0 {
 		bad("config: SessionTTL %v must be a whole number of milliseconds", c.SessionTTL)
 	}
-	// The member fences itself at TTL-FenceMargin after the last successful
-	// renewal was sent. At least two renewal attempts must fit before that,
-	// so that one lost reply does not cancel every handler.
+	// Two renewal attempts must fit before the fence, so that one lost
+	// reply does not cancel every handler.
 	fenceAt := c.SessionTTL - c.FenceMargin
 	if c.FenceMargin >= c.SessionTTL {
 		bad("config: FenceMargin %v must be less than SessionTTL %v", c.FenceMargin, c.SessionTTL)
@@ -257,8 +248,7 @@ func (c Config) Validate() error {
 }
 
 // checkJoinArgs reports a nil context or store given to Join, including a
-// typed nil (a *redisstore.Store left nil by a failed Open), which would
-// otherwise panic on the first store call.
+// typed nil (a store left nil by a failed Open).
 func checkJoinArgs(ctx context.Context, st store.Store) error {
 	if ctx == nil {
 		return errNilContext("join")
