@@ -29,9 +29,8 @@ type Claim struct {
 }
 
 // Context is cancelled as soon as the partition is lost or is being handed
-// off (or the member leaves, crashes or fences itself). The handler must
-// return soon after. (A Claim made outside herd, as in a test of a
-// handler, has a context that is never cancelled.)
+// off (or the member leaves, crashes or fences itself); the handler must
+// return soon after. Never cancelled for a Claim made outside herd.
 func (c *Claim) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
@@ -40,11 +39,10 @@ func (c *Claim) Context() context.Context {
 }
 
 // LastCheckpoint is where the partition's processing resumes: the latest
-// value this claim recorded, with Mark (even if not yet written) or with
-// Checkpoint, or, before either, the partition's checkpoint when the claim
-// was made. Nil if the partition has none. A handler started again after
-// returning (see Handler) therefore resumes where it left off. The caller
-// must not modify the returned slice.
+// value this claim recorded with Mark (even if not yet written) or
+// Checkpoint, or else the partition's checkpoint when the claim was made;
+// nil if none. A handler started again resumes where it left off. The
+// caller must not modify the returned slice.
 func (c *Claim) LastCheckpoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()

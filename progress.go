@@ -108,10 +108,9 @@ func (c *Claim) timedFlush() {
 	}
 }
 
-// flush writes the latest marked value through the claim's fenced write, if
-// the store does not have it or something newer yet. A first failure is
-// logged as a warning; ErrNotOwner ends the claim's writes, quietly (the
-// handler's context is, or is about to be, cancelled).
+// flush writes the latest marked value, if the store does not have it or
+// something newer yet. A first failure is logged as a warning; ErrNotOwner
+// ends the claim's writes quietly (the handler is being cancelled).
 func (c *Claim) flush(ctx context.Context) error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -199,8 +198,7 @@ func (p *progress) reject(c *Claim, err error) {
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
 // trackProgress wraps the claim's fenced write (used by Checkpoint) so that
-// Checkpoint and Mark are ordered, and keeps the unwrapped write for timed
-// writes. Called once, by Member.start, before the handler runs.
+// Checkpoint and Mark are ordered. Called by Member.start.
 func (c *Claim) trackProgress() {
 	inner := c.write
 	p := &c.prog
@@ -210,8 +208,7 @@ func (c *Claim) trackProgress() {
 			return errNilContext("checkpoint")
 		}
 		if err := ctx.Err(); err != nil {
-			// The usual cause: c.Context() passed after it was cancelled
-			// for a handoff, when the handler wants to save its position.
+			// Usually c.Context(), cancelled for a handoff.
 			return fmt.Errorf("nothing written, as the context passed is done "+
 				"(c.Context() is cancelled once the partition is being handed off or was lost; "+
 				"record the last position with Mark, or pass a context of your own): %w", err)

@@ -43,8 +43,8 @@ type slot struct {
 // claimOnceStopped is called by plan, which would claim sl's partition for
 // sess but leaves it alone while sl runs: if sl is not sess's running handler
 // (one of a lost session, or handing off), the full plan its return calls for
-// claims the partition. Without it no log entry would come to end the
-// target, and the partition would run nowhere (fault test seed 12).
+// claims the partition. Without it no log entry would end the target, and
+// the partition would run nowhere.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
