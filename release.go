@@ -50,23 +50,24 @@ func (r *releaser) expect(sl *slot) {
 // expected before it sends.
 func (r *releaser) hold() (done func()) {
 	r.coming.Add(1)
-	return func() {
-		if r.coming.Add(-1) <= 0 {
-			r.signal()
-		}
-	}
+	return r.countOut
 }
 
 // arrived notes that sl's goroutine is done with the handoff: its release
 // is queued, or it is not released at all (lost, given back). Idempotent.
 func (r *releaser) arrived(sl *slot) {
 	if sl.coming.CompareAndSwap(comingExpected, comingArrived) {
-		if r.coming.Add(-1) <= 0 {
-			r.signal()
-		}
+		r.countOut()
 		return
 	}
 	sl.coming.CompareAndSwap(comingNone, comingArrived)
+}
+
+// countOut counts one expected slot out, and wakes the loop after the last.
+func (r *releaser) countOut() {
+	if r.coming.Add(-1) <= 0 {
+		r.signal()
+	}
 }
 
 func (r *releaser) signal() {
@@ -197,9 +198,8 @@ func (r *releaser) flush() (landed bool) {
 }
 
 // send releases one batch of slots of sess, and returns those whose
-// release the store did not apply, or may not have (none if the call
-// cannot succeed by being sent again: a broken record or group, a session
-// the store no longer knows).
+// release the store may not have applied and that a retry could (not a
+// broken record or group, nor a session the store no longer knows).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
 	// Released through the member's run context, not the session's (already
@@ -267,8 +267,7 @@ type releasedRecords struct {
 }
 
 // noteReleased records that this member released the records held (or
-// found them not its own), so that plan does not release them again while
-// the replica has not shown the release yet.
+// found them not its own), so that plan does not release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
 	m.released.mu.Lock()
 	defer m.released.mu.Unlock()
@@ -278,9 +277,8 @@ func (m *Member) noteReleased(held []store.Ownership) {
 }
 
 // releasedAlready reports whether this member released partition p at
-// epoch; it forgets p once the replica shows a record that is not that one
-// of this member (cur is the record's epoch, mine whether it names this
-// member's session).
+// epoch (mine: the replica's record names this member's session); it
+// forgets p once the replica shows another record.
 func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
 	m.released.mu.Lock()
 	defer m.released.mu.Unlock()
