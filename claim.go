@@ -46,6 +46,11 @@ func (c *Claim) Context() context.Context {
 func (c *Claim) LastCheckpoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.lastLocked()
+}
+
+// lastLocked is LastCheckpoint, called with c.mu held.
+func (c *Claim) lastLocked() []byte {
 	switch p := &c.prog; {
 	case p.markSeq > p.wroteSeq:
 		return append([]byte(nil), p.mark...) // Mark reuses its buffer

@@ -170,16 +170,10 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, ke
 func (c *Claim) restorePoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := &c.prog
-	switch {
-	case p.sendingSeq > max(p.wroteSeq, p.markSeq):
+	if p := &c.prog; p.sendingSeq > max(p.wroteSeq, p.markSeq) {
 		return p.sending
-	case p.markSeq > p.wroteSeq:
-		return append([]byte(nil), p.mark...) // Mark reuses its buffer
-	case p.wroteSeq > 0:
-		return p.wrote
 	}
-	return c.last
+	return c.lastLocked()
 }
 
 // errRejected marks p.stop when the store refused one of the claim's writes.
