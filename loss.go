@@ -35,6 +35,10 @@ type lossState struct {
 // session, or one of this member's restores wrote something) every
 // partition without a live owner, since a stale checkpoint restored first
 // is replaced by a newer one only while nobody has claimed the partition.
+// (plan also holds every free partition when it finds a record-less one
+// during the hold, or records vanish from a snapshot.) Without a sign of a
+// loss only record-less ones are held, so that a member back from a mere
+// outage takes its share at once.
 //
 // The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
 // enough for every member whose connection comes back with this one's to
