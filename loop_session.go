@@ -58,9 +58,7 @@ func (l *runLoop) closeOrphans() {
 		}
 		// Close it so that, if the store still thinks it alive (we
 		// fenced early), others need not wait for its TTL.
-		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-		_ = m.st.CloseSession(ctx, m.cfg.Group, o.id)
-		cancel()
+		_ = m.closeStoreSession(o.id)
 	}
 	l.orphans = keep
 }
@@ -124,12 +122,16 @@ func (l *runLoop) closeSession() {
 	// "expired" and reported as a session lost.
 	sess.cancel(ErrLeft)
 	<-sess.renew
-	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-	err := m.st.CloseSession(ctx, m.cfg.Group, sess.id)
-	cancel()
-	if err != nil {
+	if err := m.closeStoreSession(sess.id); err != nil {
 		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
 	}
+}
+
+// closeStoreSession closes session id in the store, bounded by RenewTimeout.
+func (m *Member) closeStoreSession(id string) error {
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	defer cancel()
+	return m.st.CloseSession(ctx, m.cfg.Group, id)
 }
 
 // finish ends the loop: it stops the session's renewal, waits for every
