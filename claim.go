@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/herdhq/herd/store"
 )
@@ -28,9 +29,8 @@ type Claim struct {
 }
 
 // Context is cancelled as soon as the partition is lost or is being handed
-// off (or the member leaves, crashes or fences itself). The handler must
-// return soon after. (A Claim made outside herd, as in a test of a
-// handler, has a context that is never cancelled.)
+// off (or the member leaves, crashes or fences itself); the handler must
+// return soon after. Never cancelled for a Claim made outside herd.
 func (c *Claim) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
@@ -39,14 +39,18 @@ func (c *Claim) Context() context.Context {
 }
 
 // LastCheckpoint is where the partition's processing resumes: the latest
-// value this claim recorded, with Mark (even if not yet written) or with
-// Checkpoint, or, before either, the partition's checkpoint when the claim
-// was made. Nil if the partition has none. A handler started again after
-// returning (see Handler) therefore resumes where it left off. The caller
-// must not modify the returned slice.
+// value this claim recorded with Mark (even if not yet written) or
+// Checkpoint, or else the partition's checkpoint when the claim was made;
+// nil if none. A handler started again resumes where it left off. The
+// caller must not modify the returned slice.
 func (c *Claim) LastCheckpoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.lastLocked()
+}
+
+// lastLocked is LastCheckpoint, called with c.mu held.
+func (c *Claim) lastLocked() []byte {
 	switch p := &c.prog; {
 	case p.markSeq > p.wroteSeq:
 		return append([]byte(nil), p.mark...) // Mark reuses its buffer
@@ -60,19 +64,13 @@ func (c *Claim) LastCheckpoint() []byte {
 // it goes through only if this claim's epoch is still the partition's current
 // one and the member's session is alive; otherwise nothing is written and the
 // error wraps ErrNotOwner. A handler may call Checkpoint after its context was
-// cancelled for a handoff (to save its final progress): the partition is
-// released only after the handler returns.
+// cancelled for a handoff, to save its final progress.
 //
-// The call is bounded by the time at which the member would fence itself if
-// its session could not be renewed, whatever ctx is (context.Background()
-// included): a write still waiting on the store then fails with an error
-// wrapping ErrFenced (it may or may not have been applied; the epoch keeps a
-// late application from harming a successor), so that a handler blocked in
-// Checkpoint on an unreachable or slow store returns before another member
-// may start the partition. Past that time, and once the session is lost or
-// fenced, nothing is sent and the error wraps both ErrFenced and
-// ErrNotOwner at once. A final checkpoint after a graceful handoff (the
-// session still live) is bounded the same way, not refused.
+// The call is bounded by the claim's FenceTime, whatever ctx is: a write
+// still waiting on the store then fails with an error wrapping ErrFenced (it
+// may have been applied; the epoch keeps it from harming a successor). Past
+// that time, or once the session is lost, nothing is sent and the error
+// wraps both ErrFenced and ErrNotOwner.
 func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if c == nil || c.m == nil || c.write == nil {
 		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
@@ -97,4 +95,47 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	c.last = cp
 	c.mu.Unlock()
 	return nil
+}
+
+// FenceTime is when the member fences itself, cancelling this claim's
+// handler and refusing its writes, unless a renewal of its session succeeds
+// first (the last successful renewal's send time plus
+// SessionTTL-FenceMargin; every renewal moves it later). It carries a
+// monotonic clock reading. Past it another member may own the partition even
+// if Context is not yet cancelled (a stopped or starved process cancels
+// late): check it before an action that must not start after the partition
+// was lost. Once SessionDone is closed the claim is fenced, whatever
+// FenceTime says. Zero for a Claim made outside herd (a test of a handler).
+func (c *Claim) FenceTime() time.Time {
+	if c.sess == nil {
+		return time.Time{}
+	}
+	if t := c.sess.fence.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// SessionDone is closed when the session under which this claim was made
+// has ended: fenced, expired in the store, or the member stopped (Join's
+// context cancelled, or the end of a Leave). Another member may then start
+// the partition as soon as the store expires the session, so a handler still
+// finishing after a handoff must stop at once (herd run cuts its child's
+// SIGTERM grace short here); SessionCause says why. Never closed for a Claim
+// made outside herd.
+func (c *Claim) SessionDone() <-chan struct{} {
+	if c.sess == nil {
+		return nil
+	}
+	return c.sess.ctx.Done()
+}
+
+// SessionCause says why the claim's session ended (ErrFenced,
+// ErrSessionExpired, ErrLeft, or the error of Join's context), nil while it
+// lives.
+func (c *Claim) SessionCause() error {
+	if c.sess == nil {
+		return nil
+	}
+	return context.Cause(c.sess.ctx)
 }

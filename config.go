@@ -16,9 +16,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// Default timings. They are chosen so that a crashed member's partitions are
-// taken over within SessionTTL, a graceful handoff takes milliseconds, and a
-// member in steady state costs its store about 0.45 operations a second.
+// Default timings: a crashed member's partitions are taken over within
+// SessionTTL, and a graceful handoff takes milliseconds.
 const (
 	DefaultSessionTTL   = 10 * time.Second
 	DefaultMaxShutdown  = 30 * time.Second
@@ -33,20 +32,15 @@ const (
 )
 
 // Handler processes one partition for as long as the member owns it. It must
-// return soon after c.Context() is cancelled; that is the signal that the
-// partition is being handed off or was lost. Before returning it may write a
-// final checkpoint with c.Checkpoint: the partition is released only after
-// the handler has returned.
+// return soon after c.Context() is cancelled (the partition is being handed
+// off or was lost); it may write a final checkpoint first, as the partition
+// is released only after it returns. Progress is recorded with c.Mark
+// (cheap, written every Config.CheckpointInterval and before the release) or
+// c.Checkpoint (one fenced store write per call).
 //
-// A handler records its progress with c.Mark (cheap, written by the member
-// every Config.CheckpointInterval and before the partition is released) or
-// c.Checkpoint (one fenced store write per call; see both for when to use
-// which).
-//
-// A handler that returns while the partition is still owned (with or without
-// an error) is started again after Config.RestartDelay, unless the error
-// wraps ErrGiveBack: then the partition is given back, for another member
-// to run (see ErrGiveBack).
+// A handler that returns while the partition is still owned is started again
+// after Config.RestartDelay, unless its error wraps ErrGiveBack (then the
+// partition is given back for another member to run).
 type Handler func(c *Claim) error
 
 // Config describes how a member joins a group. The zero value of every timing
@@ -55,35 +49,30 @@ type Config struct {
 	// Group names the set of partitions shared by the members. Required.
 	Group string
 	// Member is this process's id, shown in status; default host-pid.
-	// Two processes may share an id: each join opens its own session.
+	// Processes may share an id: each join opens its own session.
 	Member string
 	// Weight is this member's capacity relative to others (0 means 1).
 	Weight int
 	// Partitions, if not nil, replaces the group's partition set in the store
-	// when the member joins (a WARN is logged when the set it replaces was
-	// different; storing the set the group holds costs the store O(1),
-	// whatever its size). If nil the member follows the set already stored
-	// (set by another member, by Member.SetPartitions or by the CLI). Every
-	// member runs the set the store holds, whatever it was given.
+	// when the member joins (with a WARN if the set it replaces differed).
+	// If nil the member follows the stored set (set by another member,
+	// Member.SetPartitions or the CLI). Every member runs the stored set.
 	Partitions []store.Partition
 	// KeepStoredPartitions makes the stored set win: Partitions is stored
-	// only if the group holds no set, and a member whose Partitions differ
-	// from the stored set joins on the stored set and logs a WARN. herd
-	// run sets it (unless --replace-partitions), so that a rolling deploy
-	// that changes the set neither flips it back and forth nor crash-loops.
+	// only if the group holds none, and a member given another set joins on
+	// the stored one with a WARN. herd run sets it (unless
+	// --replace-partitions), so a rolling deploy never flips the set.
 	KeepStoredPartitions bool
-	// Kind is the kind of group the member belongs to: store.KindPartitions
-	// (the default) or store.KindKeys (package jobs sets it). A group takes
-	// the kind of the first member that joins it and refuses a member of
-	// the other kind: Join fails with store.ErrGroupKind and writes nothing,
-	// so two fleets that picked the same group name cannot take over each
-	// other's work.
+	// Kind is the kind of group: store.KindPartitions (the default) or
+	// store.KindKeys (package jobs sets it). A group takes the kind of its
+	// first member; Join of the other kind fails with store.ErrGroupKind and
+	// writes nothing, so two fleets that share a group name cannot take over
+	// each other's work.
 	Kind string
-	// JoinTimeout bounds how long Join retries a store that is unavailable
-	// (an error wrapping store.ErrUnavailable: down, restarting, or not
-	// answering in time): each retry is logged at WARN with its cause,
-	// after a pause with back-off and jitter; after JoinTimeout Join
-	// returns the last error. Default 1m (DefaultJoinTimeout).
+	// JoinTimeout bounds how long Join retries an unavailable store (errors
+	// wrapping store.ErrUnavailable), with back-off and jitter and a WARN
+	// per retry; then Join returns the last error. Default 1m
+	// (DefaultJoinTimeout).
 	JoinTimeout time.Duration
 	// Handler runs once per owned partition. Required.
 	Handler Handler
@@ -97,71 +86,52 @@ type Config struct {
 	// RenewTimeout bounds one renewal attempt. Default RenewInterval.
 	RenewTimeout time.Duration
 	// FenceMargin: if no renewal has succeeded for SessionTTL-FenceMargin
-	// (measured from when the last successful renewal was sent, on the local
-	// monotonic clock), the member cancels all its handlers before the store
-	// can expire the session. It must cover the relative clock-rate error
-	// between this host and the store over one TTL plus the time handlers
-	// need to notice cancellation. Default TTL/10.
+	// since the last successful one was sent (on the monotonic clock), the
+	// member cancels all its handlers before the store can expire the
+	// session. It must cover the clock-rate error between host and store
+	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
-	// before a warning is logged. The partition stays owned (and is not
-	// started elsewhere) until the handler returns, unless ForceHandoff is
-	// set. Default 30s.
+	// before an error is logged; the partition stays owned until it returns,
+	// unless ForceHandoff. Default 30s.
 	MaxShutdown time.Duration
 	// ForceHandoff releases a partition after MaxShutdown even if its
-	// handler has not returned. The new owner may then run while the old
-	// handler is still running; the epoch still rejects the old handler's
-	// checkpoints. Off by default.
+	// handler has not returned: the new owner may run beside it, and the
+	// epoch rejects the old handler's checkpoints. Off by default.
 	ForceHandoff bool
-	// PollInterval is the backstop re-read of the whole group while
-	// something in it is broken. A member learns every change herd makes
-	// from the group's log; what the log cannot show is a record written,
-	// broken or repaired by hand (or by another program). A broken record
-	// shows when a read lists it as malformed or a claim of it fails; from
-	// then on, until nothing is broken, the member reads the whole group
-	// every PollInterval, so that the repair is noticed. Otherwise a member
-	// checks only its own records every PollInterval (Store.Records, a few
-	// reads of store.MaxBatch records), and reads the whole group only
-	// every ResyncInterval.
-	// Default 30s, or 5 x SessionTTL if that is shorter.
+	// PollInterval is how often a member checks its own records
+	// (Store.Records), and, while a record in the group is broken (written
+	// or broken by hand, which the group's log cannot show), reads the whole
+	// group, so that the repair is noticed. Default 30s, or 5 x SessionTTL
+	// if that is shorter.
 	PollInterval time.Duration
-	// ResyncInterval is the slow backstop: every ResyncInterval a member
-	// reads the whole group even if nothing looks broken, so that a record
-	// broken by hand that it neither owns nor tried to claim (which only
-	// its owner's check shows) cannot leave its plan apart from the
-	// others' for longer. Default 10m, or 60 x SessionTTL if that is
-	// shorter.
+	// ResyncInterval is the slow backstop: a member reads the whole group
+	// this often even if nothing looks broken, so that a record broken by
+	// hand elsewhere cannot keep its plan apart from the others' for
+	// longer. Default 10m, or 60 x SessionTTL if that is shorter.
 	ResyncInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
 	// long before claiming or handing off, so that members joining at
-	// nearly the same time (a deployment scaling out) are balanced in one
-	// step and no partition moves twice. Leaves and crashes are acted on at
-	// once. Default 100ms; negative means no wait. After reading the whole
-	// group (when its session opens), a member also waits for the group's
-	// log to show what changed during the read, for as long as the read
-	// took (up to 5 x JoinSettle) if nothing did: members joining together
-	// open their sessions while others read the group, which on a large
-	// group takes longer than JoinSettle.
+	// nearly the same time are balanced in one step and no partition moves
+	// twice. Leaves and crashes are acted on at once. After reading the
+	// whole group, a member also waits for the log to show what changed
+	// during the read, up to as long as the read took (at most 5 x
+	// JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
 	RestartDelay time.Duration
 	// CheckpointInterval is how often the member writes a partition's
-	// progress recorded with Claim.Mark: at most one store write per
-	// partition per interval, however often Mark is called, plus one when
-	// the handler returns for good (before a handoff's release). A crash
-	// loses at most this much recorded progress. Default 5s (as Kafka
-	// clients auto-commit); at least 1ms.
+	// progress recorded with Claim.Mark (plus once when the handler returns
+	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
 
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, receives the member's Prometheus metrics (listed in
-	// metrics.go and docs/operators.md), every one labelled with group and member.
-	// Join registers them and the member unregisters them when it stops.
-	// Members of one process that share a registerer need distinct Member
-	// ids: Join reports a second registration of the same group and member.
-	// Nil: no metrics, at no cost.
+	// docs/operators.md), labelled with group and member: registered by
+	// Join, unregistered when the member stops. Members of one process that
+	// share a registerer need distinct Member ids. Nil: no metrics.
 	Metrics prometheus.Registerer
 
 	// gate, if set, pauses all of the member's goroutines while closed, as
@@ -181,44 +151,27 @@ func (c Config) withDefaults() Config {
 	if c.Weight == 0 {
 		c.Weight = 1
 	}
-	if c.SessionTTL == 0 {
-		c.SessionTTL = DefaultSessionTTL
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
 	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = c.SessionTTL / 3
-	}
-	if c.RenewTimeout == 0 {
-		c.RenewTimeout = c.RenewInterval
-	}
-	if c.FenceMargin == 0 {
-		c.FenceMargin = c.SessionTTL / 10
-	}
-	if c.MaxShutdown == 0 {
-		c.MaxShutdown = DefaultMaxShutdown
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = min(DefaultPollInterval, 5*c.SessionTTL)
-	}
-	if c.ResyncInterval == 0 {
-		c.ResyncInterval = min(DefaultResyncInterval, 60*c.SessionTTL)
-	}
-	if c.RestartDelay == 0 {
-		c.RestartDelay = DefaultRestartDelay
-	}
-	if c.JoinSettle == 0 {
-		c.JoinSettle = DefaultJoinSettle
-	}
-	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = DefaultCheckpointInterval
-	}
+	def(&c.SessionTTL, DefaultSessionTTL)
+	def(&c.RenewInterval, c.SessionTTL/3)
+	def(&c.RenewTimeout, c.RenewInterval)
+	def(&c.FenceMargin, c.SessionTTL/10)
+	def(&c.MaxShutdown, DefaultMaxShutdown)
+	def(&c.PollInterval, min(DefaultPollInterval, 5*c.SessionTTL))
+	def(&c.ResyncInterval, min(DefaultResyncInterval, 60*c.SessionTTL))
+	def(&c.RestartDelay, DefaultRestartDelay)
+	def(&c.JoinSettle, DefaultJoinSettle)
+	def(&c.CheckpointInterval, DefaultCheckpointInterval)
+	def(&c.JoinTimeout, DefaultJoinTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Kind == "" {
 		c.Kind = store.KindPartitions
-	}
-	if c.JoinTimeout == 0 {
-		c.JoinTimeout = DefaultJoinTimeout
 	}
 	return c
 }
@@ -275,9 +228,8 @@ func (c Config) Validate() error {
 	if c.SessionTTL%time.Millisecond != 0 {
 		bad("config: SessionTTL %v must be a whole number of milliseconds", c.SessionTTL)
 	}
-	// The member fences itself at TTL-FenceMargin after the last successful
-	// renewal was sent. At least two renewal attempts must fit before that,
-	// so that one lost reply does not cancel every handler.
+	// Two renewal attempts must fit before the fence, so that one lost
+	// reply does not cancel every handler.
 	fenceAt := c.SessionTTL - c.FenceMargin
 	if c.FenceMargin >= c.SessionTTL {
 		bad("config: FenceMargin %v must be less than SessionTTL %v", c.FenceMargin, c.SessionTTL)
@@ -296,8 +248,7 @@ func (c Config) Validate() error {
 }
 
 // checkJoinArgs reports a nil context or store given to Join, including a
-// typed nil (a *redisstore.Store left nil by a failed Open), which would
-// otherwise panic on the first store call.
+// typed nil (a store left nil by a failed Open).
 func checkJoinArgs(ctx context.Context, st store.Store) error {
 	if ctx == nil {
 		return errNilContext("join")
@@ -314,4 +265,27 @@ func checkJoinArgs(ctx context.Context, st store.Store) error {
 // errNilContext is the error of a public method given a nil context.
 func errNilContext(op string) error {
 	return fmt.Errorf("herd: %s: the context is nil (use context.Background() or a context with a deadline): %w", op, store.ErrInvalid)
+}
+
+// Partition is one unit of work in a group: an id and a weight. The weight
+// is stored but not used yet: partitions are balanced by count, each
+// counting as one (a member's Config.Weight, its capacity, is used).
+type Partition = store.Partition
+
+// Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it
+// returns an empty, non-nil set, which Config.Validate (and so Join) rejects
+// with a message saying so: an empty Config.Partitions would remove every
+// partition of the group, where nil means "follow the set already stored".
+func Numbered(n int) []Partition {
+	ps := make([]Partition, max(n, 0))
+	for i := range ps {
+		ps[i] = Partition{ID: strconv.Itoa(i), Weight: 1}
+	}
+	return ps
+}
+
+// The pause hook (package herdtest's Gate) is set in Config.gate through
+// this bridge, so that it is no field of the public Config.
+func init() {
+	pause.SetHerdGate = func(c *Config, g *pause.Gate) { c.gate = g }
 }

@@ -13,31 +13,21 @@ import (
 // back instead of having the handler started again: the member writes the
 // last value recorded with Claim.Mark, then releases the partition with
 // store.Store.GiveBack, which marks its record as given back by this
-// member's session. While that session lives, every member places the
-// partition on another live member if there is one (see avoidGivers), so
-// another member can try; the mark stays on the record (Ownership.GivenBack)
-// for views such as herd status. If this member is the only one alive, it
-// claims the partition again at once and the mark is cleared.
-//
-// A handler that fails the same way every time on one member (a missing
-// file, a bad local disk, a dependency unreachable from that host) returns
-// it after as many failures as it sees fit; herd run does so after
-// --max-failures exits in a row of its child.
+// member's session (Ownership.GivenBack, shown by herd status). While that
+// session lives, every member places the partition on another live member
+// if there is one; if this member is the only one alive, it claims the
+// partition again and the mark is cleared. A handler that fails the same way
+// every time on one member (a missing file, a bad disk) returns it after as
+// many failures as it sees fit; herd run does so after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
-// avoidGivers is the placement step for partitions given back: it changes
-// target, the assignment balance computed from members, parts and owner (as
-// the reconcile loop passes them to balance.Assigner.AssignSorted), so that
-// a partition whose record carries a GivenBack mark naming a live session
-// is not placed on that session while there is another live member (see
-// balance.Avoid for the rule and why the plan does not flap). owners are
-// the snapshot's records, rec[i] the index in owners of parts[i]'s record
-// or -1, and sessIdx maps each live session to its index in members. buf is
-// scratch memory, returned for reuse; moved is how many partitions went
-// elsewhere.
-//
-// It costs O(P) to find the marks and nothing more when there are none.
-// Every member calls it on the same snapshot and gets the same plan.
+// avoidGivers changes target, the assignment balance computed, so that a
+// partition whose record is marked given back by a live session is not
+// placed on that session while there is another live member (balance.Avoid).
+// rec[i] is the index in owners of parts[i]'s record or -1, sessIdx maps
+// live sessions to their index in members; buf is scratch memory, returned
+// for reuse; moved counts the partitions placed elsewhere. O(P) to find the
+// marks; every member gets the same plan from the same snapshot.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
@@ -80,15 +70,10 @@ func (m *Member) giveBack(sl *slot, err error) bool {
 	return true
 }
 
-// sendGiveBack gives a slot's partition back in the store (store.Store.GiveBack),
-// on the slot's goroutine, after its last Mark was written. Give-backs are
-// rare and go one by one, not through the releaser's batches.
-//
-// Until the replica shows the Released entry, it still shows the record as
-// this member's, which plan would claim again (a record of ours that we do
-// not run), clearing the mark: the partition is marked contested first, so
-// plan leaves it alone until an entry about it arrives, or for
-// RenewInterval (then it reads the group anew), as after a failed claim.
+// sendGiveBack gives a slot's partition back in the store, on the slot's
+// goroutine, after its last Mark was written (one by one, not batched).
+// The partition is marked contested first, so that plan does not claim it
+// again (clearing the mark) before the replica shows the release.
 func (m *Member) sendGiveBack(sl *slot) {
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return
@@ -109,12 +94,8 @@ func (m *Member) sendGiveBack(sl *slot) {
 		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
 		m.rep.distrust()
 	default:
-		// The record stays this member's: plan may claim it again, and
-		// the handler will give it back again if it fails again. No entry
-		// of the log tells plan so: the reconcile loop drops its target when
-		// this slot is done, so that its next plan is a full one, which
-		// claims the record again or releases it (issue 28 item 8: it
-		// stayed owned and idle until the member next planned in full).
+		// The record stays this member's and no log entry will say so:
+		// the next plan is a full one, which claims it again or releases it.
 		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
 		sl.planInFull.Store(true)
 	}

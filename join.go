@@ -22,14 +22,11 @@ const (
 )
 
 // RetryUnavailable runs op until it succeeds or fails with an error that
-// does not wrap store.ErrUnavailable (a store that is down, restarting or
-// slow to answer), pausing between attempts with an exponential back-off
-// and full jitter (100 ms doubling up to 5 s), and logging every retry at
-// WARN with its cause. It gives up when ctx ends (its deadline is the join
-// deadline): it returns the last error, wrapping store.ErrUnavailable,
-// naming the attempts made. Join uses it for each of its store calls; herd
-// run and herd jobs for opening the store, so that one rule holds whoever
-// joins.
+// does not wrap store.ErrUnavailable (a store down, restarting or slow),
+// pausing with exponential back-off and full jitter (100 ms doubling up to
+// 5 s) and logging each retry at WARN. When ctx ends it returns the last
+// error, naming the attempts made. Join uses it for each of its store calls,
+// herd run and herd jobs for opening the store: one rule for whoever joins.
 func RetryUnavailable(ctx context.Context, log *slog.Logger, step string, op func(ctx context.Context) error) error {
 	if log == nil {
 		log = slog.Default()
@@ -57,9 +54,9 @@ func RetryUnavailable(ctx context.Context, log *slog.Logger, step string, op fun
 }
 
 // joinPartitionSet is Join's first store call: it checks the group's kind
-// (and gives the group the member's kind if it has none), and stores
-// cfg.Partitions as the Config says (see Config.Partitions,
-// Config.KeepStoredPartitions), with the warnings an operator needs.
+// (giving the group the member's if it has none) and stores cfg.Partitions
+// as Config.Partitions and KeepStoredPartitions say, with the warnings an
+// operator needs.
 func joinPartitionSet(ctx context.Context, st store.Store, cfg Config) error {
 	set := store.PartitionSet{Kind: cfg.Kind, Partitions: cfg.Partitions}
 	switch {

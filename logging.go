@@ -9,9 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// What a log line may list of partition ids: the first few, each cut to a
-// few dozen bytes, so that no line grows with the number of partitions or
-// the length of their ids.
+// What a log line lists of partition ids: the first few, each cut short, so
+// that no line grows with the number or length of ids.
 const (
 	maxListedIDs   = 10
 	maxListedBytes = 100 // the listed ids together
@@ -63,11 +62,10 @@ func listIDs(ids []string) string {
 	return strconv.Itoa(l.n) + " partitions: " + l.String()
 }
 
-// stepLog sums up one rebalance step of a member: the partitions it
-// claimed, started handing off and lost, from a read of the group until the
-// partitions that read gave it have arrived. logStep writes it as one INFO
-// line of counts (WARN if partitions were lost), and at DEBUG one line per
-// kind with the first ids. Owned by the reconcile loop.
+// stepLog sums up one rebalance step of a member (the partitions it
+// claimed, handed off and lost) for one INFO line of counts (WARN if any
+// were lost) and, at DEBUG, one line of ids per kind. Owned by the
+// reconcile loop.
 type stepLog struct {
 	start                  time.Time
 	claimed, handoff, lost idList
@@ -109,10 +107,7 @@ func (m *Member) logStep() {
 	if m.planner.incoming > 0 && time.Since(s.start) < stepWait {
 		return
 	}
-	m.running.mu.Lock()
-	owned := len(m.running.owned)
-	m.running.mu.Unlock()
-	s.write(m.log, owned)
+	s.write(m.log, m.ownedCount())
 	m.metrics.step(s)
 	*s = stepLog{}
 }

@@ -29,10 +29,8 @@ func (l *runLoop) loseSession() {
 			}
 		}
 	}
-	// Whether the store forgot the session or this member could not
-	// reach it (fenced), the store may have lost its data meanwhile:
-	// hold once the next session opens (see holdAfterLoss), unless
-	// the log shows it kept its data (keptData).
+	// The store may have lost its data meanwhile: hold once the next
+	// session opens (holdAfterLoss), unless the log shows it kept it.
 	m.loss.holdPending = true
 	m.noteLossMark(sess)
 	l.openDue = true
@@ -58,12 +56,9 @@ func (l *runLoop) closeOrphans() {
 			keep = append(keep, o)
 			continue
 		}
-		// Every handler of the lost session has returned: close it so
-		// that, if the store still thinks it alive (we fenced early),
-		// others need not wait for its TTL.
-		ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-		_ = m.st.CloseSession(ctx, m.cfg.Group, o.id)
-		cancel()
+		// Close it so that, if the store still thinks it alive (we
+		// fenced early), others need not wait for its TTL.
+		_ = m.closeStoreSession(o.id)
 	}
 	l.orphans = keep
 }
@@ -73,8 +68,7 @@ func (l *runLoop) closeOrphans() {
 // (Join's context ended); a failure otherwise arms the retry timer.
 func (l *runLoop) openSession() bool {
 	m := l.m
-	// Both calls are bounded by RenewTimeout and cancelled by
-	// Leave, so a Leave during an outage is seen at once.
+	// Both calls are bounded by RenewTimeout and cancelled by Leave.
 	if m.restore(m.life.attemptCtx) {
 		m.loss.lossSeen, m.loss.logMark = true, nil // a record was missing: lost
 	}
@@ -94,9 +88,8 @@ func (l *runLoop) openSession() bool {
 		// Leaving: the loop's wait sees leaveCh.
 	default:
 		m.log.Warn("cannot open a session; retrying", "err", err)
-		// As often as renewals are retried: the store may be back
-		// any moment, and others may be waiting for this member
-		// to restore its checkpoints (holdAfterLoss).
+		// As often as renewals: others may be waiting for this
+		// member's restores (holdAfterLoss).
 		l.retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 	}
 	return true
@@ -125,17 +118,20 @@ func (l *runLoop) closeSession() {
 	if sess == nil {
 		return
 	}
-	// Stop renewing first: a renewal in flight as the session
-	// closes would be answered "expired", and reported as a
-	// session lost.
+	// Stop renewing first, or a renewal in flight would be answered
+	// "expired" and reported as a session lost.
 	sess.cancel(ErrLeft)
 	<-sess.renew
-	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-	err := m.st.CloseSession(ctx, m.cfg.Group, sess.id)
-	cancel()
-	if err != nil {
+	if err := m.closeStoreSession(sess.id); err != nil {
 		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
 	}
+}
+
+// closeStoreSession closes session id in the store, bounded by RenewTimeout.
+func (m *Member) closeStoreSession(id string) error {
+	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
+	defer cancel()
+	return m.st.CloseSession(ctx, m.cfg.Group, id)
 }
 
 // finish ends the loop: it stops the session's renewal, waits for every

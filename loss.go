@@ -14,10 +14,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// lossState is what the reconcile loop keeps about lost sessions and the
-// store's lost data: checkpoints to put back after a session loss, and
-// until when partitions without a live owner are left alone (see
-// holdAfterLoss).
+// lossState is what the reconcile loop keeps about lost sessions:
+// checkpoints to put back, and until when partitions without a live owner
+// are left alone (holdAfterLoss).
 type lossState struct {
 	restores    []store.Ownership
 	holdFresh   time.Time         // until then, record-less partitions are left alone
@@ -29,33 +28,21 @@ type lossState struct {
 	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
 }
 
-// holdAfterLoss makes the member leave partitions alone for SessionTTL,
-// because the store may just have lost its data and their previous owners
-// may be about to restore their records: record-less partitions, and if
-// all (the store showed that it lost data), every partition without a live
-// owner.
+// holdAfterLoss makes the member leave partitions alone for SessionTTL when
+// a new session opens after one was lost, because the store may have lost
+// its data and the partitions' previous owners may be about to restore
+// their records: record-less partitions, and if all (the store forgot the
+// session, or one of this member's restores wrote something) every
+// partition without a live owner, since a stale checkpoint restored first
+// is replaced by a newer one only while nobody has claimed the partition.
+// (plan also holds every free partition when it finds a record-less one
+// during the hold, or records vanish from a snapshot.) Without a sign of a
+// loss only record-less ones are held, so that a member back from a mere
+// outage takes its share at once.
 //
-// It is called when a new session opens after one was lost: whether the
-// store forgot the session or this member could not reach the store and
-// fenced itself, the store may have lost data meanwhile. all is set if the
-// store forgot the session, or one of this member's restores wrote
-// something; plan also holds every free partition if it finds a
-// record-less one during the hold, and when records vanish from a snapshot
-// (records are never deleted otherwise).
-//
-// Why SessionTTL (or RenewInterval+2*RenewTimeout if longer): a member cut
-// off from the store tries again at least every RenewInterval/4 (500 ms at
-// most), each attempt restoring first (bounded by RenewTimeout) and then
-// opening a session (bounded by RenewTimeout), so every member whose
-// connection comes back when the first one's does has restored before the
-// first one claims anything. A member that comes back later may find its partitions taken
-// (doc.go says what is lost then). Why every
-// free partition after a loss, not only record-less ones: a member that
-// lost a partition long ago may restore its stale checkpoint first, and
-// the newer owner's Restore (with a higher epoch) replaces it only while
-// nobody has claimed it (see store.Store.Restore). Only record-less ones
-// when there is no sign of a loss, so that a member back from a mere
-// outage takes its share of handed-off partitions at once.
+// The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
+// enough for every member whose connection comes back with this one's to
+// restore (one RenewTimeout) and open a session (another) first.
 func (m *Member) holdAfterLoss(all bool) {
 	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
 	if until.After(m.loss.holdFresh) {
@@ -68,9 +55,8 @@ func (m *Member) holdAfterLoss(all bool) {
 
 // noteLossMark records, as sess is lost, the point of the log from which
 // the next session checks that the store kept its data (keptData): the
-// copy's version, unless the log has said since sess opened that it could
-// not be continued (a new history: the store may have lost data), or the
-// copy has none.
+// replica's version, unless the log has begun a new history since sess
+// opened, or the replica has none.
 func (m *Member) noteLossMark(sess *session) {
 	v, goneAt := m.rep.mark()
 	m.loss.logMark = nil
@@ -79,55 +65,31 @@ func (m *Member) noteLossMark(sess *session) {
 	}
 }
 
-// keptData reports whether the store has kept its data since the session
-// lost last: the group's log still goes on from m.loss.logMark. It is called
-// once the next session is open, so a loss of data before that call shows
-// (and one after it ends that session too). A store that loses data, or
-// its latest writes, begins a new history of the log (store.Version), so
-// the log going on from a point this member reached before the loss shows
-// that nothing was lost since: no member has a record to put back, and
-// holding would only leave partitions idle (issue 28, item 9).
-//
-// Why not hold and be skipped by the others instead: while a member holds
-// it is counted by every member's plan, which gives it its share, and the
-// partitions handed to it run nowhere until the hold ends (up to
-// SessionTTL after the faults are over). The others cannot tell that it
-// holds without a new field in the session record (a change of the
-// Store contract), and a member that does not open its session until its
-// hold is over delays its return after every lost session by SessionTTL.
-// A hold that is needed (the store lost data, or this cannot be told) is
-// shared: every member whose session the loss ended holds too, so nothing
-// is handed to the holders that anyone would run. What is left: a log
-// trimmed past the mark (ErrVersionGone without a loss) holds as before.
+// keptData reports whether the store has kept its data since the last
+// session was lost: the group's log still goes on from m.loss.logMark (a
+// store that loses data begins a new history of the log). Then no member
+// has anything to restore and holdAfterLoss is skipped, so that handed-off
+// partitions do not sit idle. Called once the next session is open.
 func (m *Member) keptData(ctx context.Context) bool {
 	if m.loss.logMark == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
-	// Returns at once: the session just opened logged an entry after
-	// the mark.
+	// Returns at once: the new session logged an entry after the mark.
 	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.loss.logMark, 1)
 	return err == nil
 }
 
 // restore puts back the last checkpoint this member wrote for each
-// partition of a lost session, where the store has no record any more or
-// only a released one with a lower epoch. Restore writes nothing over an
-// owned record or one with an epoch as high, so this is harmless when the
-// store kept its data, and keeps checkpoints from going backwards when it
-// did not: of all the members that held a partition, the last one (the
-// highest epoch) wins.
+// partition of a lost session, and the partition set if the store holds
+// none. Store.Restore writes only where there is no record, or a released
+// one with a lower epoch, so this is harmless if the store kept its data,
+// and the last owner (highest epoch) wins if it did not.
 //
-// The whole pass is bounded by one RenewTimeout, and stops at the first
-// call the store does not answer: during an outage it costs one timeout,
-// not one per partition. What is left is tried again before the next
-// session is opened, or at the next read. The partition set is put back
-// too if the store holds none, whether or not any checkpoint is pending (a
-// member whose handlers never checkpointed still knows the set). A pending
-// restore is kept until
-// the store answers it, however long that takes: it can never beat a newer
-// owner's (see above). It reports whether it wrote anything, which shows
+// The pass is bounded by one RenewTimeout and stops at the first call the
+// store does not answer; what is left is kept and tried again before the
+// next session opens. It reports whether it wrote anything, which shows
 // that the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {

@@ -8,27 +8,23 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// malformedReports is what malformed.go has reported, so that each broken
-// record and each corrupt group is reported once; the reconcile loop owns
-// it.
+// malformedReports is what has been reported of malformed records and a
+// corrupt group, so that each is reported once; owned by the reconcile loop.
 type malformedReports struct {
 	malformed   map[string]bool // malformed records already reported
 	corruptSeen string          // the corrupt-group error already reported, "" if none
 }
 
-// What the reconcile loop does with records the store could not decode
-// (store.Snapshot.Malformed) and with a group it cannot read at all
-// (store.ErrCorrupt): a malformed record costs at most its own partition and
-// is reported once; a corrupt group is reported once and retried with
-// back-off. Neither ever stops the member.
+// A malformed record (store.Snapshot.Malformed) costs at most its own
+// partition; a corrupt group (store.ErrCorrupt) is retried with back-off.
+// Neither stops the member.
 
 // maxLogID is how much of an id read from the store a log line shows.
 const maxLogID = 64
 
-// reportMalformed logs, at WARN, each record of the last snapshot that the
-// store could not decode and that the previous snapshots did not already
-// list: once per record, not on every read. A record that is repaired and
-// breaks again is reported again. Called by the reconcile loop only.
+// reportMalformed logs at WARN each malformed record of the last snapshot
+// that the previous one did not list (so a record repaired and broken again
+// is reported again).
 func (m *Member) reportMalformed(ms []store.Malformed) {
 	if len(ms) == 0 && len(m.reports.malformed) == 0 {
 		return
@@ -57,10 +53,9 @@ func logID(s string) string {
 	return fmt.Sprintf("%q...(%d bytes)", s[:maxLogID], len(s))
 }
 
-// unplaceable returns parts without the partitions whose partition or
-// ownership record is malformed: no member claims them (see
-// store.Malformed). parts is returned as it is when there are none, so the
-// reconcile buffers keep recognising the shared slice.
+// unplaceable returns parts without the partitions whose ownership record
+// is malformed (no member claims them); parts itself when there are none,
+// so the reconcile buffers keep recognising the shared slice.
 func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
 	var bad map[string]bool
 	for _, x := range ms {
@@ -77,10 +72,8 @@ func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partitio
 	return slices.DeleteFunc(slices.Clone(parts), func(p store.Partition) bool { return bad[p.ID] })
 }
 
-// reconcileFailed logs a failed reconcile at WARN, except that a group the
-// store reports corrupt as a whole (a key of the wrong type: every read
-// fails the same way) is logged once until a read succeeds again. The loop
-// retries with back-off either way.
+// reconcileFailed logs a failed reconcile at WARN, but a group corrupt as a
+// whole (every read fails the same way) only once until a read succeeds.
 func (m *Member) reconcileFailed(err error) {
 	if errors.Is(err, store.ErrCorrupt) {
 		msg := err.Error()

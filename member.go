@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,41 +16,35 @@ import (
 
 // Member is one process taking part in a group. Create it with Join.
 //
-// Goroutines, each with one owner:
-//   - the reconcile loop (owned by Join, waited for by Done) owns all state
-//     about sessions and partitions; everything below is started and waited
-//     for by it;
-//   - one renewal goroutine per session: it only renews and fences, so no
-//     handler and no slow reconcile can delay a renewal;
-//   - one reader of the group's log, which feeds the replica (feedLoop);
-//   - one goroutine per partition being run (the handler, then the release).
+// Goroutines, each with one owner: the reconcile loop (started by Join,
+// waited for by Done) owns the sessions and partitions and starts and waits
+// for the others; one renewal goroutine per session, which only renews and
+// fences, so nothing else can delay a renewal; one reader of the group's log,
+// which feeds the replica; and one goroutine per partition run (its handler,
+// then its release).
 type Member struct {
 	cfg Config
 	st  store.Store
 	log *slog.Logger
 
 	runCtx context.Context // cancelled = crash (Join's ctx) or end of Leave
-	life   lifecycle       // leaving, stopping, and why the member stopped (lifecycle.go)
+	life   lifecycle       // leaving, stopping, and why the member stopped
 	events loopEvents      // what wakes the reconcile loop (loop.go)
 
 	// Owned by the reconcile loop.
-	loss    lossState        // after a lost session: holds and restores (loss.go)
-	planner plannerState     // what plan keeps from one plan to the next (plan.go)
+	loss    lossState        // after a lost session: holds and restores
+	planner plannerState     // what plan keeps from one plan to the next
 	reports malformedReports // what malformed.go has reported
 
-	rep replica // the member's copy of the group, fed by feedLoop
-	// writes counts this member's completed writes that the replica must
-	// show before plan may noteProgress them (a session opened, a batch of
-	// claims): each is numbered when its call returns, and a read of the
-	// group that began after it shows it (replica.base).
+	rep replica // the member's copy of the group, fed by the log reader
+	// writes numbers this member's completed writes (a session opened, a
+	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet      // the partitions with a running handler, and the session (running.go)
-	released releasedRecords // records released that the replica may still show as ours (released.go)
+	running  runningSet      // the partitions with a running handler, and the session
+	released releasedRecords // released records the replica may still show as ours
 	rel      *releaser       // batches the releases of handed-off slots
-
-	metrics *memberMetrics          // nil without Config.Metrics (metrics.go)
-	live    atomic.Pointer[session] // the last session opened, for SessionLive
+	metrics  *memberMetrics  // nil without Config.Metrics
 }
 
 // Errors a member reports.
@@ -68,14 +63,13 @@ var (
 
 // Join opens a session for cfg.Member in cfg.Group and starts taking part:
 // it claims its share of the partitions and runs cfg.Handler for each. It
-// returns once the session is open. A store that is unavailable is retried
-// (each attempt to open the session bounded by SessionTTL-FenceMargin)
-// until cfg.JoinTimeout; then, or when ctx ends, Join returns the error
-// (wrapping store.ErrUnavailable). A group of another kind is refused
-// with store.ErrGroupKind (see Config.Kind). Cancelling
-// ctx stops the member as a crash would (handlers cancelled, nothing
-// released: the session expires after SessionTTL and others take over);
-// call Leave to hand over gracefully.
+// returns once the session is open. An unavailable store is retried (each
+// attempt to open the session bounded by SessionTTL-FenceMargin) until
+// cfg.JoinTimeout; then, or when ctx ends, Join returns the error (wrapping
+// store.ErrUnavailable). A group of another kind is refused with
+// store.ErrGroupKind (see Config.Kind). Cancelling ctx stops the member as a
+// crash would (handlers cancelled, nothing released: the session expires
+// after SessionTTL and others take over); call Leave to hand over gracefully.
 func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	if err := checkJoinArgs(ctx, st); err != nil {
 		return nil, err
@@ -84,8 +78,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	// Every store call of the join is retried while the store is
-	// unavailable, until JoinTimeout (join.go).
+	// Every store call of the join is retried until JoinTimeout (join.go).
 	joinCtx, joined := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer joined()
 	if err := joinPartitionSet(joinCtx, st, cfg); err != nil {
@@ -119,13 +112,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first session may take longer to open than a renewal: it is
-	// often the first call on a new connection (on PostgreSQL, one that
-	// compiles the store's functions), and nothing waits on it but Join.
-	// Up to SessionTTL-FenceMargin the session is of use: its fence time
-	// counts from when the call was sent. (With RenewTimeout, a demo with
-	// a TTL of 200 ms on PostgreSQL failed to join in 2 of 6 runs under
-	// the race detector, and with a TTL of 1 s under .ci/run's load.)
+	// The first session may take longer to open than a renewal (often the
+	// first call on a new connection), and only Join waits on it: up to
+	// SessionTTL-FenceMargin, since its fence time counts from the send.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -183,9 +172,92 @@ func (m *Member) SetPartitions(ctx context.Context, ps []store.Partition) error 
 	return nil
 }
 
+// ErrGroupInUse is returned by DeleteGroup when members of the group are
+// alive and force is not set.
+var ErrGroupInUse = store.ErrGroupInUse
+
+// DeleteGroup deletes everything st holds for group: sessions, partition set,
+// ownership records and checkpoints. It refuses with ErrGroupInUse while a
+// member's session is alive, unless force is set. Forcing while members run
+// is rarely what you want: they find their sessions gone, as after a store
+// that lost its data, and write back the partition set and the checkpoints
+// they hold. Make them Leave first, or stop them and force.
+func DeleteGroup(ctx context.Context, st store.Store, group string, force bool) error {
+	if err := store.ValidateID("group", group); err != nil {
+		return fmt.Errorf("herd: delete group: %w", err)
+	}
+	if err := st.DeleteGroup(ctx, group, force); err != nil {
+		return fmt.Errorf("herd: delete group %q: %w", group, err)
+	}
+	return nil
+}
+
 func (m *Member) wakeLoop() {
 	select {
 	case m.events.wake <- struct{}{}:
 	default:
+	}
+}
+
+// lifecycle is what Join, Leave and the reconcile loop use to stop the
+// member and to say that it stopped and why.
+type lifecycle struct {
+	stop context.CancelFunc // cancels Member.runCtx: a crash (Join's ctx) or the end of Leave
+	// attemptCtx bounds the store calls made between sessions (restores,
+	// opening a session); Leave cancels it, so as not to wait for them.
+	attemptCtx  context.Context
+	stopAttempt context.CancelFunc
+
+	leaveOnce sync.Once
+	leaveCh   chan struct{} // closed by Leave
+	done      chan struct{} // closed when every goroutine has returned
+
+	errMu sync.Mutex
+	err   error // why the member stopped, for Leave/Err
+}
+
+// Leave hands every partition over gracefully: handlers are cancelled, each
+// partition is released as soon as its handler has returned, then the session
+// is closed, which wakes the other members at once. It returns when all that
+// is done, or with an error if ctx ends first (the member goes on leaving in
+// the background; cancel Join's context to abandon it).
+func (m *Member) Leave(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("leave")
+	}
+	m.life.leaveOnce.Do(func() { close(m.life.leaveCh); m.life.stopAttempt() })
+	select {
+	case <-m.life.done:
+		if err := m.Err(); err != nil && !errors.Is(err, ErrLeft) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		if waiting := m.handlersRunning(); len(waiting) > 0 {
+			return fmt.Errorf("herd: leave %q: handlers have not returned yet (%s): %w",
+				m.cfg.Group, listIDs(waiting), ctx.Err())
+		}
+		return fmt.Errorf("herd: leave %q: every handler has returned; still releasing partitions and closing the session: %w",
+			m.cfg.Group, ctx.Err())
+	}
+}
+
+// Done is closed when the member has stopped (left, or crashed via Join's ctx)
+// and every goroutine it started has returned.
+func (m *Member) Done() <-chan struct{} { return m.life.done }
+
+// Err says why the member stopped (ErrLeft after Leave, the context's error
+// after a cancellation); nil while running.
+func (m *Member) Err() error {
+	m.life.errMu.Lock()
+	defer m.life.errMu.Unlock()
+	return m.life.err
+}
+
+func (m *Member) setErr(err error) {
+	m.life.errMu.Lock()
+	defer m.life.errMu.Unlock()
+	if m.life.err == nil {
+		m.life.err = err
 	}
 }

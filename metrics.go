@@ -11,48 +11,16 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// A member's Prometheus metrics. Join registers them with Config.Metrics as
-// one collector, every metric with the constant labels group and member, and
-// the member unregisters them when it stops (after Leave, or when Join's
-// context ends), so that a process whose members come and go keeps no stale
-// series, and a member that joins again under the same id can register
-// anew. With Config.Metrics nil nothing is created and every hook below is
-// a call on a nil pointer that returns at once.
+// memberMetrics is a member's Prometheus metrics (listed in
+// docs/operators.md), one collector labelled with group and member,
+// registered by Join with Config.Metrics and unregistered when the member
+// stops, so that members that come and go leave no stale series. Nil
+// without Config.Metrics: every hook is then a call on nil that returns.
 //
-//	name                                   type       labels     meaning
-//	herd_partitions_owned                  gauge                 partitions the member owns and runs a handler for (Member.Owned)
-//	herd_handlers_running                  gauge                 handlers that have not returned, those being handed off included
-//	herd_session_live                      gauge                 1 while Member.SessionLive, else 0
-//	herd_claims_total                      counter               partitions claimed
-//	herd_handoffs_total                    counter               partitions handed off to another member (a rebalance or Leave)
-//	herd_losses_total                      counter               partitions lost without a handoff: another member took them over
-//	                                                             (this member's ownership had lapsed), or the member's session was
-//	                                                             lost or fenced with them
-//	herd_sessions_lost_total               counter               sessions lost: expired in the store, or fenced by the member itself
-//	herd_fencing_rejections_total          counter    reason     checkpoint writes refused: reason="not_owner" (the store rejected
-//	                                                             the claim's epoch), "fenced" (refused or cut short because the
-//	                                                             session was past its fence time, lost or fenced)
-//	herd_session_renewals_total            counter    result     session renewals: result="ok", "expired" (the store no longer
-//	                                                             had the session), "failed" (error or timeout)
-//	herd_session_renewal_duration_seconds  histogram             time each renewal took, whatever its result
-//	herd_store_errors_total                counter    op         store calls that failed, by operation (open_session, keep_alive,
-//	                                                             close_session, set_partitions, snapshot, claim, release,
-//	                                                             checkpoint, restore, watch); the outcomes the algorithm expects
-//	                                                             (ErrClaimed, ErrNotOwner, ErrSessionExpired) and calls the member
-//	                                                             itself cancelled are not errors
-//	herd_rebalance_duration_seconds        histogram             time from a rebalance step's first change (claim, handoff or
-//	                                                             loss) to its last, as logged in the "rebalanced" line's took
-//
-// Claims, handoffs and losses are counted when the step's "rebalanced" line
-// is logged (logging.go), so the counters and the log agree; a step waits
-// at most a second for the partitions still on their way to the member.
-//
-// Why a store wrapper (metricStore) counts store errors, and gauges are
-// read at scrape time: the member's code then carries only one-line hooks
-// where it has what they count (a renewal's latency, a step's counts, a
-// lost session, a checkpoint's outcome), and a new call site of a store
-// method, or a new place where partitions change hands, is counted without
-// a hook of its own.
+// Gauges are read at scrape time and store errors are counted by a store
+// wrapper (metricStore), so the member's code carries only one-line hooks
+// where it has what they count. Claims, handoffs and losses are counted
+// when the step's "rebalanced" line is logged, so counters and log agree.
 type memberMetrics struct {
 	reg prometheus.Registerer
 
@@ -102,9 +70,7 @@ func newMemberMetrics(m *Member) *memberMetrics {
 	}
 	return &memberMetrics{
 		owned: gauge("herd_partitions_owned", "Partitions the member owns and runs a handler for.", func() float64 {
-			m.running.mu.Lock()
-			defer m.running.mu.Unlock()
-			return float64(len(m.running.owned))
+			return float64(m.ownedCount())
 		}),
 		handlers: gauge("herd_handlers_running", "Handlers that have not returned, those being handed off included.", func() float64 {
 			m.running.mu.Lock()
@@ -154,8 +120,7 @@ func (mm *memberMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // registerMetrics registers the member's metrics with Config.Metrics, if
-// set, and counts its store calls from then on. Called by Join before the
-// first store call of the member.
+// set, and counts its store calls from then on. Called by Join.
 func (m *Member) registerMetrics() error {
 	if m.cfg.Metrics == nil {
 		return nil
@@ -190,7 +155,7 @@ func (mm *memberMetrics) unregister() {
 // one) and once the member has stopped. A health check can report it:
 // while it is false the member runs no handler it could not be sure to own.
 func (m *Member) SessionLive() bool {
-	s := m.live.Load()
+	s := m.running.live.Load()
 	return s != nil && s.ctx.Err() == nil && !s.pastFence()
 }
 
@@ -211,11 +176,8 @@ func (mm *memberMetrics) sessionLost(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.running.mu.Lock()
-	n := len(m.running.owned)
-	m.running.mu.Unlock()
 	mm.lostSS.Inc()
-	mm.losses.Add(float64(n))
+	mm.losses.Add(float64(m.ownedCount()))
 }
 
 // leaving counts the partitions a Leave hands off. Called by the reconcile
@@ -224,10 +186,7 @@ func (mm *memberMetrics) leaving(m *Member) {
 	if mm == nil {
 		return
 	}
-	m.running.mu.Lock()
-	n := len(m.running.owned)
-	m.running.mu.Unlock()
-	mm.handoffs.Add(float64(n))
+	mm.handoffs.Add(float64(m.ownedCount()))
 }
 
 // countFencing returns write, counting the writes it refuses for fencing:
@@ -249,10 +208,8 @@ func (mm *memberMetrics) countFencing(write func(context.Context, []byte) error)
 	}
 }
 
-// renewed counts a session renewal that took took and returned err.
-// Called by renewLoop after each attempt (ctx is the session's: cancelled,
-// the member is stopping or dropped the session, and there is no renewal to
-// count).
+// renewed counts a session renewal that took took and returned err, unless
+// ctx (the session's) was cancelled: then the member dropped the session.
 func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err error) {
 	if mm == nil || (err != nil && errors.Is(ctx.Err(), context.Canceled)) {
 		return
@@ -271,20 +228,18 @@ func (mm *memberMetrics) renewed(ctx context.Context, took time.Duration, err er
 }
 
 // storeErr counts a failed store call, unless its error is an outcome the
-// member expects, or the caller cancelled it (the member is stopping, or
-// gave the attempt up).
-func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) {
+// member expects or the caller cancelled it, and returns err.
+func (mm *memberMetrics) storeErr(ctx context.Context, op string, err error) error {
 	if err == nil || errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrNotOwner) ||
 		errors.Is(err, store.ErrSessionExpired) || errors.Is(ctx.Err(), context.Canceled) {
-		return
+		return err
 	}
 	mm.storeErrors.WithLabelValues(op).Inc()
+	return err
 }
 
-// metricStore counts a member's store calls that fail. Methods it does not
-// override pass through the embedded interface uncounted: KeepAlive, which
-// renewLoop counts itself (renewed) with the renewal's latency, and any
-// method a newer Store adds until it is added here.
+// metricStore counts a member's store calls that fail. KeepAlive passes
+// through uncounted: renewLoop counts it with its latency (renewed).
 type metricStore struct {
 	store.Store
 	mm *memberMetrics
@@ -292,66 +247,51 @@ type metricStore struct {
 
 func (s metricStore) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	id, err := s.Store.OpenSession(ctx, group, member, weight, ttl)
-	s.mm.storeErr(ctx, opOpenSession, err)
-	return id, err
+	return id, s.mm.storeErr(ctx, opOpenSession, err)
 }
 
 func (s metricStore) CloseSession(ctx context.Context, group, session string) error {
-	err := s.Store.CloseSession(ctx, group, session)
-	s.mm.storeErr(ctx, opCloseSession, err)
-	return err
+	return s.mm.storeErr(ctx, opCloseSession, s.Store.CloseSession(ctx, group, session))
 }
 
 func (s metricStore) SetPartitions(ctx context.Context, group string, set store.PartitionSet) (store.SetResult, error) {
 	res, err := s.Store.SetPartitions(ctx, group, set)
-	s.mm.storeErr(ctx, opSetPartitions, err)
-	return res, err
+	return res, s.mm.storeErr(ctx, opSetPartitions, err)
 }
 
 func (s metricStore) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	snap, err := s.Store.Snapshot(ctx, group)
-	s.mm.storeErr(ctx, opSnapshot, err)
-	return snap, err
+	return snap, s.mm.storeErr(ctx, opSnapshot, err)
 }
 
 func (s metricStore) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
-	err := s.Store.GiveBack(ctx, group, partition, session, epoch)
-	s.mm.storeErr(ctx, opGiveBack, err)
-	return err
+	return s.mm.storeErr(ctx, opGiveBack, s.Store.GiveBack(ctx, group, partition, session, epoch))
 }
 
 func (s metricStore) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	err := s.Store.Checkpoint(ctx, group, partition, epoch, value)
-	s.mm.storeErr(ctx, opCheckpoint, err)
-	return err
+	return s.mm.storeErr(ctx, opCheckpoint, s.Store.Checkpoint(ctx, group, partition, epoch, value))
 }
 
 func (s metricStore) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
-	err := s.Store.Restore(ctx, group, partition, epoch, value)
-	s.mm.storeErr(ctx, opRestore, err)
-	return err
+	return s.mm.storeErr(ctx, opRestore, s.Store.Restore(ctx, group, partition, epoch, value))
 }
 
 func (s metricStore) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
 	cs, v, err := s.Store.Changes(ctx, group, after, max)
-	s.mm.storeErr(ctx, opChanges, err)
-	return cs, v, err
+	return cs, v, s.mm.storeErr(ctx, opChanges, err)
 }
 
 func (s metricStore) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
 	next, err := s.Store.ExpireSessions(ctx, group)
-	s.mm.storeErr(ctx, opExpire, err)
-	return next, err
+	return next, s.mm.storeErr(ctx, opExpire, err)
 }
 
 func (s metricStore) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
 	rs, err := s.Store.ClaimBatch(ctx, group, session, partitions)
-	s.mm.storeErr(ctx, opClaimBatch, err)
-	return rs, err
+	return rs, s.mm.storeErr(ctx, opClaimBatch, err)
 }
 
 func (s metricStore) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
 	errs, err := s.Store.ReleaseBatch(ctx, group, session, held)
-	s.mm.storeErr(ctx, opReleaseBatch, err)
-	return errs, err
+	return errs, s.mm.storeErr(ctx, opReleaseBatch, err)
 }

@@ -11,14 +11,10 @@ import (
 )
 
 // progress is what a claim knows of its handler's progress: the value last
-// recorded with Mark and not yet written, the value last written, and the
-// timer that writes the first within CheckpointInterval. Its fields are
-// guarded by the claim's mu, but for writeMu.
-//
-// Every Mark and Checkpoint takes the next number in seq, in call order,
-// and the store is only ever given a value numbered above the last one it
-// accepted (writes are serialised by writeMu), so a timed write of an older
-// mark never lands after a newer Checkpoint: the later call wins.
+// marked, the value last written, and the timer that writes the first.
+// Fields are guarded by the claim's mu, but for writeMu. Every Mark and
+// Checkpoint is numbered (seq) in call order, and the store is only given a
+// value numbered above the last it accepted, so the later call wins.
 type progress struct {
 	seq      uint64 // numbers Mark and Checkpoint calls
 	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
@@ -43,27 +39,21 @@ type progress struct {
 // Mark records value as the partition's progress, in memory, and returns at
 // once. The member writes the latest marked value to the store (fenced by
 // the epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
-// always once more after the handler has returned for good, before the
-// partition is released to another member: a handoff or a Leave never
-// loses the last marked position, and a loop that marks every item costs
-// one store write per interval. A crash (the process dies, or Join's
-// context is cancelled) loses what was marked since the last write, at
-// most CheckpointInterval of progress; the next owner repeats that work.
-// Marked values are not written once the partition is lost (another member
-// owns it, or the session expired): the store would refuse them.
+// once more after the handler has returned for good, before the partition
+// is released: a handoff or Leave never loses the last mark, and a crash
+// loses at most CheckpointInterval of progress. Nothing is written once the
+// partition is lost.
 //
-// Use Mark in a handler's loop, and call it after the item's work is done
-// (the value means "everything up to here is processed"). Use Checkpoint
-// where the position must be stored before the handler goes on (it returns
-// once the store has it, or with the reason it does not), at the price of
-// one store round trip per call. They may be mixed: whichever was called
-// last wins, and a timed write never overwrites a later Checkpoint.
+// Call Mark after an item's work is done (the value means "everything up to
+// here is processed"). Use Checkpoint where the position must be stored
+// before the handler goes on, at one store round trip per call. They may be
+// mixed: the later call wins, and a timed write never overwrites a later
+// Checkpoint.
 //
-// Mark copies value; the caller may reuse it. It returns an error wrapping
-// store.ErrInvalid if value is longer than store.MaxCheckpointLength, and
-// one wrapping ErrNotOwner once the store has refused a write of this
-// claim (the partition has another owner) or once the claim has ended (its
-// handler returned for good): nothing is recorded then.
+// Mark copies value. It returns an error wrapping store.ErrInvalid if value
+// is longer than store.MaxCheckpointLength, and one wrapping ErrNotOwner
+// once the store has refused a write of this claim or the claim has ended
+// (its handler returned for good): nothing is recorded then.
 func (c *Claim) Mark(value []byte) error {
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("herd: mark of partition %q: %d bytes, over the limit of %d: %w",
@@ -118,10 +108,9 @@ func (c *Claim) timedFlush() {
 	}
 }
 
-// flush writes the latest marked value through the claim's fenced write, if
-// the store does not have it or something newer yet. A first failure is
-// logged as a warning; ErrNotOwner ends the claim's writes, quietly (the
-// handler's context is, or is about to be, cancelled).
+// flush writes the latest marked value, if the store does not have it or
+// something newer yet. A first failure is logged as a warning; ErrNotOwner
+// ends the claim's writes quietly (the handler is being cancelled).
 func (c *Claim) flush(ctx context.Context) error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -137,17 +126,13 @@ func (c *Claim) flush(ctx context.Context) error {
 
 	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
-		p.send(c, v, seq)
-		err = p.inner(ctx, v)
+		err = p.write(ctx, c, v, seq, v)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p.sending, p.sendingSeq = nil, 0
 	switch {
 	case err == nil:
-		p.wrote, p.wroteSeq = v, seq
 	case errors.Is(err, store.ErrNotOwner):
-		p.reject(c, err)
 		c.m.log.Debug("recorded progress refused: the partition has another owner", "partition", c.Partition, "epoch", c.Epoch)
 	case !p.warned && c.m.runCtx.Err() == nil:
 		p.warned = true
@@ -157,33 +142,38 @@ func (c *Claim) flush(ctx context.Context) error {
 	return err
 }
 
-// send notes the value of a write about to be made (see restorePoint).
-func (p *progress) send(c *Claim, v []byte, seq uint64) {
+// write sends v, numbered seq, through the claim's fenced write, and notes
+// the outcome: kept (a copy the caller will not change) as sending while the
+// write is under way (see restorePoint), then as written, or the claim's
+// writes end if the store refused it. Called with writeMu held.
+func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, kept []byte) error {
 	c.mu.Lock()
-	p.sending, p.sendingSeq = v, seq
+	p.sending, p.sendingSeq = kept, seq
 	c.mu.Unlock()
+	err := p.inner(ctx, v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.sending, p.sendingSeq = nil, 0
+	switch {
+	case err == nil:
+		p.wrote, p.wroteSeq = kept, seq
+	case errors.Is(err, store.ErrNotOwner):
+		p.reject(c, err)
+	}
+	return err
 }
 
 // restorePoint is the value to restore if the store loses the partition's
-// record: the newest value this claim marked, wrote or is writing. A write
-// under way counts: the store may have accepted it already (a successor must
-// never start below an accepted value), and if it refuses it, the value is
-// still progress the handler made while it owned the partition, as an
-// unwritten mark is. LastCheckpoint, which counts only writes that returned,
-// could be one value behind the store.
+// record: the newest value this claim marked, wrote or is writing (the store
+// may have accepted a write under way, and a successor must never start
+// below an accepted value).
 func (c *Claim) restorePoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := &c.prog
-	switch {
-	case p.sendingSeq > max(p.wroteSeq, p.markSeq):
+	if p := &c.prog; p.sendingSeq > max(p.wroteSeq, p.markSeq) {
 		return p.sending
-	case p.markSeq > p.wroteSeq:
-		return append([]byte(nil), p.mark...) // Mark reuses its buffer
-	case p.wroteSeq > 0:
-		return p.wrote
 	}
-	return c.last
+	return c.lastLocked()
 }
 
 // errRejected marks p.stop when the store refused one of the claim's writes.
@@ -202,8 +192,7 @@ func (p *progress) reject(c *Claim, err error) {
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
 // trackProgress wraps the claim's fenced write (used by Checkpoint) so that
-// Checkpoint and Mark are ordered, and keeps the unwrapped write for timed
-// writes. Called once, by Member.start, before the handler runs.
+// Checkpoint and Mark are ordered. Called by Member.start.
 func (c *Claim) trackProgress() {
 	inner := c.write
 	p := &c.prog
@@ -213,8 +202,7 @@ func (c *Claim) trackProgress() {
 			return errNilContext("checkpoint")
 		}
 		if err := ctx.Err(); err != nil {
-			// The usual cause: c.Context() passed after it was cancelled
-			// for a handoff, when the handler wants to save its position.
+			// Usually c.Context(), cancelled for a handoff.
 			return fmt.Errorf("nothing written, as the context passed is done "+
 				"(c.Context() is cancelled once the partition is being handed off or was lost; "+
 				"record the last position with Mark, or pass a context of your own): %w", err)
@@ -231,27 +219,14 @@ func (c *Claim) trackProgress() {
 		if overtaken {
 			return nil // a later Mark (from another goroutine) is already written
 		}
-		p.send(c, append([]byte(nil), v...), seq)
-		err := inner(ctx, v)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		p.sending, p.sendingSeq = nil, 0
-		switch {
-		case err == nil:
-			p.wrote, p.wroteSeq = append([]byte(nil), v...), seq
-		case errors.Is(err, store.ErrNotOwner):
-			p.reject(c, err)
-		}
-		return err
+		return p.write(ctx, c, v, seq, append([]byte(nil), v...))
 	}
 }
 
 // finishProgress ends a claim's progress recording once its handler has
-// returned for good: no timed write starts any more (one under way is
-// waited for), then the last marked value is written, with a context of its
-// own bounded by RenewTimeout, before runSlot releases the partition. It
-// writes nothing if the partition was lost or the session is gone (the
-// store would refuse it) or the member was stopped as by a crash.
+// returned for good: timed writes end, then the last mark is written
+// (bounded by RenewTimeout) before runSlot releases the partition, unless
+// the partition or session was lost or the member crashed.
 func (m *Member) finishProgress(sl *slot) {
 	c := sl.claim
 	p := &c.prog

@@ -1,9 +1,5 @@
 package herd
 
-// The releaser: partitions handed off are released in batches, so a member
-// that leaves with thousands of partitions makes a few store calls, not one
-// per partition.
-
 import (
 	"context"
 	"errors"
@@ -14,31 +10,24 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// releaser batches the releases of the member's slots. Handlers that return
-// while a batch is in the store queue up, and the next batch takes them all
-// (up to store.MaxBatch). Handoffs begun together (by one plan, or Leave)
-// are released together: the releaser waits for the slots it expects (see
-// expect) at most releaseGather after the first has queued; a lone release
-// is sent at once. Its goroutine (loop) is started and stopped by
-// Member.run, which stops it only once every slot has returned.
+// releaser batches the releases of the member's slots (up to
+// store.MaxBatch): handoffs begun together (by one plan, or Leave) are
+// released together, waiting for the slots expected at most releaseGather;
+// a lone release is sent at once. Its goroutine (loop) is started by
+// Member.run and stopped once every slot has returned.
 type releaser struct {
 	m     *Member
 	mu    sync.Mutex
 	queue []releaseReq
 	wake  chan struct{} // capacity 1: there is something in queue, or the last expected slot arrived
-	// coming: slots handed off (expect) that have not reached the releaser
-	// yet (arrived). It may dip below zero for a moment: a slot's
-	// arrival may be counted before its expectation.
+	// coming counts slots handed off (expect) that have not arrived; it may
+	// dip below zero for a moment.
 	coming atomic.Int64
 }
 
 // releaseGather is the longest the releaser holds a release back for the
-// others of its handoff. Without it, a plan handing off 90 partitions (10
-// joining 100 members on 100,000 partitions) sent them in 5 to 30 calls as
-// their handlers returned, one partition in most (693 calls for a join's
-// 9,090 releases, 527 of a single partition), each a log entry that woke
-// every member: a cost in store calls and wake-ups a fleet of processes
-// pays the same.
+// others of its handoff, so that a handoff of many partitions is one store
+// call and one log entry (waking every member), not one per handler.
 const releaseGather = 20 * time.Millisecond
 
 // Slot states for the releaser's count (slot.coming).
@@ -57,28 +46,28 @@ func (r *releaser) expect(sl *slot) {
 }
 
 // hold makes the releaser wait, as for one more slot expected, until the
-// returned function is called: the handoffs begun together (by one plan,
-// or Leave) are all expected before it may send, even if the first
-// handler returns before the last is cancelled.
+// returned function is called, so that handoffs begun together are all
+// expected before it sends.
 func (r *releaser) hold() (done func()) {
 	r.coming.Add(1)
-	return func() {
-		if r.coming.Add(-1) <= 0 {
-			r.signal()
-		}
-	}
+	return r.countOut
 }
 
 // arrived notes that sl's goroutine is done with the handoff: its release
 // is queued, or it is not released at all (lost, given back). Idempotent.
 func (r *releaser) arrived(sl *slot) {
 	if sl.coming.CompareAndSwap(comingExpected, comingArrived) {
-		if r.coming.Add(-1) <= 0 {
-			r.signal()
-		}
+		r.countOut()
 		return
 	}
 	sl.coming.CompareAndSwap(comingNone, comingArrived)
+}
+
+// countOut counts one expected slot out, and wakes the loop after the last.
+func (r *releaser) countOut() {
+	if r.coming.Add(-1) <= 0 {
+		r.signal()
+	}
 }
 
 func (r *releaser) signal() {
@@ -108,10 +97,9 @@ func (r *releaser) release(sl *slot) {
 	<-done
 }
 
-// loop sends the queued releases until stop is closed (then the queue is
-// empty: every slot has returned). A release the store did not apply is
-// sent again after a back-off (see flush), until it lands or its session
-// ends.
+// loop sends the queued releases until stop is closed (then every slot has
+// returned). A release the store did not apply is sent again after a
+// back-off, until it lands or its session ends.
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	retry := time.NewTimer(time.Hour)
@@ -137,12 +125,9 @@ func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 // releaseBackoff is the wait before a failed release is sent again, after
-// failures failed sends in a row: 20 ms, doubling up to a quarter of
-// RenewInterval (500 ms at most), as a renewal that failed is retried. A
-// partition whose handler has returned is owned and idle until its release
-// lands, so the retries go on as long as the session lives: with the store
-// answering, the release lands within a fraction of RenewInterval (less
-// RenewTimeout per attempt that times out).
+// failures failed sends in a row: 20 ms, doubling up to RenewInterval/4
+// (500 ms at most), as for a failed renewal. The partition is idle until
+// its release lands, so retries go on while the session lives.
 func releaseBackoff(failures int, renew time.Duration) time.Duration {
 	d := 20 * time.Millisecond << min(failures, 10)
 	return min(d, renew/4, 500*time.Millisecond)
@@ -174,12 +159,9 @@ func (r *releaser) gather(stop <-chan struct{}) {
 }
 
 // flush sends everything queued, one batch (of one session's slots) at a
-// time. A release the store did not apply (it answered an error, or did not
-// answer) is queued again, unless its session has ended (its records free
-// with it) or the member stops: flush reports false if some are, and the
-// loop sends them again after a back-off. Issue 28 item 8: a release that
-// failed once was never retried, so the partitions stayed owned by the
-// member's live session and ran nowhere while the fleet looked settled.
+// time. A release the store did not apply is queued again, unless its
+// session has ended (its records free with it) or the member stops; flush
+// reports false if some are.
 func (r *releaser) flush() (landed bool) {
 	var again []releaseReq
 	for {
@@ -216,9 +198,8 @@ func (r *releaser) flush() (landed bool) {
 }
 
 // send releases one batch of slots of sess, and returns those whose
-// release the store did not apply, or may not have (none if the call
-// cannot succeed by being sent again: a broken record or group, a session
-// the store no longer knows).
+// release the store may not have applied and that a retry could (not a
+// broken record or group, nor a session the store no longer knows).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
 	// Released through the member's run context, not the session's (already
@@ -238,8 +219,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	}
 	switch {
 	case errors.Is(err, store.ErrCorrupt):
-		// The group's keys broke (by hand): the read the member makes
-		// now reports it, once for all its calls.
+		// The group's keys broke (by hand): the next read reports it.
 		m.log.Debug("release failed; the partitions free when the session ends", "partitions", len(held), "err", err)
 		m.rep.distrust()
 		return nil
@@ -260,8 +240,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 		case e == nil || errors.Is(e, store.ErrNotOwner):
 			done = append(done, held[i])
 		case errors.Is(e, store.ErrCorrupt):
-			// Its record broke (by hand): the read the member makes now
-			// reports it, once for all its calls.
+			// Its record broke (by hand): the next read reports it.
 			m.log.Debug("release failed; the partition frees when the session ends", "partition", held[i].Partition, "err", e)
 			corrupt = true
 		default:
@@ -277,4 +256,36 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 		m.rep.distrust()
 	}
 	return failed
+}
+
+// releasedRecords holds, partition -> epoch, the records this member
+// released (or found not its own) whose release the replica has not shown
+// yet. Written by the reconcile loop and the releaser, read by plan.
+type releasedRecords struct {
+	mu     sync.Mutex
+	epochs map[string]uint64
+}
+
+// noteReleased records that this member released the records held (or
+// found them not its own), so that plan does not release them again.
+func (m *Member) noteReleased(held []store.Ownership) {
+	m.released.mu.Lock()
+	defer m.released.mu.Unlock()
+	for _, r := range held {
+		m.released.epochs[r.Partition] = r.Epoch
+	}
+}
+
+// releasedAlready reports whether this member released partition p at
+// epoch (mine: the replica's record names this member's session); it
+// forgets p once the replica shows another record.
+func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
+	m.released.mu.Lock()
+	defer m.released.mu.Unlock()
+	e, ok := m.released.epochs[p]
+	if ok && (!mine || e != epoch) {
+		delete(m.released.epochs, p)
+		return false
+	}
+	return ok
 }

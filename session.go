@@ -20,16 +20,11 @@ type session struct {
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
 	cancel context.CancelCauseFunc
 	renew  chan struct{} // closed when the renewal goroutine has returned
-	// seq numbers the opening among the member's writes (Member.writes):
-	// plan waits for a replica that shows it.
-	seq uint64
-	// opened is when the session was opened (sent to the store).
-	opened time.Time
+	seq    uint64        // the opening's number among the member's writes (Member.writes)
+	opened time.Time     // when the opening was sent
 	// fence is when the renewal goroutine fences the session unless a
-	// renewal succeeds first: the last successful renewal's send time plus
-	// SessionTTL-FenceMargin. Store calls made for the session's handlers
-	// get it as their deadline, so none of them keeps a handler running
-	// past it (a store client may honour deadlines but not cancellation).
+	// renewal succeeds first (the last successful renewal's send time plus
+	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
 	fence atomic.Pointer[time.Time]
 }
 
@@ -44,25 +39,12 @@ func (s *session) pastFence() bool {
 }
 
 // withFence returns ctx bounded by the session's fence time, whatever ctx
-// is (context.Background() included): every store call made for one of the
-// session's handlers goes through it, so none can keep a handler inside
-// herd's code past the time after which another member may start its
-// partition. It returns ok false, and the call must not be made, once that
-// time has come or the session is cancelled (lost, or fenced):
-//
-//   - past the fence time the renewal goroutine is about to fence the
-//     session (or the store about to expire it);
-//   - a cancelled session has no fence time left to bound the call by. Its
-//     handlers have been told, and may well save their last progress with
-//     a context of their own (theirs is cancelled); on a slow store that
-//     call would run past the session's expiry while a successor runs the
-//     partition. At the very instant of the fence the renewal goroutine's
-//     timer and a handler's periodic checkpoint may both fire: the session
-//     is then cancelled although the clock reads exactly the fence time,
-//     and the call is refused the same way.
-//
-// A handoff cancels a handler's context, not the session's: its final
-// checkpoint goes through, bounded by the fence time.
+// is: every store call made for the session's handlers goes through it, so
+// none can keep a handler inside herd past the time after which another
+// member may start its partition. It returns ok false, and the call must not
+// be made, once that time has come or the session is lost or fenced (then
+// there is no fence time left to bound the call by). A handoff cancels the
+// handler's context, not the session's: its final checkpoint goes through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil {
 		return ctx, func() {}, false
@@ -94,31 +76,24 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
-	// A new session starts from a new read of the group (the replica may
-	// have diverged while there was none).
+	// A new session starts from a new read of the group.
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.running.mu.Lock()
 	m.running.sess = id
 	m.running.mu.Unlock()
-	m.live.Store(s)
+	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
 	return s, nil
 }
 
-// renewLoop keeps one session alive. It never waits on handlers or on the
-// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin since
-// the last successful one was sent, the session's context is cancelled, which
-// cancels every handler of that session before the store can expire it
-// (self-fencing); the reconcile loop then opens a new session.
-//
-// The fence is a timer of its own, not a step of this loop: a renewal call
-// can return well after its deadline (a client that answers a deadline by
-// cancelling the query on the server and waiting for that, through a
-// network that drops packets), and a fence that waited for it would come
-// after the store had expired the session and another member had started
-// its partitions (internal/netpart, seed 3 on PostgreSQL: 1.45 s late).
+// renewLoop keeps one session alive, never waiting on handlers or the
+// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin
+// since the last successful one was sent, it cancels the session's context,
+// and with it every handler, before the store can expire the session
+// (self-fencing). The fence is a timer of its own, as a renewal call can
+// return well after its deadline.
 func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	defer close(s.renew)
 	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
@@ -131,8 +106,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		})
 	}
 	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
-		// A member paused by a test's gate is a stopped process, whose
-		// timers fire once it resumes: so does this one.
+		// A member paused by a gate fires its timers once it resumes.
 		if m.cfg.gate.Wait(s.ctx) != nil {
 			return
 		}

@@ -31,30 +31,20 @@ type slot struct {
 	released atomic.Bool  // set once released (normal path or ForceHandoff)
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: the plan made once it is done must be a full one (see
-	// target.go), because no entry of the log will tell the target what to do:
-	// its record stays this member's (a give-back that failed), or a plan
-	// gave its partition to this member while it was stopping
-	// (claimOnceStopped).
+	// planInFull: once it is done the next plan must be a full one (see
+	// target.go), as no log entry will tell the target: its record stays
+	// this member's (a failed give-back), or claimOnceStopped.
 	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex). Only the reconcile loop uses it.
 	at int32
 }
 
-// claimOnceStopped is called by plan, which would claim sl's partition
-// for sess but leaves it alone while sl runs: if sl is not sess's running
-// handler (one of a lost session, or handing off), the partition is
-// claimed once sl has returned, by the full plan its return calls for.
-//
-// Without it, the partition ran nowhere for good (the randomized fault
-// test's seed 12, issue 28 item 9): a member back from a lost session whose
-// handlers were still stopping (their last checkpoint sent through a slow
-// store) planned in full, was given their partitions (handed to it by
-// another member, or free) and skipped them; the plan set an target, and when
-// the handlers returned the next plans went by the target, which claims only
-// partitions released toward this member after it was set: nothing, and no
-// entry came that would end the target.
+// claimOnceStopped is called by plan, which would claim sl's partition for
+// sess but leaves it alone while sl runs: if sl is not sess's running handler
+// (one of a lost session, or handing off), the full plan its return calls for
+// claims the partition. Without it no log entry would end the target, and
+// the partition would run nowhere.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
@@ -101,12 +91,10 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	go m.runSlot(sl)
 }
 
-// claimWrite returns a claim's write function: the one path by which every
-// store call made for a handler (Claim.Checkpoint, and anything else that
-// writes for a claim) reaches the store. It bounds the call by the session's
-// fence time whatever context the handler passes, and refuses it at once,
-// with an error wrapping ErrFenced and ErrNotOwner, past that time or once
-// the session is lost (see session.withFence).
+// claimWrite returns a claim's write function, the one path by which a
+// handler's writes reach the store: bounded by the session's fence time
+// whatever context the handler passes, and refused at once (ErrFenced and
+// ErrNotOwner) past that time or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
 	return m.metrics.countFencing(func(ctx context.Context, v []byte) error {
@@ -133,9 +121,7 @@ func (m *Member) runSlot(sl *slot) {
 	c := sl.claim
 	ctx := c.ctx
 	w := &watchdog{m: m, sl: sl}
-	// Armed by the cancellation, on context.AfterFunc's goroutine; disarmed
-	// as soon as the handler has returned, so it can neither fire for a
-	// handler that returned in time nor outlive this goroutine.
+	// Armed by the cancellation; disarmed once the handler has returned.
 	stopArm := context.AfterFunc(ctx, w.arm)
 	defer func() { m.events.slotDone <- sl }()
 	for {
@@ -168,14 +154,10 @@ func (m *Member) runSlot(sl *slot) {
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
-// handler being handed off has not returned within MaxShutdown.
-//
-// The race it must avoid: the handler's context is cancelled; the handler
-// returns at once and runSlot cleans up; only then does context.AfterFunc's
-// goroutine get to run and arm the timer, which nothing stops any more, and
-// MaxShutdown later it reports a handler that returned long ago. So arm and
-// disarm share a lock and a flag: an arm after the disarm does nothing, and
-// a timer armed before it is stopped, or waited for if it already fired.
+// handler being handed off has not returned within MaxShutdown. arm (on
+// context.AfterFunc's goroutine) may run after the handler returned and
+// disarm ran, so they share a lock and a flag: an arm after the disarm does
+// nothing, and a timer armed before it is stopped or waited for.
 type watchdog struct {
 	m  *Member
 	sl *slot
