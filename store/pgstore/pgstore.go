@@ -463,6 +463,9 @@ func (s *Store) fail(op string, err error) error {
 		}
 		return s.wrap(prefix, err, nil)
 	}
+	if !errors.Is(err, context.Canceled) {
+		s.hub.suspect() // the network or the deadline failed the call (listen.go)
+	}
 	return s.wrap(prefix, err, store.ErrUnavailable)
 }
 
