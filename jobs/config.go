@@ -175,6 +175,9 @@ type Config struct {
 	// gate, if set, pauses the member as if its process were stopped:
 	// herdtest.WithJobsGate sets it.
 	gate *pause.Gate
+	// now, if set, is the member's wall clock (default time.Now): tests
+	// step it (export_test.go).
+	now func() time.Time
 }
 
 // The pause hook (package herdtest's Gate) is set in Config.gate through

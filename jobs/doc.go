@@ -96,6 +96,13 @@
 // key, counts it (herd_jobs_skewed_records_total) and schedules the key
 // from its own clock, instead of leaving the key silent until then.
 //
+// A step of a member's wall clock moves its keys' due times with it within
+// a minute: after a step forward the latest slot now due runs once (the
+// skipped ones counted as missed); after a step back the member runs no slot
+// early and none of the slots it ran again, each key waiting for the clock
+// to reach its next slot. Ownership is not touched by either: sessions
+// expire by the store's clock, and fencing uses the monotonic clock.
+//
 // In a zone with daylight saving time (CRON_TZ=), a cron job at a fixed
 // time runs once on the days the clocks change, as in Vixie cron: in autumn
 // the repeated hour is collapsed (CRON_TZ=America/New_York 30 1 * * * runs

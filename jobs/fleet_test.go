@@ -32,6 +32,8 @@ type fleet struct {
 	// wrap, if set, gives a member the store it uses, from the fleet's
 	// store and the member's gate (a store that stalls the member).
 	wrap func(member string, gate *herdtest.Gate, st store.Store) store.Store
+	// clock, if set, gives a member its wall clock (nil: time.Now).
+	clock func(member string) func() time.Time
 
 	mu       sync.Mutex
 	members  map[string]*fleetMember
@@ -52,6 +54,7 @@ type runEvent struct {
 	member      string
 	run         jobs.Run
 	start, stop time.Time // stop is zero while running
+	wall        time.Time // start on the member's wall clock
 	err         error
 }
 
@@ -79,7 +82,11 @@ func (f *fleet) run(member string) func(ctx context.Context, r jobs.Run) error {
 		}
 		f.running[r.Key] = member
 		i := len(f.runs)
-		f.runs = append(f.runs, runEvent{member: member, run: r, start: time.Now()})
+		wall := time.Now()
+		if f.clock != nil && f.clock(member) != nil {
+			wall = f.clock(member)()
+		}
+		f.runs = append(f.runs, runEvent{member: member, run: r, start: time.Now(), wall: wall})
 		f.mu.Unlock()
 		var err error
 		if f.runFor != nil {
@@ -120,6 +127,11 @@ func (f *fleet) start(n int, ks []string) []string {
 		herdtest.WithJobsGate(&cfg, fm.gate)
 		if f.wrap != nil {
 			cfg.Store = f.wrap(id, fm.gate, f.st)
+		}
+		if f.clock != nil {
+			if now := f.clock(id); now != nil {
+				jobs.SetClock(&cfg, now)
+			}
 		}
 		ctx, cancel := context.WithCancel(f.ctx)
 		s, err := jobs.Start(ctx, cfg)

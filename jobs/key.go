@@ -60,7 +60,7 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		rec = Record{}
 	}
 	k.rec, k.prevOwner, k.prevEpoch = rec, rec.Owner, rec.Epoch
-	p := k.pendingFrom(rec, time.Now())
+	p := k.pendingFrom(rec, s.wall())
 	if err == nil {
 		k.announce(ctx, p)
 	}
@@ -71,7 +71,7 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 			<-ctx.Done()
 			return nil
 		}
-		if !sleepUntil(ctx, due) || !s.acquire(ctx) {
+		if !s.sleepUntil(ctx, due) || !s.acquire(ctx) {
 			return nil
 		}
 		next, owned := k.runOnce(ctx, p)
@@ -140,6 +140,14 @@ func (k *keyRun) pendingFrom(rec Record, now time.Time) pending {
 		s := k.slots.next(now)
 		return pending{slot: s, attempt: 1, notBefore: s}
 	}
+	return k.pendingOf(rec, now)
+}
+
+// pendingOf is pendingFrom without the skew check, for a record this
+// member wrote itself: ahead of its clock only if the clock stepped back
+// since (clock.go), and then the key waits for the clock to reach its next
+// slot rather than run again the slots it ran.
+func (k *keyRun) pendingOf(rec Record, now time.Time) pending {
 	switch {
 	case rec.Slot.IsZero():
 		// Never ran: its first slot from now on.
@@ -162,7 +170,7 @@ func (k *keyRun) pendingFrom(rec Record, now time.Time) pending {
 // have another owner (a write was refused).
 func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	s, c := k.s, k.c
-	now := time.Now()
+	now := s.wall()
 	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, claim: c}
 	if last := k.slots.latest(now); last.After(p.slot) {
 		// Later slots are due already: run the latest, once. The slots
@@ -194,11 +202,11 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		// Not written (or written without our knowing): not started.
 		// Try again after a pause; the next write replaces this one.
 		p.failed++
-		p.notBefore = time.Now().Add(writeBackoff(p.failed))
+		p.notBefore = s.wall().Add(writeBackoff(p.failed))
 		if !k.warned {
 			k.warned = true
 			s.log.Warn("writing the key's record failed: the run does not start; trying again (further failures of this key are not logged)",
-				"key", c.Partition, "slot", r.Slot, "after", time.Until(p.notBefore).Round(time.Millisecond), "err", err)
+				"key", c.Partition, "slot", r.Slot, "after", p.notBefore.Sub(s.wall()).Round(time.Millisecond), "err", err)
 		}
 		return p, true
 	}
@@ -208,7 +216,7 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		// lives on (a renewal was under way), the next "running" write goes
 		// through and the run starts then; if not, it is refused.
 		s.log.Debug(msgNotStarted, "key", c.Partition, "slot", r.Slot, "err", errFenced)
-		p.notBefore = time.Now().Add(writeBackoff(1))
+		p.notBefore = s.wall().Add(writeBackoff(1))
 		return p, true
 	}
 	k.rec = rec
@@ -218,14 +226,14 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 			"key", c.Partition, "slot", r.Slot, "previous_owner", k.prevOwner, "previous_epoch", k.prevEpoch, "epoch", c.Epoch)
 	}
 	s.met.skipped(r.Missed)
-	s.met.started(time.Since(r.Slot).Seconds(), r.Attempt == 1) // lateness: when Run starts, after the write
+	s.met.started(s.wall().Sub(r.Slot).Seconds(), r.Attempt == 1) // lateness: when Run starts, after the write
 	s.log.Debug("run started", "key", c.Partition, "slot", r.Slot, "attempt", r.Attempt, "epoch", c.Epoch)
 
 	rctx, stopFence := fenceContext(ctx, c)
 	err := s.call(rctx, r)
 	stopFence()
 
-	stop := time.Now()
+	stop := s.wall()
 	rec.Running, rec.LastStop = false, stop.UTC()
 	rec.Runs++
 	rec.Error = ""
@@ -256,7 +264,7 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	if err := k.finish(rec); err != nil && errors.Is(err, herd.ErrNotOwner) {
 		return p, false
 	}
-	return k.pendingFrom(rec, time.Now()), true
+	return k.pendingOf(rec, s.wall()), true
 }
 
 // msgNotStarted is logged when the "running" write is refused because the
@@ -358,20 +366,4 @@ func writeBackoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, 5*time.Second)
-}
-
-// sleepUntil waits until t, and reports false if ctx ends first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -129,7 +129,7 @@ func Missing() []string {
 	if os.Geteuid() != 0 {
 		m = append(m, "root")
 	}
-	for _, t := range []string{"ip", "tc", "redis-server", "bash", "flock"} {
+	for _, t := range []string{"ip", "tc", "nft", "redis-server", "bash", "flock"} {
 		if _, err := exec.LookPath(t); err != nil {
 			m = append(m, t)
 		}

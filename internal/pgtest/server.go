@@ -92,13 +92,13 @@ func StartTLSServer(t testing.TB, certs *testcerts.Set) *TLSServer {
 	s.run(t, filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "herd_admin", "--pwfile", filepath.Join(s.dir, "pwfile"),
 		"--auth", "scram-sha-256", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale", "C")
 	s.writeFile(t, "data/pg_hba.conf", "hostssl all all 127.0.0.1/32 scram-sha-256\nhostssl all all ::1/128 scram-sha-256\n", 0o600)
-	// The certificate files in postgresql.conf, not on the command line
-	// (which would override UseCert's ALTER SYSTEM).
+	// ssl and the certificate files in postgresql.conf, not on the command
+	// line (which would override ALTER SYSTEM: UseCert, WithoutTLS).
 	conf, err := os.ReadFile(filepath.Join(s.data(), "postgresql.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.writeFile(t, "data/postgresql.conf", string(conf)+"\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n", 0o600)
+	s.writeFile(t, "data/postgresql.conf", string(conf)+"\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n", 0o600)
 	s.InstallCert(t, certs.ServerCert, certs.ServerKey, "server")
 	s.InstallCert(t, certs.ExpiredCert, certs.ExpiredKey, "expired")
 
@@ -109,7 +109,7 @@ func StartTLSServer(t testing.TB, certs *testcerts.Set) *TLSServer {
 	s.Port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", s.data(), "-p", strconv.Itoa(s.Port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "ssl=on",
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
 		"-c", "password_encryption=scram-sha-256",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
@@ -197,6 +197,71 @@ func (s *TLSServer) UseCert(t testing.TB, name string) {
 			t.Fatalf("the server does not present %s.crt after a reload (ssl_cert_file %q, %v)", name, got, err)
 		}
 		time.Sleep(20 * time.Millisecond) // the reload signal is on its way: poll
+	}
+}
+
+// WithoutTLS turns TLS off on the server (ssl=off, and pg_hba.conf
+// accepting plaintext connections too) until the test ends, when it turns
+// it back on: a server that refuses TLS, as one never configured for it.
+func (s *TLSServer) WithoutTLS(t testing.TB) {
+	t.Helper()
+	const hostssl = "hostssl all all 127.0.0.1/32 scram-sha-256\nhostssl all all ::1/128 scram-sha-256\n"
+	s.writeFile(t, "data/pg_hba.conf", hostssl+"host all all 127.0.0.1/32 scram-sha-256\nhost all all ::1/128 scram-sha-256\n", 0o600)
+	s.Admin(t, "SELECT pg_reload_conf()")
+	s.Admin(t, "ALTER SYSTEM SET ssl = off")
+	s.Admin(t, "SELECT pg_reload_conf()")
+	s.waitSSL(t, "off")
+	t.Cleanup(func() {
+		s.adminExec(t, s.plainAdminURL(), "ALTER SYSTEM RESET ssl")
+		s.adminExec(t, s.plainAdminURL(), "SELECT pg_reload_conf()")
+		s.waitSSL(t, "on")
+		s.writeFile(t, "data/pg_hba.conf", hostssl, 0o600)
+		s.Admin(t, "SELECT pg_reload_conf()")
+	})
+}
+
+// waitSSL waits until a new connection's backend (forked after a reload)
+// reports ssl as want.
+func (s *TLSServer) waitSSL(t testing.TB, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var got string
+		conn, err := pgx.Connect(ctx, s.plainAdminURL())
+		if err == nil {
+			err = conn.QueryRow(ctx, "SELECT current_setting('ssl')").Scan(&got)
+			_ = conn.Close(ctx)
+		}
+		cancel()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's ssl is %q after a reload, want %q (%v)", got, want, err)
+		}
+		time.Sleep(20 * time.Millisecond) // the reload signal is on its way: poll
+	}
+}
+
+// plainAdminURL is herd_admin's URL with sslmode=prefer: TLS when the
+// server offers it, plaintext when not (WithoutTLS).
+func (s *TLSServer) plainAdminURL() string {
+	return strings.Replace(s.adminURL(), "sslmode=require", "sslmode=prefer", 1)
+}
+
+// adminExec runs one statement on url.
+func (s *TLSServer) adminExec(t testing.TB, url, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("%s: connecting as herd_admin: %v", sql, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
 	}
 }
 

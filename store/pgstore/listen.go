@@ -41,6 +41,13 @@ import (
 // waiting call reads once at once, from its own last version, so nothing
 // notified in between is missed. While it is up, a waiting call still
 // reads every backstop interval.
+//
+// A call of the store's that fails on the network or its deadline makes
+// the LISTEN connection suspect (suspect): it crossed the same network, so
+// it may be cut too, or hold notifications that the server's TCP sends
+// again only after a back-off of seconds once the network is back. The
+// store stops trusting it at once (waiting calls read every poll
+// interval) and replaces it with a new one, checked as any new one.
 const (
 	listenVerify    = 5 * time.Second  // a LISTEN connection's own notification must come back within this
 	listenIdle      = 30 * time.Second // a LISTEN connection idle this long is pinged
@@ -58,6 +65,9 @@ type note struct {
 }
 
 var errListenUnverified = errors.New("LISTEN does not deliver notifications on this connection (a pooler in transaction mode?)")
+
+// errListenSuspect ends a LISTEN connection made suspect by a failed call.
+var errListenSuspect = errors.New("a call of the store failed on the network: the LISTEN connection is replaced")
 
 type hub struct {
 	s       *Store
@@ -79,6 +89,10 @@ type hub struct {
 	warned   bool
 	cancel   context.CancelFunc
 	done     chan struct{}
+	// interrupt ends the checked connection's wait for a notification
+	// (nil while there is none); suspected says why.
+	interrupt context.CancelFunc
+	suspected bool
 }
 
 func newHub(s *Store, cfg *pgx.ConnConfig) *hub {
@@ -254,6 +268,20 @@ func (h *hub) setState(healthy bool, pid uint32) {
 	h.wakeAllLocked()
 }
 
+// suspect stops trusting the checked LISTEN connection, if there is one:
+// waiting calls read again at once and then every poll interval, and the
+// connection is replaced.
+func (h *hub) suspect() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.healthy || h.interrupt == nil {
+		return
+	}
+	h.healthy, h.suspected = false, true
+	h.wakeAllLocked()
+	h.interrupt()
+}
+
 // listenerPID is the backend process id of the LISTEN connection, 0 while
 // there is none (for tests).
 func (h *hub) listenerPID() uint32 {
@@ -362,9 +390,18 @@ func (h *hub) listen(ctx context.Context) (verified bool, err error) {
 	h.setState(true, conn.PgConn().PID())
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdle)
+		h.mu.Lock()
+		h.interrupt = cancel
+		h.mu.Unlock()
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
+		h.mu.Lock()
+		suspected := h.suspected
+		h.interrupt, h.suspected = nil, false
+		h.mu.Unlock()
 		switch {
+		case suspected:
+			return true, errListenSuspect
 		case err == nil:
 			h.dispatch(n.Payload)
 		case ctx.Err() != nil:

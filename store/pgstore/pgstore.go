@@ -342,6 +342,9 @@ func (s *Store) connectErr(err error) error {
 	prefix := fmt.Sprintf("pgstore: connecting to %s", s.where())
 	if cause := certCause(err); cause != "" {
 		prefix += ": the server's certificate is not accepted: " + cause
+	} else if strings.Contains(err.Error(), "server refused TLS connection") {
+		// pgx's words when the server answers the TLS request with "no"
+		prefix += ": the server does not offer TLS, which the URL's sslmode requires (set ssl = on and a certificate on the server)"
 	}
 	return s.wrap(prefix, err, store.ErrUnavailable)
 }
@@ -471,6 +474,9 @@ func (s *Store) fail(op string, err error) error {
 			return s.wrap(prefix, err, store.ErrUnavailable)
 		}
 		return s.wrap(prefix, err, nil)
+	}
+	if !errors.Is(err, context.Canceled) {
+		s.hub.suspect() // the network or the deadline failed the call (listen.go)
 	}
 	return s.wrap(prefix, err, store.ErrUnavailable)
 }

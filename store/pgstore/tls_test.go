@@ -67,6 +67,7 @@ func TestTLS(t *testing.T) {
 		wantCause(t, err, store.ErrUnavailable, "expired at", "renew")
 	})
 	t.Run("secrets_kept_out", func(t *testing.T) { testTLSSecrets(t, e) })
+	t.Run("prefer_falls_back_to_plaintext", func(t *testing.T) { testPreferWithoutTLS(t, e) })
 }
 
 func openErr(t *testing.T, u string) error {
