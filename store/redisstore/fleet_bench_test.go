@@ -178,3 +178,23 @@ func BenchmarkFleetDecodeLog(b *testing.B) {
 	}
 	m.report(b, 100_000, "change")
 }
+
+// BenchmarkFleetDecodePartList decodes the partition set of the placement
+// as a Snapshot reads it (partlist).
+//
+//	go test -run '^$' -bench FleetDecodePartList -benchtime 20x ./store/redisstore/
+func BenchmarkFleetDecodePartList(b *testing.B) {
+	ps := make([]store.Partition, 100_000)
+	for i := range ps {
+		ps[i] = store.Partition{ID: fmt.Sprintf("partition-%06d", i)}
+	}
+	list := encodePartList(ps)
+	var m costMeter
+	m.start(b)
+	for b.Loop() {
+		if got, ok := decodePartList(list); !ok || len(got) != len(ps) {
+			b.Fatalf("%d partitions, %v", len(got), ok)
+		}
+	}
+	m.report(b, 100_000, "partition")
+}

@@ -60,7 +60,7 @@ func decodePartList(v string) (ps []store.Partition, ok bool) {
 		// Canonical decimals only ("05" is not what encodePartList
 		// writes: the hash is read instead).
 		weight, err := strconv.Atoi(w)
-		if err != nil || strconv.Itoa(weight) != w || len(ps) > 0 && ps[len(ps)-1].ID >= id {
+		if err != nil || len(w) > 1 && w[0] == '0' || len(ps) > 0 && ps[len(ps)-1].ID >= id {
 			return nil, false
 		}
 		ps = append(ps, store.Partition{ID: id, Weight: weight})
