@@ -195,9 +195,9 @@ func ValidateID(kind, id string) error {
 }
 
 // printableASCII reports whether id's bytes are all printable ASCII (0x20
-// to 0x7e): valid UTF-8 without control characters. Checked rune by rune,
-// the ids of a Snapshot of 100,000 records were a third of what decoding
-// its partition set cost (BenchmarkFleetDecodePartList in redisstore).
+// to 0x7e): valid UTF-8 without control characters, checked in one pass
+// rather than rune by rune (a Snapshot checks every id it reads: see
+// BenchmarkFleetDecodePartList in redisstore).
 func printableASCII(id string) bool {
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < 0x20 || c > 0x7e {

@@ -292,9 +292,7 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 			}
 			if cur != nil {
 				// In place, field by field: the record keeps its
-				// Partition string, and a copy of the whole record (96
-				// bytes, with the write barriers of its strings) was a
-				// tenth of applying a placement (BenchmarkApplyFleet).
+				// Partition string, and is not copied whole (96 bytes).
 				cur.GivenBack = keptMark(cur.GivenBack, c.Session)
 				cur.Session, cur.Member, cur.Epoch, cur.Checkpoint = session, member, c.Epoch, nil
 			} else {

@@ -45,6 +45,10 @@ func encodePartList(ps []store.Partition) string {
 // decodePartList decodes partlist; ok is false if v is not what
 // encodePartList writes (valid ids, sorted and unique, non-negative
 // weights in canonical decimal): the caller reads the hash instead.
+// A set of 100,000 partitions took 159 ns of CPU a partition when the ids
+// were checked rune by rune and the weights formatted again to compare,
+// 110 since (BenchmarkFleetDecodePartList, medians of three alternated
+// runs on a loaded 2-core machine).
 func decodePartList(v string) (ps []store.Partition, ok bool) {
 	ps = make([]store.Partition, 0, strings.Count(v, listRecordSep))
 	for v != "" {
