@@ -344,6 +344,9 @@ func (f *feed) queue(cs []store.Change) {
 	} else {
 		r.checkTarget(cs)
 	}
+	if len(r.contested) == 0 {
+		return // the common case: nothing to look up per entry
+	}
 	for _, c := range cs {
 		if c.Partition != "" {
 			delete(r.contested, c.Partition)

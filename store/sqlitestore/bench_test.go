@@ -150,3 +150,44 @@ func BenchmarkPlacement16x10k(b *testing.B) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkReadLog10k reads the log of a placement of 10,000 partitions
+// (ten ClaimBatch calls) with Changes, 10,000 changes per call, as a
+// member's feed reads it, and reports the bytes and allocations per
+// change:
+//
+//	go test -run '^$' -bench ReadLog10k -benchtime 20x ./store/sqlitestore/
+func BenchmarkReadLog10k(b *testing.B) {
+	ctx := b.Context()
+	s := open(b, filepath.Join(b.TempDir(), "herd.db"))
+	const parts = 10_000
+	ps := make([]store.Partition, parts)
+	ids := make([]string, parts)
+	for i := range ps {
+		ps[i] = store.Partition{ID: fmt.Sprintf("partition-%06d", i)}
+		ids[i] = ps[i].ID
+	}
+	if _, err := s.SetPartitions(ctx, "g", store.PartitionSet{Partitions: ps}); err != nil {
+		b.Fatal(err)
+	}
+	sess, err := s.OpenSession(ctx, "g", "host-000-12345", 1, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx, "g")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < parts; i += store.MaxBatch {
+		if _, err := s.ClaimBatch(ctx, "g", sess, ids[i:i+store.MaxBatch]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cs, _, err := s.Changes(ctx, "g", snap.Version, parts)
+		if err != nil || len(cs) != parts {
+			b.Fatalf("%d changes, %v", len(cs), err)
+		}
+	}
+}
