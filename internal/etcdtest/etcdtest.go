@@ -158,14 +158,20 @@ func start() (string, error) {
 	}
 	cluster := "n0=http://127.0.0.1:" + strconv.Itoa(ports[1])
 	proc = exec.Command(bin, Args("n0", filepath.Join(dataDir, "n0"), ports[0], ports[1], cluster)...)
-	proc.Stderr = os.Stderr
+	logFile, err := os.Create(filepath.Join(dataDir, "etcd.log"))
+	if err != nil {
+		return "", err
+	}
+	defer logFile.Close()
+	proc.Stdout, proc.Stderr = logFile, logFile
 	if err := proc.Start(); err != nil {
 		return "", fmt.Errorf("starting %s: %w", bin, err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	if err := WaitHealthy(addr, 20*time.Second); err != nil {
+		log, _ := os.ReadFile(logFile.Name())
 		Stop()
-		return "", err
+		return "", fmt.Errorf("%w; its log:\n%s", err, log[max(len(log)-2000, 0):])
 	}
 	return "etcd://" + addr, nil
 }
