@@ -95,7 +95,7 @@ func parseURL(raw string) (clientv3.Config, string, error) {
 			host, port = h, "2379"
 		}
 		if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
-			return cfg, "", invalid("endpoint %q is not HOST:PORT", h)
+			return cfg, "", invalid("an endpoint is not HOST:PORT") // not quoted: a password typed with a '?' may be in it
 		}
 		s := "http://"
 		if secure {
@@ -112,7 +112,7 @@ func parseURL(raw string) (clientv3.Config, string, error) {
 		switch k {
 		case "prefix", "ca", "cert", "key":
 		default:
-			return cfg, "", invalid("unknown parameter %q (known: prefix, ca, cert, key)", k)
+			return cfg, "", invalid("unknown parameter (known: prefix, ca, cert, key)")
 		}
 	}
 	if secure {
@@ -141,7 +141,7 @@ func tlsConfig(q url.Values) (*tls.Config, error) {
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, invalid("the CA file %q holds no PEM certificate", ca)
+			return nil, invalid("the CA file holds no PEM certificate")
 		}
 	}
 	cert, key := param("cert", "HERD_ETCD_CERT"), param("key", "HERD_ETCD_KEY")
