@@ -12,6 +12,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Version is the etcd release the tests build and run.
@@ -196,4 +200,28 @@ func WaitHealthy(addr string, within time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Cleanup deletes every key under prefix on the server of url (etcd://
+// host:port,...) when t ends: tests that share a server leave nothing.
+func Cleanup(t testing.TB, url, prefix string) {
+	t.Helper()
+	hosts, _, _ := strings.Cut(strings.TrimPrefix(url, "etcd://"), "?")
+	var eps []string
+	for _, h := range strings.Split(hosts, ",") {
+		eps = append(eps, "http://"+h)
+	}
+	t.Cleanup(func() {
+		c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Errorf("etcd client for the clean-up: %v", err)
+			return
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
+			t.Errorf("deleting the test's keys under %q: %v", prefix, err)
+		}
+	})
 }
