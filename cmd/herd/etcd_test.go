@@ -73,3 +73,10 @@ func TestGroupDeleteEtcd(t *testing.T) {
 		t.Fatalf("groups after the delete: %v, %v; want none", groups, err)
 	}
 }
+
+// The fleet bench on etcd: member processes share the cluster; the
+// server's CPU is etcd's own process_cpu_seconds_total.
+func TestBenchFleetEtcd(t *testing.T) {
+	u, _ := etcdURL(t)
+	fleetBench(t, u, true)
+}

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -57,7 +58,8 @@ func WithLogLimit(n int) Option { return func(s *Store) { s.logLimit = max(n, 1)
 // Store is the etcd backend. Create it with New or Open.
 type Store struct {
 	c        *clientv3.Client
-	own      bool // Close closes c
+	own      bool        // Close closes c
+	tls      *tls.Config // of an etcds:// URL, for ServerCPU's reads of /metrics
 	prefix   string
 	logLimit int
 

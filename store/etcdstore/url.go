@@ -52,7 +52,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		opts = append([]Option{WithPrefix(prefix)}, opts...)
 	}
 	s := New(c, opts...)
-	s.own = true
+	s.own, s.tls = true, cfg.TLS
 	return s, nil
 }
 
