@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -38,29 +39,61 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		if err != nil {
 			return nil, failure(op, err)
 		}
-		snap, dead, err := buildSnapshot(g, resp.Responses)
+		snap, leases, dead, err := buildSnapshot(g, resp.Responses)
 		if err != nil {
 			return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 		}
 		if dead && attempt < 3 {
 			continue // a lease ended between the expiry and the read
 		}
+		if err := s.remaining(ctx, snap.Sessions, leases); err != nil {
+			return nil, failure(op, err)
+		}
 		return snap, nil
 	}
 }
 
-// buildSnapshot decodes the reads of Snapshot; dead reports a logged
-// session whose lease is gone (listed, as the log has it open).
-func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (*store.Snapshot, bool, error) {
+// remaining sets each live session's Remaining from its lease, one
+// LeaseTimeToLive each (at most 16 at once). etcd gives whole seconds,
+// rounded down: Remaining is at most the time left, at least 1 ms, and
+// at most the session's TTL.
+func (s *Store) remaining(ctx context.Context, sessions []store.SessionInfo, leases []clientv3.LeaseID) error {
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(sessions))
+	var wg sync.WaitGroup
+	for i := range sessions {
+		if leases[i] == 0 {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			resp, err := s.c.TimeToLive(withLeader(ctx), leases[i])
+			if err != nil {
+				errs <- err
+				return
+			}
+			sessions[i].Remaining = min(max(time.Duration(resp.TTL)*time.Second, time.Millisecond), sessions[i].Remaining)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// buildSnapshot decodes the reads of Snapshot, with the lease of each live
+// session (0 for one whose lease is gone); dead reports a logged session
+// whose lease is gone (listed, as the log has it open).
+func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (snap *store.Snapshot, leases []clientv3.LeaseID, dead bool, err error) {
 	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	snap := &store.Snapshot{Version: seq.version()}
+	snap = &store.Snapshot{Version: seq.version()}
 	var m meta
 	if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		if err := json.Unmarshal(kvs[0].Value, &m); err != nil {
-			return nil, false, fmt.Errorf("the group's partition set record cannot be decoded: %v: %w", err, store.ErrCorrupt)
+			return nil, nil, false, fmt.Errorf("the group's partition set record cannot be decoded: %v: %w", err, store.ErrCorrupt)
 		}
 	}
 	snap.Kind, snap.PartitionSetStored = m.Kind, m.Stored
@@ -68,7 +101,6 @@ func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (*store.Snapshot, bo
 	for _, kv := range rs[3].GetResponseRange().Kvs {
 		alive[strings.TrimPrefix(string(kv.Key), g+"s/")] = true
 	}
-	dead := false
 	for _, kv := range rs[2].GetResponseRange().Kvs {
 		id := strings.TrimPrefix(string(kv.Key), g+"m/")
 		var info sessionInfo
@@ -76,10 +108,11 @@ func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (*store.Snapshot, bo
 			snap.Malformed = append(snap.Malformed, store.Malformed{Kind: store.MalformedSession, ID: id, Reason: err.Error()})
 			continue
 		}
-		remaining := info.TTL
+		remaining, lease := info.TTL, info.Lease
 		if !alive[id] {
-			dead, remaining = true, time.Nanosecond
+			dead, remaining, lease = true, time.Nanosecond, 0
 		}
+		leases = append(leases, lease)
 		snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: id, Member: info.Member, Remaining: remaining, Weight: info.Weight})
 	}
 	for _, kv := range rs[4].GetResponseRange().Kvs {
@@ -99,10 +132,10 @@ func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (*store.Snapshot, bo
 			}
 		}
 		if len(chunks) != m.Chunks {
-			return nil, false, fmt.Errorf("the group's partition set has %d chunks of %d: %w", len(chunks), m.Chunks, store.ErrCorrupt)
+			return nil, nil, false, fmt.Errorf("the group's partition set has %d chunks of %d: %w", len(chunks), m.Chunks, store.ErrCorrupt)
 		}
 		if snap.Partitions, err = decodeSet(chunks); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	}
@@ -112,7 +145,7 @@ func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (*store.Snapshot, bo
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return snap, dead, nil
+	return snap, leases, dead, nil
 }
 
 // Records implements store.Store: readChunk partitions per read, every
