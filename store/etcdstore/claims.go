@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -31,8 +32,9 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 	results := make([]store.ClaimResult, len(partitions))
 	for from := 0; from < len(partitions); from += claimChunk {
 		to := min(from+claimChunk, len(partitions))
+		var state []*etcdserverpb.ResponseOp
 		err := retry(ctx, op, func() (bool, error) {
-			return s.claimChunk(ctx, group, session, partitions[from:to], results[from:to])
+			return s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state)
 		})
 		if errors.Is(err, errNotAlive) {
 			return nil, fmt.Errorf("etcdstore: %s: session %q: %w", op, session, store.ErrSessionExpired)
@@ -44,7 +46,9 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 	return results, nil
 }
 
-func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult) (bool, error) {
+// claimChunk claims partitions in one transaction, deciding on *state (the
+// reads of a failed attempt; read first if nil).
+func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp) (bool, error) {
 	const op = "claim batch"
 	g := s.groupKey(group)
 	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
@@ -52,11 +56,14 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 	for _, p := range partitions {
 		gets = append(gets, clientv3.OpGet(g+"r/"+p), clientv3.OpGet(g+"c/"+p))
 	}
-	resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
-	if err != nil {
-		return false, failure(op, err)
+	rs := *state
+	if rs == nil {
+		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
+		if err != nil {
+			return false, failure(op, err)
+		}
+		rs = resp.Responses
 	}
-	rs := resp.Responses
 	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
 	if err != nil {
 		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
@@ -113,10 +120,12 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 	if len(w.log) == 0 {
 		return true, nil
 	}
-	ok, err := s.commit(ctx, w)
+	ok, fresh, err := s.commitOr(ctx, w, gets)
 	if err != nil {
+		*state = nil
 		return false, failure(op, err)
 	}
+	*state = fresh
 	return ok, nil
 }
 
@@ -132,8 +141,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 	errs := make([]error, len(held))
 	for from := 0; from < len(held); from += claimChunk {
 		to := min(from+claimChunk, len(held))
+		var state []*etcdserverpb.ResponseOp
 		err := retry(ctx, op, func() (bool, error) {
-			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false)
+			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state)
 		})
 		if err != nil {
 			return nil, err
@@ -153,8 +163,9 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 	}
 	errs := make([]error, 1)
 	held := []store.Ownership{{Partition: partition, Epoch: epoch}}
+	var state []*etcdserverpb.ResponseOp
 	if err := retry(ctx, op, func() (bool, error) {
-		return s.releaseChunk(ctx, op, group, session, held, errs, true)
+		return s.releaseChunk(ctx, op, group, session, held, errs, true, &state)
 	}); err != nil {
 		return err
 	}
@@ -162,18 +173,21 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 }
 
 // releaseChunk releases (or gives back) the held records in one
-// transaction.
-func (s *Store) releaseChunk(ctx context.Context, op, group, session string, held []store.Ownership, errs []error, giveBack bool) (bool, error) {
+// transaction, deciding on *state as claimChunk does.
+func (s *Store) releaseChunk(ctx context.Context, op, group, session string, held []store.Ownership, errs []error, giveBack bool, state *[]*etcdserverpb.ResponseOp) (bool, error) {
 	g := s.groupKey(group)
 	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly())}
 	for _, h := range held {
 		gets = append(gets, clientv3.OpGet(g+"r/"+h.Partition))
 	}
-	resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
-	if err != nil {
-		return false, failure(op, err)
+	rs := *state
+	if rs == nil {
+		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
+		if err != nil {
+			return false, failure(op, err)
+		}
+		rs = resp.Responses
 	}
-	rs := resp.Responses
 	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
 	if err != nil {
 		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
@@ -209,10 +223,12 @@ func (s *Store) releaseChunk(ctx context.Context, op, group, session string, hel
 	if len(w.log) == 0 {
 		return true, nil
 	}
-	ok, err := s.commit(ctx, w)
+	ok, fresh, err := s.commitOr(ctx, w, gets)
 	if err != nil {
+		*state = nil
 		return false, failure(op, err)
 	}
+	*state = fresh
 	return ok, nil
 }
 

@@ -140,14 +140,14 @@ func retry(ctx context.Context, op string, attempt func() (bool, error)) error {
 		if err != nil || done {
 			return err
 		}
-		if i >= 3 {
-			// Writers of one group take turns on its sequence: spread them.
-			d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(i-3, 5)))
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return failure(op, ctx.Err())
-			}
+		// Writers of one group take turns on its sequence, and a failed
+		// compare costs the cluster a write of its own (a transaction goes
+		// through Raft): back off, more each time, at random.
+		d := time.Duration(rand.Int64N(int64(2*time.Millisecond) << min(i, 6)))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return failure(op, ctx.Err())
 		}
 	}
 }

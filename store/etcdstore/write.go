@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/herdhq/herd/store"
@@ -47,6 +48,15 @@ func (w *write) dead(session string) {
 // commit runs the write: committed is false if something it compares
 // changed since it was read (the caller reads and decides again).
 func (s *Store) commit(ctx context.Context, w *write) (committed bool, err error) {
+	ok, _, err := s.commitOr(ctx, w, nil)
+	return ok, err
+}
+
+// commitOr is commit that, when a compare fails, runs reads instead and
+// returns their responses: the state the caller decides again on, without
+// a read of its own (a retry costs one round trip, and the state it
+// decides on is as fresh as can be).
+func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (committed bool, state []*etcdserverpb.ResponseOp, err error) {
 	ops := w.ops
 	cmps := append(w.cmps, clientv3.Compare(clientv3.ModRevision(w.g+"q"), "=", w.seq.rev))
 	if len(w.log) > 0 {
@@ -72,9 +82,12 @@ func (s *Store) commit(ctx context.Context, w *write) (committed bool, err error
 			ops = append(ops, clientv3.OpDelete(logKey(w.g, 0), clientv3.WithRange(logKey(w.g, seq-uint64(s.logLimit)+1))))
 		}
 	}
-	resp, err := s.c.Txn(withLeader(ctx)).If(cmps...).Then(ops...).Commit()
+	resp, err := s.c.Txn(withLeader(ctx)).If(cmps...).Then(ops...).Else(reads...).Commit()
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return resp.Succeeded, nil
+	if resp.Succeeded {
+		return true, nil, nil
+	}
+	return false, resp.Responses, nil
 }
