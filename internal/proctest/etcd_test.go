@@ -86,6 +86,6 @@ func startEtcdFleet(t *testing.T, u, name string, addrFor func(member string) st
 		f.start(m, base+"?prefix="+prefix)
 	}
 	d := f.waitBalanced("the fleet to spread the partitions", members, 0, 30*time.Second)
-	t.Logf("%d processes share %d partitions evenly %v after starting", nChildren, nPartitions, d.Round(time.Millisecond))
+	t.Logf("%d processes share %d partitions evenly %v after starting", nChildren, etcdPartitions, d.Round(time.Millisecond))
 	return f, members, st
 }
