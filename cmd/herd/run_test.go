@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/internal/checkpointsock"
+	"github.com/herdhq/herd/internal/etcdtest"
 	"github.com/herdhq/herd/internal/redistest"
 )
 
@@ -54,6 +55,7 @@ func buildHerd(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	etcdtest.Stop()
 	if herdBin.dir != "" {
 		os.RemoveAll(herdBin.dir)
 	}

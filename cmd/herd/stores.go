@@ -25,6 +25,8 @@ const storeURLsHelp = `Store URLs (--store, HERD_STORE):
                         redis+sentinel://H:P/MASTER
   postgres://USER@HOST/DB[?schema=herd]
                         PostgreSQL (postgresql:// too)
+  etcd://HOST:PORT[,HOST:PORT...][?prefix=herd/]
+                        an etcd cluster; etcds:// with TLS (?ca=&cert=&key=)
   mem://                this process's own store (herd demo and bench only)
 
 Without --store, herd run, herd jobs and the commands that only read

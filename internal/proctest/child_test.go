@@ -21,6 +21,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/etcdstore"
 	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
 	"github.com/herdhq/herd/store/sqlitestore"
@@ -160,6 +161,8 @@ func openStore(ctx context.Context, url, prefix string) (store.Store, error) {
 		return sqlitestore.Open(ctx, url)
 	case strings.HasPrefix(url, "postgres://"):
 		return pgstore.Open(ctx, url)
+	case strings.HasPrefix(url, "etcd://"):
+		return etcdstore.Open(ctx, url)
 	}
 	return redisstore.Open(ctx, url, redisstore.WithPrefix(prefix))
 }

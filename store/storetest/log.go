@@ -571,7 +571,7 @@ func testLogExpiry(e *env) {
 		t.Fatalf("ExpireSessions before any TTL passed returned next %v, %v; want in (0, %v]", next, err, shortTTL)
 	}
 	select {
-	case <-time.After(shortTTL + 50*time.Millisecond):
+	case <-time.After(shortTTL + e.opts.ExpiryLag + 50*time.Millisecond):
 	case <-e.ctx.Done():
 		t.Fatal(e.ctx.Err())
 	}

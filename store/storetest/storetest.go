@@ -75,6 +75,22 @@ const (
 // store (the contract has no way to delete one); their sessions expire.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
+	RunWith(t, Options{}, newStore)
+}
+
+// Options are what a backend tells the suite about itself.
+type Options struct {
+	// ExpiryLag is how long after its TTL a session may still be alive in
+	// the store, when the store counts TTLs coarser than the suite's
+	// (etcd grants leases in whole seconds and ends them on a 500 ms
+	// tick): subtests that expect an expiry at the TTL wait that much
+	// longer. 0 for a store that ends a session at its TTL.
+	ExpiryLag time.Duration
+}
+
+// RunWith is Run with the backend's Options.
+func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store) {
+	t.Helper()
 	tests := []struct {
 		name string
 		fn   func(e *env)
@@ -145,7 +161,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				tc.fn(newEnv(t, newStore))
+				e := newEnv(t, newStore)
+				e.opts = opts
+				tc.fn(e)
 			})
 		}
 	})
@@ -157,6 +175,7 @@ type env struct {
 	s     store.Store
 	ctx   context.Context
 	group string
+	opts  Options
 }
 
 func newEnv(t *testing.T, newStore func(*testing.T) store.Store) *env {

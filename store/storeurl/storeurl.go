@@ -16,6 +16,8 @@
 //	redis+sentinel://H:P/MASTER      a primary found through Sentinel (and rediss+...)
 //	postgres://USER@HOST/DB[?schema=herd]
 //	postgresql://...                 PostgreSQL (pgstore)
+//	etcd://HOST:PORT[,HOST:PORT...][?prefix=herd/]
+//	etcds://...[?ca=&cert=&key=]     an etcd cluster, etcds with TLS (etcdstore)
 //	mem://                           an in-process store (memstore), new at every
 //	                                 Open: for tests and demos, one process only
 //
@@ -34,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/etcdstore"
 	"github.com/herdhq/herd/store/memstore"
 	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
@@ -69,6 +72,8 @@ var openers = map[string]func(ctx context.Context, url string, o options) (store
 	"rediss+sentinel": openRedis,
 	"postgres":        openPostgres,
 	"postgresql":      openPostgres,
+	"etcd":            openEtcd,
+	"etcds":           openEtcd,
 }
 
 // Open opens the store rawURL names, picking the backend by the URL's
@@ -174,6 +179,14 @@ func openPostgres(ctx context.Context, url string, o options) (store.Store, erro
 		opts = append(opts, pgstore.WithReadOnly())
 	}
 	s, err := pgstore.Open(ctx, url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func openEtcd(ctx context.Context, url string, _ options) (store.Store, error) {
+	s, err := etcdstore.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,15 +15,19 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/internal/etcdtest"
 	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/internal/redistest"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/etcdstore"
 	"github.com/herdhq/herd/store/memstore"
 	"github.com/herdhq/herd/store/pgstore"
 	"github.com/herdhq/herd/store/redisstore"
 	"github.com/herdhq/herd/store/sqlitestore"
 	"github.com/herdhq/herd/store/storeurl"
 )
+
+func TestMain(m *testing.M) { etcdtest.Main(m) }
 
 // Open picks the backend by scheme, on the real servers, and the store it
 // returns works.
@@ -32,6 +37,7 @@ func TestOpenPicksBackend(t *testing.T) {
 	prefix := redistest.Prefix(t, raw, "storeurl")
 	schema := pgtest.Schema(t)
 	sqlitePath := filepath.Join(t.TempDir(), "herd.db")
+	etcdURL := etcdtest.Need(t) + "?prefix=" + fmt.Sprintf("herdtest-storeurl/%016x/", rand.Uint64())
 	for _, tc := range []struct {
 		url  string
 		want func(store.Store) bool
@@ -40,6 +46,7 @@ func TestOpenPicksBackend(t *testing.T) {
 		{"sqlite://" + sqlitePath, func(s store.Store) bool { _, ok := s.(*sqlitestore.Store); return ok }},
 		{"SQLite://" + sqlitePath, func(s store.Store) bool { _, ok := s.(*sqlitestore.Store); return ok }},
 		{redistest.URL() + "?prefix=" + prefix, func(s store.Store) bool { _, ok := s.(*redisstore.Store); return ok }},
+		{etcdURL, func(s store.Store) bool { _, ok := s.(*etcdstore.Store); return ok }},
 		{pgtest.WithOptions(pgtest.URL(), "schema", schema), func(s store.Store) bool { _, ok := s.(*pgstore.Store); return ok }},
 	} {
 		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
@@ -73,7 +80,7 @@ func TestOpenRejects(t *testing.T) {
 	for url, want := range map[string]string{
 		"":                    "no scheme",
 		"herd.db":             "no scheme",
-		"ftp://u:secret@host": `unknown scheme "ftp" (supported: mem, postgres, postgresql, redis, redis+cluster, redis+sentinel, rediss, rediss+cluster, rediss+sentinel, sqlite)`,
+		"ftp://u:secret@host": `unknown scheme "ftp" (supported: mem, etcd, etcds, postgres, postgresql, redis, redis+cluster, redis+sentinel, rediss, rediss+cluster, rediss+sentinel, sqlite)`,
 		"mem://x":             "the in-process store takes no host, path or query",
 		"mem://u:secret@":     "the in-process store takes no host, path or query",
 		"sqlite:herd.db":      "want sqlite://PATH",

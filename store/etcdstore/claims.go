@@ -1,0 +1,251 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/herdhq/herd/store"
+)
+
+// errNotAlive ends a batch whose session is not alive.
+var errNotAlive = errors.New("session not alive")
+
+// ClaimBatch implements store.Store: claimChunk partitions per
+// transaction, each compared with its record as read, the records' owners
+// with their liveness as read, and the session alive.
+func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
+	const op = "claim batch"
+	if err := store.ValidateClaimBatch(group, session, partitions); err != nil {
+		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, failure(op, err)
+	}
+	results := make([]store.ClaimResult, len(partitions))
+	for from := 0; from < len(partitions); from += claimChunk {
+		to := min(from+claimChunk, len(partitions))
+		var state []*etcdserverpb.ResponseOp
+		err := retry(ctx, op, func() (bool, error) {
+			return s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state)
+		})
+		if errors.Is(err, errNotAlive) {
+			return nil, fmt.Errorf("etcdstore: %s: session %q: %w", op, session, store.ErrSessionExpired)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// claimChunk claims partitions in one transaction, deciding on *state (the
+// reads of a failed attempt; read first if nil).
+func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp) (bool, error) {
+	const op = "claim batch"
+	g := s.groupKey(group)
+	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
+		clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+	for _, p := range partitions {
+		gets = append(gets, clientv3.OpGet(g+"r/"+p), clientv3.OpGet(g+"c/"+p))
+	}
+	rs := *state
+	if rs == nil {
+		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
+		if err != nil {
+			return false, failure(op, err)
+		}
+		rs = resp.Responses
+	}
+	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
+	if err != nil {
+		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	self, m := rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
+	if len(self) == 0 || len(m) == 0 {
+		return false, errNotAlive
+	}
+	var info sessionInfo
+	if err := json.Unmarshal(m[0].Value, &info); err != nil {
+		return false, fmt.Errorf("etcdstore: %s: session %q: %v: %w", op, session, err, store.ErrCorrupt)
+	}
+	alive := map[string]bool{}
+	for _, kv := range rs[3].GetResponseRange().Kvs {
+		alive[strings.TrimPrefix(string(kv.Key), g+"s/")] = true
+	}
+	w := &write{g: g, group: group, seq: seq}
+	w.alive(session, self[0].CreateRevision)
+	t := now()
+	for i, p := range partitions {
+		results[i] = store.ClaimResult{}
+		var cur record
+		var rev int64
+		if kvs := rs[4+2*i].GetResponseRange().Kvs; len(kvs) > 0 {
+			if cur, err = decodeRecord(kvs[0]); err != nil {
+				results[i].Err = fmt.Errorf("etcdstore: claim %q: %w", p, err)
+				continue
+			}
+			rev = kvs[0].ModRevision
+		}
+		if cur.Session != "" && cur.Session != session && alive[cur.Session] {
+			results[i].Err = fmt.Errorf("etcdstore: claim %q: owned by session %q: %w", p, cur.Session, store.ErrClaimed)
+			continue
+		}
+		w.unchanged(g+"r/"+p, rev)
+		if cur.Session != "" && cur.Session != session {
+			w.dead(cur.Session)
+		}
+		mark := cur.GivenBack
+		if mark == session {
+			mark = ""
+		}
+		nr := record{Session: session, Member: info.Member, Epoch: store.NextEpoch(cur.Epoch, t), GivenBack: mark, Since: t.UnixMicro()}
+		w.put(g+"r/"+p, mustJSON(nr))
+		w.append(store.Change{Kind: store.Claimed, Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch})
+		o := store.Ownership{Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch, GivenBack: mark}
+		if kvs := rs[5+2*i].GetResponseRange().Kvs; len(kvs) > 0 {
+			if _, v, ok := decodeCheckpoint(kvs[0].Value); ok {
+				o.Checkpoint = bytes.Clone(v)
+			}
+		}
+		results[i].Ownership = o
+	}
+	if len(w.log) == 0 {
+		return true, nil
+	}
+	ok, fresh, err := s.commitOr(ctx, w, gets)
+	if err != nil {
+		*state = nil
+		return false, failure(op, err)
+	}
+	*state = fresh
+	return ok, nil
+}
+
+// ReleaseBatch implements store.Store.
+func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
+	const op = "release batch"
+	if err := store.ValidateReleaseBatch(group, session, held); err != nil {
+		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, failure(op, err)
+	}
+	errs := make([]error, len(held))
+	for from := 0; from < len(held); from += claimChunk {
+		to := min(from+claimChunk, len(held))
+		var state []*etcdserverpb.ResponseOp
+		err := retry(ctx, op, func() (bool, error) {
+			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+// GiveBack implements store.Store.
+func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
+	const op = "give back"
+	if err := store.ValidateGiveBack(group, partition, session, epoch); err != nil {
+		return fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return failure(op, err)
+	}
+	errs := make([]error, 1)
+	held := []store.Ownership{{Partition: partition, Epoch: epoch}}
+	var state []*etcdserverpb.ResponseOp
+	if err := retry(ctx, op, func() (bool, error) {
+		return s.releaseChunk(ctx, op, group, session, held, errs, true, &state)
+	}); err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// releaseChunk releases (or gives back) the held records in one
+// transaction, deciding on *state as claimChunk does.
+func (s *Store) releaseChunk(ctx context.Context, op, group, session string, held []store.Ownership, errs []error, giveBack bool, state *[]*etcdserverpb.ResponseOp) (bool, error) {
+	g := s.groupKey(group)
+	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly())}
+	for _, h := range held {
+		gets = append(gets, clientv3.OpGet(g+"r/"+h.Partition))
+	}
+	rs := *state
+	if rs == nil {
+		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
+		if err != nil {
+			return false, failure(op, err)
+		}
+		rs = resp.Responses
+	}
+	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
+	if err != nil {
+		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	self := rs[1].GetResponseRange().Kvs
+	w := &write{g: g, group: group, seq: seq}
+	if len(self) > 0 {
+		w.alive(session, self[0].CreateRevision)
+	}
+	for i, h := range held {
+		errs[i] = nil
+		kvs := rs[2+i].GetResponseRange().Kvs
+		var cur record
+		if len(kvs) > 0 {
+			if cur, err = decodeRecord(kvs[0]); err != nil {
+				errs[i] = fmt.Errorf("etcdstore: %s %q: %w", op, h.Partition, err)
+				continue
+			}
+		}
+		if len(kvs) == 0 || len(self) == 0 || cur.Epoch != h.Epoch || cur.Session != session {
+			errs[i] = fmt.Errorf("etcdstore: %s %q at epoch %d by session %q: %w", op, h.Partition, h.Epoch, session, store.ErrNotOwner)
+			continue
+		}
+		w.unchanged(g+"r/"+h.Partition, kvs[0].ModRevision)
+		cur.Session, cur.Member = "", ""
+		c := store.Change{Kind: store.Released, Partition: h.Partition, Session: session, Epoch: h.Epoch}
+		if giveBack {
+			cur.GivenBack, c.GivenBack = session, session
+		}
+		w.put(g+"r/"+h.Partition, mustJSON(cur))
+		w.append(c)
+	}
+	if len(w.log) == 0 {
+		return true, nil
+	}
+	ok, fresh, err := s.commitOr(ctx, w, gets)
+	if err != nil {
+		*state = nil
+		return false, failure(op, err)
+	}
+	*state = fresh
+	return ok, nil
+}
+
+// readRecord reads one partition's record: nil kv if none.
+func (s *Store) readRecord(ctx context.Context, g, partition string) (*mvccpb.KeyValue, record, seqState, error) {
+	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"r/"+partition)).Commit()
+	if err != nil {
+		return nil, record{}, seqState{}, err
+	}
+	seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, record{}, seq, err
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return nil, record{}, seq, nil
+	}
+	r, err := decodeRecord(kvs[0])
+	return kvs[0], r, seq, err
+}

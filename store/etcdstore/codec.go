@@ -1,0 +1,194 @@
+package etcdstore
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/herdhq/herd/store"
+)
+
+// The values herd writes, as JSON (short field names: every claim writes
+// a record and a log entry).
+
+// seqState is the group's log sequence as read: the last entry's seq and
+// tag, and the key's revision, which a logging write compares.
+type seqState struct {
+	exists bool
+	rev    int64
+	Seq    uint64 `json:"q"`
+	Tag    uint64 `json:"t"`
+}
+
+func decodeSeq(kvs []*mvccpb.KeyValue) (seqState, error) {
+	if len(kvs) == 0 {
+		return seqState{}, nil
+	}
+	st := seqState{exists: true, rev: kvs[0].ModRevision}
+	if err := json.Unmarshal(kvs[0].Value, &st); err != nil {
+		return st, fmt.Errorf("the group's log sequence %q cannot be decoded: %v: %w", kvs[0].Key, err, store.ErrCorrupt)
+	}
+	return st, nil
+}
+
+func (st seqState) version() store.Version { return store.Version{Seq: st.Seq, Tag: st.Tag} }
+
+// sessionInfo is a session as logged (key m/).
+type sessionInfo struct {
+	Member string           `json:"m"`
+	Weight int              `json:"w,omitempty"`
+	TTL    time.Duration    `json:"t"`
+	Lease  clientv3.LeaseID `json:"l"`
+}
+
+// record is a partition's ownership record (key r/); its checkpoint is
+// in a key of its own (c/), so that a claim does not rewrite it.
+type record struct {
+	Session   string `json:"s,omitempty"`
+	Member    string `json:"m,omitempty"`
+	Epoch     uint64 `json:"e"`
+	GivenBack string `json:"g,omitempty"`
+	Since     int64  `json:"t,omitempty"` // when it got its epoch, µs since 1970 on the writer's clock
+}
+
+func decodeRecord(kv *mvccpb.KeyValue) (record, error) {
+	var r record
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return r, fmt.Errorf("ownership record %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+	}
+	if r.Epoch == 0 {
+		return r, fmt.Errorf("ownership record %q has epoch 0: %w", kv.Key, store.ErrCorrupt)
+	}
+	return r, nil
+}
+
+// A checkpoint (key c/) is the time it was written (8 bytes, µs) and the
+// value.
+func encodeCheckpoint(at time.Time, value []byte) string {
+	b := make([]byte, 8, 8+len(value))
+	binary.BigEndian.PutUint64(b, uint64(at.UnixMicro()))
+	return string(append(b, value...))
+}
+
+func decodeCheckpoint(v []byte) (at time.Time, value []byte, ok bool) {
+	if len(v) < 8 {
+		return time.Time{}, nil, false
+	}
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(v))), v[8:], true
+}
+
+// meta is the group's kind and partition set (key k).
+type meta struct {
+	Kind   string `json:"kind,omitempty"`
+	Stored bool   `json:"stored,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	Set    string `json:"set,omitempty"` // the chunks are p/<Set>/<n>
+	Chunks int    `json:"n,omitempty"`
+}
+
+// entry is a log entry (key l/<seq>). A PartitionsSet entry names the set's
+// chunks instead of carrying the set.
+type entry struct {
+	Kind      store.ChangeKind `json:"k"`
+	Session   string           `json:"s,omitempty"`
+	Member    string           `json:"m,omitempty"`
+	Weight    int              `json:"w,omitempty"`
+	Partition string           `json:"p,omitempty"`
+	Epoch     uint64           `json:"e,omitempty"`
+	GivenBack string           `json:"g,omitempty"`
+	Set       string           `json:"set,omitempty"`
+	Chunks    int              `json:"n,omitempty"`
+	Parts     []setPart        `json:"ps,omitempty"` // a small set, in the entry
+	Tag       uint64           `json:"t,omitempty"`
+}
+
+func entryOf(c store.Change) entry {
+	e := entry{Kind: c.Kind, Session: c.Session, Member: c.Member, Weight: c.Weight, Partition: c.Partition,
+		Epoch: c.Epoch, GivenBack: c.GivenBack}
+	for _, p := range c.Partitions {
+		e.Parts = append(e.Parts, setPart{ID: p.ID, Weight: p.Weight})
+	}
+	return e
+}
+
+// chain encodes e as the entry after the one tagged prev: its tag hashes
+// prev and the entry, so that a log that went on differently from an
+// earlier entry (a cluster restored from an older snapshot) never gives
+// a reader's version again with other contents.
+func chain(prev uint64, e entry) (string, uint64) {
+	e.Tag = 0
+	b, _ := json.Marshal(e)
+	h := fnv.New64a()
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], prev)
+	h.Write(p[:])
+	h.Write(b)
+	e.Tag = h.Sum64() | 1 // never 0, the zero version's
+	b, _ = json.Marshal(e)
+	return string(b), e.Tag
+}
+
+// newTag is the tag before the first entry of a new history.
+func newTag() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// setChunk is one chunk of a partition set (key p/<set>/<n>).
+type setPart struct {
+	ID     string `json:"i"`
+	Weight int    `json:"w,omitempty"`
+}
+
+// chunkSet encodes ps into chunks of at most about size bytes each.
+func chunkSet(ps []store.Partition, size int) []string {
+	var chunks []string
+	var cur []setPart
+	n := 0
+	flush := func() {
+		b, _ := json.Marshal(cur)
+		chunks = append(chunks, string(b))
+		cur, n = cur[:0], 0
+	}
+	for _, p := range ps {
+		cur = append(cur, setPart{ID: p.ID, Weight: p.Weight})
+		n += len(p.ID) + 16
+		if n >= size {
+			flush()
+		}
+	}
+	if len(cur) > 0 || len(chunks) == 0 {
+		flush()
+	}
+	return chunks
+}
+
+// decodeSet decodes the chunks of a set, in key order.
+func decodeSet(kvs []*mvccpb.KeyValue) ([]store.Partition, error) {
+	var ps []store.Partition
+	for _, kv := range kvs {
+		var part []setPart
+		if err := json.Unmarshal(kv.Value, &part); err != nil {
+			return nil, fmt.Errorf("partition set chunk %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+		}
+		for _, p := range part {
+			ps = append(ps, store.Partition{ID: p.ID, Weight: p.Weight})
+		}
+	}
+	return ps, nil
+}
+
+func setPrefix(g, set string) string       { return g + "p/" + set + "/" }
+func chunkKey(g, set string, i int) string { return fmt.Sprintf("%s%06d", setPrefix(g, set), i) }
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v) // herd's own structs of strings and numbers: no error
+	return string(b)
+}

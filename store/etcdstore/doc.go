@@ -1,0 +1,15 @@
+// Package etcdstore is the etcd backend of the store contract, on
+// go.etcd.io/etcd/client/v3: open it with Open (etcd://, etcds://) or New.
+//
+// Every key is under a prefix (DefaultPrefix), and a group's keys under a
+// prefix of the group's (see groupKey). Sessions are etcd leases, counted
+// by the cluster; ownership records, checkpoints and the partition set are
+// keys; every change is one transaction that compares what its decision
+// read (records' revisions, sessions' liveness keys, the group's log
+// sequence) and appends the group's log entries with it, so the log is a
+// gap-free per-group sequence next to etcd's cluster-wide revisions.
+// A batch is split into transactions of at most claimChunk partitions
+// (etcd's default --max-txn-ops is 128) and a partition set into chunks
+// (its default --max-request-bytes is 1.5 MiB): the cluster needs no
+// setting of its own. docs/etcd.md says how to run it.
+package etcdstore

@@ -1,0 +1,159 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/herdhq/herd/store"
+)
+
+// Open connects to the etcd cluster rawURL names and checks that it
+// answers:
+//
+//	etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...][?prefix=herd/]
+//	etcds://...[?ca=FILE&cert=FILE&key=FILE]
+//
+// etcds speaks TLS: ca is the file of the CA certificates that sign the
+// servers' (default: the system's), cert and key a client certificate
+// and its key. Each may also come from the environment (HERD_ETCD_CA,
+// HERD_ETCD_CERT, HERD_ETCD_KEY), and the password from HERD_ETCD_PASSWORD
+// when the URL names a user without one. prefix is the key prefix (default
+// DefaultPrefix). A port left out is 2379. A malformed URL wraps
+// store.ErrInvalid, a cluster that does not answer store.ErrUnavailable;
+// neither shows the password.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	cfg, prefix, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connecting to %s: %w (%v)", strings.Join(cfg.Endpoints, ","), store.ErrUnavailable, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := c.Get(withLeader(pctx), "herd-probe", clientv3.WithCountOnly()); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("etcdstore: etcd at %s does not answer: %w (%v); check that it runs and has a leader",
+			strings.Join(cfg.Endpoints, ","), store.ErrUnavailable, err)
+	}
+	if prefix != "" {
+		opts = append([]Option{WithPrefix(prefix)}, opts...)
+	}
+	s := New(c, opts...)
+	s.own, s.tls = true, cfg.TLS
+	return s, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("etcdstore: etcd URL: %s: %w", fmt.Sprintf(format, args...), store.ErrInvalid)
+}
+
+// parseURL reads a store URL into the client's configuration and the key
+// prefix ("" if not given).
+func parseURL(raw string) (clientv3.Config, string, error) {
+	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialKeepAliveTime: 10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	secure := strings.EqualFold(scheme, "etcds")
+	if !ok || !secure && !strings.EqualFold(scheme, "etcd") {
+		return cfg, "", invalid("want etcd://HOST:PORT[,HOST:PORT...] or etcds://...")
+	}
+	rest, rawQuery, _ := strings.Cut(rest, "?")
+	rest = strings.TrimSuffix(rest, "/")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, pass, hasPass := strings.Cut(rest[:at], ":")
+		var err error
+		if cfg.Username, err = url.PathUnescape(user); err != nil {
+			return cfg, "", invalid("the user name is not escaped right")
+		}
+		if cfg.Password, err = url.PathUnescape(pass); err != nil {
+			return cfg, "", invalid("the password is not escaped right")
+		}
+		if !hasPass {
+			cfg.Password = os.Getenv("HERD_ETCD_PASSWORD")
+		}
+		rest = rest[at+1:]
+	}
+	if rest == "" || strings.Contains(rest, "/") {
+		return cfg, "", invalid("want HOST:PORT[,HOST:PORT...] after the scheme, and no path")
+	}
+	for _, h := range strings.Split(rest, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, "2379"
+		}
+		if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+			return cfg, "", invalid("an endpoint is not HOST:PORT") // not quoted: a password typed with a '?' may be in it
+		}
+		s := "http://"
+		if secure {
+			s = "https://"
+		}
+		cfg.Endpoints = append(cfg.Endpoints, s+net.JoinHostPort(host, port))
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return cfg, "", invalid("the query is malformed")
+	}
+	prefix := q.Get("prefix")
+	for k := range q {
+		switch k {
+		case "prefix", "ca", "cert", "key":
+		default:
+			return cfg, "", invalid("unknown parameter (known: prefix, ca, cert, key)")
+		}
+	}
+	if secure {
+		if cfg.TLS, err = tlsConfig(q); err != nil {
+			return cfg, "", err
+		}
+	} else if q.Has("ca") || q.Has("cert") || q.Has("key") {
+		return cfg, "", invalid("ca, cert and key are for etcds:// (TLS)")
+	}
+	return cfg, prefix, nil
+}
+
+// tlsConfig reads the CA and the client certificate etcds names.
+func tlsConfig(q url.Values) (*tls.Config, error) {
+	param := func(k, env string) string {
+		if v := q.Get(k); v != "" {
+			return v
+		}
+		return os.Getenv(env)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := param("ca", "HERD_ETCD_CA"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, invalid("reading the CA file: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, invalid("the CA file holds no PEM certificate")
+		}
+	}
+	cert, key := param("cert", "HERD_ETCD_CERT"), param("key", "HERD_ETCD_KEY")
+	if (cert == "") != (key == "") {
+		return nil, invalid("a client certificate needs both cert and key")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, invalid("loading the client certificate: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
