@@ -54,7 +54,7 @@ func TestCLIRejects(t *testing.T) {
 		{[]string{"demo", "--store", "mem://foo/bar"}, `--store: the in-process store takes no host, path or query`},
 		{[]string{"demo", "--store", "mem://#:secret@h"}, `--store: the in-process store takes no host, path or query; write mem://`},
 		{[]string{"demo", "--store", "mem://?x=1"}, "the in-process store takes no host, path or query"},
-		{[]string{"demo", "--store", "ftp://u:secret@x"}, `--store: unknown scheme "ftp" (supported: mem, postgres, postgresql, redis, redis+cluster, redis+sentinel, rediss, rediss+cluster, rediss+sentinel, sqlite)`},
+		{[]string{"demo", "--store", "ftp://u:secret@x"}, `--store: unknown scheme "ftp" (supported: mem, etcd, etcds, postgres, postgresql, redis, redis+cluster, redis+sentinel, rediss, rediss+cluster, rediss+sentinel, sqlite)`},
 		{[]string{"demo", "--store", "postgres://u:secret@127.0.0.1:5432/db?schema=Bad"}, `schema name "Bad": use lower-case letters`},
 		{[]string{"demo", "--store", "sqlite:herd.db"}, "want sqlite://PATH (two slashes"},
 		{[]string{"demo", "--store", "sqlite:///no-such-dir-herd/x.db"}, "directory /no-such-dir-herd does not exist; create it first"},
