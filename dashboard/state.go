@@ -28,7 +28,7 @@ type groupState struct {
 	Epoch      []uint64 `json:"epoch"`      // the record's epoch, 0 without a record
 	Unowned    int      `json:"unowned"`    // partitions of the set no live session runs
 	// NobodyRuns lists up to maxNobodyListed of them, with why.
-	NobodyRuns []nobodyRuns     `json:"nobodyRuns"`
+	NobodyRuns []nobodyRuns      `json:"nobodyRuns"`
 	Malformed  []store.Malformed `json:"malformed"`
 }
 
