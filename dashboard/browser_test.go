@@ -58,8 +58,17 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // waitPage polls a JavaScript predicate until it is true, failing after d.
 func waitPage(t *testing.T, ctx context.Context, what, expr string, d time.Duration) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d))); err != nil {
-		t.Fatalf("the page did not show %s within %v: %v", what, d, err)
+	deadline := time.Now().Add(d)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// A poll begun while the page was still loading loses its
+		// context: begin again.
+		if !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(deadline) {
+			t.Fatalf("the page did not show %s within %v: %v", what, d, err)
+		}
 	}
 }
 

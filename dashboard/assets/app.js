@@ -11,7 +11,9 @@ let S = null;
 let source = null;
 let dirty = false;
 // herdDash is for tests and the curious: what is drawn, and when.
-const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, ownerOf: ownerOf };
+// mapDrawnAt is when the first map was drawn, in ms since navigation;
+// renderMs how long the last redraw took.
+const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, ownerOf: ownerOf };
 window.herdDash = herdDash;
 
 function el(tag, text, cls) {
@@ -95,7 +97,7 @@ function colorOf(k) {
 }
 
 function applyState(st) {
-  herdDash.stateAt = performance.now();
+  if (!herdDash.stateAt) herdDash.stateAt = performance.now();
   const n = st.partitions.length;
   S = { group: st.group, kind: st.kind, ids: st.partitions, index: new Map(), owner: new Int32Array(n),
     epoch: new Float64Array(n), sessions: [], sessionIdx: new Map(), colors: [], live: new Map(),
@@ -125,6 +127,7 @@ function applyDelta(d) {
 function setMembers(ms) {
   S.live = new Map();
   for (const m of ms) { sessionIndex(m.session); S.live.set(m.session, m); }
+  markAlive();
 }
 
 function schedule() {
@@ -133,9 +136,15 @@ function schedule() {
   requestAnimationFrame(render);
 }
 
+// markAlive fills S.alive: 1 for the index of each live session.
+function markAlive() {
+  S.alive = new Uint8Array(S.sessions.length);
+  for (const id of S.live.keys()) S.alive[S.sessionIdx.get(id)] = 1;
+}
+
 function liveOwner(i) {
   const k = S.owner[i];
-  return k >= 0 && S.live.has(S.sessions[k]) ? k : -1;
+  return k >= 0 && S.alive[k] === 1 ? k : -1;
 }
 
 function reason(i) {
@@ -154,6 +163,7 @@ function ownerOf(id) {
 function render() {
   dirty = false;
   if (!S) return;
+  const t0 = performance.now();
   const n = S.ids.length, owned = new Map(), nobody = [];
   for (let i = 0; i < n; i++) {
     const k = liveOwner(i);
@@ -168,6 +178,7 @@ function render() {
     (S.kind ? ` · kind ${S.kind}` : "") + ` · version ${S.version}`;
   setStatus("live · " + new Date().toLocaleTimeString());
   herdDash.version = S.version;
+  herdDash.renderMs = performance.now() - t0;
   if (!herdDash.mapDrawnAt) herdDash.mapDrawnAt = performance.now();
 }
 
@@ -207,7 +218,10 @@ function drawMap() {
   for (let i = 0; i < n; i++) {
     const k = liveOwner(i), color = k < 0 ? NOBODY : S.colors[k];
     const x0 = (i % g.cols) * g.c, y0 = Math.floor(i / g.cols) * g.c;
-    for (let y = y0; y < y0 + side; y++) px.fill(color, y * w + x0, y * w + x0 + side);
+    for (let y = y0; y < y0 + side; y++) {
+      const row = y * w + x0;
+      for (let x = 0; x < side; x++) px[row + x] = color;
+    }
   }
   ctx.putImageData(img, 0, 0);
   if (S.highlight >= 0) {
