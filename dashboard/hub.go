@@ -124,6 +124,7 @@ func (h *Handler) setState(hb *hub, ev *event) {
 func (h *Handler) follow(ctx context.Context, hb *hub) {
 	defer h.wg.Done()
 	var snap *store.Snapshot
+	gone := false // the last snapshot's version was gone at once: wait before the next
 	for ctx.Err() == nil {
 		if snap == nil {
 			s, err := h.st.Snapshot(ctx, hb.group)
@@ -138,14 +139,19 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 		cs, _, err := h.st.Changes(ctx, hb.group, snap.Version, store.MaxBatch)
 		switch {
 		case errors.Is(err, store.ErrVersionGone):
-			snap = nil
+			if gone {
+				h.failed(ctx, hb, "following the group's log", err)
+			}
+			snap, gone = nil, true
 			continue
 		case err != nil:
 			h.failed(ctx, hb, "reading the group's log", err)
 			continue
 		case len(cs) == 0:
+			gone = false
 			continue
 		}
+		gone = false
 		if err := snap.ApplyAll(cs); err != nil {
 			h.log.Warn("dashboard: the group's log does not follow its snapshot; reading the group again", "group", hb.group, "err", err)
 			snap = nil
