@@ -72,6 +72,11 @@ func waitPage(t *testing.T, ctx context.Context, what, expr string, d time.Durat
 	}
 }
 
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
 // ownersExpr is a predicate true when the page shows each of ids run by
 // one of members.
 func ownersExpr(ids []string, members ...string) string {
@@ -79,6 +84,16 @@ func ownersExpr(ids []string, members ...string) string {
 	m, _ := json.Marshal(members)
 	return `window.herdDash && (() => { const ms = ` + string(m) + `; return ` + string(a) +
 		`.every((id) => ms.includes(herdDash.ownerOf(id))); })()`
+}
+
+// checkCells fails t unless every cell of the map is drawn in its owner's
+// colour (grey for nobody), once the page has drawn what it holds.
+func checkCells(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitPage(t, ctx, "a drawn map", `herdDash.mismatches() !== null`, 5*time.Second)
+	if bad := eval[[]string](t, ctx, `herdDash.mismatches()`); len(bad) > 0 {
+		t.Errorf("cells not drawn in their owner's colour: %q", bad)
+	}
 }
 
 // In a real browser, on every backend: the page shows every member and
@@ -107,6 +122,7 @@ func TestBrowserTakeover(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitPage(t, ctx, "every partition run by a, b or c", ownersExpr(ids, "a", "b", "c"), 10*time.Second)
+			checkCells(t, ctx)
 			rows := eval[[]string](t, ctx, `[...document.querySelectorAll("#members tbody tr")].map((r) => r.dataset.member)`)
 			if strings.Join(rows, ",") != "a,b,c" {
 				t.Errorf("members table: %q, want a, b, c", rows)
@@ -122,13 +138,21 @@ func TestBrowserTakeover(t *testing.T) {
 				t.Errorf("searching partition 7 shows %q", got)
 			}
 
+			// A member joining takes partitions from the others: deltas
+			// of claims and releases alone, whose cells only are redrawn.
+			join(t, b.rw, group, "d", nil, ttl)
+			waitPage(t, ctx, "d running partitions", ownersExpr(ids, "a", "b", "c", "d")+
+				` && `+string(mustMarshal(ids))+`.some((id) => herdDash.ownerOf(id) === "d")`, 10*time.Second)
+			checkCells(t, ctx)
+
 			a.gate.Pause() // a stops renewing: its session expires after ttl, as if killed
 			paused := time.Now()
-			waitPage(t, ctx, "a's partitions on b and c", ownersExpr(ids, "b", "c"), ttl+time.Second)
+			waitPage(t, ctx, "a's partitions on b, c and d", ownersExpr(ids, "b", "c", "d"), ttl+time.Second)
 			t.Logf("%s: the map showed the takeover %v after a stopped (TTL %v)", b.name, time.Since(paused).Round(time.Millisecond), ttl)
+			checkCells(t, ctx)
 			rows = eval[[]string](t, ctx, `[...document.querySelectorAll("#members tbody tr")].map((r) => r.dataset.member)`)
-			if strings.Join(rows, ",") != "b,c" {
-				t.Errorf("members table after the takeover: %q, want b, c", rows)
+			if strings.Join(rows, ",") != "b,c,d" {
+				t.Errorf("members table after the takeover: %q, want b, c, d", rows)
 			}
 		})
 	}

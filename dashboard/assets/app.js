@@ -13,7 +13,9 @@ let dirty = false;
 // herdDash is for tests and the curious: what is drawn, and when.
 // mapDrawnAt is when the first map was drawn, in ms since navigation;
 // renderMs how long the last redraw took.
-const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, ownerOf: ownerOf };
+// mismatches lists the partitions whose cell is not drawn in the colour
+// of their owner.
+const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, ownerOf: ownerOf, mismatches: mismatches };
 window.herdDash = herdDash;
 
 function el(tag, text, cls) {
@@ -101,7 +103,7 @@ function applyState(st) {
   const n = st.partitions.length;
   S = { group: st.group, kind: st.kind, ids: st.partitions, index: new Map(), owner: new Int32Array(n),
     epoch: new Float64Array(n), sessions: [], sessionIdx: new Map(), colors: [], live: new Map(),
-    malformed: st.malformed, version: st.version, highlight: -1 };
+    malformed: st.malformed, version: st.version, highlight: -1, full: true, changed: [] };
   for (let i = 0; i < n; i++) S.index.set(st.partitions[i], i);
   const local = st.sessions.map((id) => sessionIndex(id));
   for (let i = 0; i < n; i++) {
@@ -113,12 +115,17 @@ function applyState(st) {
 }
 
 function applyDelta(d) {
+  const before = [...S.live.keys()].join(" ");
   setMembers(d.members);
+  // A session that ended or began recolours cells the delta does not
+  // name: redraw the whole map. Otherwise only the cells it names.
+  if ([...S.live.keys()].join(" ") !== before) S.full = true;
   for (const p of d.parts) {
     const i = S.index.get(p.id);
     if (i === undefined) continue; // a record of a partition not in the set
     S.owner[i] = sessionIndex(p.session);
     S.epoch[i] = p.epoch;
+    S.changed.push(i);
   }
   S.version = d.version;
   schedule();
@@ -160,6 +167,19 @@ function ownerOf(id) {
   return k < 0 ? "" : S.live.get(S.sessions[k]).member;
 }
 
+function mismatches() {
+  if (!S || !S.geom || dirty) return null;
+  const g = S.geom, cv = $("map");
+  const px = new Uint32Array(cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data.buffer);
+  const bad = [], off = Math.floor((g.c - 1) / 2);
+  for (let i = 0; i < S.ids.length; i++) {
+    const k = liveOwner(i), want = k < 0 ? NOBODY : S.colors[k];
+    const x = (i % g.cols) * g.c + off, y = Math.floor(i / g.cols) * g.c + off;
+    if (px[y * cv.width + x] !== want) bad.push(S.ids[i]);
+  }
+  return bad;
+}
+
 function render() {
   dirty = false;
   if (!S) return;
@@ -171,7 +191,10 @@ function render() {
     else owned.set(k, (owned.get(k) || 0) + 1);
   }
   drawMembers(owned);
-  drawMap();
+  if (S.full || !S.geom || S.changed.length > 5000) drawMap();
+  else drawCells(S.changed);
+  S.full = false;
+  S.changed = [];
   drawNobody(nobody);
   if (S.highlight >= 0) $("found").textContent = describe(S.highlight).replace(/\n/g, " · ");
   $("summary").textContent = `${n} partitions, ${S.live.size} members, ${nobody.length} run by nobody` +
@@ -224,12 +247,28 @@ function drawMap() {
     }
   }
   ctx.putImageData(img, 0, 0);
-  if (S.highlight >= 0) {
-    const i = S.highlight;
-    ctx.lineWidth = 2;
-    ctx.strokeStyle = "#000";
-    ctx.strokeRect((i % g.cols) * g.c - 2, Math.floor(i / g.cols) * g.c - 2, g.c + 4, g.c + 4);
+  if (S.highlight >= 0) drawHighlight(ctx, g);
+}
+
+// drawCells redraws the cells of partitions idx on the drawn map.
+function drawCells(idx) {
+  const ctx = $("map").getContext("2d"), g = S.geom;
+  const side = g.c - (g.c >= 6 ? 1 : 0);
+  for (const i of idx) {
+    const k = liveOwner(i), c = k < 0 ? NOBODY : S.colors[k];
+    const x = (i % g.cols) * g.c, y = Math.floor(i / g.cols) * g.c;
+    ctx.clearRect(x, y, g.c, g.c);
+    ctx.fillStyle = `rgb(${c & 255},${c >> 8 & 255},${c >> 16 & 255})`;
+    ctx.fillRect(x, y, side, side);
   }
+  if (S.highlight >= 0) drawHighlight(ctx, g);
+}
+
+function drawHighlight(ctx, g) {
+  const i = S.highlight;
+  ctx.lineWidth = 2;
+  ctx.strokeStyle = "#000";
+  ctx.strokeRect((i % g.cols) * g.c - 2, Math.floor(i / g.cols) * g.c - 2, g.c + 4, g.c + 4);
 }
 
 function describe(i) {
@@ -266,6 +305,7 @@ function search() {
   if (!S) return;
   const id = $("search").value.trim(), i = S.index.get(id);
   S.highlight = i === undefined ? -1 : i;
+  S.full = true; // the old outline must go
   $("found").textContent = !id ? "" : i === undefined ? "no such partition" : describe(i).replace(/\n/g, " · ");
   schedule();
 }
@@ -275,7 +315,7 @@ addEventListener("DOMContentLoaded", () => {
   $("map").addEventListener("mouseleave", () => { $("tip").hidden = true; });
   $("search").addEventListener("input", search);
   addEventListener("hashchange", open);
-  addEventListener("resize", schedule);
+  addEventListener("resize", () => { if (S) S.full = true; schedule(); });
   loadGroups();
   open();
 });
