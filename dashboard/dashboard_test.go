@@ -261,3 +261,38 @@ func TestOneFollowerPerGroup(t *testing.T) {
 		t.Errorf("after a change, %d snapshot reads, want 1", n)
 	}
 }
+
+// A group deleted and written again under an open page: its log cannot be
+// continued (store.ErrVersionGone), so the follower reads the group again
+// and the page gets the new group as a state.
+func TestGroupRecreated(t *testing.T) {
+	b := backends(t)[0]
+	group := uniqueGroup(t)
+	a := join(t, b.rw, group, "a", herd.Numbered(4), time.Second)
+	base := serve(t, dashboard.New(b.ro, dashboard.WithLogger(quiet)))
+	evs := openEvents(t, base, group)
+	if ev := next(t, evs, 5*time.Second); ev.name != "state" {
+		t.Fatalf("first event %q, want state", ev.name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.rw.DeleteGroup(ctx, group, true); err != nil {
+		t.Fatal(err)
+	}
+	join(t, b.rw, group, "z", herd.Numbered(6), time.Second)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		ev := next(t, evs, 10*time.Second)
+		if ev.name != "state" {
+			continue
+		}
+		var g groupJSON
+		mustJSON(t, ev.data, &g)
+		if len(g.Partitions) == 6 && len(g.Members) == 1 && g.Members[0].Member == "z" {
+			return
+		}
+	}
+	t.Fatal("no state of the group written again within 15 s")
+}
