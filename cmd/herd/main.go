@@ -8,6 +8,7 @@
 //	herd group delete             delete a group's data from a store
 //	herd run                      run a child process per owned partition
 //	herd jobs                     run a child process per owned key per interval
+//	herd dashboard                a live web page of a store's groups and partitions
 //	herd version                  the version (also herd --version)
 //
 // Every flag can also be given as an environment variable HERD_<FLAG>
@@ -75,7 +76,7 @@ never appears in them, nor in an error.
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentPreRunE = configure(addLogFlags(root))
-	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), checkpointCmd(), childShimCmd(), benchMemberCmd(), versionCmd())
+	root.AddCommand(demoCmd(), benchCmd(), groupCmd(), groupsCmd(), statusCmd(), partitionsCmd(), runCmd(), jobsCmd(), dashboardCmd(), checkpointCmd(), childShimCmd(), benchMemberCmd(), versionCmd())
 	forEachCommand(root, func(c *cobra.Command) {
 		if c.Flags().Lookup("store") != nil {
 			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + storeURLsHelp

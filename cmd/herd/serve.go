@@ -51,21 +51,26 @@ func buildInfo() prometheus.Collector {
 // interface, so that metrics and health are not served to other machines
 // unless the user names a host (0.0.0.0, an interface's address): Go's
 // usual reading of ":9090", every interface, would publish them silently.
-func metricsAddr(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
+func metricsAddr(addr string) (string, error) { return loopbackAddr("--metrics", addr, "9090") }
+
+// loopbackAddr checks the address of flag (metricsAddr's rule): host:port,
+// the loopback interface when the host is left out. port is the example
+// port its errors show.
+func loopbackAddr(flag, addr, port string) (string, error) {
+	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("--metrics %q: want host:port, such as :9090 (loopback only) or 0.0.0.0:9090 (every interface)", addr)
+		return "", fmt.Errorf("%s %q: want host:port, such as :%s (loopback only) or 0.0.0.0:%s (every interface)", flag, addr, port, port)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return "", fmt.Errorf("--metrics %q: the port must be a number from 0 to 65535", addr)
+	if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%s %q: the port must be a number from 0 to 65535", flag, addr)
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	if strings.ContainsAny(host, "/@?# ") {
-		return "", fmt.Errorf("--metrics %q: %q is not a host name or address", addr, host)
+		return "", fmt.Errorf("%s %q: %q is not a host name or address", flag, addr, host)
 	}
-	return net.JoinHostPort(host, port), nil
+	return net.JoinHostPort(host, p), nil
 }
 
 // listenMetrics binds --metrics's address (see metricsAddr). Commands

@@ -1,0 +1,197 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// A hub is one group's follower and the event streams of the pages that
+// show the group. The follower reads one snapshot, then the group's log
+// from its version, and sends each batch of entries to every page as one
+// event: so the store sees one reader per group whatever the number of
+// pages. Every field is guarded by Handler.mu.
+type hub struct {
+	group string
+	subs  map[*sub]bool
+	// state is the last "state" event and deltas the "delta" events
+	// since: what a page that opens now is sent first. The follower
+	// folds the deltas into a new state every maxReplay of them.
+	state  *event
+	deltas []*event
+	stop   context.CancelFunc
+}
+
+// maxReplay bounds the deltas kept after the last state.
+const maxReplay = 64
+
+// subBuffer is how many events a page may fall behind before its stream
+// is closed (the browser reconnects and starts from the state again).
+const subBuffer = maxReplay + 64
+
+// sub is one open event stream. The hub closes ch when it drops the page.
+type sub struct{ ch chan *event }
+
+// event is one server-sent event, its data encoded once for every page.
+type event struct {
+	name string // state, delta or problem
+	data []byte
+}
+
+// subscribe opens an event stream of group, starting its follower if it
+// has none, and queues what the page needs first. It returns nil after
+// Close.
+func (h *Handler) subscribe(group string) (*hub, *sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil {
+		return nil, nil
+	}
+	hb := h.hubs[group]
+	if hb == nil {
+		ctx, cancel := context.WithCancel(h.ctx)
+		hb = &hub{group: group, subs: map[*sub]bool{}, stop: cancel}
+		h.hubs[group] = hb
+		h.wg.Add(1)
+		go h.follow(ctx, hb)
+	}
+	s := &sub{ch: make(chan *event, subBuffer)}
+	hb.subs[s] = true
+	if hb.state != nil {
+		s.ch <- hb.state
+		for _, d := range hb.deltas {
+			s.ch <- d
+		}
+	}
+	return hb, s
+}
+
+// unsubscribe ends s; the last page of a group stops its follower.
+func (h *Handler) unsubscribe(hb *hub, s *sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(hb.subs, s)
+	if len(hb.subs) == 0 && h.hubs[hb.group] == hb {
+		hb.stop()
+		delete(h.hubs, hb.group)
+	}
+}
+
+// publish sends ev to every page of hb; a page whose buffer is full is
+// dropped. A state replaces what new pages are sent first; a delta is
+// added to it.
+func (h *Handler) publish(hb *hub, ev *event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch ev.name {
+	case "state":
+		hb.state, hb.deltas = ev, nil
+	case "delta":
+		hb.deltas = append(hb.deltas, ev)
+	}
+	for s := range hb.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			close(s.ch)
+			delete(hb.subs, s)
+		}
+	}
+}
+
+// replayFull reports whether hb keeps as many deltas as it may.
+func (h *Handler) replayFull(hb *hub) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(hb.deltas) >= maxReplay
+}
+
+// setState makes ev what new pages are sent first, without sending it to
+// the open ones (they have applied the deltas it folds in).
+func (h *Handler) setState(hb *hub, ev *event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hb.state, hb.deltas = ev, nil
+}
+
+// follow is hb's follower: it keeps a copy of the group (a snapshot, then
+// the log applied to it) and publishes every change, until ctx ends. On
+// store.ErrVersionGone (the log was trimmed, or the group deleted) it
+// reads a new snapshot; on another error it waits h.retry and tries again.
+func (h *Handler) follow(ctx context.Context, hb *hub) {
+	defer h.wg.Done()
+	var snap *store.Snapshot
+	gone := false // the last snapshot's version was gone at once: wait before the next
+	for ctx.Err() == nil {
+		if snap == nil {
+			s, err := h.st.Snapshot(ctx, hb.group)
+			if err != nil {
+				h.failed(ctx, hb, "reading the group", err)
+				continue
+			}
+			snap = s.Clone() // a store's snapshot is read-only; ApplyAll changes this one
+			h.publish(hb, encode("state", newGroupState(hb.group, snap)))
+			continue
+		}
+		cs, _, err := h.st.Changes(ctx, hb.group, snap.Version, store.MaxBatch)
+		switch {
+		case errors.Is(err, store.ErrVersionGone):
+			if gone {
+				h.failed(ctx, hb, "following the group's log", err)
+			}
+			snap, gone = nil, true
+			continue
+		case err != nil:
+			h.failed(ctx, hb, "reading the group's log", err)
+			continue
+		case len(cs) == 0:
+			gone = false
+			continue
+		}
+		gone = false
+		if err := snap.ApplyAll(cs); err != nil {
+			h.log.Warn("dashboard: the group's log does not follow its snapshot; reading the group again", "group", hb.group, "err", err)
+			snap = nil
+			continue
+		}
+		if setChanged(cs) {
+			h.publish(hb, encode("state", newGroupState(hb.group, snap)))
+			continue
+		}
+		h.publish(hb, encode("delta", newDelta(snap, cs)))
+		if h.replayFull(hb) {
+			h.setState(hb, encode("state", newGroupState(hb.group, snap)))
+		}
+	}
+}
+
+// failed logs a store error, tells the pages its kind and waits h.retry
+// (or until ctx ends).
+func (h *Handler) failed(ctx context.Context, hb *hub, doing string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	h.log.Warn("dashboard: "+doing+" failed; trying again", "group", hb.group, "retry", h.retry, "err", err)
+	h.publish(hb, encode("problem", struct {
+		Error string `json:"error"`
+	}{errorKind(err)}))
+	t := time.NewTimer(h.retry)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// encode makes an event of v (whose types always encode).
+func encode(name string, v any) *event {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"error":"encoding the event failed"}`)
+		name = "problem"
+	}
+	return &event{name: name, data: b}
+}
