@@ -21,6 +21,7 @@ type plannerState struct {
 	checkedParts []store.Partition
 	sessions     map[string]bool // live sessions at the last reconcile
 	joinedAt     time.Time       // when a new session was last seen
+	burst        joinBurst       // the sessions opening together, for how long to settle
 	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
 	// expireDue is when the earliest session of the group expires unless
 	// renewed, as the store last said (zero: unknown); the reconcile loop
@@ -28,6 +29,7 @@ type plannerState struct {
 	expireDue time.Time
 
 	step     stepLog // what the current rebalance step changed, for its log line
+	full     int     // full plans made (past planChecks), for tests
 	incoming int     // partitions the last plan gave this member that others still hold
 	// plannedAt is when plan last ran, and planGap the least time until
 	// it runs again (see planGap).
@@ -138,13 +140,17 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// measured with the members in one process: a member that had claimed
 	// twice its share on a partial view handed it back 3 s later than it
 	// could have).
-	present := 0
+	present, joined := 0, 0
 	for _, s := range snap.Sessions {
 		if !m.planner.sessions[s.ID] {
-			m.planner.joinedAt = m.rep.sessionNews()
+			joined++
 		} else {
 			present++
 		}
+	}
+	if joined > 0 {
+		m.planner.joinedAt = m.rep.sessionNews()
+		m.planner.burst.note(m.planner.joinedAt, joined, m.cfg.SessionTTL/10)
 	}
 	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
 		m.planner.endedAt = time.Now()
@@ -156,7 +162,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// The log has answered since the last read (fresh): it showed the
 	// sessions opened during the read, or waited for them as long as the
 	// read took (see feedLoop's firstWait).
-	if wait := time.Until(m.planner.joinedAt.Add(m.cfg.JoinSettle)); wait > 0 {
+	if wait := m.joinWait(snap); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
@@ -173,28 +179,25 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 }
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
-// m.planner.endedAt), for the next session to expire, so that members that crashed
-// together are planned for at once; 0: not at all. It waits when the store
-// said the next session expires (m.planner.expireDue) within a fortieth of
-// SessionTTL, and when that is past but this member's own call to expire
-// it is still to come (its answer says when the next is due: another
-// member's call, or the log, may have brought the news first). The wait
-// ends when the next expiry's entry comes (the feed wakes the loop), or
-// just after the loop asked the store to expire it, and all such waits
-// together last at most a tenth of SessionTTL from the first session ended.
+// m.planner.endedAt), for the next session to expire, so that members that
+// crashed together are planned for in few plans; 0: not at all. It waits
+// when the store said when the next session expires (m.planner.expireDue),
+// and when that is past but this member's own call to expire it is still
+// to come (its answer says when the next is due: another member's call, or
+// the log, may have brought the news first). The wait ends when the next
+// expiry's entry comes (the feed wakes the loop), or just after the loop
+// asked the store to expire it, and all such waits together last at most
+// a tenth of SessionTTL from the first session ended: a crashed member's
+// partitions run again at most that much after its session expired.
 //
-// Members that crashed together expire at about the same time, not at
-// once: their last renewals differ by a few ms to seconds. In ten traced
-// runs of 10 crashes among 110 members on 100,000 partitions (the members
-// in one process) without this wait, the 10 crashed sessions expired in one batch in five (194-200 plans in the
-// phase, half of them the targets of the join before ending; the last
-// partitions running again 0.88-1.34 s after the expiry, once 2.31 s) and
-// in two to four batches in five: each batch made the 100 others plan
-// anew (O(P) each), and again on seeing the claims of those that had
-// planned after another batch: 443-551 plans, 1.75-2.23 s. A fleet of
-// separate processes needs it as much: every member process plans once
-// per batch of expiries it sees, and each plan's claims and releases wake
-// every other member, whatever process it runs in.
+// Members that crash together expire one after the other over up to
+// RenewInterval (each SessionTTL after its last renewal), and each
+// expiry's plan costs every other member O(P). 10 processes killed among
+// 110 on 100,000 partitions (herd bench --store redis://... --scenario
+// large, two cores) took 14-16.5 s to run every partition again, for a
+// TTL of 10 s: the survivors planned once per expiry. TestCrashesPlannedTogether
+// counts the plans: 11 per member for 10 crashes when only an expiry due
+// within a fortieth of the TTL was waited for, 5 with this.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -203,7 +206,7 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	settle := expireDelay(ttl) + max(m.cfg.JoinSettle, 10*time.Millisecond)
 	var wait time.Duration
 	switch {
-	case due.After(now) && due.Sub(now) <= ttl/40:
+	case due.After(now):
 		wait = due.Sub(now) + settle
 	case !due.After(now) && now.Before(due.Add(settle)):
 		// Due, and this member's call to expire it about to be made.
@@ -240,4 +243,88 @@ func expireDelay(ttl time.Duration) time.Duration {
 // change, after a quiet period, is planned at once.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
+}
+
+// joinWait is how long plan is to wait for the membership to settle after
+// the last session opened (see joinBurst.settle): longer, if nothing runs yet,
+// for the first placement.
+func (m *Member) joinWait(snap *store.Snapshot) time.Duration {
+	b, bound := &m.planner.burst, m.cfg.SessionTTL/10
+	wait := time.Until(m.planner.joinedAt.Add(b.settle(m.cfg.JoinSettle, bound)))
+	if wait > 0 || m.cfg.JoinSettle <= 0 || len(snap.Sessions) < 2 {
+		return wait
+	}
+	first := min(firstSettle*m.cfg.JoinSettle, bound)
+	if wait = time.Until(m.planner.joinedAt.Add(first)); wait > 0 && nothingRuns(snap) {
+		return wait
+	}
+	return 0
+}
+
+// nothingRuns reports whether no record of snap is held by a live session:
+// the group is yet to be placed.
+func nothingRuns(snap *store.Snapshot) bool {
+	for i := range snap.Owners {
+		if s := snap.Owners[i].Session; s != "" && snap.Alive(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// joinBurst is a run of sessions opening one after the other, each within
+// a bound of the one before (SessionTTL/10): a deployment's processes
+// starting, which on a busy host join over seconds, not at once. plan
+// waits for the membership to settle after the last of them for longer
+// than JoinSettle when they come farther apart (settle).
+type joinBurst struct {
+	start, last time.Time // the news of the burst's first sessions, and of its last
+	n           int       // sessions that came after the first news
+}
+
+// note counts n sessions brought by the news at t (when the feed brought
+// them: the sessions a read of the group shows count as one, the first).
+// News more than bound after the last starts a new burst.
+func (b *joinBurst) note(t time.Time, n int, bound time.Duration) {
+	if b.start.IsZero() || t.Sub(b.last) > bound {
+		*b = joinBurst{start: t, last: t}
+		return
+	}
+	if t.After(b.last) {
+		b.last = t
+	}
+	b.n += n
+}
+
+// settleGaps is how many mean gaps between the burst's sessions plan waits
+// after the last: a process that starts later than the rest (its host
+// busy) is waited for, so that the fleet plans once, on every session.
+// 100 processes joining one group on two cores (herd bench --store
+// redis://... --scenario large) opened their sessions over about 2 s, a
+// mean gap of 20 ms and gaps of up to 180 ms between two: waiting
+// JoinSettle (100 ms) after each, every member planned in full about 20
+// times in the placement, on memberships that differed, and up to 14,000
+// partitions moved.
+const settleGaps = 10
+
+// firstSettle is how many times JoinSettle the membership is to be quiet
+// before a first placement (nothing runs yet), when more than one session
+// opened: a member that plans early claims what the members joining after
+// it get, and hands it off again. Waiting costs only the placement's time.
+// In 100 processes placing 100,000 partitions (herd bench --scenario
+// large, Redis, two cores), the first sessions opened tens of milliseconds
+// apart, then with pauses of up to 180 ms, too early in the burst for its
+// mean gap (settleGaps) to tell.
+const firstSettle = 5
+
+// settle is how long the membership is to be quiet after the burst's last
+// session before plan plans: JoinSettle (joinSettle), or settleGaps mean
+// gaps of the burst if that is longer, at most bound (a negative
+// JoinSettle: no wait).
+func (b *joinBurst) settle(joinSettle, bound time.Duration) time.Duration {
+	if joinSettle <= 0 || b.n == 0 {
+		return joinSettle
+	}
+	gap := b.last.Sub(b.start) / time.Duration(b.n)
+	return max(joinSettle, min(settleGaps*gap, bound))
 }
