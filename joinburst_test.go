@@ -86,8 +86,9 @@ func TestJoinBurstPlacesOnce(t *testing.T) {
 			<-m.Done()
 			most = max(most, m.planner.full)
 		}
-		if most > 3 {
-			t.Errorf("a member planned in full %d times; want at most 3", most)
+		t.Logf("a member planned in full %d times", most)
+		if most > 2 {
+			t.Errorf("a member planned in full %d times; want at most 2", most)
 		}
 	})
 }

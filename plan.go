@@ -62,7 +62,17 @@ type reconcilePlan struct {
 // something to claim, which the full plan decides.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	next, claims, ok := m.rep.onTarget(sess.id, now)
+	running := 0
+	for _, sl := range slots {
+		if sl.sess == sess && sl.mode.Load() == modeRun {
+			running++
+		}
+	}
+	runs := func(p string) bool {
+		sl := slots[p]
+		return sl != nil && sl.sess == sess && sl.mode.Load() == modeRun
+	}
+	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
