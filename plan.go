@@ -21,7 +21,6 @@ type plannerState struct {
 	checkedParts []store.Partition
 	sessions     map[string]bool // live sessions at the last reconcile
 	joinedAt     time.Time       // when a new session was last seen
-	burst        joinBurst       // the sessions opening together, for how long to settle
 	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
 	// expireDue is when the earliest session of the group expires unless
 	// renewed, as the store last said (zero: unknown); the reconcile loop
@@ -161,7 +160,6 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	}
 	if joined > 0 {
 		m.planner.joinedAt = m.rep.sessionNews()
-		m.planner.burst.note(m.planner.joinedAt, joined, m.cfg.SessionTTL/10)
 	}
 	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
 		m.planner.endedAt = time.Now()
@@ -257,15 +255,16 @@ func planGap(p int, took, limit time.Duration) time.Duration {
 }
 
 // joinWait is how long plan is to wait for the membership to settle after
-// the last session opened (see joinBurst.settle): longer, if nothing runs yet,
-// for the first placement.
+// the last session opened: JoinSettle, and before a first placement
+// (nothing runs yet, and more than one member) firstSettle x JoinSettle, at
+// most SessionTTL/10.
 func (m *Member) joinWait(snap *store.Snapshot) time.Duration {
-	b, bound := &m.planner.burst, m.cfg.SessionTTL/10
-	wait := time.Until(m.planner.joinedAt.Add(b.settle(m.cfg.JoinSettle, bound)))
-	if wait > 0 || m.cfg.JoinSettle <= 0 || len(snap.Sessions) < 2 {
+	settle := m.cfg.JoinSettle
+	wait := time.Until(m.planner.joinedAt.Add(settle))
+	if wait > 0 || settle <= 0 || len(snap.Sessions) < 2 {
 		return wait
 	}
-	first := min(firstSettle*m.cfg.JoinSettle, bound)
+	first := max(settle, min(firstSettle*settle, m.cfg.SessionTTL/10))
 	if wait = time.Until(m.planner.joinedAt.Add(first)); wait > 0 && nothingRuns(snap) {
 		return wait
 	}
@@ -283,59 +282,15 @@ func nothingRuns(snap *store.Snapshot) bool {
 	return true
 }
 
-// joinBurst is a run of sessions opening one after the other, each within
-// a bound of the one before (SessionTTL/10): a deployment's processes
-// starting, which on a busy host join over seconds, not at once. plan
-// waits for the membership to settle after the last of them for longer
-// than JoinSettle when they come farther apart (settle).
-type joinBurst struct {
-	start, last time.Time // the news of the burst's first sessions, and of its last
-	n           int       // sessions that came after the first news
-}
-
-// note counts n sessions brought by the news at t (when the feed brought
-// them: the sessions a read of the group shows count as one, the first).
-// News more than bound after the last starts a new burst.
-func (b *joinBurst) note(t time.Time, n int, bound time.Duration) {
-	if b.start.IsZero() || t.Sub(b.last) > bound {
-		*b = joinBurst{start: t, last: t}
-		return
-	}
-	if t.After(b.last) {
-		b.last = t
-	}
-	b.n += n
-}
-
-// settleGaps is how many mean gaps between the burst's sessions plan waits
-// after the last: a process that starts later than the rest (its host
-// busy) is waited for, so that the fleet plans once, on every session.
-// 100 processes joining one group on two cores (herd bench --store
-// redis://... --scenario large) opened their sessions over about 2 s, a
-// mean gap of 20 ms and gaps of up to 180 ms between two: waiting
-// JoinSettle (100 ms) after each, every member planned in full about 20
-// times in the placement, on memberships that differed, and up to 14,000
-// partitions moved.
-const settleGaps = 10
-
 // firstSettle is how many times JoinSettle the membership is to be quiet
-// before a first placement (nothing runs yet), when more than one session
-// opened: a member that plans early claims what the members joining after
-// it get, and hands it off again. Waiting costs only the placement's time.
-// In 100 processes placing 100,000 partitions (herd bench --scenario
-// large, Redis, two cores), the first sessions opened tens of milliseconds
-// apart, then with pauses of up to 180 ms, too early in the burst for its
-// mean gap (settleGaps) to tell.
+// before a first placement (nothing runs yet): a member that plans while
+// others are still joining claims what they get, and hands it off again.
+// Waiting costs only the placement's time. 100 processes placing 100,000
+// partitions (herd bench --store redis://... --scenario large, two cores)
+// opened their sessions over about 2 s, a mean of 20 ms apart with pauses
+// of up to 180 ms: waiting JoinSettle (100 ms), every member planned in
+// full about 20 times in the placement, and up to 14,000 partitions moved.
+// TestJoinBurstPlacesOnce replays such a start: 8 full plans per member
+// and 8,099 moves on 4,000 partitions waiting JoinSettle, 1 and none with
+// this.
 const firstSettle = 5
-
-// settle is how long the membership is to be quiet after the burst's last
-// session before plan plans: JoinSettle (joinSettle), or settleGaps mean
-// gaps of the burst if that is longer, at most bound (a negative
-// JoinSettle: no wait).
-func (b *joinBurst) settle(joinSettle, bound time.Duration) time.Duration {
-	if joinSettle <= 0 || b.n == 0 {
-		return joinSettle
-	}
-	gap := b.last.Sub(b.start) / time.Duration(b.n)
-	return max(joinSettle, min(settleGaps*gap, bound))
-}
