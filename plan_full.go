@@ -55,10 +55,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	defer m.rep.release()
 	m.planner.full++
 
-	if m.planner.buf == nil {
-		m.planner.buf = &reconcileBuf{sessIdx: map[string]int32{}}
-	}
-	b := m.planner.buf
+	b := reconcileBufs.Get().(*reconcileBuf)
+	defer reconcileBufs.Put(b)
 	fp := &fullPlan{sess: sess, slots: slots, base: base, b: b}
 	if err := m.assign(fp, snap); err != nil {
 		return pl, err
