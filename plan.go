@@ -61,11 +61,14 @@ type reconcilePlan struct {
 // something to claim, which the full plan decides.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	running := 0
-	for _, sl := range slots {
-		if sl.sess == sess && sl.mode.Load() == modeRun {
-			running++
+	running := func() int {
+		n := 0
+		for _, sl := range slots {
+			if sl.sess == sess && sl.mode.Load() == modeRun {
+				n++
+			}
 		}
+		return n
 	}
 	runs := func(p string) bool {
 		sl := slots[p]

@@ -241,14 +241,14 @@ func (r *replica) dropTarget() {
 // released toward this member since (claims, taken: each is returned
 // once), and if so how long until the target expires.
 func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
-	return r.onTargetRunning(sess, now, nil, 0)
+	return r.onTargetRunning(sess, now, nil, nil)
 }
 
-// onTargetRunning is onTarget for a member that runs (runs) running
+// onTargetRunning is onTarget for a member that runs (runs) running()
 // partitions of this session: when the target's life ends, it lasts on
 // (its life starts again with the next entry) if the copy shows it carried
 // out (met), as a full plan would find the same. runs nil: it ends.
-func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running int) (next time.Duration, claims []string, ok bool) {
+func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running func() int) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.target
@@ -317,7 +317,7 @@ func (r *replica) reachedTarget(cs []store.Change) {
 //
 // It saves every member a full plan (O(P)) after each rebalance: the plan
 // the target's quiet time ends in (see the file's comment).
-func (r *replica) met(a *planTarget, runs func(string) bool, running int) bool {
+func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
 		return false
@@ -343,5 +343,5 @@ func (r *replica) met(a *planTarget, runs func(string) bool, running int) bool {
 			mine++
 		}
 	}
-	return mine == running
+	return mine == running()
 }
