@@ -113,10 +113,12 @@ type Config struct {
 	// JoinSettle: after a member joins the group, every member waits this
 	// long before claiming or handing off, so that members joining at
 	// nearly the same time are balanced in one step and no partition moves
-	// twice. Leaves and crashes are acted on at once. After reading the
-	// whole group, a member also waits for the log to show what changed
-	// during the read, up to as long as the read took (at most 5 x
-	// JoinSettle). Default 100ms; negative means no wait.
+	// twice. Before a first placement (nothing runs yet) members wait
+	// 3 x JoinSettle (at most SessionTTL/10): a fleet starting on busy
+	// hosts joins over seconds. Leaves and crashes are acted on at once.
+	// After reading the whole group, a member also waits for the log to
+	// show what changed during the read, up to as long as the read took (at
+	// most 5 x JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

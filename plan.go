@@ -28,6 +28,7 @@ type plannerState struct {
 	expireDue time.Time
 
 	step     stepLog // what the current rebalance step changed, for its log line
+	full     int     // full plans made (past planChecks), for tests
 	incoming int     // partitions the last plan gave this member that others still hold
 	// plannedAt is when plan last ran, and planGap the least time until
 	// it runs again (see planGap).
@@ -60,7 +61,20 @@ type reconcilePlan struct {
 // something to claim, which the full plan decides.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	next, claims, ok := m.rep.onTarget(sess.id, now)
+	running := func() int {
+		n := 0
+		for _, sl := range slots {
+			if sl.sess == sess && sl.mode.Load() == modeRun {
+				n++
+			}
+		}
+		return n
+	}
+	runs := func(p string) bool {
+		sl := slots[p]
+		return sl != nil && sl.sess == sess && sl.mode.Load() == modeRun
+	}
+	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
@@ -138,13 +152,16 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// measured with the members in one process: a member that had claimed
 	// twice its share on a partial view handed it back 3 s later than it
 	// could have).
-	present := 0
+	present, joined := 0, 0
 	for _, s := range snap.Sessions {
 		if !m.planner.sessions[s.ID] {
-			m.planner.joinedAt = m.rep.sessionNews()
+			joined++
 		} else {
 			present++
 		}
+	}
+	if joined > 0 {
+		m.planner.joinedAt = m.rep.sessionNews()
 	}
 	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
 		m.planner.endedAt = time.Now()
@@ -156,7 +173,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// The log has answered since the last read (fresh): it showed the
 	// sessions opened during the read, or waited for them as long as the
 	// read took (see feedLoop's firstWait).
-	if wait := time.Until(m.planner.joinedAt.Add(m.cfg.JoinSettle)); wait > 0 {
+	if wait := m.joinWait(snap); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
@@ -173,28 +190,25 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 }
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
-// m.planner.endedAt), for the next session to expire, so that members that crashed
-// together are planned for at once; 0: not at all. It waits when the store
-// said the next session expires (m.planner.expireDue) within a fortieth of
-// SessionTTL, and when that is past but this member's own call to expire
-// it is still to come (its answer says when the next is due: another
-// member's call, or the log, may have brought the news first). The wait
-// ends when the next expiry's entry comes (the feed wakes the loop), or
-// just after the loop asked the store to expire it, and all such waits
-// together last at most a tenth of SessionTTL from the first session ended.
+// m.planner.endedAt), for the next session to expire, so that members that
+// crashed together are planned for in few plans; 0: not at all. It waits
+// when the store said when the next session expires (m.planner.expireDue),
+// and when that is past but this member's own call to expire it is still
+// to come (its answer says when the next is due: another member's call, or
+// the log, may have brought the news first). The wait ends when the next
+// expiry's entry comes (the feed wakes the loop), or just after the loop
+// asked the store to expire it, and all such waits together last at most
+// a tenth of SessionTTL from the first session ended: a crashed member's
+// partitions run again at most that much after its session expired.
 //
-// Members that crashed together expire at about the same time, not at
-// once: their last renewals differ by a few ms to seconds. In ten traced
-// runs of 10 crashes among 110 members on 100,000 partitions (the members
-// in one process) without this wait, the 10 crashed sessions expired in one batch in five (194-200 plans in the
-// phase, half of them the targets of the join before ending; the last
-// partitions running again 0.88-1.34 s after the expiry, once 2.31 s) and
-// in two to four batches in five: each batch made the 100 others plan
-// anew (O(P) each), and again on seeing the claims of those that had
-// planned after another batch: 443-551 plans, 1.75-2.23 s. A fleet of
-// separate processes needs it as much: every member process plans once
-// per batch of expiries it sees, and each plan's claims and releases wake
-// every other member, whatever process it runs in.
+// Members that crash together expire one after the other over up to
+// RenewInterval (each SessionTTL after its last renewal), and each
+// expiry's plan costs every other member O(P). 10 processes killed among
+// 110 on 100,000 partitions (herd bench --store redis://... --scenario
+// large, two cores) took 14-16.5 s to run every partition again, for a
+// TTL of 10 s: the survivors planned once per expiry. TestCrashesPlannedTogether
+// counts the plans: 11 per member for 10 crashes when only an expiry due
+// within a fortieth of the TTL was waited for, 5 with this.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -203,7 +217,7 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	settle := expireDelay(ttl) + max(m.cfg.JoinSettle, 10*time.Millisecond)
 	var wait time.Duration
 	switch {
-	case due.After(now) && due.Sub(now) <= ttl/40:
+	case due.After(now):
 		wait = due.Sub(now) + settle
 	case !due.After(now) && now.Before(due.Add(settle)):
 		// Due, and this member's call to expire it about to be made.
@@ -241,3 +255,45 @@ func expireDelay(ttl time.Duration) time.Duration {
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
 }
+
+// joinWait is how long plan is to wait for the membership to settle after
+// the last session opened: JoinSettle, and before a first placement
+// (nothing runs yet, and more than one member) firstSettle x JoinSettle, at
+// most SessionTTL/10.
+func (m *Member) joinWait(snap *store.Snapshot) time.Duration {
+	settle := m.cfg.JoinSettle
+	wait := time.Until(m.planner.joinedAt.Add(settle))
+	if wait > 0 || settle <= 0 || len(snap.Sessions) < 2 {
+		return wait
+	}
+	first := max(settle, min(firstSettle*settle, m.cfg.SessionTTL/10))
+	if wait = time.Until(m.planner.joinedAt.Add(first)); wait > 0 && nothingRuns(snap) {
+		return wait
+	}
+	return 0
+}
+
+// nothingRuns reports whether no record of snap is held by a live session:
+// the group is yet to be placed.
+func nothingRuns(snap *store.Snapshot) bool {
+	for i := range snap.Owners {
+		if s := snap.Owners[i].Session; s != "" && snap.Alive(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstSettle is how many times JoinSettle the membership is to be quiet
+// before a first placement (nothing runs yet): a member that plans while
+// others are still joining claims what they get, and hands it off again.
+// Waiting costs only the placement's time. 100 processes placing 100,000
+// partitions (herd bench --store redis://... --scenario large, two cores)
+// opened their sessions over about 2 s, a mean of 20 ms apart with pauses
+// of up to 180 ms: waiting JoinSettle (100 ms), every member planned in
+// full about 20 times in the placement, and up to 14,000 partitions moved.
+// TestJoinBurstPlacesOnce replays such a start: 8 full plans per member
+// and 8,099 moves on 4,000 partitions waiting JoinSettle, 1 and none with
+// this. Three times, not more: 16 processes that start together are to
+// place 10,000 partitions within 0.5 s (herd bench --scenario steady).
+const firstSettle = 3

@@ -53,6 +53,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		return pl, err
 	}
 	defer m.rep.release()
+	m.planner.full++
 
 	b := reconcileBufs.Get().(*reconcileBuf)
 	defer reconcileBufs.Put(b)

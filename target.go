@@ -38,8 +38,10 @@ package herd
 // (one that saw 94 of 100 sessions in a first placement, and claimed 64
 // partitions too many) can compute different targets for a partition:
 // with 100 members on 100,000 partitions the one holding it kept it until its target
-// expired, twice, and the placement took 10.6 s instead of 4. That costs
-// one full plan per member after a rebalance, none at rest. A target no
+// expired, twice, and the placement took 10.6 s instead of 4. A target whose
+// life ends while the copy shows it carried out (every partition held by
+// its target owner: met) lasts on instead, as a full plan would find it
+// again: a rebalance then costs each member one full plan, not two. A target no
 // entry has reached does not expire: a plan of the same copy would find
 // the same (a fleet at rest made every member plan in full every
 // RenewInterval for nothing, and in the large bench those plans, which
@@ -239,6 +241,14 @@ func (r *replica) dropTarget() {
 // released toward this member since (claims, taken: each is returned
 // once), and if so how long until the target expires.
 func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
+	return r.onTargetRunning(sess, now, nil, nil)
+}
+
+// onTargetRunning is onTarget for a member that runs (runs) running()
+// partitions of this session: when the target's life ends, it lasts on
+// (its life starts again with the next entry) if the copy shows it carried
+// out (met), as a full plan would find the same. runs nil: it ends.
+func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running func() int) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.target
@@ -256,9 +266,14 @@ func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, clai
 			end = q
 		}
 		if !now.Before(end) {
-			return 0, nil, false
+			if runs == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, runs, running) {
+				r.toClaim = claims
+				return 0, nil, false
+			}
+			r.targetFirst = time.Time{}
+		} else {
+			next = end.Sub(now)
 		}
-		next = end.Sub(now)
 	}
 	if !a.due.IsZero() {
 		next = min(next, a.due.Sub(now))
@@ -290,4 +305,43 @@ func (r *replica) reachedTarget(cs []store.Change) {
 			r.targetFirst = r.targetLast
 		}
 	}
+}
+
+// met reports whether the copy shows the target a carried out: every
+// partition of the set held by its target owner without a give-back mark,
+// no record of this member's outside the set, and this member running
+// (runs) the partitions the copy says it holds and no other (running).
+// Balance keeps such an assignment as it is, so a full plan of the copy
+// would find the same target and do nothing. r.mu is held, the pending
+// entries applied.
+//
+// It saves every member a full plan (O(P)) after each rebalance: the plan
+// the target's quiet time ends in (see the file's comment).
+func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
+	w := r.work
+	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
+		return false
+	}
+	mine := 0
+	for j := range w.Owners {
+		o := &w.Owners[j]
+		k := a.recPart[j]
+		if k < 0 {
+			if o.Session == a.sess {
+				return false
+			}
+			continue
+		}
+		t := a.target[k]
+		if t < 0 || o.Epoch == 0 || o.GivenBack != "" || o.Session != a.members[t] || o.Partition != a.parts[k].ID {
+			return false
+		}
+		if o.Session == a.sess {
+			if !runs(o.Partition) {
+				return false
+			}
+			mine++
+		}
+	}
+	return mine == running()
 }
