@@ -86,7 +86,10 @@ func openCheckedReadOnly(ctx context.Context, path string, busy time.Duration) (
 			return db, nil
 		}
 		_ = db.Close()
-		if !immutable || time.Now().Add(pause).After(deadline) {
+		// A lock-taking open can also catch a first member's creation
+		// (seen under load: tables and no herd header, 0.2 s after the
+		// file appeared): a file that is not herd's yet is looked at again.
+		if (!immutable && !errors.Is(err, errNotHerd)) || time.Now().Add(pause).After(deadline) {
 			return nil, err
 		}
 		select {
