@@ -30,11 +30,14 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		return nil, failure(op, err)
 	}
 	results := make([]store.ClaimResult, len(partitions))
-	for from := 0; from < len(partitions); from += claimChunk {
+	for from, n := 0, 0; from < len(partitions); from += n {
 		to := min(from+claimChunk, len(partitions))
 		var state []*etcdserverpb.ResponseOp
 		err := retry(ctx, op, func() (bool, error) {
-			return s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state)
+			var done bool
+			var err error
+			n, done, err = s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state)
+			return done, err
 		})
 		if errors.Is(err, errNotAlive) {
 			return nil, fmt.Errorf("etcdstore: %s: session %q: %w", op, session, store.ErrSessionExpired)
@@ -47,34 +50,36 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 }
 
 // claimChunk claims partitions in one transaction, deciding on *state (the
-// reads of a failed attempt; read first if nil).
-func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp) (bool, error) {
+// reads of a failed attempt; read first if nil): the first n of them, as
+// many as the transaction's compares allow. It then reads the checkpoints
+// of the claimed ones: only their owner writes them now.
+func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp) (n int, done bool, err error) {
 	const op = "claim batch"
 	g := s.groupKey(group)
 	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
 		clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
 	for _, p := range partitions {
-		gets = append(gets, clientv3.OpGet(g+"r/"+p), clientv3.OpGet(g+"c/"+p))
+		gets = append(gets, clientv3.OpGet(g+"r/"+p))
 	}
 	rs := *state
 	if rs == nil {
 		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
 		if err != nil {
-			return false, failure(op, err)
+			return 0, false, failure(op, err)
 		}
 		rs = resp.Responses
 	}
 	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
 	if err != nil {
-		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
+		return 0, false, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
 	self, m := rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
 	if len(self) == 0 || len(m) == 0 {
-		return false, errNotAlive
+		return 0, false, errNotAlive
 	}
 	var info sessionInfo
 	if err := json.Unmarshal(m[0].Value, &info); err != nil {
-		return false, fmt.Errorf("etcdstore: %s: session %q: %v: %w", op, session, err, store.ErrCorrupt)
+		return 0, false, fmt.Errorf("etcdstore: %s: session %q: %v: %w", op, session, err, store.ErrCorrupt)
 	}
 	alive := map[string]bool{}
 	for _, kv := range rs[3].GetResponseRange().Kvs {
@@ -82,24 +87,27 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 	}
 	w := &write{g: g, group: group, seq: seq}
 	w.alive(session, self[0].CreateRevision)
+	dead := map[string]bool{}
 	t := now()
-	for i, p := range partitions {
-		results[i] = store.ClaimResult{}
+	for n = 0; n < len(partitions) && len(w.cmps) < maxOps-2; n++ {
+		p := partitions[n]
+		results[n] = store.ClaimResult{}
 		var cur record
 		var rev int64
-		if kvs := rs[4+2*i].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := rs[4+n].GetResponseRange().Kvs; len(kvs) > 0 {
 			if cur, err = decodeRecord(kvs[0]); err != nil {
-				results[i].Err = fmt.Errorf("etcdstore: claim %q: %w", p, err)
+				results[n].Err = fmt.Errorf("etcdstore: claim %q: %w", p, err)
 				continue
 			}
 			rev = kvs[0].ModRevision
 		}
 		if cur.Session != "" && cur.Session != session && alive[cur.Session] {
-			results[i].Err = fmt.Errorf("etcdstore: claim %q: owned by session %q: %w", p, cur.Session, store.ErrClaimed)
+			results[n].Err = fmt.Errorf("etcdstore: claim %q: owned by session %q: %w", p, cur.Session, store.ErrClaimed)
 			continue
 		}
 		w.unchanged(g+"r/"+p, rev)
-		if cur.Session != "" && cur.Session != session {
+		if cur.Session != "" && cur.Session != session && !dead[cur.Session] {
+			dead[cur.Session] = true
 			w.dead(cur.Session)
 		}
 		mark := cur.GivenBack
@@ -109,24 +117,46 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		nr := record{Session: session, Member: info.Member, Epoch: store.NextEpoch(cur.Epoch, t), GivenBack: mark, Since: t.UnixMicro()}
 		w.put(g+"r/"+p, mustJSON(nr))
 		w.append(store.Change{Kind: store.Claimed, Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch})
-		o := store.Ownership{Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch, GivenBack: mark}
-		if kvs := rs[5+2*i].GetResponseRange().Kvs; len(kvs) > 0 {
-			if _, v, ok := decodeCheckpoint(kvs[0].Value); ok {
-				o.Checkpoint = bytes.Clone(v)
-			}
-		}
-		results[i].Ownership = o
+		results[n].Ownership = store.Ownership{Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch, GivenBack: mark}
 	}
 	if len(w.log) == 0 {
-		return true, nil
+		return n, true, nil
 	}
 	ok, fresh, err := s.commitOr(ctx, w, gets)
 	if err != nil {
 		*state = nil
-		return false, failure(op, err)
+		return n, false, failure(op, err)
 	}
 	*state = fresh
-	return ok, nil
+	if !ok {
+		return n, false, nil
+	}
+	return n, true, s.readCheckpoints(ctx, g, results[:n])
+}
+
+// readCheckpoints reads the checkpoints of the claimed partitions of
+// results into their ownerships.
+func (s *Store) readCheckpoints(ctx context.Context, g string, results []store.ClaimResult) error {
+	var gets []clientv3.Op
+	var at []int
+	for i, r := range results {
+		if r.Err == nil {
+			gets = append(gets, clientv3.OpGet(g+"c/"+r.Ownership.Partition))
+			at = append(at, i)
+		}
+	}
+	resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
+	if err != nil {
+		return failure("claim batch", err)
+	}
+	for j, i := range at {
+		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
+			if _, v, ok := decodeCheckpoint(kvs[0].Value); ok {
+				results[i].Ownership.Checkpoint = bytes.Clone(v)
+			}
+		}
+	}
+	return nil
 }
 
 // ReleaseBatch implements store.Store.

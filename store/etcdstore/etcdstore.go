@@ -28,9 +28,14 @@ const (
 	// under etcd's default --max-txn-ops of 128.
 	maxOps = 120
 	// claimChunk is how many partitions one transaction of ClaimBatch or
-	// ReleaseBatch handles: two compares and two writes each, with the
-	// session's, the sequence's and the trim's beside them.
-	claimChunk = 50
+	// ReleaseBatch handles: a compare, a write and a read each, with the
+	// session's, the sequence's, the log's and the trim's beside them
+	// (the log entries of a transaction are one key). A claim's compares
+	// of the owners it takes over from may end its transaction earlier.
+	claimChunk = 100
+	// expireChunk is how many expired sessions one transaction logs: two
+	// compares and a delete each.
+	expireChunk = 50
 	// readChunk is how many partitions one read of Records asks for (two
 	// gets each).
 	readChunk = 60

@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/herdhq/herd/store"
 )
 
-// The log is the group's keys l/<seq>, written in the transaction of each
-// change with the sequence q (see write.go). Changes reads the entries
+// The log is the group's keys l/<seq>, each the entries of one
+// transaction up to seq, written with the sequence q (see write.go). Changes reads the entries
 // after a version in one range read; when there are none it watches the
 // log (and the sessions' liveness keys, to log an expiry when the cluster
 // ends a lease) from the revision after that read. A watch that cannot
@@ -68,6 +68,8 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // readLog reads the entries after after (at most max) and the revision of
 // the read; errGone if the log cannot continue from after.
 func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int) ([]store.Change, int64, error) {
+	// Each key holds the entries of one transaction, up to its own seq:
+	// the first key at or after l/<after> holds the reader's entry.
 	from := after.Seq
 	if from == 0 {
 		from = 1
@@ -97,38 +99,57 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 		}
 		return nil, rev, nil
 	}
-	if len(kvs) == 0 || string(kvs[0].Key) != logKey(g, after.Seq) {
-		return nil, 0, errGone // trimmed
-	}
-	var first entry
-	if err := json.Unmarshal(kvs[0].Value, &first); err != nil || first.Tag != after.Tag {
-		return nil, 0, errGone
-	}
-	kvs = kvs[1:]
-	if len(kvs) > max {
-		kvs = kvs[:max]
-	}
-	cs := make([]store.Change, 0, len(kvs))
-	for i, kv := range kvs {
-		c, err := s.decodeEntry(ctx, g, kv, rev)
-		if err != nil {
-			return nil, 0, err
+	cs := make([]store.Change, 0, min(max, int(seq.Seq-after.Seq)))
+	next := after.Seq // the seq of the entry the reader expects next
+	for _, kv := range kvs {
+		var es []json.RawMessage
+		if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
+			return nil, 0, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 		}
-		c.Version.Seq = after.Seq + uint64(i) + 1
-		if string(kv.Key) != logKey(g, c.Version.Seq) {
+		var last uint64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(string(kv.Key), g+"l/"), "%d", &last); err != nil || last < uint64(len(es)) {
+			return nil, 0, fmt.Errorf("log key %q names no seq: %w", kv.Key, store.ErrCorrupt)
+		}
+		first := last - uint64(len(es)) + 1
+		if next == after.Seq {
+			// The key holding the reader's entry: its tag must be the reader's.
+			if first > after.Seq {
+				return nil, 0, errGone // trimmed
+			}
+			var e entry
+			if err := json.Unmarshal(es[after.Seq-first], &e); err != nil || e.Tag != after.Tag {
+				return nil, 0, errGone
+			}
+			es, first, next = es[after.Seq-first+1:], after.Seq+1, after.Seq+1
+		}
+		if first != next {
 			return nil, 0, fmt.Errorf("the log has a gap before %q: %w", kv.Key, store.ErrCorrupt)
 		}
-		cs = append(cs, c)
+		for _, v := range es {
+			if len(cs) == max {
+				return cs, rev, nil
+			}
+			c, err := s.decodeEntry(ctx, g, kv.Key, v, rev)
+			if err != nil {
+				return nil, 0, err
+			}
+			c.Version.Seq = next
+			next++
+			cs = append(cs, c)
+		}
+	}
+	if next == after.Seq {
+		return nil, 0, errGone // trimmed
 	}
 	return cs, rev, nil
 }
 
 // decodeEntry decodes a log entry read at rev, reading the set a
 // PartitionsSet entry names at that revision (errGone if it is deleted).
-func (s *Store) decodeEntry(ctx context.Context, g string, kv *mvccpb.KeyValue, rev int64) (store.Change, error) {
+func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev int64) (store.Change, error) {
 	var e entry
-	if err := json.Unmarshal(kv.Value, &e); err != nil {
-		return store.Change{}, fmt.Errorf("log entry %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+	if err := json.Unmarshal(v, &e); err != nil {
+		return store.Change{}, fmt.Errorf("log entry in %q cannot be decoded: %v: %w", key, err, store.ErrCorrupt)
 	}
 	c := store.Change{Version: store.Version{Tag: e.Tag}, Kind: e.Kind, Session: e.Session, Member: e.Member, Weight: e.Weight,
 		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack}

@@ -284,7 +284,7 @@ func (s *Store) expireDue(ctx context.Context, op, group string) ([]liveSession,
 				live = append(live, liveSession{id: id, info: info})
 				continue
 			}
-			if len(w.log) < claimChunk {
+			if len(w.log) < expireChunk {
 				w.unchanged(string(kv.Key), kv.ModRevision)
 				w.dead(id)
 				w.op(clientv3.OpDelete(string(kv.Key)))

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"encoding/json"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,8 +13,8 @@ import (
 // write is one transaction that changes a group and logs it: the compares
 // of what its decision read, its operations, and the entries to append.
 // commit adds the sequence: a compare of its revision as read, the
-// entries under their seqs, and the new sequence, so that the log is
-// gap-free and in the order of the changes.
+// entries in one key under the last one's seq, and the new sequence, so
+// that the log is gap-free and in the order of the changes.
 type write struct {
 	g     string // the group's key prefix
 	group string
@@ -65,16 +66,20 @@ func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (co
 			seq, tag = 0, newTag() // a new history of the group
 		}
 		first := seq + 1
+		es := make([]json.RawMessage, 0, len(w.log))
 		for _, c := range w.log {
-			seq++
 			var v string
 			e := entryOf(c)
 			if c.Kind == store.PartitionsSet {
 				e.Set, e.Chunks = w.setID, w.setChunks
 			}
 			v, tag = chain(tag, e)
-			ops = append(ops, clientv3.OpPut(logKey(w.g, seq), v))
+			es = append(es, json.RawMessage(v))
+			seq++
 		}
+		// One key for the transaction's entries, named by the last one's
+		// seq: the key holding seq N is the first at or after l/N.
+		ops = append(ops, clientv3.OpPut(logKey(w.g, seq), mustJSON(es)))
 		ops = append(ops, clientv3.OpPut(w.g+"q", mustJSON(seqState{Seq: seq, Tag: tag})),
 			clientv3.OpPut(s.indexKey(w.group), ""))
 		// Trim the log once every 256 entries, to the last logLimit.
