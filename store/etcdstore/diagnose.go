@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -47,6 +49,7 @@ func diagnose(ctx context.Context, ep string, cfg *tls.Config) string {
 	c.NextProtos = []string{"h2"}
 	tc := tls.Client(conn, c)
 	err = tc.HandshakeContext(ctx)
+	handshake := err
 	if err == nil {
 		// TLS 1.3: the server checks the client's certificate after the
 		// client's side of the handshake is done, and says so on the
@@ -65,8 +68,10 @@ func diagnose(ctx context.Context, ep string, cfg *tls.Config) string {
 		return "the server's certificate is not accepted: " + certCause(err, u.Hostname()) + ": " + err.Error()
 	case isTLSAlert(err):
 		return "the server refused the TLS connection (it requires a client certificate it accepts: cert and key, or HERD_ETCD_CERT and HERD_ETCD_KEY, give one): " + err.Error()
-	case err != nil && !isTimeout(err) && strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
-		return "the server does not speak TLS: use etcd:// for a plain port: " + err.Error()
+	case errors.Is(handshake, io.EOF), errors.Is(handshake, syscall.ECONNRESET):
+		// etcd's plain port reads a ClientHello, matches no protocol it
+		// serves there, and closes the connection.
+		return "the server closed the connection in the TLS handshake: it does not speak TLS (use etcd:// for a plain port): " + handshake.Error()
 	}
 	return ""
 }

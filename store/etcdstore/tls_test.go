@@ -71,6 +71,11 @@ func TestTLS(t *testing.T) {
 		err := openErr(t, u)
 		wantCause(t, err, store.ErrUnavailable, "etcds://")
 	})
+	t.Run("tls_to_a_plain_port", func(t *testing.T) {
+		plain := strings.TrimPrefix(etcdtest.Need(t), "etcd://")
+		err := openErr(t, tlsURL(certs, plain, "", certs.CA, true))
+		wantCause(t, err, store.ErrUnavailable, "does not speak TLS", "etcd://")
+	})
 	t.Run("password", func(t *testing.T) { testTLSAuth(t, srv, certs) })
 }
 
