@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/herdhq/herd/store"
 )
@@ -98,7 +97,7 @@ func invalid(format string, args ...any) error {
 // prefix ("" if not given).
 func parseURL(raw string) (clientv3.Config, string, error) {
 	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialKeepAliveTime: 10 * time.Second,
-		DialKeepAliveTimeout: 5 * time.Second, DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)}}
+		DialKeepAliveTimeout: 5 * time.Second}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	secure := strings.EqualFold(scheme, "etcds")
 	if !ok || !secure && !strings.EqualFold(scheme, "etcd") {
