@@ -13,7 +13,7 @@ import (
 // Config is one run.
 type Config struct {
 	Seed       int64
-	Backend    string        // "redis" (default) or "postgres"
+	Backend    string        // "redis" (default), "postgres" or "etcd"
 	Members    int           // herd run members, each in a namespace (default 3)
 	Partitions int           // partitions 0..Partitions-1 (default 6)
 	Faults     int           // faults in a row (default 3)

@@ -15,7 +15,7 @@ import (
 )
 
 // Backends are the stores a run can use.
-var Backends = []string{"redis", "postgres"}
+var Backends = []string{"redis", "postgres", "etcd"}
 
 // pgBin is where PostgreSQL's server programs are.
 var pgBin = "/usr/lib/postgresql/15/bin"
@@ -44,6 +44,8 @@ func startStore(ctx context.Context, backend, dir string, addrs []string) (*serv
 		return startRedis(ctx, dir, addrs)
 	case "postgres":
 		return startPostgres(ctx, addrs)
+	case "etcd":
+		return startEtcd(ctx, dir, addrs)
 	}
 	return nil, fmt.Errorf("netpart: unknown backend %q: want one of %v", backend, Backends)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -38,15 +40,16 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	c, err := clientv3.New(cfg)
+	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
+		return nil, fmt.Errorf("etcdstore: etcd at %s: authentication failed for user %q: %w (%v); check the user and password (HERD_ETCD_PASSWORD)",
+			strings.Join(cfg.Endpoints, ","), cfg.Username, store.ErrUnavailable, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connecting to %s: %w (%v)", strings.Join(cfg.Endpoints, ","), store.ErrUnavailable, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
-	defer cancel()
-	if _, err := c.Get(withLeader(pctx), "herd-probe", clientv3.WithCountOnly()); err != nil {
+	if err := probe(ctx, c, cfg, prefix); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("etcdstore: etcd at %s does not answer: %w (%v); check that it runs and has a leader",
-			strings.Join(cfg.Endpoints, ","), store.ErrUnavailable, err)
+		return nil, err
 	}
 	if prefix != "" {
 		opts = append([]Option{WithPrefix(prefix)}, opts...)
@@ -54,6 +57,36 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	s := New(c, opts...)
 	s.own, s.tls = true, cfg.TLS
 	return s, nil
+}
+
+// probe reads the count of the keys under prefix (DefaultPrefix if ""),
+// which needs a leader and, with auth on, the user's read permission
+// there; on failure it says why, looking at the transport itself when the
+// client saw only a timeout.
+func probe(ctx context.Context, c *clientv3.Client, cfg clientv3.Config, prefix string) error {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	eps := strings.Join(cfg.Endpoints, ",")
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	_, err := c.Get(withLeader(pctx), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return fmt.Errorf("etcdstore: the etcd user %q may not read the keys under %q: %w (%v); grant its role readwrite on that prefix",
+			cfg.Username, prefix, store.ErrInvalid, err)
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
+		return fmt.Errorf("etcdstore: etcd at %s: authentication failed for user %q: %w (%v); check the user and password (HERD_ETCD_PASSWORD)",
+			eps, cfg.Username, store.ErrUnavailable, err)
+	}
+	for _, ep := range cfg.Endpoints {
+		if cause := diagnose(ctx, ep, cfg.TLS); cause != "" {
+			return fmt.Errorf("etcdstore: connecting to %s: %s: %w", ep, cause, store.ErrUnavailable)
+		}
+	}
+	return fmt.Errorf("etcdstore: etcd at %s does not answer: %w (%v); check that it runs and has a leader", eps, store.ErrUnavailable, err)
 }
 
 func invalid(format string, args ...any) error {
