@@ -26,7 +26,7 @@ require (
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	golang.org/x/image v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
