@@ -112,20 +112,7 @@ func TestListenNotTrustedAfterAFailedCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "listen-stale"
-	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := changesAsync(ctx, s, group, snap.Version)
-	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
-	if _, err := store.Claim(ctx, s, group, "p1", sess); err != nil {
-		t.Fatal(err)
-	}
-	v := wantEntry(t, first, store.Claimed, 5*time.Second, "a claim with LISTEN up")
+	sess, v := claimWithListenUp(ctx, t, s, group)
 	pid := s.hub.listenerPID()
 
 	// The cut: the LISTEN connection goes silent, and a call times out.

@@ -63,20 +63,7 @@ func TestListenDropThenContinue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "listen-drop"
-	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := changesAsync(ctx, s, group, snap.Version)
-	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
-	if _, err := store.Claim(ctx, s, group, "p1", sess); err != nil {
-		t.Fatal(err)
-	}
-	v := wantEntry(t, first, store.Claimed, 5*time.Second, "a claim with LISTEN up")
+	sess, v := claimWithListenUp(ctx, t, s, group)
 
 	pid := s.hub.listenerPID()
 	second := changesAsync(ctx, s, group, v)
@@ -375,4 +362,25 @@ func versionBefore(t *testing.T, s *Store, group string, v store.Version) store.
 func sameChange(a, b store.Change) bool {
 	return a.Version == b.Version && a.Kind == b.Kind && a.Session == b.Session && a.Member == b.Member &&
 		a.Weight == b.Weight && a.Partition == b.Partition && a.Epoch == b.Epoch && a.GivenBack == b.GivenBack
+}
+
+// claimWithListenUp opens a session in group, waits for the store's LISTEN
+// connection, claims p1 and waits for a reader to get the entry; it
+// returns the session and the entry's version.
+func claimWithListenUp(ctx context.Context, t *testing.T, s *Store, group string) (string, store.Version) {
+	t.Helper()
+	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := changesAsync(ctx, s, group, snap.Version)
+	waitFor(t, 10*time.Second, "the LISTEN connection is up", func() bool { return s.hub.listenerPID() != 0 })
+	if _, err := store.Claim(ctx, s, group, "p1", sess); err != nil {
+		t.Fatal(err)
+	}
+	return sess, wantEntry(t, first, store.Claimed, 5*time.Second, "a claim with LISTEN up")
 }
