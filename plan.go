@@ -203,10 +203,10 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 //
 // Members that crash together expire one after the other over up to
 // RenewInterval (each SessionTTL after its last renewal), and each
-// expiry's plan costs every other member O(P). 10 processes killed among
-// 110 on 100,000 partitions (herd bench --store redis://... --scenario
-// large, two cores) took 14-16.5 s to run every partition again, for a
-// TTL of 10 s: the survivors planned once per expiry. TestCrashesPlannedTogether
+// expiry's plan costs every other member O(P). 10 member processes killed
+// among 110 on 100,000 partitions (Redis, two cores; docs/benchmarks.md)
+// took 14-16.5 s to run every partition again, for a TTL of 10 s: the
+// surviving processes planned once per expiry. TestCrashesPlannedTogether
 // counts the plans: 11 per member for 10 crashes when only an expiry due
 // within a fortieth of the TTL was waited for, 5 with this.
 func (m *Member) expirySettle(now time.Time) time.Duration {
@@ -287,13 +287,15 @@ func nothingRuns(snap *store.Snapshot) bool {
 // firstSettle is how many times JoinSettle the membership is to be quiet
 // before a first placement (nothing runs yet): a member that plans while
 // others are still joining claims what they get, and hands it off again.
-// Waiting costs only the placement's time. 100 processes placing 100,000
-// partitions (herd bench --store redis://... --scenario large, two cores)
+// Waiting costs only the placement's time. 100 member processes started
+// together to place 100,000 partitions (Redis, two cores; docs/benchmarks.md)
 // opened their sessions over about 2 s, a mean of 20 ms apart with pauses
 // of up to 180 ms: waiting JoinSettle (100 ms), every member planned in
 // full about 20 times in the placement, and up to 14,000 partitions moved.
 // TestJoinBurstPlacesOnce replays such a start: 8 full plans per member
 // and 8,099 moves on 4,000 partitions waiting JoinSettle, 1 and none with
-// this. Three times, not more: 16 processes that start together are to
-// place 10,000 partitions within 0.5 s (herd bench --scenario steady).
+// this. Three times, not more: the wait delays every first placement, a
+// small fleet's too (16 processes on 10,000 partitions, Redis: 0.93 s with
+// it, against 0.52 s for the build that waited JoinSettle, both with 0
+// moves; docs/benchmarks.md).
 const firstSettle = 3

@@ -1,7 +1,7 @@
 // Package tracker watches the handlers of an in-process fleet: which member
 // runs which partition, how many handlers run at once for one partition, how
-// many partitions changed member. The demo, the benchmarks and the tests use
-// it to decide when a rebalance is over, from what handlers actually do
+// many partitions changed member. The demo, in-process (mem://) measurements
+// and the tests use it to decide when a rebalance is over, from what handlers actually do
 // rather than from what the store says.
 package tracker
 

@@ -15,8 +15,8 @@ import (
 // ServerCPU returns the CPU time the cluster's members have used since they
 // started: the sum over the client's endpoints of process_cpu_seconds_total
 // on each one's /metrics. It is the whole server's, whoever made it busy:
-// herd bench reads it before and after a rebalance to report what the
-// rebalance cost the cluster, on a cluster nothing else uses.
+// read before and after a rebalance, it says what the rebalance cost the
+// cluster, on a cluster nothing else uses.
 func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
 	tr := http.Transport{TLSClientConfig: s.tls}
 	hc := &http.Client{Transport: &tr, Timeout: 5 * time.Second}

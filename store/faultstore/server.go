@@ -56,7 +56,7 @@ type Cost struct {
 // 1.4-2.9 ns per partition (the set is one string, partlist) and 0.44-0.46
 // µs per record. Execution time is
 // close to the server's CPU time: used_cpu_sys + used_cpu_user over whole
-// herd bench runs was 0.74-1.09 times the commands' time (less under
+// rebalances of member processes was 0.74-1.09 times the commands' time (less under
 // contention, when execution time includes time the server waited for a
 // core), so no factor is applied.
 var RedisCost = Cost{

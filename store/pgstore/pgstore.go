@@ -214,14 +214,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	// spare connections, warmed up (warm.go), while they connect, and the
 	// server serves those first. Ten members joining at once connected in
 	// 0.06-0.16 s this way, against 0.25-0.37 s with two each opened ahead
-	// (herd bench --scenario scale-out-large, 2-core machine, PostgreSQL 15).
+	// (10 member processes joining 10, 2-core machine, PostgreSQL 15;
+	// docs/benchmarks.md).
 	//
 	// The connection Open itself makes (to check the server and the
 	// schema) is not warmed up: compiling every function there made Open
 	// take 14-286 ms (median 146 ms) when 16 members opened their stores
 	// at once, so their sessions opened over more than JoinSettle, and
 	// members that planned before the last ones showed placed everything
-	// twice (herd bench --scenario steady on PostgreSQL). That connection
+	// twice (16 member processes on PostgreSQL). That connection
 	// compiles each function when it first calls it; the pool's later
 	// connections, made when calls overlap (a handoff's releases and
 	// claims), are warmed up before they serve one.

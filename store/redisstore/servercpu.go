@@ -13,9 +13,9 @@ import (
 
 // ServerCPU returns the CPU time the Redis server has used since it started
 // (INFO cpu: used_cpu_sys + used_cpu_user; on a cluster, the sum over its
-// masters). It is the whole server's, whoever made it busy: herd bench
-// reads it before and after a rebalance to report what the rebalance cost
-// the server, on a server nothing else uses.
+// masters). It is the whole server's, whoever made it busy: read before
+// and after a rebalance, it says what the rebalance cost the server, on a
+// server nothing else uses.
 func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
