@@ -3,94 +3,14 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/internal/valve"
 	"github.com/herdhq/herd/store"
 )
-
-// valveProxy forwards TCP connections to a server. While closed, what the
-// server sends waits in the proxy, unanswered: a connection across a link
-// that went down (the server's TCP retransmits it later, with back-off).
-type valveProxy struct {
-	addr   string
-	mu     sync.Mutex
-	cond   *sync.Cond
-	closed bool
-}
-
-func newValveProxy(t *testing.T, target string) *valveProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &valveProxy{addr: ln.Addr().String()}
-	p.cond = sync.NewCond(&p.mu)
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	var cmu sync.Mutex
-	t.Cleanup(func() {
-		ln.Close()
-		p.set(false)
-		cmu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		cmu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			cmu.Lock()
-			conns = append(conns, c, s)
-			cmu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
-			wg.Go(func() { p.copyDown(c, s); c.Close() })
-		}
-	})
-	return p
-}
-
-// copyDown copies the server's bytes to the client while the valve is open.
-func (p *valveProxy) copyDown(c, s net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			for p.closed {
-				p.cond.Wait()
-			}
-			p.mu.Unlock()
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *valveProxy) set(closed bool) {
-	p.mu.Lock()
-	p.closed = closed
-	p.mu.Unlock()
-	p.cond.Broadcast()
-}
 
 // A LISTEN connection whose notifications stop arriving while the store's
 // calls fail (a cut: the server's notifications wait for its TCP's next
@@ -102,8 +22,8 @@ func (p *valveProxy) set(closed bool) {
 func TestListenNotTrustedAfterAFailedCall(t *testing.T) {
 	s := openTest(t, WithPollInterval(100*time.Millisecond), withBackstop(time.Hour))
 	cfg := s.hub.connCfg
-	proxy := newValveProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	host, port, err := net.SplitHostPort(proxy.addr)
+	proxy := valve.New(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	host, port, err := net.SplitHostPort(proxy.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +36,7 @@ func TestListenNotTrustedAfterAFailedCall(t *testing.T) {
 	pid := s.hub.listenerPID()
 
 	// The cut: the LISTEN connection goes silent, and a call times out.
-	proxy.set(true)
+	proxy.Set(true)
 	second := changesAsync(ctx, s, group, v)
 	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	err = s.do(tctx, "test", func(ctx context.Context) error {
@@ -133,7 +53,7 @@ func TestListenNotTrustedAfterAFailedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEntry(t, second, store.Claimed, 5*time.Second, "a claim after a failed call, the LISTEN connection silent")
-	proxy.set(false) // the heal
+	proxy.Set(false) // the heal
 	waitFor(t, 15*time.Second, "a new LISTEN connection", func() bool {
 		p := s.hub.listenerPID()
 		return p != 0 && p != pid

@@ -284,23 +284,48 @@ func probeOptions(t *target, addr string) *redis.Options {
 	return o
 }
 
+// defaultIOTimeout is the read and write timeout of a call whose context
+// has no deadline (unless the URL sets read_timeout or write_timeout).
+// go-redis' own default (5 s) also caps calls whose context allows longer:
+// a member's read of a 100,000-partition group, given the session TTL,
+// failed after 5 s in a Redis busy serving a fleet's joins, was made again
+// from the start, and the wasted reads kept Redis busy until sessions
+// expired (100 member processes placing 100,000 partitions on a loaded
+// 2-core machine never placed any; docs/benchmarks.md). herd's own calls
+// all carry deadlines; this bounds anyone else's.
+const defaultIOTimeout = 30 * time.Second
+
+// ioTimeouts sets the read and write timeouts the URL left unset.
+func ioTimeouts(read, write *time.Duration) {
+	if *read == 0 {
+		*read = defaultIOTimeout
+	}
+	if *write == 0 {
+		*write = defaultIOTimeout
+	}
+}
+
 // newClient makes the go-redis client of t, with context deadlines honoured
-// and the dialer above.
+// (up to defaultIOTimeout, unless the URL says otherwise) and the dialer
+// above.
 func newClient(t *target) (redis.UniversalClient, func(context.Context, string, string) (net.Conn, error), time.Duration) {
 	switch t.kind {
 	case cluster:
 		o := t.cluster
 		o.ContextTimeoutEnabled = true
+		ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
 		o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
 		return redis.NewClusterClient(o), o.Dialer, o.DialTimeout
 	case sentinel:
 		o := t.failover
 		o.ContextTimeoutEnabled = true
+		ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
 		o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
 		return redis.NewFailoverClient(o), o.Dialer, o.DialTimeout
 	}
 	o := t.single
 	o.ContextTimeoutEnabled = true
+	ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
 	o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
 	return redis.NewClient(o), o.Dialer, o.DialTimeout
 }
