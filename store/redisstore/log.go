@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -148,46 +146,6 @@ func micros(v string) time.Duration {
 		return 0
 	}
 	return time.Duration(n) * time.Microsecond
-}
-
-// parseVersion decodes the version key "<tag>:<seq>".
-func parseVersion(v string) (store.Version, bool) {
-	g, n, ok := strings.Cut(v, ":")
-	if !ok || !allDigits(g) || !allDigits(n) {
-		return store.Version{}, false
-	}
-	tag, err1 := strconv.ParseUint(g, 10, 64)
-	seq, err2 := strconv.ParseUint(n, 10, 64)
-	if err1 != nil || err2 != nil || tag == 0 {
-		return store.Version{}, false
-	}
-	return store.Version{Seq: seq, Tag: tag}, true
-}
-
-// parseEntryID decodes a log entry id "<seq>-<tag>".
-func parseEntryID(id string) (v store.Version, ok bool) {
-	a, b, found := strings.Cut(id, "-")
-	if !found {
-		return v, false
-	}
-	seq, err1 := strconv.ParseUint(a, 10, 64)
-	tag, err2 := strconv.ParseUint(b, 10, 64)
-	return store.Version{Seq: seq, Tag: tag}, err1 == nil && err2 == nil
-}
-
-// chain is the tag of the entry with value e that follows an entry tagged
-// prev: the scripts' chain, in Go. It hashes in buf, returned for reuse:
-// decodeEntries checks entries of a few kilobytes each, and allocated a
-// copy of each.
-func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
-	buf = strconv.AppendUint(buf[:0], prev, 10)
-	buf = append(append(buf, '\n'), e...)
-	h := sha1.Sum(buf)
-	t := binary.BigEndian.Uint64(h[:8]) >> 12 // the first 13 hex digits
-	if t == 0 {
-		t = 1
-	}
-	return t, buf
 }
 
 // gone is Changes' ErrVersionGone.
@@ -404,118 +362,3 @@ const (
 	groupPrefix = "M\x1e"
 	groupSep    = "\x1e"
 )
-
-// ExpireSessions implements store.Store: one script per 1,000 due sessions.
-func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
-	if err := s.begin(ctx, "ExpireSessions", store.ValidateGroup(group)); err != nil {
-		return 0, err
-	}
-	k := s.keys(group)
-	for {
-		status, res, err := s.runLogged(ctx, "ExpireSessions", expireScript, k, []string{k.sessions, k.members},
-			expireBatch)
-		if err != nil {
-			return 0, err
-		}
-		if status != "ok" {
-			return 0, unexpected("ExpireSessions", status)
-		}
-		if n, _ := res[0].(int64); n < expireBatch {
-			return micros(str(res, 1)), nil
-		}
-	}
-}
-
-// ClaimBatch implements store.Store: one script for the whole batch.
-func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
-	if err := s.begin(ctx, "ClaimBatch", store.ValidateClaimBatch(group, session, partitions)); err != nil {
-		return nil, err
-	}
-	if len(partitions) == 0 {
-		return []store.ClaimResult{}, nil
-	}
-	k := s.keys(group)
-	args := make([]any, 0, 2+len(partitions))
-	args = append(args, session)
-	for _, p := range partitions {
-		args = append(args, p)
-	}
-	status, res, err := s.runLogged(ctx, "ClaimBatch", claimBatchScript, k,
-		[]string{k.sessions, k.members, k.owners, k.checkpoints, k.epochat, k.givenback}, args...)
-	if err != nil {
-		return nil, err
-	}
-	switch status {
-	case "ok":
-	case "expired":
-		return nil, fmt.Errorf("redisstore: ClaimBatch by session %q: %w", session, store.ErrSessionExpired)
-	default:
-		return nil, unexpected("ClaimBatch", status)
-	}
-	if len(res) != 1+len(partitions) {
-		return nil, fmt.Errorf("redisstore: ClaimBatch: %d results for %d partitions", len(res)-1, len(partitions))
-	}
-	member := str(res, 0)
-	out := make([]store.ClaimResult, len(partitions))
-	for i, p := range partitions {
-		r, _ := res[1+i].([]any)
-		switch str(r, 0) {
-		case "ok":
-			epoch, err := strconv.ParseUint(str(r, 1), 10, 64)
-			if err != nil {
-				out[i].Err = corrupt(k.owners, p, "epoch %q", str(r, 1))
-				continue
-			}
-			out[i].Ownership = store.Ownership{Partition: p, Session: session, Member: member, Epoch: epoch,
-				Checkpoint: bytesAt(r, 2), GivenBack: mark(str(r, 3))}
-		case "claimed":
-			out[i].Err = fmt.Errorf("redisstore: ClaimBatch of %q: owned by live session %q: %w", p, str(r, 1), store.ErrClaimed)
-		case "corrupt":
-			out[i].Err = fmt.Errorf("redisstore: ClaimBatch: key %q field %q cannot be decoded: %w", str(r, 1), str(r, 2), store.ErrCorrupt)
-		default:
-			out[i].Err = unexpected("ClaimBatch", str(r, 0))
-		}
-	}
-	return out, nil
-}
-
-// ReleaseBatch implements store.Store: one script for the whole batch.
-func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
-	if err := s.begin(ctx, "ReleaseBatch", store.ValidateReleaseBatch(group, session, held)); err != nil {
-		return nil, err
-	}
-	if len(held) == 0 {
-		return []error{}, nil
-	}
-	k := s.keys(group)
-	args := make([]any, 0, 2+2*len(held))
-	args = append(args, session)
-	for _, o := range held {
-		args = append(args, o.Partition, strconv.FormatUint(o.Epoch, 10))
-	}
-	status, res, err := s.runLogged(ctx, "ReleaseBatch", releaseBatchScript, k,
-		[]string{k.sessions, k.members, k.owners}, args...)
-	if err != nil {
-		return nil, err
-	}
-	if status != "ok" {
-		return nil, unexpected("ReleaseBatch", status)
-	}
-	if len(res) != len(held) {
-		return nil, fmt.Errorf("redisstore: ReleaseBatch: %d results for %d records", len(res), len(held))
-	}
-	out := make([]error, len(held))
-	for i, o := range held {
-		r, _ := res[i].([]any)
-		switch str(r, 0) {
-		case "ok":
-		case "notowner":
-			out[i] = fmt.Errorf("redisstore: ReleaseBatch of %q at epoch %d by session %q: %w", o.Partition, o.Epoch, session, store.ErrNotOwner)
-		case "corrupt":
-			out[i] = fmt.Errorf("redisstore: ReleaseBatch: key %q field %q cannot be decoded: %w", str(r, 1), str(r, 2), store.ErrCorrupt)
-		default:
-			out[i] = unexpected("ReleaseBatch", str(r, 0))
-		}
-	}
-	return out, nil
-}

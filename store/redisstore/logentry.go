@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"crypto/sha1"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -155,4 +157,44 @@ func decodeSetEntry(v string) ([]store.Partition, bool) {
 	}
 	slices.SortFunc(ps, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
 	return ps, true
+}
+
+// parseVersion decodes the version key "<tag>:<seq>".
+func parseVersion(v string) (store.Version, bool) {
+	g, n, ok := strings.Cut(v, ":")
+	if !ok || !allDigits(g) || !allDigits(n) {
+		return store.Version{}, false
+	}
+	tag, err1 := strconv.ParseUint(g, 10, 64)
+	seq, err2 := strconv.ParseUint(n, 10, 64)
+	if err1 != nil || err2 != nil || tag == 0 {
+		return store.Version{}, false
+	}
+	return store.Version{Seq: seq, Tag: tag}, true
+}
+
+// parseEntryID decodes a log entry id "<seq>-<tag>".
+func parseEntryID(id string) (v store.Version, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return v, false
+	}
+	seq, err1 := strconv.ParseUint(a, 10, 64)
+	tag, err2 := strconv.ParseUint(b, 10, 64)
+	return store.Version{Seq: seq, Tag: tag}, err1 == nil && err2 == nil
+}
+
+// chain is the tag of the entry with value e that follows an entry tagged
+// prev: the scripts' chain, in Go. It hashes in buf, returned for reuse:
+// decodeEntries checks entries of a few kilobytes each, and allocated a
+// copy of each.
+func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
+	buf = strconv.AppendUint(buf[:0], prev, 10)
+	buf = append(append(buf, '\n'), e...)
+	h := sha1.Sum(buf)
+	t := binary.BigEndian.Uint64(h[:8]) >> 12 // the first 13 hex digits
+	if t == 0 {
+		t = 1
+	}
+	return t, buf
 }
