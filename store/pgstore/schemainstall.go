@@ -1,0 +1,146 @@
+package pgstore
+
+// Installing and upgrading the schema, once per database.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/herdhq/herd/store"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// sqlFor returns the schema's SQL with the store's schema name and channel.
+func (s *Store) sqlFor(text string) string {
+	text = strings.ReplaceAll(text, "{{SETPARTITIONS}}", setPartitionsSQL)
+	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel), "{{APP}}", quoteLiteral(intxAppPrefix)).Replace(text)
+}
+
+// quoteIdent quotes a validated schema name (lower-case letters, digits
+// and underscores only).
+func quoteIdent(name string) string { return `"` + name + `"` }
+
+// quoteLiteral quotes a string without quotes or backslashes (a channel
+// name made of a validated schema name).
+func quoteLiteral(v string) string { return `'` + v + `'` }
+
+// ensureSchema creates the schema, its version table, tables and functions
+// if they are missing, and refuses a schema of a later version. It runs in
+// one transaction that locks the version table, so concurrent stores
+// install it once; a store that raced another's CREATE SCHEMA retries.
+func (s *Store) ensureSchema(ctx context.Context) error {
+	// Most opens find the schema installed: a read tells, without the
+	// lock, which would make stores opening together wait for each other
+	// (ten members joining at once took a quarter of a second longer).
+	if ok, err := s.installedAlready(ctx); ok || err != nil {
+		return err
+	}
+	if s.cfg.readOnly {
+		return fmt.Errorf("pgstore: schema %q holds no herd tables of version %d: nothing was written to this store yet (or an older herd wrote it: open it once without read-only to upgrade it): %w",
+			s.schema, SchemaVersion, fs.ErrNotExist)
+	}
+	var err error
+	for range 5 {
+		var installed bool
+		installed, err = s.installOnce(ctx)
+		if err == nil && installed {
+			s.warmIdle(ctx)
+		}
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) {
+			return err
+		}
+		switch pe.Code {
+		case "23505", "42P06", "42P07", "42710", "40001", "40P01":
+			continue // another store created it at the same time
+		}
+		return err
+	}
+	return err
+}
+
+// installedAlready reports whether the schema holds this version's tables
+// (a newer version is ErrInvalid, as in installOnce); false, with no error,
+// when the schema or its version table is missing, or at an older version
+// that installOnce is to judge.
+func (s *Store) installedAlready(ctx context.Context) (bool, error) {
+	var v *int
+	err := s.pool.QueryRow(ctx, "SELECT max(version) FROM "+s.qschema+".schema_version").Scan(&v)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // undefined table or schema
+		return false, nil
+	case err != nil:
+		return false, err
+	case v != nil && *v > SchemaVersion:
+		return false, newerSchema{schema: s.schema, version: *v}
+	}
+	return v != nil && *v == SchemaVersion, nil
+}
+
+// installOnce reports whether it created the schema's tables.
+func (s *Store) installOnce(ctx context.Context) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, q := range []string{
+		"CREATE SCHEMA IF NOT EXISTS " + s.qschema,
+		"CREATE TABLE IF NOT EXISTS " + s.qschema + ".schema_version (version integer NOT NULL, installed timestamptz NOT NULL DEFAULT now())",
+		"LOCK TABLE " + s.qschema + ".schema_version IN EXCLUSIVE MODE",
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return false, err
+		}
+	}
+	var v *int // max over no rows is NULL: nothing installed yet
+	if err := tx.QueryRow(ctx, "SELECT max(version) FROM "+s.qschema+".schema_version").Scan(&v); err != nil {
+		return false, err
+	}
+	version := 0
+	if v != nil {
+		version = *v
+	}
+	switch {
+	case version > SchemaVersion:
+		return false, newerSchema{schema: s.schema, version: version}
+	case version == SchemaVersion:
+		return false, nil
+	case version == 1:
+		// The groups gain their kind and digest (upgradeV1SQL), and the
+		// functions of locks.go replace their older versions (same
+		// arguments and results: members of version 1 still running keep
+		// working with them).
+		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL)); err != nil {
+			return false, fmt.Errorf("upgrading the schema from version 1: %w", err)
+		}
+	case version != 0:
+		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
+			s.schema, version, SchemaVersion, store.ErrInvalid)
+	default:
+		if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL+locksSQL)); err != nil {
+			return false, fmt.Errorf("creating the tables: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+s.qschema+".schema_version (version) VALUES ($1)", SchemaVersion); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// newerSchema is ensureSchema's refusal of a schema written by a newer herd.
+type newerSchema struct {
+	schema  string
+	version int
+}
+
+func (e newerSchema) Error() string {
+	return fmt.Sprintf("pgstore: schema %q is at version %d, written by a newer herd; this one knows version %d and could misread it: "+
+		"upgrade this program, or give it a schema of its own (?schema=name)", e.schema, e.version, SchemaVersion)
+}
+
+func (e newerSchema) Unwrap() error { return store.ErrInvalid }
