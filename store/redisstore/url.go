@@ -96,36 +96,11 @@ func parseURL(raw string) (*target, error) {
 	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, invalid("", "contains a control character")
 	}
-	// The authority ends at the first '/' or '?'; its user info ends at its
-	// last '@'. A '@' further on means the password holds an unescaped '/'
-	// or '?', and the split would be wrong: say so without echoing anything.
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
+	cred, hosts, tail, err := splitAuthority(rest)
+	if err != nil {
+		return nil, err
 	}
-	auth, tail := rest[:end], rest[end:]
-	if strings.Contains(tail, "@") {
-		return nil, invalid("", "malformed: an '@' after the host (percent-encode '/', '?', '#', '@' and '%%' in the user name and password)")
-	}
-	var user, pass string
-	var hasUser, hasPass bool
-	hosts := auth
-	if at := strings.LastIndex(auth, "@"); at >= 0 {
-		info := auth[:at]
-		hosts = auth[at+1:]
-		hasUser = true
-		u, p, colon := strings.Cut(info, ":")
-		var err error
-		if user, err = url.PathUnescape(u); err != nil {
-			return nil, invalid("", "the user name is not validly percent-encoded")
-		}
-		if colon {
-			hasPass = true
-			if pass, err = url.PathUnescape(p); err != nil {
-				return nil, invalid("", "the password is not validly percent-encoded")
-			}
-		}
-	}
+	user, pass := cred.user, cred.pass
 	if strings.Contains(hosts, "#") || strings.Contains(tail, "#") {
 		return nil, invalid("", "has a fragment ('#'); percent-encode '#' in the user name and password")
 	}
@@ -140,7 +115,7 @@ func parseURL(raw string) (*target, error) {
 		return nil, invalid("", "malformed query: options are name=value pairs separated by '&', percent-encoded")
 	}
 	t := &target{kind: sc.kind}
-	t.redacted = redact(scheme, hasUser, user, hasPass, hosts, u.EscapedPath(), q)
+	t.redacted = redact(scheme, cred.hasUser, user, cred.hasPass, hosts, u.EscapedPath(), q)
 	for k, v := range q {
 		if len(v) > 1 && k != "addr" {
 			return nil, invalid(t.redacted, "option %s is given %d times", k, len(v))
@@ -173,11 +148,68 @@ func parseURL(raw string) (*target, error) {
 		return parseUnix(t, u.Path, q, db, user, pass)
 	}
 
+	addrs, err := hostList(t, sc.kind, hosts, q)
+	if err != nil {
+		return nil, err
+	}
+	if err := goRedisOptions(t, sc.tls, addrs, q, cred, db, tf, u.Path); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// hostPlaceholder stands for the host list when the path and query are
+// parsed on their own.
+const hostPlaceholder = "h"
+
+// userInfo is a URL's user name and password, percent-decoded.
+type userInfo struct {
+	user, pass       string
+	hasUser, hasPass bool
+}
+
+// splitAuthority splits what follows "scheme://" into its user info, its
+// host list and the rest (path and query).
+func splitAuthority(rest string) (cred userInfo, hosts, tail string, err error) {
+	// The authority ends at the first '/' or '?'; its user info ends at its
+	// last '@'. A '@' further on means the password holds an unescaped '/'
+	// or '?', and the split would be wrong: say so without echoing anything.
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth := rest[:end]
+	tail = rest[end:]
+	if strings.Contains(tail, "@") {
+		return cred, "", "", invalid("", "malformed: an '@' after the host (percent-encode '/', '?', '#', '@' and '%%' in the user name and password)")
+	}
+	hosts = auth
+	if at := strings.LastIndex(auth, "@"); at >= 0 {
+		info := auth[:at]
+		hosts = auth[at+1:]
+		cred.hasUser = true
+		u, p, colon := strings.Cut(info, ":")
+		if cred.user, err = url.PathUnescape(u); err != nil {
+			return cred, "", "", invalid("", "the user name is not validly percent-encoded")
+		}
+		if colon {
+			cred.hasPass = true
+			if cred.pass, err = url.PathUnescape(p); err != nil {
+				return cred, "", "", invalid("", "the password is not validly percent-encoded")
+			}
+		}
+	}
+	return cred, hosts, tail, nil
+}
+
+// hostList is the addresses of hosts (and of addr options, for a cluster
+// or a sentinel), each with its default port, without repeats.
+func hostList(t *target, kind deployment, hosts string, q url.Values) ([]string, error) {
 	var list []string
-	if hosts != "" || sc.kind == single {
+	if hosts != "" || kind == single {
 		list = strings.Split(hosts, ",")
 	}
-	if sc.kind != single {
+	if kind != single {
 		list = append(list, q["addr"]...)
 		q.Del("addr")
 	} else if q.Has("addr") {
@@ -186,16 +218,16 @@ func parseURL(raw string) (*target, error) {
 	if len(list) == 0 {
 		return nil, invalid(t.redacted, "no host: want host:port[,host:port...]")
 	}
-	if sc.kind == single && len(list) > 1 {
+	if kind == single && len(list) > 1 {
 		return nil, invalid(t.redacted, "%d hosts: a list of hosts needs redis+cluster:// (Redis Cluster) or redis+sentinel:// (Sentinel)", len(list))
 	}
 	defPort := "6379"
-	if sc.kind == sentinel {
+	if kind == sentinel {
 		defPort = "26379"
 	}
 	addrs := make([]string, 0, len(list))
 	for _, h := range list {
-		a, err := parseHost(h, defPort, sc.kind == single)
+		a, err := parseHost(h, defPort, kind == single)
 		if err != nil {
 			return nil, invalid(t.redacted, "%v", err)
 		}
@@ -204,9 +236,16 @@ func parseURL(raw string) (*target, error) {
 		}
 	}
 
-	// Hand the go-redis options to go-redis, on a URL without secrets.
+	return addrs, nil
+}
+
+// goRedisOptions hands the go-redis options of q to go-redis, on a URL
+// without secrets, and sets t's client options with the credentials, the
+// database and the TLS files.
+func goRedisOptions(t *target, tls bool, addrs []string, q url.Values, cred userInfo, db int, tf *tlsFiles, path string) error {
+	user, pass := cred.user, cred.pass
 	base := "redis"
-	if sc.tls {
+	if tls {
 		base = "rediss"
 	}
 	gq := url.Values{}
@@ -218,35 +257,35 @@ func parseURL(raw string) (*target, error) {
 		gq[k] = v
 	}
 	gu := base + "://" + addrs[0] + "?" + gq.Encode()
-	switch sc.kind {
+	switch t.kind {
 	case single:
 		o, err := redis.ParseURL(gu)
 		if err != nil {
-			return nil, goRedisInvalid(t, err)
+			return goRedisInvalid(t, err)
 		}
 		o.Username, o.Password, o.DB = user, pass, db
 		tf.apply(o.TLSConfig)
 		t.single = o
 	case cluster:
 		if db != 0 {
-			return nil, invalid(t.redacted, "database %d: Redis Cluster has only database 0", db)
+			return invalid(t.redacted, "database %d: Redis Cluster has only database 0", db)
 		}
 		o, err := redis.ParseClusterURL(gu)
 		if err != nil {
-			return nil, goRedisInvalid(t, err)
+			return goRedisInvalid(t, err)
 		}
 		o.Addrs = addrs
 		o.Username, o.Password = user, pass
 		tf.apply(o.TLSConfig)
 		t.cluster = o
 	case sentinel:
-		name, err := masterName(t, u.Path, q)
+		name, err := masterName(t, path, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o, err := redis.ParseFailoverURL(gu)
 		if err != nil {
-			return nil, goRedisInvalid(t, err)
+			return goRedisInvalid(t, err)
 		}
 		o.SentinelAddrs = addrs
 		o.MasterName = name
@@ -255,9 +294,5 @@ func parseURL(raw string) (*target, error) {
 		tf.apply(o.TLSConfig)
 		t.failover = o
 	}
-	return t, nil
+	return nil
 }
-
-// hostPlaceholder stands for the host list when the path and query are
-// parsed on their own.
-const hostPlaceholder = "h"
