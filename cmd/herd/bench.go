@@ -73,6 +73,7 @@ type benchOpts struct {
 	every      time.Duration // the jobs scenario's interval (0: its default)
 	cpuProfile string        // write a CPU profile of the run to this file ("": none)
 	memberProf string        // write each member process's CPU profile into this directory ("": none)
+	memberLogs string        // write each member process's log into this directory ("": none)
 	// memberExe is the herd binary the member processes run ("": this
 	// process's own executable).
 	memberExe string
@@ -270,6 +271,7 @@ costs).`,
 	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (read it with go tool pprof)")
 	cmd.Flags().StringVar(&o.memberProf, "member-cpuprofile", "", "write each member process's CPU profile to `DIR`/MEMBER.pprof (go tool pprof merges them)")
+	cmd.Flags().StringVar(&o.memberLogs, "member-logs", "", "write each member process's log (level info) to `DIR`/MEMBER.log")
 	return cmd
 }
 

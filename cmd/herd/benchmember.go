@@ -207,7 +207,11 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 		return err
 	}
 	defer closeStore()
-	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: slog.New(slog.DiscardHandler),
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("HERD_LOG_LEVEL") == "info" { // herd bench --member-logs
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: logger,
 		Handler: func(c *herd.Claim) error {
 			p, err := strconv.Atoi(c.Partition)
 			if err != nil {

@@ -44,7 +44,7 @@ func newFleet(conn *connector, group string, parts int, sc benchScenario, o benc
 		}
 	}
 	f := newProcFleet(exe, conn.url, group, parts, o.ttl, sc.joinWith, conn.connect, o.progress)
-	f.profileDir = o.memberProf
+	f.profileDir, f.logDir = o.memberProf, o.memberLogs
 	return f, nil
 }
 

@@ -61,7 +61,10 @@ type procFleet struct {
 	args func(idx int) []string
 	// profileDir: each member process writes its CPU profile there ("": none).
 	profileDir string
-	onRuns     func(rs []jobRun)
+	// logDir: each member process logs at info to DIR/MEMBER.log ("": its
+	// errors only, kept for the bench's own error messages).
+	logDir string
+	onRuns func(rs []jobRun)
 	// serverCPU reads the store server's CPU time (nil: not measured).
 	serverCPU func(context.Context) (time.Duration, error)
 }
@@ -230,6 +233,15 @@ func (f *procFleet) start() (*memberProc, error) {
 	m.cmd = exec.Command(f.exe, args...)
 	m.cmd.Env = append(os.Environ(), "HERD_LOG_LEVEL=error")
 	m.cmd.Stderr = m.stderr
+	if f.logDir != "" {
+		logFile, err := os.Create(filepath.Join(f.logDir, m.id+".log"))
+		if err != nil {
+			return nil, fmt.Errorf("--member-logs: %w", err)
+		}
+		defer logFile.Close() // the child has its own copy once started
+		m.cmd.Env = append(os.Environ(), "HERD_LOG_LEVEL=info")
+		m.cmd.Stderr = logFile // the bench's error messages then say less: the log says it all
+	}
 	memberProcAttr(m.cmd)
 	var err error
 	if m.stdin, err = m.cmd.StdinPipe(); err != nil {

@@ -143,14 +143,18 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		_ = client.Close()
 		return nil, s.err
 	}
-	// The checks answer in milliseconds: a server that stays mute is
-	// reported within twice the dial timeout (a call's own read timeout,
-	// defaultIOTimeout, is for large reads).
-	if timeout <= 0 {
-		timeout = defaultDialTimeout
+	// The checks answer in milliseconds: without a deadline of the
+	// caller's, a server that stays mute is reported within twice the dial
+	// timeout (a call's own read timeout, defaultIOTimeout, is for large
+	// reads).
+	if _, ok := ctx.Deadline(); !ok {
+		if timeout <= 0 {
+			timeout = defaultDialTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*timeout)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
-	defer cancel()
 	first, err := probe(ctx, t, dial, timeout)
 	if err == nil {
 		err = check(ctx, t, client, first)
