@@ -133,37 +133,10 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 // the records of partitions outside the set (left by a set that shrank)
 // are sorted, and merged in.
 func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[string]string, bad func(kind, key, id, format string, args ...any)) ([]store.Ownership, error) {
-	// holders: the part of a value after its epoch ("<session>:<member>"),
-	// decoded once per distinct value: a group of 100,000 records has as
-	// many of them as it has sessions.
-	type holder struct{ session, member, bad string }
-	var hs []holder
-	holders := map[string]int32{}
-	// decode returns the epoch and the index in hs of v's holder, or
-	// reports v as malformed and returns -1.
-	decode := func(p string, v []byte) (uint64, int32) {
-		epoch, rest, ok := parseEpoch(v)
-		if !ok {
-			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), notRecord)
-			return 0, -1
-		}
-		h, seen := holders[string(rest)]
-		if !seen {
-			var x holder
-			r := string(rest)
-			x.session, x.member, x.bad = parseHolder(r)
-			h = int32(len(hs))
-			hs = append(hs, x)
-			holders[r] = h
-		}
-		if hs[h].bad != "" {
-			bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), hs[h].bad)
-			return 0, -1
-		}
-		return epoch, h
-	}
+	hc := holderCache{ids: map[string]int32{}}
+	decode := func(p string, v []byte) (uint64, int32) { return hc.decode(k, p, v, bad) }
 	record := func(p string, epoch uint64, h int32) store.Ownership {
-		return store.Ownership{Partition: p, Session: hs[h].session, Member: hs[h].member, Epoch: epoch, GivenBack: marks[p]}
+		return store.Ownership{Partition: p, Session: hc.hs[h].session, Member: hc.hs[h].member, Epoch: epoch, GivenBack: marks[p]}
 	}
 	// at[i]: the record of parts[i], if holder > 0 (the holder's index
 	// plus one).
@@ -224,7 +197,7 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 		batch.n++
 		e.key, e.val, e.holder = key, v, -1
 		if epoch, rest, ok := parseEpoch(v); ok {
-			if h, seen := holders[string(rest)]; seen && hs[h].bad == "" {
+			if h, seen := hc.ids[string(rest)]; seen && hc.hs[h].bad == "" {
 				e.epoch, e.holder = epoch, h
 			}
 		}
@@ -239,21 +212,7 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 			out = append(out, record(parts[i].ID, s.epoch, s.holder-1))
 		}
 	}
-	if len(strays) == 0 {
-		return out, nil
-	}
-	// Records of partitions outside the set: sorted, and merged in.
-	slices.SortFunc(strays, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
-	merged := make([]store.Ownership, 0, len(out)+len(strays))
-	i := 0
-	for _, o := range out {
-		for i < len(strays) && strays[i].Partition < o.Partition {
-			merged = append(merged, strays[i])
-			i++
-		}
-		merged = append(merged, o)
-	}
-	return append(merged, strays[i:]...), nil
+	return mergeStrays(out, strays), nil
 }
 
 // capID cuts an id read from the store to MaxIDLength bytes, for a
@@ -358,4 +317,57 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// holderCache decodes the part of a record's value after its epoch
+// ("<session>:<member>") once per distinct value: a group of 100,000
+// records has as many of them as it has sessions.
+type holderCache struct {
+	hs  []holder
+	ids map[string]int32 // value -> index in hs
+}
+
+type holder struct{ session, member, bad string }
+
+// decode returns the epoch and the index in hc.hs of v's holder, or reports
+// v (the record of partition p) as malformed and returns -1.
+func (hc *holderCache) decode(k keys, p string, v []byte, bad func(kind, key, id, format string, args ...any)) (uint64, int32) {
+	epoch, rest, ok := parseEpoch(v)
+	if !ok {
+		bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), notRecord)
+		return 0, -1
+	}
+	h, seen := hc.ids[string(rest)]
+	if !seen {
+		var x holder
+		r := string(rest)
+		x.session, x.member, x.bad = parseHolder(r)
+		h = int32(len(hc.hs))
+		hc.hs = append(hc.hs, x)
+		hc.ids[r] = h
+	}
+	if hc.hs[h].bad != "" {
+		bad(store.MalformedOwnership, k.owners, p, "value %q %s", abbrev(string(v)), hc.hs[h].bad)
+		return 0, -1
+	}
+	return epoch, h
+}
+
+// mergeStrays merges the records of partitions outside the set (strays)
+// into out, both sorted by partition.
+func mergeStrays(out, strays []store.Ownership) []store.Ownership {
+	if len(strays) == 0 {
+		return out
+	}
+	slices.SortFunc(strays, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
+	merged := make([]store.Ownership, 0, len(out)+len(strays))
+	i := 0
+	for _, o := range out {
+		for i < len(strays) && strays[i].Partition < o.Partition {
+			merged = append(merged, strays[i])
+			i++
+		}
+		merged = append(merged, o)
+	}
+	return append(merged, strays[i:]...)
 }
