@@ -13,7 +13,7 @@ import (
 // herdOptions are the query options Open reads itself; every other option
 // is pgx's (pgxpool.ParseConfig: pool_max_conns, connect_timeout, sslmode,
 // default_query_exec_mode, ...).
-var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit", "tx_idle_timeout"}
+var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit", "tx_idle_timeout", "record_lock_timeout"}
 
 // secretOptions are the query options whose values never appear in
 // messages.
@@ -110,38 +110,11 @@ func parseURL(raw string) (*target, error) {
 		}
 		v := q.Get(k)
 		q.Del(k)
-		switch k {
-		case "schema":
-			if err := checkSchema(v); err != nil {
-				return nil, invalid(t.redacted, "schema: %v", strings.TrimPrefix(err.Error(), "pgstore: "))
-			}
-			t.opts = append(t.opts, WithSchema(v))
-		case "listen":
-			switch strings.ToLower(v) {
-			case "on", "true", "1", "yes":
-				t.opts = append(t.opts, WithListen(true))
-			case "off", "false", "0", "no":
-				t.opts = append(t.opts, WithListen(false))
-			default:
-				return nil, invalid(t.redacted, "listen=%q: want on or off", abbrev(v))
-			}
-		case "poll_interval", "tx_idle_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 10*time.Millisecond || d > time.Hour {
-				return nil, invalid(t.redacted, "%s=%q: want a Go duration from 10ms to 1h, such as 500ms", k, abbrev(v))
-			}
-			if k == "poll_interval" {
-				t.opts = append(t.opts, WithPollInterval(d))
-			} else {
-				t.opts = append(t.opts, WithTxIdleTimeout(d))
-			}
-		case "log_limit":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100_000_000 {
-				return nil, invalid(t.redacted, "log_limit=%q: want a number of entries from 1 to 100000000", abbrev(v))
-			}
-			t.opts = append(t.opts, WithLogLimit(n))
+		opt, err := herdOption(k, v)
+		if err != nil {
+			return nil, invalid(t.redacted, "%v", err)
 		}
+		t.opts = append(t.opts, opt)
 	}
 	var b strings.Builder
 	b.WriteString(scheme + "://")
@@ -218,4 +191,43 @@ func abbrev(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// herdOption is the Option of herd's URL option k=v.
+func herdOption(k, v string) (Option, error) {
+	switch k {
+	case "schema":
+		if err := checkSchema(v); err != nil {
+			return nil, fmt.Errorf("schema: %v", strings.TrimPrefix(err.Error(), "pgstore: "))
+		}
+		return WithSchema(v), nil
+	case "listen":
+		switch strings.ToLower(v) {
+		case "on", "true", "1", "yes":
+			return WithListen(true), nil
+		case "off", "false", "0", "no":
+			return WithListen(false), nil
+		default:
+			return nil, fmt.Errorf("listen=%q: want on or off", abbrev(v))
+		}
+	case "poll_interval", "tx_idle_timeout", "record_lock_timeout":
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Millisecond || d > time.Hour {
+			return nil, fmt.Errorf("%s=%q: want a Go duration from 10ms to 1h, such as 500ms", k, abbrev(v))
+		}
+		switch k {
+		case "poll_interval":
+			return WithPollInterval(d), nil
+		case "tx_idle_timeout":
+			return WithTxIdleTimeout(d), nil
+		}
+		return WithLockTimeout(d), nil
+	case "log_limit":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100_000_000 {
+			return nil, fmt.Errorf("log_limit=%q: want a number of entries from 1 to 100000000", abbrev(v))
+		}
+		return WithLogLimit(n), nil
+	}
+	return nil, fmt.Errorf("option %s is not herd's", k) // unreachable: k is one of herdOptions
 }

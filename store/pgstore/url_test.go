@@ -26,6 +26,9 @@ func TestParseURL(t *testing.T) {
 			func(c config) bool {
 				return c.schema == "myapp" && !c.listen && c.poll == 2*time.Second && c.logLimit == 50
 			}},
+		{"postgres://h/db?tx_idle_timeout=3s&record_lock_timeout=250ms",
+			"postgres://h/db", "postgres://h/db?record_lock_timeout=250ms&tx_idle_timeout=3s",
+			func(c config) bool { return c.txIdle == 3*time.Second && c.lockTimeout == 250*time.Millisecond }},
 		{"postgres://u:p%40ss%2Fw@h/db?sslpassword=secretkey", "postgres://u:p%40ss%2Fw@h/db?sslpassword=secretkey",
 			"postgres://u:xxxxx@h/db?sslpassword=xxxxx", nil},
 		{"postgres:///db", "postgres:///db", "postgres:///db", nil},
@@ -60,6 +63,7 @@ func TestParseURLInvalid(t *testing.T) {
 		"postgres://u:" + pw + "@h/db?listen=maybe",
 		"postgres://u:" + pw + "@h/db?poll_interval=1ns",
 		"postgres://u:" + pw + "@h/db?log_limit=0",
+		"postgres://u:" + pw + "@h/db?record_lock_timeout=forever",
 		"postgres://u:" + pw + "@h/db?schema=a&schema=b",
 		"postgres://u:" + pw + "/x@h/db",
 		"postgres://u:" + pw + "@h/db#frag",
