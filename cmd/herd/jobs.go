@@ -125,7 +125,7 @@ func jobsCmdFor(o *jobsOpts) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false) // everything after COMMAND is the command's
-	f.StringVar(&o.storeURL, "store", defaultRunStore, "store URL: sqlite://PATH (a file shared by the members of one host; the default is herd.db in the working directory), redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd], or mem://")
+	f.StringVar(&o.storeURL, "store", defaultRunStore, "store URL: sqlite://PATH (a file shared by the members of one host; the default is herd.db in the working directory), redis://host:port[/db][?prefix=herd], postgres://host/db[?schema=herd] or etcd://host:2379")
 	f.StringVar(&o.group, "group", "", "the jobs group to join (required)")
 	f.StringVar(&o.member, "member", "", "this member's id (default host-pid)")
 	f.StringVar(&o.keys, "keys", "", "the group's keys: a,b,c, 0-99, combined, or @file (default: the keys stored)")
@@ -222,6 +222,10 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 	conn, err := newConnector(o.storeURL)
 	if err != nil {
 		return nil, nil, err
+	}
+	if conn.mem != nil {
+		return nil, nil, withExit(exitUsage, errors.New("--store mem:// is this process's own store: every herd jobs would have a store of its own and run every key; "+
+			"give a store the members share: sqlite://PATH (one host; the default is "+defaultRunStore+"), redis://HOST:PORT or postgres://HOST/DB"))
 	}
 	return conn, keys, nil
 }

@@ -260,6 +260,7 @@ func TestJobsRejects(t *testing.T) {
 		{j("--every", "1h", "--member", "a\tb", "--", "true"), "--member: member id"},
 		{j("--every", "1h", "--", ""), "no command"},
 		{[]string{"jobs", "--store", "ftp://x", "--group", "g", "--every", "1h", "--", "true"}, `--store: unknown scheme "ftp"`},
+		{j("--every", "1h", "--", "true"), "--store mem:// is this process's own store: every herd jobs would have a store of its own"},
 		{[]string{"bench", "--scenario", "jobs", "--every", "10ms"}, "--every must be between 1s and 24h0m0s (got 10ms)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -274,7 +275,7 @@ func TestJobsRejects(t *testing.T) {
 // A run's exit status is its result: a failing child is retried, its
 // error logged; {slot} and the environment are set.
 func TestJobsExitStatusIsTheResult(t *testing.T) {
-	m := startHerd(t, "m", nil, "jobs", "--store", "mem://", "--group", "g", "--keys", "ok,bad", "--every", "1s",
+	m := startHerd(t, "m", nil, "jobs", "--store", "sqlite://"+filepath.Join(t.TempDir(), "herd.db"), "--group", "g", "--keys", "ok,bad", "--every", "1s",
 		"--retry-delay", "50ms", "--retry-max", "100ms",
 		"--", "sh", "-c", `echo "ran $HERD_KEY slot=$HERD_SLOT arg={slot} attempt=$HERD_ATTEMPT epoch=$HERD_EPOCH group=$HERD_GROUP"; [ "$HERD_KEY" = ok ] || exit 7`)
 	eventually(t, 30*time.Second, "the failing key retried twice", func() bool {
