@@ -1,10 +1,8 @@
 package balance
 
 import (
-	"cmp"
 	"fmt"
 	"math"
-	"slices"
 )
 
 // LoadOptions are the hysteresis and the move budget of
@@ -56,58 +54,68 @@ type LoadOptions struct {
 // every member computes the same bits on every platform.
 //
 //  1. Start from the live owners.
-//  2. Hot partitions are put alone on a member. Let mu be the load of the
-//     partitions not yet put alone over the capacity of the members not
-//     yet dedicated, and cmax the largest such capacity. Partitions are
-//     taken by decreasing load; one is hot when its load exceeds
-//     mu*cmax*(1+Band/2), or mu*cmax*(1-Band/2) if it is already alone on
-//     its owner (a hot partition at the edge does not flap). A hot
-//     partition stays on its owner if that member has capacity cmax, else
-//     goes to the member of largest capacity (then least relative load,
-//     then index); that member is dedicated to it and mu is recomputed.
-//     At least one member is never dedicated. The other partitions of a
-//     dedicated member with a load > 0 are moved off it.
-//  3. Unowned partitions, and those moved off dedicated members, are
-//     placed by decreasing load, each on the non-dedicated member whose
-//     relative load after taking it is least (partitions of load 0: the
-//     member with the fewest partitions per capacity).
+//  2. Hot partitions are put alone on a member. A partition is alone on a
+//     member when the member's other partitions carry at most Band/2 of
+//     its load. Let mu be the load of the partitions not yet put alone over
+//     the capacity of the members not yet dedicated, and cmax the largest
+//     such capacity. Partitions are taken by decreasing load. One alone on
+//     its owner, with a load above mu x (1-Band) x the owner's capacity,
+//     stays there if the owner has capacity cmax or the load is at most
+//     mu x (1+Band) x the owner's capacity. Otherwise one with a load above
+//     mu x (1+Band) x cmax is hot: it stays on its owner if that member has
+//     capacity cmax, else goes to the member of largest capacity (then
+//     least relative load, then index). Either way that member is
+//     dedicated to it and mu is recomputed; at least one member is never
+//     dedicated. (The two thresholds are the hysteresis of this step: a
+//     partition near the fair share neither becomes hot nor stops being
+//     hot on noise.)
+//  3. A dedicated member whose other partitions carry more than Band/2 of
+//     its hot partition's load keeps the smallest of them within Band/4
+//     and gives up the rest. These, and the unowned partitions, are placed
+//     by decreasing load, each on the non-dedicated member whose relative
+//     load after taking it is least (a partition of load 0: the member
+//     with the fewest partitions per capacity).
 //  4. A round balances the non-dedicated members, below.
 //
 // # Hysteresis of the round
 //
 // Among the non-dedicated members let mu be their total load over their
-// total capacity, and t = max(Band*mu, Floor) the trigger distance. The
-// fleet is in the band when every member's relative load is within t of
-// mu; its distance is d = max(rmax - mu, mu - rmin). Then:
+// total capacity, and t = max(Band*mu, Floor) the trigger distance. A
+// member's distance is |r - mu|; the fleet's, d, is the largest. Then:
 //
-//   - trigger: nothing moves while d <= t;
+//   - trigger: nothing moves while d <= t (the fleet is in the band);
 //   - aim: once triggered, partitions move, one at a time from the member
 //     of highest relative load to that of lowest, until every member is
-//     within t/4 of mu (or no move can narrow the pair's gap: below);
-//   - minimum gain: the round is made only if it lowers d by more than t/2
-//     (an absolute part Floor/2 and a relative part Band*mu/2). A round
-//     that reaches the aim from outside the band lowers d by more than
-//     3t/4, so reaching the band is never refused as noise;
-//   - floor: with mu*Band < Floor, t is Floor: members within Floor of the
+//     within 0.4t of mu. A member out of the aim that no move or exchange
+//     (below) with any other member brings closer is set aside;
+//   - minimum gain: the round is made only if it lowers d, over the
+//     members not set aside, by more than t/2 (an absolute part Floor/2
+//     and a relative part Band*mu/2). A round that reaches the aim from
+//     outside the band lowers d by more than 0.6t, so reaching the band is
+//     never refused as noise;
+//   - floor: with Band*mu < Floor, t is Floor: members within Floor of the
 //     mean never trigger, however small the mean.
 //
-// A fleet the round left within t/4 of the mean moves again only when
-// loads change by more than 3t/4 of the mean: with the defaults, a member
-// must drift 7.5 % of the mean. Each move takes the partition of the
-// member of highest relative load (a) whose load is the smallest that
-// brings a within the aim while keeping the receiver (b, least relative
-// load) within it, else the largest that keeps b within it, else the one
-// closest to the transfer that would equalise the two; a move is made
-// only if it lowers the sum over members of capacity x (r - mu)^2 (the
-// moved load is less than twice the equalising transfer), so the round
-// ends. The round's first moves, within the budget left by step 2, are
-// the result. Carrying out part of them and calling again continues the
-// round while the fleet is outside the band; inside it, the rest is
-// dropped.
+// A fleet the round left within 0.4t of the mean moves again only when its
+// loads drift by more than 0.6t of the mean (6 % with the defaults). A
+// budget that cuts a round short may leave members anywhere within t, and
+// the next call moves nothing until one leaves the band: a budget that
+// does not cut rounds keeps the noise margin.
 //
-// Cost: O(P log P + N*(D + F) + M*(N + S)) for P partitions, N members, D
-// dedicated members, F placed partitions, M moves of the round and S the
-// largest number of partitions on one member.
+// Each move takes, from the member a of highest relative load, the
+// partition that best brings the one of a and the receiver b (the least
+// loaded) further from mu towards it while both stay within the aim;
+// else the largest that keeps b within it; else the one closest to the
+// transfer that would equalise them. When every partition of a is at least
+// twice that transfer, a gives b one partition and b gives a back up to
+// eight smaller ones (an exchange). A move is made only if it lowers the
+// sum over members of capacity x (r - mu)^2, so the round ends. The
+// round's first moves within the budget left by steps 2 and 3 are the
+// result (an exchange is made whole or not at all).
+//
+// Cost: O(P log P + N*(D + F) + M*(N log N + S)) for P partitions, N
+// members, D dedicated members, F placed partitions, M moves of the round
+// and S the largest number of partitions on one member.
 func (a *Assigner) AssignLoad(members []Member, partitions []Partition, owner []int32, load []float64, o LoadOptions, target []int32) ([]int32, error) {
 	if load != nil && len(load) != len(partitions) {
 		return nil, fmt.Errorf("balance: %d loads for %d partitions", len(load), len(partitions))
@@ -283,114 +291,3 @@ func (lp *loadPlan) move(i, m int32) bool {
 
 // rel is member m's relative load.
 func (lp *loadPlan) rel(m int) float64 { return lp.l[m] / lp.c[m] }
-
-// dedicate is step 2: hot partitions alone on a member.
-func (lp *loadPlan) dedicate() {
-	n := len(lp.members)
-	var R, C float64
-	for _, x := range lp.e {
-		R += x
-	}
-	for _, c := range lp.c {
-		C += c
-	}
-	order := make([]int32, len(lp.e))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if c := cmp.Compare(lp.e[b], lp.e[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	h := lp.band / 2
-	free := n
-	for _, i := range order {
-		if free <= 1 || lp.e[i] <= 0 {
-			break
-		}
-		mu := R / C
-		cmax := 0.0
-		for m := range n {
-			if lp.ded[m] < 0 {
-				cmax = max(cmax, lp.c[m])
-			}
-		}
-		fair := float64(mu * cmax)
-		o := lp.target[i]
-		alone := o >= 0 && lp.ded[o] < 0 && lp.pos[o] == 1
-		if lp.e[i] <= float64(fair*(1-h)) {
-			break // no later partition is hot either
-		}
-		if lp.e[i] <= float64(fair*(1+h)) && !alone {
-			continue
-		}
-		m := o
-		if m < 0 || lp.ded[m] >= 0 || lp.c[m] != cmax {
-			m = lp.widest()
-		}
-		if !lp.move(i, m) {
-			continue // no budget to move it: it stays as it is
-		}
-		lp.ded[m] = i
-		free--
-		R -= lp.e[i]
-		C -= lp.c[m]
-	}
-}
-
-// widest is the non-dedicated member of largest capacity, then least
-// relative load, then smallest index.
-func (lp *loadPlan) widest() int32 {
-	best := int32(-1)
-	for m := range lp.members {
-		if lp.ded[m] >= 0 {
-			continue
-		}
-		if best < 0 || lp.c[m] > lp.c[best] || lp.c[m] == lp.c[best] && lp.rel(m) < lp.rel(int(best)) {
-			best = int32(m)
-		}
-	}
-	return best
-}
-
-// place is step 3: unowned partitions and those of load > 0 on a dedicated
-// member other than its own are placed on the non-dedicated members.
-func (lp *loadPlan) place() {
-	var pool []int32
-	for i, m := range lp.target {
-		if m < 0 || lp.ded[m] >= 0 && lp.ded[m] != int32(i) && lp.e[i] > 0 {
-			pool = append(pool, int32(i))
-		}
-	}
-	slices.SortFunc(pool, func(a, b int32) int {
-		if c := cmp.Compare(lp.e[b], lp.e[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	for _, i := range pool {
-		best := -1
-		for m := range lp.members {
-			if lp.ded[m] >= 0 || best >= 0 && !lp.better(i, m, best) {
-				continue
-			}
-			best = m
-		}
-		if best >= 0 {
-			lp.move(i, int32(best))
-		}
-	}
-}
-
-// better reports whether member m is a better place than member b for
-// partition i (step 3).
-func (lp *loadPlan) better(i int32, m, b int) bool {
-	if lp.e[i] > 0 {
-		rm, rb := (lp.l[m]+lp.e[i])/lp.c[m], (lp.l[b]+lp.e[i])/lp.c[b]
-		return rm < rb
-	}
-	// Fewest partitions per capacity: cnt[m]/c[m] < cnt[b]/c[b].
-	return float64(float64(lp.cnt[m])*lp.c[b]) < float64(float64(lp.cnt[b])*lp.c[m])
-}
