@@ -29,6 +29,7 @@ const (
 var HerdLoadOptions = balance.LoadOptions{Band: 0.10, Floor: 0.02, MaxMoves: 1000}
 
 type herdLoad struct {
+	dirty   bool // owners changed since the last plan, or no plan yet
 	a       balance.Assigner
 	members []balance.Member
 	parts   []balance.Partition
@@ -37,7 +38,7 @@ type herdLoad struct {
 }
 
 func newHerdLoad(w *loadWorld) *herdLoad {
-	return &herdLoad{members: loadMembers(w), parts: loadPartitions(len(w.load))}
+	return &herdLoad{dirty: true, members: loadMembers(w), parts: loadPartitions(len(w.load))}
 }
 
 func (h *herdLoad) name() string { return "herd" }
@@ -46,16 +47,21 @@ func (h *herdLoad) name() string { return "herd" }
 // the true loads.
 func (h *herdLoad) start(w *loadWorld) { h.pub = slices.Clone(w.load) }
 
+// report publishes member m's smoothed loads; the members plan again if
+// a published load changed, or if the last plan moved partitions (their
+// replica changed).
 func (h *herdLoad) report(w *loadWorld, m int) {
+	changed := false
 	for _, i := range w.mp[m] {
 		x, s := w.obs[i], h.pub[i]
-		if s <= 0 || x > s*HerdJump || x*HerdJump < s {
-			h.pub[i] = x
-		} else {
-			h.pub[i] = s + HerdAlpha*(x-s)
+		if s > 0 && x <= s*HerdJump && x*HerdJump >= s {
+			x = s + HerdAlpha*(x-s)
+		}
+		if x != s {
+			h.pub[i], changed = x, true
 		}
 	}
-	if !w.balancing {
+	if !w.balancing || !changed && !h.dirty {
 		return
 	}
 	t, err := h.a.AssignLoad(h.members, h.parts, w.owner, h.pub, HerdLoadOptions, h.target)
@@ -63,9 +69,11 @@ func (h *herdLoad) report(w *loadWorld, m int) {
 		panic(err) // the study's input is sorted and whole
 	}
 	h.target = t
+	before := w.moves
 	for i, m := range t {
 		w.move(int32(i), m)
 	}
+	h.dirty = w.moves != before
 }
 
 func (h *herdLoad) tick(*loadWorld, time.Duration) {}
