@@ -401,3 +401,42 @@ func TestAssignLoadHotToWidest(t *testing.T) {
 		t.Fatalf("the hot partition's member holds %.0f besides it", others)
 	}
 }
+
+// BenchmarkAssignLoad: one plan of 100 members on 100,000 partitions of
+// Zipf loads, from the count balance (the first plan, which moves) and
+// from its result (a plan that finds the fleet in the band).
+func BenchmarkAssignLoad(b *testing.B) {
+	rng := rand.New(rand.NewPCG(31, 8))
+	members, _, _ := sortedFleet(rng, 100, 0, 1, false)
+	parts := make([]Partition, 100000)
+	for i := range parts {
+		parts[i] = Partition{ID: fmt.Sprintf("p%06d", i), Weight: 1}
+	}
+	none := make([]int32, len(parts))
+	for i := range none {
+		none[i] = -1
+	}
+	var a Assigner
+	count, err := a.AssignSorted(members, parts, none, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	count = slices.Clone(count)
+	load := zipfLoads(rng, len(parts), 1.1)
+	settled, err := a.AssignLoad(members, parts, count, load, LoadOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	settled = slices.Clone(settled)
+	for _, c := range []struct {
+		name  string
+		owner []int32
+	}{{"first", count}, {"settled", settled}} {
+		b.Run(c.name, func(b *testing.B) {
+			var t []int32
+			for b.Loop() {
+				t, _ = a.AssignLoad(members, parts, c.owner, load, LoadOptions{}, t)
+			}
+		})
+	}
+}
