@@ -50,7 +50,7 @@ func movesOf(owner, target []int32, n int) int {
 
 func TestAssignLoadEqualIsCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 1))
-	for iter := range 1500 {
+	for iter := range 1000 {
 		nm, np := rng.IntN(12), rng.IntN(300)
 		pw := rng.IntN(3) // every weight the same (<= 0 is 1)
 		members, parts, owner := sortedFleet(rng, nm, np, pw, rng.IntN(2) == 0)
@@ -280,7 +280,7 @@ func TestAssignLoadHotAlone(t *testing.T) {
 // multiplicative noise on every partition's load moves nothing.
 func TestAssignLoadNoiseMovesNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 5))
-	for iter := range 40 {
+	for iter := range 24 {
 		nm := 2 + rng.IntN(20)
 		np := nm * (100 + rng.IntN(100))
 		members, parts, owner := sortedFleet(rng, nm, np, 1, rng.IntN(2) == 0)
@@ -297,7 +297,7 @@ func TestAssignLoadNoiseMovesNothing(t *testing.T) {
 		cur, _ := settle(t, members, parts, owner, load, LoadOptions{})
 		var a Assigner
 		noisy := make([]float64, np)
-		for draw := range 50 {
+		for draw := range 25 {
 			for i := range noisy {
 				noisy[i] = load[i] * (0.8 + 0.4*rng.Float64())
 			}
@@ -346,7 +346,7 @@ func TestAssignLoadFloor(t *testing.T) {
 // the settled fleet has every member within the band of the mean.
 func TestAssignLoadReachesBand(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 7))
-	for iter := range 100 {
+	for iter := range 60 {
 		nm := 2 + rng.IntN(30)
 		np := nm * (20 + rng.IntN(40))
 		members, parts, owner := sortedFleet(rng, nm, np, 1, rng.IntN(2) == 0)
