@@ -167,6 +167,17 @@
 // written; a list: a call and a record per row; a checkpoint), but their
 // timings are their own documented cycles: they do not wait for the server.
 //
+// # The load study (load*.go)
+//
+// Apart from the scenarios above, RunLoadStudy (go -C sim run
+// ./cmd/herdsim -load) compares herd's load-aware balance
+// (balance.Assigner.AssignLoad) with a model of KCL 3.x's variance-based
+// assignment on partitions of Zipf-distributed load: no store and no
+// member processes, only reports of the loads (every ReportEvery, with
+// optional noise), plans and moves, in steps of one second. LoadSample
+// defines the band, LoadCriteria the criteria; docs/simulation.md has the
+// output.
+//
 // Assumptions common to the models: store latency 2 ms per operation
 // (scenarios may change it); a CPU-starved member runs each of its callbacks
 // late by an exponentially distributed lag with mean 2 s (RunOptions.SlowLag)

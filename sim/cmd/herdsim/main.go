@@ -7,6 +7,7 @@
 //	go -C sim run ./cmd/herdsim -large             # and 1,000 members x 100,000 partitions
 //	go -C sim run ./cmd/herdsim -run 'crash|leave' # a subset, by scenario name
 //	go -C sim run ./cmd/herdsim -policies herd     # one policy
+//	go -C sim run ./cmd/herdsim -load -large       # the load study (docs/simulation.md)
 //
 // Herd's member code reads package time, so it runs in virtual time inside
 // testing/synctest bubbles, which need a *testing.T: the command runs its
@@ -25,6 +26,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -48,11 +50,16 @@ func main() {
 		cold     = flag.Bool("cold", false, "models warm up by joining instead of starting from a balanced assignment")
 		quiet    = flag.Bool("q", false, "no progress lines on stderr")
 		list     = flag.Bool("list", false, "list the policies and scenarios and exit")
+		load     = flag.Bool("load", false, "run the load study instead: herd's load-aware balance beside a KCL 3.x model (see docs/simulation.md)")
+		seeds    = flag.Int("seeds", 1, "with -load: run this many seeds from -seed, and count the criteria met")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "herdsim: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
+	}
+	if *load {
+		os.Exit(runLoad(*match, *large, *seed, *seeds, *quiet))
 	}
 	// Herd runs each of its runs in a bubble of the one test below.
 	sim.Register(sim.Herd{Idle: synctest.Wait, Bubble: func(run func()) {
@@ -176,6 +183,30 @@ func run(ctx context.Context, o sim.Options, out string, probe bool) error {
 	}
 	fmt.Printf("\nwrote %s and %d charts in %s\n", jpath, len(paths), out)
 	return nil
+}
+
+// runLoad runs the load study (no bubble: it is a model of loads and
+// plans, without member processes) and returns the exit status.
+func runLoad(match string, large bool, seed uint64, seeds int, quiet bool) int {
+	var re *regexp.Regexp
+	if match != "" {
+		var err error
+		if re, err = regexp.Compile(match); err != nil {
+			fmt.Fprintln(os.Stderr, "herdsim: -run:", err)
+			return 2
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var progress io.Writer
+	if !quiet {
+		progress = os.Stderr
+	}
+	if _, err := sim.RunLoadStudy(ctx, os.Stdout, re, large, seed, seeds, progress); err != nil {
+		fmt.Fprintln(os.Stderr, "herdsim:", err)
+		return 1
+	}
+	return 0
 }
 
 func hasHerd(ps []sim.Policy) bool {
