@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdhq/herd/internal/urlauth"
 	"github.com/herdhq/herd/store"
 )
 
@@ -51,43 +52,15 @@ func parseURL(raw string) (*target, error) {
 	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, invalid("", "contains a control character")
 	}
-	// The authority ends at the first '/' or '?'; its user info ends at its
-	// last '@'. A '@' further on means the password holds an unescaped '/'
-	// or '?', and the split would be wrong: say so without echoing anything.
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
-	}
-	auth, tail := rest[:end], rest[end:]
-	if strings.Contains(tail, "@") {
-		return nil, invalid("", "malformed: an '@' after the host (percent-encode '/', '?', '#', '@' and '%%' in the user name and password)")
-	}
-	if strings.Contains(auth, "#") || strings.Contains(tail, "#") {
-		return nil, invalid("", "has a fragment ('#'); percent-encode '#' in the user name and password")
+	cred, hosts, tail, err := urlauth.Split(rest)
+	if err != nil {
+		return nil, invalid("", "%v", err)
 	}
 	t := &target{}
-	var user, rawPass string
-	var hasUser, hasPass bool
-	hosts := auth
-	if at := strings.LastIndex(auth, "@"); at >= 0 {
-		info := auth[:at]
-		hosts = auth[at+1:]
-		hasUser = true
-		u, p, colon := strings.Cut(info, ":")
-		var err error
-		if user, err = url.PathUnescape(u); err != nil {
-			return nil, invalid("", "the user name is not validly percent-encoded")
-		}
-		if colon {
-			hasPass = true
-			rawPass = p
-			pass, err := url.PathUnescape(p)
-			if err != nil {
-				return nil, invalid("", "the password is not validly percent-encoded")
-			}
-			t.secrets = append(t.secrets, pass, p)
-		}
+	if cred.HasPass {
+		t.secrets = append(t.secrets, cred.Pass, cred.RawPass)
 	}
+	user, hasUser, hasPass, rawPass := cred.User, cred.HasUser, cred.HasPass, cred.RawPass
 	path, query, _ := strings.Cut(tail, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
@@ -98,7 +71,7 @@ func parseURL(raw string) (*target, error) {
 			t.secrets = append(t.secrets, v, url.QueryEscape(v))
 		}
 	}
-	t.redacted = redact(scheme, hasUser, user, hasPass, hosts, path, q)
+	t.redacted = urlauth.Redact(scheme, cred, hosts, path, q, secretOptions...)
 	for k, v := range q {
 		if len(v) > 1 {
 			return nil, invalid(t.redacted, "option %s is given %d times", k, len(v))
@@ -131,35 +104,6 @@ func parseURL(raw string) (*target, error) {
 	}
 	t.pgxURL = b.String()
 	return t, nil
-}
-
-// redact rebuilds the URL for messages: the password and the secret
-// options become "xxxxx".
-func redact(scheme string, hasUser bool, user string, hasPass bool, hosts, path string, q url.Values) string {
-	var b strings.Builder
-	b.WriteString(scheme + "://")
-	if hasUser {
-		b.WriteString(url.PathEscape(user))
-		if hasPass {
-			b.WriteString(":xxxxx")
-		}
-		b.WriteString("@")
-	}
-	b.WriteString(hosts)
-	b.WriteString(path)
-	if len(q) > 0 {
-		c := url.Values{}
-		for k, v := range q {
-			for _, s := range secretOptions {
-				if k == s {
-					v = []string{"xxxxx"}
-				}
-			}
-			c[k] = v
-		}
-		b.WriteString("?" + c.Encode())
-	}
-	return b.String()
 }
 
 // checkSchema accepts schema names that need no quoting anywhere: 1 to 48

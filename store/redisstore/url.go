@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/herdhq/herd/internal/urlauth"
 	"github.com/herdhq/herd/store"
 )
 
@@ -96,14 +97,11 @@ func parseURL(raw string) (*target, error) {
 	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, invalid("", "contains a control character")
 	}
-	cred, hosts, tail, err := splitAuthority(rest)
+	cred, hosts, tail, err := urlauth.Split(rest)
 	if err != nil {
-		return nil, err
+		return nil, invalid("", "%v", err)
 	}
-	user, pass := cred.user, cred.pass
-	if strings.Contains(hosts, "#") || strings.Contains(tail, "#") {
-		return nil, invalid("", "has a fragment ('#'); percent-encode '#' in the user name and password")
-	}
+	user, pass := cred.User, cred.Pass
 	// The rest, without user info, is safe to parse and to echo (except a
 	// sentinel_password in the query, which redact hides).
 	u, err := url.Parse(scheme + "://" + hostPlaceholder + tail)
@@ -115,7 +113,7 @@ func parseURL(raw string) (*target, error) {
 		return nil, invalid("", "malformed query: options are name=value pairs separated by '&', percent-encoded")
 	}
 	t := &target{kind: sc.kind}
-	t.redacted = redact(scheme, cred.hasUser, user, cred.hasPass, hosts, u.EscapedPath(), q)
+	t.redacted = urlauth.Redact(scheme, cred, hosts, u.EscapedPath(), q, "sentinel_password")
 	for k, v := range q {
 		if len(v) > 1 && k != "addr" {
 			return nil, invalid(t.redacted, "option %s is given %d times", k, len(v))
@@ -162,46 +160,6 @@ func parseURL(raw string) (*target, error) {
 // parsed on their own.
 const hostPlaceholder = "h"
 
-// userInfo is a URL's user name and password, percent-decoded.
-type userInfo struct {
-	user, pass       string
-	hasUser, hasPass bool
-}
-
-// splitAuthority splits what follows "scheme://" into its user info, its
-// host list and the rest (path and query).
-func splitAuthority(rest string) (cred userInfo, hosts, tail string, err error) {
-	// The authority ends at the first '/' or '?'; its user info ends at its
-	// last '@'. A '@' further on means the password holds an unescaped '/'
-	// or '?', and the split would be wrong: say so without echoing anything.
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
-	}
-	auth := rest[:end]
-	tail = rest[end:]
-	if strings.Contains(tail, "@") {
-		return cred, "", "", invalid("", "malformed: an '@' after the host (percent-encode '/', '?', '#', '@' and '%%' in the user name and password)")
-	}
-	hosts = auth
-	if at := strings.LastIndex(auth, "@"); at >= 0 {
-		info := auth[:at]
-		hosts = auth[at+1:]
-		cred.hasUser = true
-		u, p, colon := strings.Cut(info, ":")
-		if cred.user, err = url.PathUnescape(u); err != nil {
-			return cred, "", "", invalid("", "the user name is not validly percent-encoded")
-		}
-		if colon {
-			cred.hasPass = true
-			if cred.pass, err = url.PathUnescape(p); err != nil {
-				return cred, "", "", invalid("", "the password is not validly percent-encoded")
-			}
-		}
-	}
-	return cred, hosts, tail, nil
-}
-
 // hostList is the addresses of hosts (and of addr options, for a cluster
 // or a sentinel), each with its default port, without repeats.
 func hostList(t *target, kind deployment, hosts string, q url.Values) ([]string, error) {
@@ -242,8 +200,8 @@ func hostList(t *target, kind deployment, hosts string, q url.Values) ([]string,
 // goRedisOptions hands the go-redis options of q to go-redis, on a URL
 // without secrets, and sets t's client options with the credentials, the
 // database and the TLS files.
-func goRedisOptions(t *target, tls bool, addrs []string, q url.Values, cred userInfo, db int, tf *tlsFiles, path string) error {
-	user, pass := cred.user, cred.pass
+func goRedisOptions(t *target, tls bool, addrs []string, q url.Values, cred urlauth.UserInfo, db int, tf *tlsFiles, path string) error {
+	user, pass := cred.User, cred.Pass
 	base := "redis"
 	if tls {
 		base = "rediss"

@@ -149,30 +149,3 @@ func goRedisInvalid(t *target, err error) error {
 	}
 	return invalid(t.redacted, "%s", msg)
 }
-
-// redact rebuilds the URL for messages: the password and
-// sentinel_password become "xxxxx".
-func redact(scheme string, hasUser bool, user string, hasPass bool, hosts, path string, q url.Values) string {
-	var b strings.Builder
-	b.WriteString(scheme + "://")
-	if hasUser {
-		b.WriteString(url.PathEscape(user))
-		if hasPass {
-			b.WriteString(":xxxxx")
-		}
-		b.WriteString("@")
-	}
-	b.WriteString(hosts)
-	b.WriteString(path)
-	if len(q) > 0 {
-		c := url.Values{}
-		for k, v := range q {
-			if k == "sentinel_password" {
-				v = []string{"xxxxx"}
-			}
-			c[k] = v
-		}
-		b.WriteString("?" + c.Encode())
-	}
-	return b.String()
-}
