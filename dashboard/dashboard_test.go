@@ -35,8 +35,7 @@ func (o *owners) apply(t *testing.T, ev sseEvent) {
 	t.Helper()
 	switch ev.name {
 	case "state":
-		var g groupJSON
-		mustJSON(t, ev.data, &g)
+		g := decodeState(t, ev.data)
 		o.part, o.live = map[string]string{}, map[string]string{}
 		for i, p := range g.Partitions {
 			o.part[p] = ""
@@ -229,14 +228,15 @@ func (c *counting) Snapshot(ctx context.Context, group string) (*store.Snapshot,
 	return c.Store.Snapshot(ctx, group)
 }
 
-// Many pages of one group share one follower: one snapshot read for all,
-// and every page gets every change.
+// Many pages of one group share one follower: one snapshot read for all
+// (and one more, the refresher's first read of TTLs and checkpoints), and
+// every page gets every change.
 func TestOneFollowerPerGroup(t *testing.T) {
 	b := backends(t)[0]
 	group := uniqueGroup(t)
 	join(t, b.rw, group, "a", herd.Numbered(4), time.Second)
 	c := &counting{Store: b.ro}
-	base := serve(t, dashboard.New(c, dashboard.WithLogger(quiet)))
+	base := serve(t, dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(time.Hour)))
 	var streams []<-chan sseEvent
 	for range 10 {
 		evs := openEvents(t, base, group)
@@ -245,8 +245,11 @@ func TestOneFollowerPerGroup(t *testing.T) {
 		}
 		streams = append(streams, evs)
 	}
-	if n := c.snapshots.Load(); n != 1 {
-		t.Errorf("10 pages made %d snapshot reads, want 1", n)
+	for _, evs := range streams {
+		nextRefresh(t, evs, 5*time.Second)
+	}
+	if n := c.snapshots.Load(); n != 2 {
+		t.Errorf("10 pages made %d snapshot reads, want 2 (the follower's and the refresher's)", n)
 	}
 	m := join(t, b.rw, group, "b", nil, time.Second)
 	for _, evs := range streams {
@@ -257,8 +260,8 @@ func TestOneFollowerPerGroup(t *testing.T) {
 			}
 		}
 	}
-	if n := c.snapshots.Load(); n != 1 {
-		t.Errorf("after a change, %d snapshot reads, want 1", n)
+	if n := c.snapshots.Load(); n != 2 {
+		t.Errorf("after a change, %d snapshot reads, want 2", n)
 	}
 }
 
@@ -288,8 +291,7 @@ func TestGroupRecreated(t *testing.T) {
 		if ev.name != "state" {
 			continue
 		}
-		var g groupJSON
-		mustJSON(t, ev.data, &g)
+		g := decodeState(t, ev.data)
 		if len(g.Partitions) == 6 && len(g.Members) == 1 && g.Members[0].Member == "z" {
 			return
 		}

@@ -3,10 +3,13 @@ package dashboard_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -212,6 +215,38 @@ func next(t *testing.T, ch <-chan sseEvent, d time.Duration) sseEvent {
 		t.Fatalf("no event within %v", d)
 	}
 	panic("unreachable")
+}
+
+// decodeState decodes a "state" event (its columns packed) as the
+// groupJSON /api/group answers.
+func decodeState(t *testing.T, data string) groupJSON {
+	t.Helper()
+	var w struct {
+		groupJSON
+		Partitions string `json:"partitions"`
+		Owner      string `json:"owner"`
+		Epoch      string `json:"epoch"`
+		N          int    `json:"n"`
+	}
+	mustJSON(t, data, &w)
+	g := w.groupJSON
+	owner, err1 := base64.StdEncoding.DecodeString(w.Owner)
+	epoch, err2 := base64.StdEncoding.DecodeString(w.Epoch)
+	if err1 != nil || err2 != nil || len(owner) != 4*w.N || len(epoch) != 8*w.N {
+		t.Fatalf("state columns: %v %v, %d and %d bytes for %d partitions", err1, err2, len(owner), len(epoch), w.N)
+	}
+	if w.N > 0 {
+		g.Partitions = strings.Split(w.Partitions, "\n")
+	}
+	if len(g.Partitions) != w.N {
+		t.Fatalf("state: %d partition ids for n = %d", len(g.Partitions), w.N)
+	}
+	g.Owner, g.Epoch = make([]int, w.N), make([]uint64, w.N)
+	for i := range w.N {
+		g.Owner[i] = int(int32(binary.LittleEndian.Uint32(owner[4*i:])))
+		g.Epoch[i] = uint64(math.Float64frombits(binary.LittleEndian.Uint64(epoch[8*i:])))
+	}
+	return g
 }
 
 func mustJSON(t *testing.T, s string, v any) {
