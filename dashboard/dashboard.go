@@ -100,7 +100,7 @@ type Handler struct {
 	hist map[string]*history
 	// refreshers counts the refreshers running (for tests).
 	refreshers atomic.Int32
-	wg     sync.WaitGroup  // followers running
+	wg         sync.WaitGroup // followers running
 }
 
 // New returns the dashboard of st. The caller keeps st: Close does not
