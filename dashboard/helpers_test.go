@@ -71,13 +71,18 @@ type member struct {
 // loses it; it leaves when t ends.
 func join(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration) *member {
 	t.Helper()
+	return joinHandler(t, st, group, id, ps, ttl, func(c *herd.Claim) error {
+		<-c.Context().Done()
+		return nil
+	})
+}
+
+// joinHandler is join with the member's handler.
+func joinHandler(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration, h herd.Handler) *member {
+	t.Helper()
 	g := &herdtest.Gate{}
 	cfg := herd.Config{Group: group, Member: id, Partitions: ps, SessionTTL: ttl, Logger: quiet,
-		JoinSettle: -1,
-		Handler: func(c *herd.Claim) error {
-			<-c.Context().Done()
-			return nil
-		}}
+		JoinSettle: -1, Handler: h}
 	herdtest.WithGate(&cfg, g)
 	m, err := herd.Join(context.Background(), st, cfg)
 	if err != nil {

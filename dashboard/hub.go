@@ -32,6 +32,7 @@ type hub struct {
 	// snapshot is not read twice at once.
 	ready     chan struct{}
 	readyOnce sync.Once
+	firstRead time.Duration // how long the follower's first snapshot read took (set before ready closes)
 }
 
 // maxReplay bounds the deltas kept after the last state.
@@ -153,13 +154,22 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 	gone := false // the last snapshot's version was gone at once: wait before the next
 	for ctx.Err() == nil {
 		if snap == nil {
+			start := time.Now()
 			s, err := h.st.Snapshot(ctx, hb.group)
 			if err != nil {
 				h.failed(ctx, hb, "reading the group", err)
 				continue
 			}
 			snap, tr = s.Clone(), newTracker() // a store's snapshot is read-only; ApplyAll changes this one
-			h.publish(hb, encode("state", newGroupState(hb.group, snap).wire()))
+			w := newGroupState(hb.group, snap).wire()
+			took := time.Since(start)
+			w.ReadMs = took.Milliseconds()
+			h.mu.Lock()
+			if hb.firstRead == 0 {
+				hb.firstRead = took
+			}
+			h.mu.Unlock()
+			h.publish(hb, encode("state", w))
 			h.record(hb, []histEntry{{At: time.Now().UnixMilli(), Kind: histGap, Version: snap.Version.String(), Count: len(snap.Partitions)}})
 			continue
 		}

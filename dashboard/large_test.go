@@ -42,7 +42,7 @@ func TestBrowserLargeMap(t *testing.T) {
 		}
 		return true
 	})
-	for run := range 3 {
+	for run := range 5 {
 		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/#group="+group)); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,14 @@ func TestBrowserLargeMap(t *testing.T) {
 		drawn := eval[float64](t, ctx, `herdDash.mapDrawnAt`)
 		render := eval[float64](t, ctx, `herdDash.renderMs`)
 		cells := eval[int](t, ctx, `(() => { const c = document.getElementById("map"); return c.width * c.height; })()`)
-		t.Logf("run %d: %d partitions, %d members: state received %.0f ms and map drawn %.0f ms after navigation; one full redraw %.1f ms; canvas %d pixels",
-			run+1, n, members, state, drawn, render, cells)
+		tm := eval[struct {
+			DecodeMs float64 `json:"decodeMs"`
+			DrawMs   float64 `json:"drawMs"`
+			Bytes    int     `json:"bytes"`
+			ReadMs   float64 `json:"serverReadMs"`
+		}](t, ctx, `herdDash.timings`)
+		t.Logf("run %d: %d partitions, %d members: state received %.0f ms and map drawn %.0f ms after navigation; "+
+			"the dashboard read the snapshot in %.0f ms; the state event %d bytes, decoded in %.1f ms, first draw %.1f ms; one full redraw %.1f ms; canvas %d pixels",
+			run+1, n, members, state, drawn, tm.ReadMs, tm.Bytes, tm.DecodeMs, tm.DrawMs, render, cells)
 	}
 }

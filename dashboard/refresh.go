@@ -77,6 +77,15 @@ func (h *Handler) refresh(ctx context.Context, hb *hub) {
 		return
 	case <-hb.ready:
 	}
+	// The first read waits as long as the follower's snapshot read took,
+	// so that its cost (a large group's records) does not fall while the
+	// pages decode and draw their first state.
+	h.mu.Lock()
+	first := min(hb.firstRead, h.refreshEvery)
+	h.mu.Unlock()
+	if !sleep(ctx, first) {
+		return
+	}
 	for seq := 1; ctx.Err() == nil; seq++ {
 		start := time.Now()
 		ev, err := h.readRefresh(ctx, hb.group)
@@ -91,12 +100,19 @@ func (h *Handler) refresh(ctx context.Context, hb *hub) {
 			ev.Seq, ev.ReadMs, ev.NextMs = seq, took.Milliseconds(), wait.Milliseconds()
 			h.publishRefresh(hb, encode("refresh", ev))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		sleep(ctx, wait)
+	}
+}
+
+// sleep waits d or until ctx ends, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -173,22 +173,11 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 
 // joinCheckpointing joins a member whose handler writes a checkpoint as
 // soon as it gets a partition, then runs it until it loses it.
-func joinCheckpointing(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration) *herd.Member {
+func joinCheckpointing(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration) *member {
 	t.Helper()
-	cfg := herd.Config{Group: group, Member: id, Partitions: ps, SessionTTL: ttl, Logger: quiet, JoinSettle: -1,
-		Handler: func(c *herd.Claim) error {
-			_ = c.Checkpoint(c.Context(), []byte("at "+c.Partition)) // may fail on a loaded machine: the test reads the records
-			<-c.Context().Done()
-			return nil
-		}}
-	m, err := herd.Join(context.Background(), st, cfg)
-	if err != nil {
-		t.Fatalf("joining %s: %v", id, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = m.Leave(ctx)
+	return joinHandler(t, st, group, id, ps, ttl, func(c *herd.Claim) error {
+		_ = c.Checkpoint(c.Context(), []byte("at "+c.Partition)) // may fail on a loaded machine: the tests read the records
+		<-c.Context().Done()
+		return nil
 	})
-	return m
 }

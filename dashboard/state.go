@@ -226,6 +226,9 @@ type wireState struct {
 	GivenBack  []givenBack       `json:"givenBack"`
 	Malformed  []store.Malformed `json:"malformed"`
 	N          int               `json:"n"`
+	// ReadMs is how long the snapshot read took, for a state made of a
+	// snapshot just read (0 for one the follower made of its copy).
+	ReadMs int64 `json:"readMs"`
 }
 
 // wire packs g for the event stream.

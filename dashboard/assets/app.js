@@ -117,12 +117,12 @@ function applyState(data) {
   const st = JSON.parse(data), n = st.n;
   S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null,
     owner: new Int32Array(bytesOf(st.owner)), epoch: new Float64Array(bytesOf(st.epoch)),
-    sessions: [], sessionIdx: new Map(), colors: [], live: new Map(), givenBack: new Map(),
+    sessions: [], sessionIdx: new Map(), colors: [], live: new Map(), givenBack: new Map(), seenAt: new Map(),
     malformed: st.malformed, version: st.version, highlight: -1, full: true, changed: [] };
   for (const id of st.sessions) sessionIndex(id); // in order: the state's indexes are S's
   for (const g of st.givenBack) S.givenBack.set(g.id, g.session);
   setMembers(st.members);
-  if (!herdDash.timings) herdDash.timings = { decodeMs: performance.now() - t0, bytes: data.length };
+  if (!herdDash.timings) herdDash.timings = { decodeMs: performance.now() - t0, bytes: data.length, serverReadMs: st.readMs };
   schedule();
 }
 
@@ -156,7 +156,11 @@ function applyDelta(d) {
 
 function setMembers(ms) {
   S.live = new Map();
-  for (const m of ms) { sessionIndex(m.session); S.live.set(m.session, m); }
+  for (const m of ms) {
+    sessionIndex(m.session);
+    S.live.set(m.session, m);
+    if (!S.seenAt.has(m.session)) S.seenAt.set(m.session, performance.now());
+  }
   S.alive = new Uint8Array(S.sessions.length);
   for (const id of S.live.keys()) S.alive[S.sessionIdx.get(id)] = 1;
 }
@@ -175,11 +179,16 @@ function applyRefresh(r) {
   schedule();
 }
 
-// ttlLeft is session's TTL left now, by the last refresh (undefined if it
-// has not seen the session).
+// ttlLeft is session's TTL left now in ms, by the last refresh: negative
+// once it ran out, -Infinity if a read begun after the page saw the
+// session did not find it alive (the store has not logged its end yet),
+// undefined if no read has been made since the page saw it.
 function ttlLeft(session) {
-  const m = R && R.ttl.get(session);
-  return m ? m.ttlMs - (performance.now() - R.receivedAt) : undefined;
+  if (!R) return undefined;
+  const m = R.ttl.get(session);
+  if (m) return m.ttlMs - (performance.now() - R.receivedAt);
+  const seen = S && S.seenAt.get(session);
+  return seen !== undefined && R.receivedAt - R.readMs > seen ? -Infinity : undefined;
 }
 
 // ageOf is partition i's checkpoint age now in ms (-1: none, -2: unknown
@@ -262,7 +271,8 @@ function drawTTLs() {
   for (const tr of $("members").tBodies[0].rows) {
     const left = ttlLeft(tr.dataset.session), td = tr.querySelector("td.ttl");
     tr.classList.toggle("overdue", left !== undefined && left <= 0);
-    td.textContent = left === undefined ? "…" : left > 0 ? (left / 1000).toFixed(1) + " s" : "ran out " + (-left / 1000).toFixed(1) + " s ago";
+    td.textContent = left === undefined ? "…" : left > 0 ? (left / 1000).toFixed(1) + " s" :
+      left === -Infinity ? "ran out (not alive in the last read)" : "ran out " + (-left / 1000).toFixed(1) + " s ago";
   }
 }
 
@@ -276,7 +286,7 @@ function fmtAge(ms) {
 addEventListener("DOMContentLoaded", () => {
   initMap();
   addEventListener("hashchange", open);
-  setInterval(() => { drawTTLs(); if (S && R) drawCheckpoints(); }, 500);
+  setInterval(() => { drawTTLs(); if (S && R) { drawCheckpoints(); drawStale(); } }, 500);
   loadGroups();
   open();
 });

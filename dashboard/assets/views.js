@@ -15,12 +15,10 @@ function clock(ms) {
 function reason(i) {
   const id = S.ids[i], k = S.owner[i], f = H && H.freed.get(id);
   if (S.badRecord && S.badRecord.has(id)) return "its record is malformed: no member claims it until it is repaired";
-  if (S.live.size === 0) return "no member is alive";
-  if (k >= 0) {
-    if (f && (f.how === "expire" || f.how === "close"))
-      return `its owner ${f.member}'s session ${f.how === "expire" ? "expired" : "closed (it left)"} at ${clock(f.at)}; not claimed again yet`;
-    return "its owner's session ended; not claimed again yet";
-  }
+  const ended = f && (f.how === "expire" || f.how === "close") ?
+    `its owner ${f.member}'s session ${f.how === "expire" ? "expired" : "closed (it left)"} at ${clock(f.at)}` : "";
+  if (S.live.size === 0) return "no member is alive" + (ended ? ` (${ended})` : "");
+  if (k >= 0) return (ended || "its owner's session ended") + "; not claimed again yet";
   if (S.epoch[i] === 0) return "never claimed: no member has placed it yet";
   const gb = S.givenBack.get(id);
   if (gb && S.live.has(gb)) return `given back by ${S.live.get(gb).member}, which lives: waiting for another member`;
@@ -51,7 +49,11 @@ function drawStale() {
     const k = S.sessionIdx.get(session);
     let count = 0;
     for (let i = 0; i < S.ids.length; i++) if (S.owner[i] === k) count++;
-    stale.push(el("li", `${m.member} (session ${session}): ${count} partitions; its TTL ran out ${fmtAge(-left)} ago by the last read: it stopped renewing (crashed, stopped, or fencing itself); the store has not expired it yet`));
+    const when = left === -Infinity ? "it was not alive in the last read" : `its TTL ran out ${fmtAge(-left)} ago by the last read`;
+    const li = el("li", `${m.member} (session ${session}): ${count} partitions; ${when}: it stopped renewing (crashed, stopped, or fencing itself), and the store has not logged its expiry yet`);
+    li.dataset.member = m.member;
+    li.dataset.count = count;
+    stale.push(li);
   }
   $("staleTitle").hidden = stale.length === 0;
   $("stale").replaceChildren(...stale);
