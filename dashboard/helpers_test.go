@@ -168,6 +168,14 @@ type sseEvent struct{ name, data string }
 // order, on a channel closed when the stream ends (at t's end at last).
 func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 	t.Helper()
+	ch, _ := openEventsStop(t, base, group)
+	return ch
+}
+
+// openEventsStop is openEvents with a function that closes the stream
+// and waits until the channel is closed.
+func openEventsStop(t *testing.T, base, group string) (<-chan sseEvent, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events?group="+group, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -181,7 +189,8 @@ func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 	}
 	ch := make(chan sseEvent, 1024)
 	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
 	go func() {
 		defer close(done)
 		defer close(ch)
@@ -204,7 +213,7 @@ func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 			}
 		}
 	}()
-	return ch
+	return ch, stop
 }
 
 // next returns the next event, failing if none comes within d.

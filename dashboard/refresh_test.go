@@ -75,8 +75,9 @@ func (r refreshJSON) ages(t *testing.T) []int32 {
 
 // Ten pages of a group cost what one does: one read of the TTLs and
 // checkpoints per interval (a Snapshot and the Records of the set, two
-// batches for 1,500 partitions), every page gets each read, and the
-// refresher stops with the last page. Counted on real stores.
+// batches for 1,500 partitions), every page gets each read, the
+// refresher stops with the last page and starts with the next. Counted on
+// real stores.
 func TestRefreshShared(t *testing.T) {
 	const parts, interval = 1500, 250 * time.Millisecond
 	for _, b := range backends(t) {
@@ -86,14 +87,15 @@ func TestRefreshShared(t *testing.T) {
 			c := &calls{Store: b.ro}
 			h := dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(interval))
 			base := serve(t, h)
-			first := openEvents(t, base, group)
+			first, stopFirst := openEventsStop(t, base, group)
 			r := nextRefresh(t, first, 10*time.Second)
 			if r.N != parts || len(r.Members) != 1 || r.Members[0].Member != "a" || r.Members[0].TTLms <= 0 {
 				t.Fatalf("first refresh: n %d, members %+v", r.N, r.Members)
 			}
-			var pages []<-chan sseEvent
+			pages, stops := []<-chan sseEvent{}, []func(){}
 			for range 9 {
-				pages = append(pages, openEvents(t, base, group))
+				p, stop := openEventsStop(t, base, group)
+				pages, stops = append(pages, p), append(stops, stop)
 			}
 			pages = append(pages, first)
 			// Every page sees the same reads, one after the other.
@@ -154,8 +156,20 @@ func TestRefreshShared(t *testing.T) {
 				t.Fatal("no partition has a checkpoint age")
 			}
 
-			h.Close() // ends every page
+			// The last page that leaves stops the refresher; a page that
+			// opens starts one again.
+			for _, stop := range append(stops, stopFirst) {
+				if dashboard.Refreshers(h) != 1 {
+					t.Fatalf("%d refreshers with pages open, want 1", dashboard.Refreshers(h))
+				}
+				stop()
+			}
 			waitFor(t, "the refresher to stop", 5*time.Second, func() bool { return dashboard.Refreshers(h) == 0 })
+			again := openEvents(t, base, group)
+			nextRefresh(t, again, 10*time.Second)
+			if n := dashboard.Refreshers(h); n != 1 {
+				t.Errorf("%d refreshers after a page opened again, want 1", n)
+			}
 		})
 	}
 }

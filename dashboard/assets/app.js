@@ -16,7 +16,7 @@ let dirty = false;
 // stateAt is when the first state arrived and mapDrawnAt when the first
 // map was drawn (ms since navigation); timings what the first state cost
 // (decode, draw, in ms); renderMs how long the last redraw took.
-const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, timings: null, refreshes: 0, histories: 0 };
+const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, timings: null, refreshes: 0, histories: 0, events: [] };
 window.herdDash = herdDash;
 
 function el(tag, text, cls) {
@@ -71,12 +71,22 @@ function open() {
   $("title").textContent = g;
   setStatus("connecting");
   source = new EventSource("api/events?group=" + encodeURIComponent(g));
-  source.addEventListener("state", (e) => applyState(e.data));
-  source.addEventListener("delta", (e) => { if (S) applyDelta(JSON.parse(e.data)); });
-  source.addEventListener("history", (e) => applyHistory(JSON.parse(e.data)));
-  source.addEventListener("refresh", (e) => applyRefresh(JSON.parse(e.data)));
+  on("state", (e) => applyState(e.data));
+  on("delta", (e) => { if (S) applyDelta(JSON.parse(e.data)); });
+  on("history", (e) => applyHistory(JSON.parse(e.data)));
+  on("refresh", (e) => applyRefresh(JSON.parse(e.data)));
   source.addEventListener("problem", (e) => setStatus(JSON.parse(e.data).error, true));
   source.onerror = () => setStatus("disconnected: reconnecting", true);
+}
+
+// on handles the events named name, noting when the first few came and
+// how long they took in herdDash.events.
+function on(name, f) {
+  source.addEventListener(name, (e) => {
+    const t0 = performance.now();
+    f(e);
+    if (herdDash.events.length < 12) herdDash.events.push({ name, at: Math.round(t0), ms: Math.round(performance.now() - t0), bytes: e.data.length });
+  });
 }
 
 // bytesOf decodes base64 into a fresh, aligned ArrayBuffer.
@@ -230,25 +240,33 @@ function render() {
     if (k >= 0 && alive[k] === 1) owned[k]++;
     else nobody.push(i);
   }
+  const t1 = performance.now();
   drawMembers(owned);
+  const t2 = performance.now();
   drawMapOrCells();
+  const t3 = performance.now();
   drawNobody(nobody);
+  const t4 = performance.now();
+  herdDash.renderParts = { countMs: t1 - t0, membersMs: t2 - t1, mapMs: t3 - t2, nobodyMs: t4 - t3 };
   if (S.highlight >= 0) $("found").textContent = describe(S.highlight).replace(/\n/g, " · ");
   $("summary").textContent = `${n} partitions, ${S.live.size} members, ${nobody.length} run by nobody` +
     (S.kind ? ` · kind ${S.kind}` : "") + ` · version ${S.version}`;
-  setStatus("live · " + new Date().toLocaleTimeString());
+  setStatus("live · " + clock(Date.now()).slice(0, 8));
   herdDash.version = S.version;
   herdDash.renderMs = performance.now() - t0;
   if (!herdDash.mapDrawnAt) {
     herdDash.mapDrawnAt = performance.now();
     herdDash.timings.drawMs = herdDash.renderMs;
+    herdDash.timings.parts = herdDash.renderParts;
   }
   drawCheckpoints();
+  if (H && H.dirty) setTimeout(drawHistory, 0); // after the frame is painted
 }
 
 function drawMembers(owned) {
   const rows = [];
-  for (const m of [...S.live.values()].sort((a, b) => a.member.localeCompare(b.member) || a.session.localeCompare(b.session))) {
+  const cmp = (x, y) => (x < y ? -1 : x > y ? 1 : 0); // not localeCompare: its first call loads the locale's data
+  for (const m of [...S.live.values()].sort((a, b) => cmp(a.member, b.member) || cmp(a.session, b.session))) {
     const k = S.sessionIdx.get(m.session), tr = el("tr"), sw = el("span", "", "swatch");
     sw.style.background = css(S.colors[k]);
     const td = el("td"); td.append(sw);

@@ -80,6 +80,12 @@ function drawMap() {
   const col = colours(), gap = g.c >= 6 ? 1 : 0, side = g.c - gap;
   if (g.c === 1) {
     px.set(col);
+  } else if (side === 2) {
+    for (let r = 0; r < g.rows; r++) {
+      const y0 = r * g.c * w, first = r * g.cols, last = Math.min(first + g.cols, n);
+      for (let i = first, o = y0; i < last; i++, o += g.c) { px[o] = col[i]; px[o + 1] = col[i]; }
+      px.copyWithin(y0 + w, y0, y0 + (last - first) * g.c);
+    }
   } else {
     // One row of pixels per row of cells, copied down the cell's height.
     for (let r = 0; r < g.rows; r++) {

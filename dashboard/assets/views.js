@@ -8,8 +8,10 @@ const MAX_LISTED = 200;
 // receipt time of a change, shown as it is (never compared with the
 // browser's clock).
 function clock(ms) {
-  const d = new Date(ms);
-  return d.toLocaleTimeString([], { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  // By hand: the first call of toLocaleTimeString loads the locale's data,
+  // tens of milliseconds the first draw should not wait for.
+  const d = new Date(ms), p = (v, n) => String(v).padStart(n || 2, "0");
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
 }
 
 function reason(i) {
@@ -117,8 +119,11 @@ function applyHistory(h) {
     H.dropped = true;
   }
   herdDash.histories++;
-  drawHistory();
+  // Drawn after the next render, so that a page's first map does not wait
+  // for it.
+  H.dirty = true;
   if (S) schedule(); // the reasons of the partitions nobody runs may say more now
+  else drawHistory();
 }
 
 // noteFreed remembers how each partition's last owner let go of it, until
@@ -155,6 +160,7 @@ function takeover(e) {
 
 function drawHistory() {
   if (!H) return;
+  H.dirty = false;
   const first = H.entries.length ? H.entries[0].at : H.since;
   $("histNote").textContent = `Times are when this dashboard received each change from the group's log, not when the store made it. ` +
     `It has followed this group since ${clock(H.since)}; it keeps the last ${H.maxEntries} entries or ${H.maxParts} partition changes, ` +
