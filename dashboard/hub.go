@@ -156,13 +156,13 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 		if snap == nil {
 			start := time.Now()
 			s, err := h.st.Snapshot(ctx, hb.group)
+			took := time.Since(start)
 			if err != nil {
 				h.failed(ctx, hb, "reading the group", err)
 				continue
 			}
 			snap, tr = s.Clone(), newTracker() // a store's snapshot is read-only; ApplyAll changes this one
 			w := newGroupState(hb.group, snap).wire()
-			took := time.Since(start)
 			w.ReadMs = took.Milliseconds()
 			h.mu.Lock()
 			if hb.firstRead == 0 {

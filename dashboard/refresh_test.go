@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,12 +84,12 @@ func TestRefreshShared(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			group := uniqueGroup(t)
-			joinCheckpointing(t, b.rw, group, "a", herd.Numbered(parts), 2*time.Second)
+			joinCheckpointing(t, b.rw, group, "a", herd.Numbered(parts), 2*time.Second, "05") // 300 checkpoints
 			c := &calls{Store: b.ro}
 			h := dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(interval))
 			base := serve(t, h)
 			first, stopFirst := openEventsStop(t, base, group)
-			r := nextRefresh(t, first, 10*time.Second)
+			r := nextRefresh(t, first, time.Minute)
 			if r.N != parts || len(r.Members) != 1 || r.Members[0].Member != "a" || r.Members[0].TTLms <= 0 {
 				t.Fatalf("first refresh: n %d, members %+v", r.N, r.Members)
 			}
@@ -103,7 +104,7 @@ func TestRefreshShared(t *testing.T) {
 			for i, p := range pages {
 				seq := 0
 				for seq < r.Seq+3 {
-					n := nextRefresh(t, p, 10*time.Second).Seq
+					n := nextRefresh(t, p, time.Minute).Seq // a slow read spaces the next ones out
 					if seq > 0 && n != seq+1 {
 						t.Fatalf("page %d: refresh %d after %d", i, n, seq)
 					}
@@ -124,7 +125,7 @@ func TestRefreshShared(t *testing.T) {
 			// Checkpoint ages: a partition has one exactly when its
 			// record holds a checkpoint (read after the refresh: a
 			// checkpoint written in between only adds one).
-			r = nextRefresh(t, first, 10*time.Second)
+			r = nextRefresh(t, first, time.Minute)
 			ages := r.ages(t)
 			ids := make([]string, 0, parts)
 			for _, p := range herd.Numbered(parts) {
@@ -166,7 +167,7 @@ func TestRefreshShared(t *testing.T) {
 			}
 			waitFor(t, "the refresher to stop", 5*time.Second, func() bool { return dashboard.Refreshers(h) == 0 })
 			again := openEvents(t, base, group)
-			nextRefresh(t, again, 10*time.Second)
+			nextRefresh(t, again, time.Minute)
 			if n := dashboard.Refreshers(h); n != 1 {
 				t.Errorf("%d refreshers after a page opened again, want 1", n)
 			}
@@ -186,11 +187,14 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 }
 
 // joinCheckpointing joins a member whose handler writes a checkpoint as
-// soon as it gets a partition, then runs it until it loses it.
-func joinCheckpointing(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration) *member {
+// soon as it gets a partition (of those whose id ends in one of digits,
+// all if ""), then runs it until it loses it.
+func joinCheckpointing(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration, digits string) *member {
 	t.Helper()
 	return joinHandler(t, st, group, id, ps, ttl, func(c *herd.Claim) error {
-		_ = c.Checkpoint(c.Context(), []byte("at "+c.Partition)) // may fail on a loaded machine: the tests read the records
+		if digits == "" || strings.ContainsRune(digits, rune(c.Partition[len(c.Partition)-1])) {
+			_ = c.Checkpoint(c.Context(), []byte("at "+c.Partition)) // may fail on a loaded machine: the tests read the records
+		}
 		<-c.Context().Done()
 		return nil
 	})

@@ -26,8 +26,8 @@ func TestBrowserViews(t *testing.T) {
 			for i, p := range ps {
 				ids[i] = p.ID
 			}
-			a := joinCheckpointing(t, b.rw, group, "a", ps, ttl)
-			bm := joinCheckpointing(t, b.rw, group, "b", nil, ttl)
+			a := joinCheckpointing(t, b.rw, group, "a", ps, ttl, "")
+			bm := joinCheckpointing(t, b.rw, group, "b", nil, ttl, "")
 			base := serve(t, dashboard.New(b.ro, dashboard.WithLogger(quiet), dashboard.WithRefresh(250*time.Millisecond)))
 			waitGroup(t, base, group, 10*time.Second, func(g groupJSON) bool {
 				return len(g.Members) == 2 && g.Unowned == 0 && g.Members[0].Owned > 0 && g.Members[1].Owned > 0
