@@ -50,7 +50,7 @@ func TestHistoryTakeover(t *testing.T) {
 			var expiredAt int64
 			first := true
 			a.gate.Pause() // a stops renewing: its session expires after ttl
-			for deadline := time.Now().Add(ttl + 10*time.Second); len(held) == 0 || len(claimed) < len(held); {
+			for deadline := time.Now().Add(ttl + 20*time.Second); len(held) == 0 || len(claimed) < len(held); {
 				ev := next(t, evs, time.Until(deadline))
 				if ev.name != "history" {
 					continue
