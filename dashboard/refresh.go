@@ -40,7 +40,7 @@ func WithRefresh(d time.Duration) Option {
 
 // refreshEvent is the "refresh" event.
 type refreshEvent struct {
-	Seq     int         `json:"seq"`     // the refresher's reads of the group, this one included
+	Seq     int         `json:"seq"`     // the refresher's reads of the group, this one and failed ones included
 	ReadMs  int64       `json:"readMs"`  // how long the read took
 	NextMs  int64       `json:"nextMs"`  // until the next read
 	Version string      `json:"version"` // the snapshot's version

@@ -76,7 +76,7 @@ func (r refreshJSON) ages(t *testing.T) []int32 {
 
 // Ten pages of a group cost what one does: one read of the TTLs and
 // checkpoints per interval (a Snapshot and the Records of the set, two
-// batches for 1,500 partitions), every page gets each read, the
+// batches for 1,500 partitions), every page gets the reads in order, the
 // refresher stops with the last page and starts with the next. Counted on
 // real stores.
 func TestRefreshShared(t *testing.T) {
@@ -99,13 +99,14 @@ func TestRefreshShared(t *testing.T) {
 				pages, stops = append(pages, p), append(stops, stop)
 			}
 			pages = append(pages, first)
-			// Every page sees the same reads, one after the other.
+			// Every page sees the reads in order (a read that failed, as
+			// SQLite's may while the member writes, is not sent).
 			var last int
 			for i, p := range pages {
 				seq := 0
 				for seq < r.Seq+3 {
 					n := nextRefresh(t, p, time.Minute).Seq // a slow read spaces the next ones out
-					if seq > 0 && n != seq+1 {
+					if n <= seq {
 						t.Fatalf("page %d: refresh %d after %d", i, n, seq)
 					}
 					seq = n
@@ -115,10 +116,10 @@ func TestRefreshShared(t *testing.T) {
 			// A read under way may have begun after the last one sent.
 			snaps, recs := c.snapshots.Load(), c.records.Load()
 			if reads := snaps - 1; reads < int64(last) || reads > int64(last)+1 {
-				t.Errorf("10 pages, %d refreshes sent: %d snapshot reads (one is the follower's), want %d or one more", last, snaps, last+1)
+				t.Errorf("10 pages, %d reads: %d snapshot reads (one is the follower's), want %d or one more", last, snaps, last+1)
 			}
-			if recs < 2*int64(last) || recs > 2*int64(last)+2 {
-				t.Errorf("10 pages, %d refreshes sent: %d Records calls, want 2 per refresh", last, recs)
+			if recs > 2*int64(last)+2 {
+				t.Errorf("10 pages, %d reads: %d Records calls, want at most 2 per read", last, recs)
 			}
 			t.Logf("%s: 10 pages, %d refreshes: %d snapshots, %d Records calls", b.name, last, snaps, recs)
 
