@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -87,18 +88,26 @@ type Handler struct {
 	log   *slog.Logger
 	retry time.Duration
 	mux   *http.ServeMux
+	// refreshEvery is how often a shown group is read again (WithRefresh).
+	refreshEvery time.Duration
 
 	ctx    context.Context // ends at Close: every follower's parent
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	hubs   map[string]*hub // the groups with open pages
-	wg     sync.WaitGroup  // followers running
+	// hist is each group's ownership history since the dashboard first
+	// followed it; it outlives the group's followers.
+	hist map[string]*history
+	// refreshers counts the refreshers running (for tests).
+	refreshers atomic.Int32
+	wg         sync.WaitGroup // followers running
 }
 
 // New returns the dashboard of st. The caller keeps st: Close does not
 // close it.
 func New(st store.Store, opts ...Option) *Handler {
-	h := &Handler{st: st, log: slog.Default(), retry: time.Second, hubs: map[string]*hub{}}
+	h := &Handler{st: st, log: slog.Default(), retry: time.Second, refreshEvery: defaultRefresh,
+		hubs: map[string]*hub{}, hist: map[string]*history{}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -107,8 +116,9 @@ func New(st store.Store, opts ...Option) *Handler {
 	files := http.FileServerFS(static)
 	h.mux = http.NewServeMux()
 	h.mux.Handle("GET /{$}", files)
-	h.mux.Handle("GET /app.js", files)
-	h.mux.Handle("GET /app.css", files)
+	for _, f := range []string{"app.js", "map.js", "views.js", "jobs.js", "app.css"} {
+		h.mux.Handle("GET /"+f, files)
+	}
 	h.mux.HandleFunc("GET /api/groups", h.serveGroups)
 	h.mux.HandleFunc("GET /api/group", h.serveGroup)
 	h.mux.HandleFunc("GET /api/events", h.serveEvents)

@@ -35,8 +35,7 @@ func (o *owners) apply(t *testing.T, ev sseEvent) {
 	t.Helper()
 	switch ev.name {
 	case "state":
-		var g groupJSON
-		mustJSON(t, ev.data, &g)
+		g := decodeState(t, ev.data)
 		o.part, o.live = map[string]string{}, map[string]string{}
 		for i, p := range g.Partitions {
 			o.part[p] = ""
@@ -229,14 +228,15 @@ func (c *counting) Snapshot(ctx context.Context, group string) (*store.Snapshot,
 	return c.Store.Snapshot(ctx, group)
 }
 
-// Many pages of one group share one follower: one snapshot read for all,
-// and every page gets every change.
+// Many pages of one group share one follower: one snapshot read for all
+// (and one more, the refresher's first read of TTLs and checkpoints), and
+// every page gets every change.
 func TestOneFollowerPerGroup(t *testing.T) {
 	b := backends(t)[0]
 	group := uniqueGroup(t)
 	join(t, b.rw, group, "a", herd.Numbered(4), time.Second)
 	c := &counting{Store: b.ro}
-	base := serve(t, dashboard.New(c, dashboard.WithLogger(quiet)))
+	base := serve(t, dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(time.Hour)))
 	var streams []<-chan sseEvent
 	for range 10 {
 		evs := openEvents(t, base, group)
@@ -245,8 +245,11 @@ func TestOneFollowerPerGroup(t *testing.T) {
 		}
 		streams = append(streams, evs)
 	}
-	if n := c.snapshots.Load(); n != 1 {
-		t.Errorf("10 pages made %d snapshot reads, want 1", n)
+	for _, evs := range streams {
+		nextRefresh(t, evs, 5*time.Second)
+	}
+	if n := c.snapshots.Load(); n != 2 {
+		t.Errorf("10 pages made %d snapshot reads, want 2 (the follower's and the refresher's)", n)
 	}
 	m := join(t, b.rw, group, "b", nil, time.Second)
 	for _, evs := range streams {
@@ -257,8 +260,8 @@ func TestOneFollowerPerGroup(t *testing.T) {
 			}
 		}
 	}
-	if n := c.snapshots.Load(); n != 1 {
-		t.Errorf("after a change, %d snapshot reads, want 1", n)
+	if n := c.snapshots.Load(); n != 2 {
+		t.Errorf("after a change, %d snapshot reads, want 2", n)
 	}
 }
 
@@ -282,17 +285,22 @@ func TestGroupRecreated(t *testing.T) {
 	if err := b.rw.DeleteGroup(ctx, group, true); err != nil {
 		t.Fatal(err)
 	}
-	join(t, b.rw, group, "z", herd.Numbered(6), time.Second)
+	z := join(t, b.rw, group, "z", herd.Numbered(6), time.Second)
+	// A state of the group written again (read before z's session or
+	// claims, maybe), then its deltas: z runs its 6 partitions.
+	var o owners
+	fresh := false
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		ev := next(t, evs, 10*time.Second)
-		if ev.name != "state" {
-			continue
+		if ev.name == "state" {
+			fresh = len(decodeState(t, ev.data).Partitions) == 6
 		}
-		var g groupJSON
-		mustJSON(t, ev.data, &g)
-		if len(g.Partitions) == 6 && len(g.Members) == 1 && g.Members[0].Member == "z" {
+		if ev.name == "state" || ev.name == "delta" && o.part != nil {
+			o.apply(t, ev)
+		}
+		if fresh && len(o.part) == 6 && o.allRunBy(z.Session()) {
 			return
 		}
 	}
-	t.Fatal("no state of the group written again within 15 s")
+	t.Fatal("no state of the group written again, run by z, within 15 s")
 }

@@ -3,10 +3,13 @@ package dashboard_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -68,13 +71,18 @@ type member struct {
 // loses it; it leaves when t ends.
 func join(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration) *member {
 	t.Helper()
+	return joinHandler(t, st, group, id, ps, ttl, func(c *herd.Claim) error {
+		<-c.Context().Done()
+		return nil
+	})
+}
+
+// joinHandler is join with the member's handler.
+func joinHandler(t *testing.T, st store.Store, group, id string, ps []store.Partition, ttl time.Duration, h herd.Handler) *member {
+	t.Helper()
 	g := &herdtest.Gate{}
 	cfg := herd.Config{Group: group, Member: id, Partitions: ps, SessionTTL: ttl, Logger: quiet,
-		JoinSettle: -1,
-		Handler: func(c *herd.Claim) error {
-			<-c.Context().Done()
-			return nil
-		}}
+		JoinSettle: -1, Handler: h}
 	herdtest.WithGate(&cfg, g)
 	m, err := herd.Join(context.Background(), st, cfg)
 	if err != nil {
@@ -160,6 +168,14 @@ type sseEvent struct{ name, data string }
 // order, on a channel closed when the stream ends (at t's end at last).
 func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 	t.Helper()
+	ch, _ := openEventsStop(t, base, group)
+	return ch
+}
+
+// openEventsStop is openEvents with a function that closes the stream
+// and waits until the channel is closed.
+func openEventsStop(t *testing.T, base, group string) (<-chan sseEvent, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events?group="+group, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -173,7 +189,8 @@ func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 	}
 	ch := make(chan sseEvent, 1024)
 	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
 	go func() {
 		defer close(done)
 		defer close(ch)
@@ -196,7 +213,7 @@ func openEvents(t *testing.T, base, group string) <-chan sseEvent {
 			}
 		}
 	}()
-	return ch
+	return ch, stop
 }
 
 // next returns the next event, failing if none comes within d.
@@ -212,6 +229,38 @@ func next(t *testing.T, ch <-chan sseEvent, d time.Duration) sseEvent {
 		t.Fatalf("no event within %v", d)
 	}
 	panic("unreachable")
+}
+
+// decodeState decodes a "state" event (its columns packed) as the
+// groupJSON /api/group answers.
+func decodeState(t *testing.T, data string) groupJSON {
+	t.Helper()
+	var w struct {
+		groupJSON
+		Partitions string `json:"partitions"`
+		Owner      string `json:"owner"`
+		Epoch      string `json:"epoch"`
+		N          int    `json:"n"`
+	}
+	mustJSON(t, data, &w)
+	g := w.groupJSON
+	owner, err1 := base64.StdEncoding.DecodeString(w.Owner)
+	epoch, err2 := base64.StdEncoding.DecodeString(w.Epoch)
+	if err1 != nil || err2 != nil || len(owner) != 4*w.N || len(epoch) != 8*w.N {
+		t.Fatalf("state columns: %v %v, %d and %d bytes for %d partitions", err1, err2, len(owner), len(epoch), w.N)
+	}
+	if w.N > 0 {
+		g.Partitions = strings.Split(w.Partitions, "\n")
+	}
+	if len(g.Partitions) != w.N {
+		t.Fatalf("state: %d partition ids for n = %d", len(g.Partitions), w.N)
+	}
+	g.Owner, g.Epoch = make([]int, w.N), make([]uint64, w.N)
+	for i := range w.N {
+		g.Owner[i] = int(int32(binary.LittleEndian.Uint32(owner[4*i:])))
+		g.Epoch[i] = uint64(math.Float64frombits(binary.LittleEndian.Uint64(epoch[8*i:])))
+	}
+	return g
 }
 
 func mustJSON(t *testing.T, s string, v any) {

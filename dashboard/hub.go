@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -22,14 +23,25 @@ type hub struct {
 	// folds the deltas into a new state every maxReplay of them.
 	state  *event
 	deltas []*event
-	stop   context.CancelFunc
+	// refresh is the refresher's last "refresh" event, sent to a page
+	// that opens.
+	refresh *event
+	stop    context.CancelFunc
+	// ready is closed when the follower has published its first state:
+	// the refresher's first read waits for it, so that a group's first
+	// snapshot is not read twice at once.
+	ready     chan struct{}
+	readyOnce sync.Once
+	firstRead time.Duration // how long the follower's first snapshot read took (set before ready closes)
 }
 
 // maxReplay bounds the deltas kept after the last state.
 const maxReplay = 64
 
 // subBuffer is how many events a page may fall behind before its stream
-// is closed (the browser reconnects and starts from the state again).
+// is closed (the browser reconnects and starts from the state again). A
+// page that opens is sent a state, up to maxReplay deltas, the history
+// and the last refresh.
 const subBuffer = maxReplay + 64
 
 // sub is one open event stream. The hub closes ch when it drops the page.
@@ -53,10 +65,11 @@ func (h *Handler) subscribe(group string) (*hub, *sub) {
 	hb := h.hubs[group]
 	if hb == nil {
 		ctx, cancel := context.WithCancel(h.ctx)
-		hb = &hub{group: group, subs: map[*sub]bool{}, stop: cancel}
+		hb = &hub{group: group, subs: map[*sub]bool{}, stop: cancel, ready: make(chan struct{})}
 		h.hubs[group] = hb
-		h.wg.Add(1)
+		h.wg.Add(2)
 		go h.follow(ctx, hb)
+		go h.refresh(ctx, hb)
 	}
 	s := &sub{ch: make(chan *event, subBuffer)}
 	hb.subs[s] = true
@@ -65,6 +78,12 @@ func (h *Handler) subscribe(group string) (*hub, *sub) {
 		for _, d := range hb.deltas {
 			s.ch <- d
 		}
+	}
+	if hs := h.hist[group]; hs != nil {
+		s.ch <- hs.event(true, hs.entries)
+	}
+	if hb.refresh != nil {
+		s.ch <- hb.refresh
 	}
 	return hb, s
 }
@@ -89,9 +108,16 @@ func (h *Handler) publish(hb *hub, ev *event) {
 	switch ev.name {
 	case "state":
 		hb.state, hb.deltas = ev, nil
+		hb.readyOnce.Do(func() { close(hb.ready) })
 	case "delta":
 		hb.deltas = append(hb.deltas, ev)
 	}
+	h.send(hb, ev)
+}
+
+// send sends ev to every page of hb; a page whose buffer is full is
+// dropped. The caller holds h.mu.
+func (h *Handler) send(hb *hub, ev *event) {
 	for s := range hb.subs {
 		select {
 		case s.ch <- ev:
@@ -124,16 +150,27 @@ func (h *Handler) setState(hb *hub, ev *event) {
 func (h *Handler) follow(ctx context.Context, hb *hub) {
 	defer h.wg.Done()
 	var snap *store.Snapshot
+	var tr *tracker
 	gone := false // the last snapshot's version was gone at once: wait before the next
 	for ctx.Err() == nil {
 		if snap == nil {
+			start := time.Now()
 			s, err := h.st.Snapshot(ctx, hb.group)
+			took := time.Since(start)
 			if err != nil {
 				h.failed(ctx, hb, "reading the group", err)
 				continue
 			}
-			snap = s.Clone() // a store's snapshot is read-only; ApplyAll changes this one
-			h.publish(hb, encode("state", newGroupState(hb.group, snap)))
+			snap, tr = s.Clone(), newTracker() // a store's snapshot is read-only; ApplyAll changes this one
+			w := newGroupState(hb.group, snap).wire()
+			w.ReadMs = took.Milliseconds()
+			h.mu.Lock()
+			if hb.firstRead == 0 {
+				hb.firstRead = took
+			}
+			h.mu.Unlock()
+			h.publish(hb, encode("state", w))
+			h.record(hb, []histEntry{{At: time.Now().UnixMilli(), Kind: histGap, Version: snap.Version.String(), Count: len(snap.Partitions)}})
 			continue
 		}
 		cs, _, err := h.st.Changes(ctx, hb.group, snap.Version, store.MaxBatch)
@@ -152,20 +189,39 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			continue
 		}
 		gone = false
-		if err := snap.ApplyAll(cs); err != nil {
+		es, err := tr.apply(snap, cs, time.Now())
+		if err != nil {
 			h.log.Warn("dashboard: the group's log does not follow its snapshot; reading the group again", "group", hb.group, "err", err)
 			snap = nil
 			continue
 		}
 		if setChanged(cs) {
-			h.publish(hb, encode("state", newGroupState(hb.group, snap)))
-			continue
+			h.publish(hb, encode("state", newGroupState(hb.group, snap).wire()))
+		} else {
+			h.publish(hb, encode("delta", newDelta(snap, cs)))
+			if h.replayFull(hb) {
+				h.setState(hb, encode("state", newGroupState(hb.group, snap).wire()))
+			}
 		}
-		h.publish(hb, encode("delta", newDelta(snap, cs)))
-		if h.replayFull(hb) {
-			h.setState(hb, encode("state", newGroupState(hb.group, snap)))
-		}
+		h.record(hb, es)
 	}
+}
+
+// record adds es to the group's history and sends them to its pages as
+// one "history" event.
+func (h *Handler) record(hb *hub, es []histEntry) {
+	if len(es) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hs := h.hist[hb.group]
+	if hs == nil {
+		hs = &history{since: time.UnixMilli(es[0].At)}
+		h.hist[hb.group] = hs
+	}
+	hs.add(es)
+	h.send(hb, hs.event(false, es))
 }
 
 // failed logs a store error, tells the pages its kind and waits h.retry

@@ -1,6 +1,9 @@
 package dashboard
 
 import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 
@@ -11,10 +14,10 @@ import (
 // by id (Unowned counts them all).
 const maxNobodyListed = 1000
 
-// groupState is a group as the page draws it: the "state" event and the
-// answer of /api/group. The partitions are columns (Partitions, Owner,
-// Epoch, one entry per partition of the set) so that 100,000 of them
-// stay a few megabytes of JSON.
+// groupState is a group as the page draws it: the answer of /api/group,
+// and the "state" event with its columns packed (wire). The partitions
+// are columns (Partitions, Owner, Epoch, one entry per partition of the
+// set).
 type groupState struct {
 	Group   string        `json:"group"`
 	Kind    string        `json:"kind"`    // store.KindPartitions, store.KindKeys, "" if unnamed
@@ -26,7 +29,10 @@ type groupState struct {
 	Partitions []string `json:"partitions"` // the partition set, sorted by id
 	Owner      []int    `json:"owner"`      // index in Sessions of the record's session, -1 if none
 	Epoch      []uint64 `json:"epoch"`      // the record's epoch, 0 without a record
-	Unowned    int      `json:"unowned"`    // partitions of the set no live session runs
+	// GivenBack lists the records whose GivenBack mark names a live
+	// session: members place them on another member while it lives.
+	GivenBack []givenBack `json:"givenBack"`
+	Unowned   int         `json:"unowned"` // partitions of the set no live session runs
 	// NobodyRuns lists up to maxNobodyListed of them, with why.
 	NobodyRuns []nobodyRuns      `json:"nobodyRuns"`
 	Malformed  []store.Malformed `json:"malformed"`
@@ -45,6 +51,12 @@ type memberState struct {
 	TTLms int64 `json:"ttlMs,omitempty"`
 }
 
+// givenBack is a partition given back by a live session.
+type givenBack struct {
+	ID      string `json:"id"`
+	Session string `json:"session"`
+}
+
 // nobodyRuns is a partition of the set that no live session runs.
 type nobodyRuns struct {
 	ID     string `json:"id"`
@@ -53,6 +65,8 @@ type nobodyRuns struct {
 
 // Reasons a partition has no live owner.
 const (
+	reasonNoMember     = "no member is alive"
+	reasonGivenBack    = "given back by its owner, which lives: waiting for another member"
 	reasonNeverClaimed = "never claimed"
 	reasonReleased     = "released, not claimed again yet"
 	reasonOwnerGone    = "its owner's session ended"
@@ -68,6 +82,7 @@ func newGroupState(group string, snap *store.Snapshot) *groupState {
 		Partitions: make([]string, len(snap.Partitions)),
 		Owner:      make([]int, len(snap.Partitions)),
 		Epoch:      make([]uint64, len(snap.Partitions)),
+		GivenBack:  []givenBack{},
 		NobodyRuns: []nobodyRuns{},
 		Malformed:  snap.Malformed,
 	}
@@ -92,6 +107,9 @@ func newGroupState(group string, snap *store.Snapshot) *groupState {
 		if o < len(snap.Owners) && snap.Owners[o].Partition == p.ID {
 			rec = &snap.Owners[o]
 			g.Epoch[i] = rec.Epoch
+			if rec.GivenBack != "" && snap.Alive(rec.GivenBack) {
+				g.GivenBack = append(g.GivenBack, givenBack{p.ID, rec.GivenBack})
+			}
 			if rec.Session != "" {
 				k, ok := sessionIndex[rec.Session]
 				if !ok {
@@ -108,7 +126,7 @@ func newGroupState(group string, snap *store.Snapshot) *groupState {
 		}
 		g.Unowned++
 		if len(g.NobodyRuns) < maxNobodyListed {
-			g.NobodyRuns = append(g.NobodyRuns, nobodyRuns{p.ID, nobodyReason(rec, badRecord[p.ID])})
+			g.NobodyRuns = append(g.NobodyRuns, nobodyRuns{p.ID, nobodyReason(snap, rec, badRecord[p.ID])})
 		}
 	}
 	for i := range g.Members {
@@ -118,11 +136,15 @@ func newGroupState(group string, snap *store.Snapshot) *groupState {
 }
 
 // nobodyReason says why a partition with record rec (nil: none) has no
-// live owner.
-func nobodyReason(rec *store.Ownership, malformed bool) string {
+// live owner in snap.
+func nobodyReason(snap *store.Snapshot, rec *store.Ownership, malformed bool) string {
 	switch {
 	case malformed:
 		return reasonMalformed
+	case len(snap.Sessions) == 0:
+		return reasonNoMember
+	case rec != nil && rec.Session == "" && rec.GivenBack != "" && snap.Alive(rec.GivenBack):
+		return reasonGivenBack
 	case rec == nil:
 		return reasonNeverClaimed
 	case rec.Session == "":
@@ -151,10 +173,11 @@ type groupDelta struct {
 
 // partDelta is one partition's record after a batch.
 type partDelta struct {
-	ID      string `json:"id"`
-	Session string `json:"session"` // "" if released
-	Member  string `json:"member"`
-	Epoch   uint64 `json:"epoch"`
+	ID        string `json:"id"`
+	Session   string `json:"session"` // "" if released
+	Member    string `json:"member"`
+	Epoch     uint64 `json:"epoch"`
+	GivenBack string `json:"givenBack,omitempty"` // the record's GivenBack mark
 }
 
 // newDelta describes what cs, applied to snap, changed: snap is the
@@ -174,7 +197,7 @@ func newDelta(snap *store.Snapshot, cs []store.Change) *groupDelta {
 	for _, id := range slices.Compact(ids) {
 		if i, ok := snap.RecordIndex(id); ok {
 			r := snap.Owners[i]
-			d.Parts = append(d.Parts, partDelta{ID: id, Session: r.Session, Member: r.Member, Epoch: r.Epoch})
+			d.Parts = append(d.Parts, partDelta{ID: id, Session: r.Session, Member: r.Member, Epoch: r.Epoch, GivenBack: r.GivenBack})
 		}
 	}
 	return d
@@ -183,4 +206,40 @@ func newDelta(snap *store.Snapshot, cs []store.Change) *groupDelta {
 // setChanged reports whether cs replaces the partition set.
 func setChanged(cs []store.Change) bool {
 	return slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.PartitionsSet })
+}
+
+// wireState is the "state" event: a groupState with its columns packed so
+// that a page decodes 100,000 partitions in milliseconds. Partitions are
+// one string, the ids joined by newlines (ids hold no control
+// characters); Owner is base64 of little-endian int32s and Epoch of
+// little-endian float64s (epochs are microseconds since 1970: below 2^53,
+// so exact).
+type wireState struct {
+	Group      string            `json:"group"`
+	Kind       string            `json:"kind"`
+	Version    string            `json:"version"`
+	Members    []memberState     `json:"members"`
+	Sessions   []string          `json:"sessions"`
+	Partitions string            `json:"partitions"`
+	Owner      string            `json:"owner"`
+	Epoch      string            `json:"epoch"`
+	GivenBack  []givenBack       `json:"givenBack"`
+	Malformed  []store.Malformed `json:"malformed"`
+	N          int               `json:"n"`
+	// ReadMs is how long the snapshot read took, for a state made of a
+	// snapshot just read (0 for one the follower made of its copy).
+	ReadMs int64 `json:"readMs"`
+}
+
+// wire packs g for the event stream.
+func (g *groupState) wire() *wireState {
+	n := len(g.Partitions)
+	owner, epoch := make([]byte, 4*n), make([]byte, 8*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(owner[4*i:], uint32(int32(g.Owner[i])))
+		binary.LittleEndian.PutUint64(epoch[8*i:], math.Float64bits(float64(g.Epoch[i])))
+	}
+	return &wireState{Group: g.Group, Kind: g.Kind, Version: g.Version, Members: g.Members, Sessions: g.Sessions,
+		Partitions: strings.Join(g.Partitions, "\n"), Owner: base64.StdEncoding.EncodeToString(owner),
+		Epoch: base64.StdEncoding.EncodeToString(epoch), GivenBack: g.GivenBack, Malformed: g.Malformed, N: n}
 }

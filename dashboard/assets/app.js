@@ -1,21 +1,22 @@
 // herd dashboard: the page. It keeps one group's state from the server's
-// events (a "state", then "delta"s) and draws it; it never writes.
+// events ("state", then "delta"s; "history" and "refresh" beside them) and
+// draws it; it never writes. map.js draws the map, views.js the lists and
+// the history, jobs.js the blackboard.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const NOBODY = 0xff9a9a9a; // ABGR: grey, a partition nobody runs
 
-// S is the group shown. owner[i] indexes sessions (-1: no session);
-// live maps a live session to its member.
-let S = null;
+// S is the group shown. owner[i] indexes sessions (-1: no session); live
+// maps a live session to its member. R is the last refresh (TTLs and
+// checkpoint ages), H the history.
+let S = null, R = null, H = null;
 let source = null;
 let dirty = false;
 // herdDash is for tests and the curious: what is drawn, and when.
-// mapDrawnAt is when the first map was drawn, in ms since navigation;
-// renderMs how long the last redraw took.
-// mismatches lists the partitions whose cell is not drawn in the colour
-// of their owner.
-const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, ownerOf: ownerOf, mismatches: mismatches };
+// stateAt is when the first state arrived and mapDrawnAt when the first
+// map was drawn (ms since navigation); timings what the first state cost
+// (decode, draw, in ms); renderMs how long the last redraw took.
+const herdDash = { version: "", mapDrawnAt: 0, stateAt: 0, renderMs: 0, timings: null, refreshes: 0, histories: 0, events: [] };
 window.herdDash = herdDash;
 
 function el(tag, text, cls) {
@@ -62,7 +63,7 @@ function markCurrent() {
 function open() {
   markCurrent();
   if (source) source.close();
-  S = null;
+  S = null; R = null; H = null;
   const g = currentGroup();
   $("group").hidden = !g;
   $("empty").hidden = !!g;
@@ -70,10 +71,30 @@ function open() {
   $("title").textContent = g;
   setStatus("connecting");
   source = new EventSource("api/events?group=" + encodeURIComponent(g));
-  source.addEventListener("state", (e) => { applyState(JSON.parse(e.data)); });
-  source.addEventListener("delta", (e) => { if (S) applyDelta(JSON.parse(e.data)); });
+  on("state", (e) => applyState(e.data));
+  on("delta", (e) => { if (S) applyDelta(JSON.parse(e.data)); });
+  on("history", (e) => applyHistory(JSON.parse(e.data)));
+  on("refresh", (e) => applyRefresh(JSON.parse(e.data)));
   source.addEventListener("problem", (e) => setStatus(JSON.parse(e.data).error, true));
   source.onerror = () => setStatus("disconnected: reconnecting", true);
+}
+
+// on handles the events named name, noting when the first few came and
+// how long they took in herdDash.events.
+function on(name, f) {
+  source.addEventListener(name, (e) => {
+    const t0 = performance.now();
+    f(e);
+    if (herdDash.events.length < 12) herdDash.events.push({ name, at: Math.round(t0), ms: Math.round(performance.now() - t0), bytes: e.data.length });
+  });
+}
+
+// bytesOf decodes base64 into a fresh, aligned ArrayBuffer.
+function bytesOf(b64) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64).buffer;
+  const s = atob(b64), n = s.length, b = new Uint8Array(n);
+  for (let i = 0; i < n; i++) b[i] = s.charCodeAt(i);
+  return b.buffer;
 }
 
 function sessionIndex(id) {
@@ -98,20 +119,31 @@ function colorOf(k) {
   return (0xff << 24 | f(4) << 16 | f(8) << 8 | f(0)) >>> 0; // ABGR for a little-endian ImageData
 }
 
-function applyState(st) {
-  if (!herdDash.stateAt) herdDash.stateAt = performance.now();
-  const n = st.partitions.length;
-  S = { group: st.group, kind: st.kind, ids: st.partitions, index: new Map(), owner: new Int32Array(n),
-    epoch: new Float64Array(n), sessions: [], sessionIdx: new Map(), colors: [], live: new Map(),
+function css(c) { return `rgb(${c & 255},${c >> 8 & 255},${c >> 16 & 255})`; }
+
+function applyState(data) {
+  const t0 = performance.now();
+  if (!herdDash.stateAt) herdDash.stateAt = t0;
+  const st = JSON.parse(data), n = st.n;
+  S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null,
+    owner: new Int32Array(bytesOf(st.owner)), epoch: new Float64Array(bytesOf(st.epoch)),
+    sessions: [], sessionIdx: new Map(), colors: [], live: new Map(), givenBack: new Map(), seenAt: new Map(),
     malformed: st.malformed, version: st.version, highlight: -1, full: true, changed: [] };
-  for (let i = 0; i < n; i++) S.index.set(st.partitions[i], i);
-  const local = st.sessions.map((id) => sessionIndex(id));
-  for (let i = 0; i < n; i++) {
-    S.owner[i] = st.owner[i] < 0 ? -1 : local[st.owner[i]];
-    S.epoch[i] = st.epoch[i];
-  }
+  for (const id of st.sessions) sessionIndex(id); // in order: the state's indexes are S's
+  for (const g of st.givenBack) S.givenBack.set(g.id, g.session);
   setMembers(st.members);
+  if (!herdDash.timings) herdDash.timings = { decodeMs: performance.now() - t0, bytes: data.length, serverReadMs: st.readMs };
   schedule();
+}
+
+// indexOf is the position of partition id in the set (undefined if none),
+// by a map built on first use: a state alone never needs it.
+function indexOf(id) {
+  if (!S.idx) {
+    S.idx = new Map();
+    for (let i = 0; i < S.ids.length; i++) S.idx.set(S.ids[i], i);
+  }
+  return S.idx.get(id);
 }
 
 function applyDelta(d) {
@@ -121,10 +153,11 @@ function applyDelta(d) {
   // name: redraw the whole map. Otherwise only the cells it names.
   if ([...S.live.keys()].join(" ") !== before) S.full = true;
   for (const p of d.parts) {
-    const i = S.index.get(p.id);
+    const i = indexOf(p.id);
     if (i === undefined) continue; // a record of a partition not in the set
     S.owner[i] = sessionIndex(p.session);
     S.epoch[i] = p.epoch;
+    if (p.givenBack) S.givenBack.set(p.id, p.givenBack); else S.givenBack.delete(p.id);
     S.changed.push(i);
   }
   S.version = d.version;
@@ -133,8 +166,47 @@ function applyDelta(d) {
 
 function setMembers(ms) {
   S.live = new Map();
-  for (const m of ms) { sessionIndex(m.session); S.live.set(m.session, m); }
-  markAlive();
+  for (const m of ms) {
+    sessionIndex(m.session);
+    S.live.set(m.session, m);
+    if (!S.seenAt.has(m.session)) S.seenAt.set(m.session, performance.now());
+  }
+  S.alive = new Uint8Array(S.sessions.length);
+  for (const id of S.live.keys()) S.alive[S.sessionIdx.get(id)] = 1;
+}
+
+// applyRefresh keeps the last read of TTLs and checkpoint ages, with the
+// page's own time of arrival: TTLs count down from it (no clock of the
+// server's is compared with the browser's).
+function applyRefresh(r) {
+  r.receivedAt = performance.now();
+  r.ttl = new Map(r.members.map((m) => [m.session, m]));
+  r.ages = r.n ? new Int32Array(bytesOf(r.ckAge)) : new Int32Array(0);
+  R = r;
+  herdDash.refreshes++;
+  if (typeof drawJobs === "function") drawJobs();
+  if (S && $("colour").value === "age") S.full = true;
+  schedule();
+}
+
+// ttlLeft is session's TTL left now in ms, by the last refresh: negative
+// once it ran out, -Infinity if a read begun after the page saw the
+// session did not find it alive (the store has not logged its end yet),
+// undefined if no read has been made since the page saw it.
+function ttlLeft(session) {
+  if (!R) return undefined;
+  const m = R.ttl.get(session);
+  if (m) return m.ttlMs - (performance.now() - R.receivedAt);
+  const seen = S && S.seenAt.get(session);
+  return seen !== undefined && R.receivedAt - R.readMs > seen ? -Infinity : undefined;
+}
+
+// ageOf is partition i's checkpoint age now in ms (-1: none, -2: unknown
+// time, undefined: no refresh of this set yet).
+function ageOf(i) {
+  if (!R || R.n !== S.ids.length || (R.n && (R.first !== S.ids[0] || R.last !== S.ids[R.n - 1]))) return undefined;
+  const a = R.ages[i];
+  return a < 0 ? a : a + (performance.now() - R.receivedAt);
 }
 
 function schedule() {
@@ -143,179 +215,96 @@ function schedule() {
   requestAnimationFrame(render);
 }
 
-// markAlive fills S.alive: 1 for the index of each live session.
-function markAlive() {
-  S.alive = new Uint8Array(S.sessions.length);
-  for (const id of S.live.keys()) S.alive[S.sessionIdx.get(id)] = 1;
-}
-
 function liveOwner(i) {
   const k = S.owner[i];
   return k >= 0 && S.alive[k] === 1 ? k : -1;
 }
 
-function reason(i) {
-  if (S.owner[i] < 0) return S.epoch[i] === 0 ? "never claimed" : "released, not claimed again yet";
-  return "its owner's session ended";
-}
-
 function ownerOf(id) {
   if (!S) return null;
-  const i = S.index.get(id);
+  const i = indexOf(id);
   if (i === undefined) return null;
   const k = liveOwner(i);
   return k < 0 ? "" : S.live.get(S.sessions[k]).member;
 }
-
-function mismatches() {
-  if (!S || !S.geom || dirty) return null;
-  const g = S.geom, cv = $("map");
-  const px = new Uint32Array(cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data.buffer);
-  const bad = [], off = Math.floor((g.c - 1) / 2);
-  for (let i = 0; i < S.ids.length; i++) {
-    const k = liveOwner(i), want = k < 0 ? NOBODY : S.colors[k];
-    const x = (i % g.cols) * g.c + off, y = Math.floor(i / g.cols) * g.c + off;
-    if (px[y * cv.width + x] !== want) bad.push(S.ids[i]);
-  }
-  return bad;
-}
+herdDash.ownerOf = ownerOf;
 
 function render() {
   dirty = false;
   if (!S) return;
   const t0 = performance.now();
-  const n = S.ids.length, owned = new Map(), nobody = [];
+  const n = S.ids.length, owned = new Int32Array(S.sessions.length), nobody = [];
+  const owner = S.owner, alive = S.alive;
   for (let i = 0; i < n; i++) {
-    const k = liveOwner(i);
-    if (k < 0) nobody.push(i);
-    else owned.set(k, (owned.get(k) || 0) + 1);
+    const k = owner[i];
+    if (k >= 0 && alive[k] === 1) owned[k]++;
+    else nobody.push(i);
   }
+  const t1 = performance.now();
   drawMembers(owned);
-  if (S.full || !S.geom || S.changed.length > 5000) drawMap();
-  else drawCells(S.changed);
-  S.full = false;
-  S.changed = [];
+  const t2 = performance.now();
+  drawMapOrCells();
+  const t3 = performance.now();
   drawNobody(nobody);
+  const t4 = performance.now();
+  herdDash.renderParts = { countMs: t1 - t0, membersMs: t2 - t1, mapMs: t3 - t2, nobodyMs: t4 - t3 };
   if (S.highlight >= 0) $("found").textContent = describe(S.highlight).replace(/\n/g, " · ");
   $("summary").textContent = `${n} partitions, ${S.live.size} members, ${nobody.length} run by nobody` +
     (S.kind ? ` · kind ${S.kind}` : "") + ` · version ${S.version}`;
-  setStatus("live · " + new Date().toLocaleTimeString());
+  setStatus("live · " + clock(Date.now()).slice(0, 8));
   herdDash.version = S.version;
   herdDash.renderMs = performance.now() - t0;
-  if (!herdDash.mapDrawnAt) herdDash.mapDrawnAt = performance.now();
+  if (!herdDash.mapDrawnAt) {
+    herdDash.mapDrawnAt = performance.now();
+    herdDash.timings.drawMs = herdDash.renderMs;
+    herdDash.timings.parts = herdDash.renderParts;
+  }
+  drawCheckpoints();
+  if (H && H.dirty) setTimeout(drawHistory, 0); // after the frame is painted
 }
 
 function drawMembers(owned) {
   const rows = [];
-  for (const m of [...S.live.values()].sort((a, b) => a.member.localeCompare(b.member) || a.session.localeCompare(b.session))) {
+  const cmp = (x, y) => (x < y ? -1 : x > y ? 1 : 0); // not localeCompare: its first call loads the locale's data
+  for (const m of [...S.live.values()].sort((a, b) => cmp(a.member, b.member) || cmp(a.session, b.session))) {
     const k = S.sessionIdx.get(m.session), tr = el("tr"), sw = el("span", "", "swatch");
-    const c = S.colors[k];
-    sw.style.background = `rgb(${c & 255},${c >> 8 & 255},${c >> 16 & 255})`;
+    sw.style.background = css(S.colors[k]);
     const td = el("td"); td.append(sw);
     tr.dataset.member = m.member;
+    tr.dataset.session = m.session;
+    const ttl = el("td", "", "num ttl");
     tr.append(td, el("td", m.member), el("td", m.session, "mono"), el("td", String(m.weight), "num"),
-      el("td", String(owned.get(k) || 0), "num owned"));
+      el("td", String(owned[k] || 0), "num owned"), ttl);
     rows.push(tr);
   }
   $("members").tBodies[0].replaceChildren(...rows);
+  drawTTLs();
 }
 
-// geometry is the map's layout: cell size c (pixels), cols, rows.
-function geometry() {
-  const n = Math.max(S.ids.length, 1);
-  const w = Math.max(200, $("mapbox").clientWidth - 2);
-  let c = Math.floor(Math.sqrt((w * 480) / n));
-  c = Math.max(1, Math.min(28, c));
-  const cols = Math.max(1, Math.floor(w / c));
-  return { c, cols, rows: Math.ceil(n / cols) };
-}
-
-function drawMap() {
-  const cv = $("map"), g = geometry(), n = S.ids.length;
-  const w = g.cols * g.c, h = Math.max(g.rows * g.c, 1);
-  if (cv.width !== w || cv.height !== h) { cv.width = w; cv.height = h; }
-  S.geom = g;
-  const ctx = cv.getContext("2d");
-  const img = ctx.createImageData(w, h), px = new Uint32Array(img.data.buffer);
-  const gap = g.c >= 6 ? 1 : 0, side = g.c - gap;
-  for (let i = 0; i < n; i++) {
-    const k = liveOwner(i), color = k < 0 ? NOBODY : S.colors[k];
-    const x0 = (i % g.cols) * g.c, y0 = Math.floor(i / g.cols) * g.c;
-    for (let y = y0; y < y0 + side; y++) {
-      const row = y * w + x0;
-      for (let x = 0; x < side; x++) px[row + x] = color;
-    }
-  }
-  ctx.putImageData(img, 0, 0);
-  if (S.highlight >= 0) drawHighlight(ctx, g);
-}
-
-// drawCells redraws the cells of partitions idx on the drawn map.
-function drawCells(idx) {
-  const ctx = $("map").getContext("2d"), g = S.geom;
-  const side = g.c - (g.c >= 6 ? 1 : 0);
-  for (const i of idx) {
-    const k = liveOwner(i), c = k < 0 ? NOBODY : S.colors[k];
-    const x = (i % g.cols) * g.c, y = Math.floor(i / g.cols) * g.c;
-    ctx.clearRect(x, y, g.c, g.c);
-    ctx.fillStyle = `rgb(${c & 255},${c >> 8 & 255},${c >> 16 & 255})`;
-    ctx.fillRect(x, y, side, side);
-  }
-  if (S.highlight >= 0) drawHighlight(ctx, g);
-}
-
-function drawHighlight(ctx, g) {
-  const i = S.highlight;
-  ctx.lineWidth = 2;
-  ctx.strokeStyle = "#000";
-  ctx.strokeRect((i % g.cols) * g.c - 2, Math.floor(i / g.cols) * g.c - 2, g.c + 4, g.c + 4);
-}
-
-function describe(i) {
-  const k = liveOwner(i), e = S.epoch[i] ? String(S.epoch[i]) : "none";
-  if (k < 0) return `${S.ids[i]}\nnobody runs it: ${reason(i)}\nepoch ${e}`;
-  const m = S.live.get(S.sessions[k]);
-  return `${S.ids[i]}\nowner ${m.member} (session ${m.session})\nepoch ${e}`;
-}
-
-function drawNobody(nobody) {
-  $("unownedCount").textContent = `(${nobody.length})`;
-  const items = nobody.slice(0, 200).map((i) => el("li", `${S.ids[i]}: ${reason(i)}`));
-  if (nobody.length > 200) items.push(el("li", `… and ${nobody.length - 200} more`));
-  $("unowned").replaceChildren(...items);
-  const bad = (S.malformed || []).map((m) => el("li", `${m.Kind} ${m.ID}: ${m.Reason}`));
-  $("malformedTitle").hidden = bad.length === 0;
-  $("malformed").replaceChildren(...bad);
-}
-
-function hover(ev) {
-  const tip = $("tip");
-  if (!S || !S.geom) return;
-  const r = $("map").getBoundingClientRect(), g = S.geom;
-  const col = Math.floor((ev.clientX - r.left) / g.c), row = Math.floor((ev.clientY - r.top) / g.c);
-  const i = row * g.cols + col;
-  if (col < 0 || col >= g.cols || row < 0 || i >= S.ids.length) { tip.hidden = true; return; }
-  tip.textContent = describe(i);
-  tip.style.left = (ev.clientX - r.left + 14) + "px";
-  tip.style.top = (ev.clientY - r.top + 14) + "px";
-  tip.hidden = false;
-}
-
-function search() {
+// drawTTLs writes each member's TTL left; a TTL that ran out marks the
+// member: it stopped renewing (crashed, stopped, or fencing itself) and
+// the store has not expired its session yet.
+function drawTTLs() {
   if (!S) return;
-  const id = $("search").value.trim(), i = S.index.get(id);
-  S.highlight = i === undefined ? -1 : i;
-  S.full = true; // the old outline must go
-  $("found").textContent = !id ? "" : i === undefined ? "no such partition" : describe(i).replace(/\n/g, " · ");
-  schedule();
+  for (const tr of $("members").tBodies[0].rows) {
+    const left = ttlLeft(tr.dataset.session), td = tr.querySelector("td.ttl");
+    tr.classList.toggle("overdue", left !== undefined && left <= 0);
+    td.textContent = left === undefined ? "…" : left > 0 ? (left / 1000).toFixed(1) + " s" :
+      left === -Infinity ? "ran out (not alive in the last read)" : "ran out " + (-left / 1000).toFixed(1) + " s ago";
+  }
+}
+
+function fmtAge(ms) {
+  if (ms < 1000) return Math.round(ms) + " ms";
+  if (ms < 120e3) return (ms / 1000).toFixed(1) + " s";
+  if (ms < 7200e3) return Math.round(ms / 60e3) + " min";
+  return (ms / 3600e3).toFixed(1) + " h";
 }
 
 addEventListener("DOMContentLoaded", () => {
-  $("map").addEventListener("mousemove", hover);
-  $("map").addEventListener("mouseleave", () => { $("tip").hidden = true; });
-  $("search").addEventListener("input", search);
+  initMap();
   addEventListener("hashchange", open);
-  addEventListener("resize", () => { if (S) S.full = true; schedule(); });
+  setInterval(() => { drawTTLs(); if (S && R) { drawCheckpoints(); drawStale(); } }, 500);
   loadGroups();
   open();
 });
