@@ -105,6 +105,7 @@ func TestBrowserJobs(t *testing.T) {
 	before := runsOf()
 	waitPage(t, ctx, "k1's runs growing", `document.querySelector('#jobTable tr[data-key="k1"] td.runs').textContent !== "`+before+`"`, 10*time.Second)
 	waitPage(t, ctx, "k4 failed", `document.querySelector('#jobTable tr[data-key="k4"] td.result').textContent.startsWith("error: k4 fails on purpose")`, 10*time.Second)
+	screenshot(t, ctx, b.name, "jobs")
 
 	set := func(id, v string) {
 		eval[bool](t, ctx, fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.value = %q; e.dispatchEvent(new Event("input")); return true; })()`, id, v))

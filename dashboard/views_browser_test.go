@@ -65,6 +65,7 @@ func TestBrowserViews(t *testing.T) {
 			if note := eval[string](t, ctx, `document.getElementById("histNote").textContent`); !strings.Contains(note, "when this dashboard received") {
 				t.Errorf("history note %q does not say whose times these are", note)
 			}
+			screenshot(t, ctx, b.name, "group")
 
 			// b stops too: on SQLite, which the dashboard only reads,
 			// b's session stays in the log and the page shows its TTL ran
