@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -75,6 +76,9 @@ type Store struct {
 	leases map[string]lease // sessions this store opened or renewed
 
 	tails tails // the tagged entries of pending keys (pending.go)
+	// conflicts counts the writes whose compares failed (another write
+	// came between their read and their transaction).
+	conflicts atomic.Int64
 }
 
 // lease is what a store remembers of a session it renewed: the lease that

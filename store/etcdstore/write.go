@@ -119,6 +119,7 @@ func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (co
 		return false, nil, err
 	}
 	if !resp.Succeeded {
+		s.conflicts.Add(1)
 		return false, resp.Responses, nil
 	}
 	if own == "" || w.seq != nil && resp.Responses[len(w.ops)+1].GetResponseTxn().Succeeded {
