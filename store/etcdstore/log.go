@@ -88,7 +88,7 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if err != nil {
 		return nil, 0, err
 	}
-	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev)
+	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -51,8 +52,10 @@ type logTail struct {
 // in revision order) after the sequence seq. Every reader of the group
 // does it on every read while entries are pending: the store keeps each
 // key's entries (a pending key is written once), tagged after the tag
-// before it, and reads only the values of the keys it has not seen.
-func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccpb.KeyValue, rev int64) (logTail, error) {
+// before it, and reads only the values of the keys it has not seen. all
+// says that kvs are all the group's pending keys: the store forgets the
+// others it kept (sequenced since).
+func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccpb.KeyValue, rev int64, all bool) (logTail, error) {
 	t := logTail{seq: seq, keys: kvs, head: seq.version()}
 	if len(kvs) > 0 && !seq.exists {
 		return t, fmt.Errorf("the group has pending log entries and no sequence: %w", store.ErrCorrupt)
@@ -65,6 +68,17 @@ func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccp
 	defer s.tails.mu.Unlock()
 	if s.tails.m == nil || len(s.tails.m) > maxCachedTails {
 		s.tails.m = map[string]tagged{}
+	}
+	if all {
+		listed := make(map[string]bool, len(kvs))
+		for _, kv := range kvs {
+			listed[string(kv.Key)] = true
+		}
+		for k := range s.tails.m {
+			if strings.HasPrefix(k, g) && !listed[k] {
+				delete(s.tails.m, k)
+			}
+		}
 	}
 	for _, kv := range kvs {
 		c, ok := s.tails.m[string(kv.Key)]
@@ -172,7 +186,7 @@ func (s *Store) sequence(ctx context.Context, g string, own []string, rs []*etcd
 		if err != nil || !seq.exists || at < 0 {
 			return
 		}
-		t, err := s.tailOf(ctx, g, seq, kvs[:min(len(kvs), seqKeys)], rev)
+		t, err := s.tailOf(ctx, g, seq, kvs[:min(len(kvs), seqKeys)], rev, false)
 		if err != nil {
 			return
 		}
