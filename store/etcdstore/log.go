@@ -144,7 +144,7 @@ func (s *Store) readSequenced(ctx context.Context, g string, after store.Version
 	cs := make([]store.Change, 0, min(max, int(last-after.Seq)))
 	next := after.Seq // the seq of the entry the reader expects next
 	for _, kv := range resp.Kvs {
-		var es []json.RawMessage
+		var es []entry // decoded at once: a reader decodes every entry
 		if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
 			return nil, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 		}
@@ -158,8 +158,7 @@ func (s *Store) readSequenced(ctx context.Context, g string, after store.Version
 			if first > after.Seq {
 				return nil, errGone // trimmed
 			}
-			var e entry
-			if err := json.Unmarshal(es[after.Seq-first], &e); err != nil || e.Tag != after.Tag {
+			if es[after.Seq-first].Tag != after.Tag {
 				return nil, errGone
 			}
 			es, first, next = es[after.Seq-first+1:], after.Seq+1, after.Seq+1
@@ -167,11 +166,11 @@ func (s *Store) readSequenced(ctx context.Context, g string, after store.Version
 		if first != next {
 			return nil, fmt.Errorf("the log has a gap before %q: %w", kv.Key, store.ErrCorrupt)
 		}
-		for _, v := range es {
+		for _, e := range es {
 			if len(cs) == max {
 				return cs, nil
 			}
-			c, err := s.decodeEntry(ctx, g, kv.Key, v, rev)
+			c, err := s.changeOf(ctx, g, e, rev)
 			if err != nil {
 				return nil, err
 			}
@@ -196,6 +195,12 @@ func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev in
 	if err := json.Unmarshal(v, &e); err != nil {
 		return store.Change{}, fmt.Errorf("log entry in %q cannot be decoded: %v: %w", key, err, store.ErrCorrupt)
 	}
+	return s.changeOf(ctx, g, e, rev)
+}
+
+// changeOf is the change of the log entry e read at rev, reading the set a
+// PartitionsSet entry names at that revision (errGone if it is deleted).
+func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (store.Change, error) {
 	c := store.Change{Version: store.Version{Tag: e.Tag}, Kind: e.Kind, Session: e.Session, Member: e.Member, Weight: e.Weight,
 		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack}
 	if e.Kind != store.PartitionsSet {
