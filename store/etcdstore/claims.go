@@ -19,8 +19,9 @@ import (
 var errNotAlive = errors.New("session not alive")
 
 // ClaimBatch implements store.Store: claimChunk partitions per
-// transaction, each compared with its record as read, the records' owners
-// with their liveness as read, and the session alive.
+// transaction (parallelChunks at once), each compared with its record as
+// read, the records' owners with their liveness as read, and the session
+// alive.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
 	const op = "claim batch"
 	if err := store.ValidateClaimBatch(group, session, partitions); err != nil {
@@ -30,21 +31,28 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		return nil, failure(op, err)
 	}
 	results := make([]store.ClaimResult, len(partitions))
-	for from, n := 0, 0; from < len(partitions); from += n {
-		to := min(from+claimChunk, len(partitions))
-		var state []*etcdserverpb.ResponseOp
-		err := retry(ctx, op, func() (bool, error) {
-			var done bool
-			var err error
-			n, done, err = s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state)
-			return done, err
-		})
-		if errors.Is(err, errNotAlive) {
-			return nil, fmt.Errorf("etcdstore: %s: session %q: %w", op, session, store.ErrSessionExpired)
+	err := s.inChunks(ctx, s.groupKey(group), len(partitions), func(from, to int, later *pendingKeys) error {
+		// A transaction may take fewer than the chunk (its compares of
+		// the owners it takes over from): the rest is the next one's.
+		for n := 0; from < to; from += n {
+			var state []*etcdserverpb.ResponseOp
+			err := retry(ctx, op, func() (bool, error) {
+				var done bool
+				var err error
+				n, done, err = s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state, later)
+				return done, err
+			})
+			if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return nil, err
-		}
+		return nil
+	})
+	if errors.Is(err, errNotAlive) {
+		return nil, fmt.Errorf("etcdstore: %s: session %q: %w", op, session, store.ErrSessionExpired)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return results, nil
 }
@@ -53,14 +61,15 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 // reads of a failed attempt; read first if nil): the first n of them, as
 // many as the transaction's compares allow. It then reads the checkpoints
 // of the claimed ones: only their owner writes them now.
-func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp) (n int, done bool, err error) {
+func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp, later *pendingKeys) (n int, done bool, err error) {
 	const op = "claim batch"
 	g := s.groupKey(group)
-	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
+	gets := []clientv3.Op{clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
 		clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
 	for _, p := range partitions {
 		gets = append(gets, clientv3.OpGet(g+"r/"+p))
 	}
+	gets = append(gets, clientv3.OpGet(g+"q"))
 	rs := *state
 	if rs == nil {
 		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
@@ -69,11 +78,7 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		}
 		rs = resp.Responses
 	}
-	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
-	if err != nil {
-		return 0, false, fmt.Errorf("etcdstore: %s: %w", op, err)
-	}
-	self, m := rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
+	self, m := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs
 	if len(self) == 0 || len(m) == 0 {
 		return 0, false, errNotAlive
 	}
@@ -82,10 +87,10 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		return 0, false, fmt.Errorf("etcdstore: %s: session %q: %v: %w", op, session, err, store.ErrCorrupt)
 	}
 	alive := map[string]bool{}
-	for _, kv := range rs[3].GetResponseRange().Kvs {
+	for _, kv := range rs[2].GetResponseRange().Kvs {
 		alive[strings.TrimPrefix(string(kv.Key), g+"s/")] = true
 	}
-	w := &write{g: g, group: group, seq: seq}
+	w := &write{g: g, group: group, later: later, seq: seqOf(rs[len(rs)-1].GetResponseRange().Kvs)}
 	w.alive(session, self[0].CreateRevision)
 	dead := map[string]bool{}
 	t := now()
@@ -94,7 +99,7 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		results[n] = store.ClaimResult{}
 		var cur record
 		var rev int64
-		if kvs := rs[4+n].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := rs[3+n].GetResponseRange().Kvs; len(kvs) > 0 {
 			if cur, err = decodeRecord(kvs[0]); err != nil {
 				results[n].Err = fmt.Errorf("etcdstore: claim %q: %w", p, err)
 				continue
@@ -169,15 +174,14 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 		return nil, failure(op, err)
 	}
 	errs := make([]error, len(held))
-	for from := 0; from < len(held); from += claimChunk {
-		to := min(from+claimChunk, len(held))
+	err := s.inChunks(ctx, s.groupKey(group), len(held), func(from, to int, later *pendingKeys) error {
 		var state []*etcdserverpb.ResponseOp
-		err := retry(ctx, op, func() (bool, error) {
-			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state)
+		return retry(ctx, op, func() (bool, error) {
+			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state, later)
 		})
-		if err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return errs, nil
 }
@@ -195,7 +199,7 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 	held := []store.Ownership{{Partition: partition, Epoch: epoch}}
 	var state []*etcdserverpb.ResponseOp
 	if err := retry(ctx, op, func() (bool, error) {
-		return s.releaseChunk(ctx, op, group, session, held, errs, true, &state)
+		return s.releaseChunk(ctx, op, group, session, held, errs, true, &state, nil)
 	}); err != nil {
 		return err
 	}
@@ -204,12 +208,13 @@ func (s *Store) GiveBack(ctx context.Context, group, partition, session string, 
 
 // releaseChunk releases (or gives back) the held records in one
 // transaction, deciding on *state as claimChunk does.
-func (s *Store) releaseChunk(ctx context.Context, op, group, session string, held []store.Ownership, errs []error, giveBack bool, state *[]*etcdserverpb.ResponseOp) (bool, error) {
+func (s *Store) releaseChunk(ctx context.Context, op, group, session string, held []store.Ownership, errs []error, giveBack bool, state *[]*etcdserverpb.ResponseOp, later *pendingKeys) (bool, error) {
 	g := s.groupKey(group)
-	gets := []clientv3.Op{clientv3.OpGet(g + "q"), clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly())}
+	gets := []clientv3.Op{clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly())}
 	for _, h := range held {
 		gets = append(gets, clientv3.OpGet(g+"r/"+h.Partition))
 	}
+	gets = append(gets, clientv3.OpGet(g+"q"))
 	rs := *state
 	if rs == nil {
 		resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
@@ -218,20 +223,17 @@ func (s *Store) releaseChunk(ctx context.Context, op, group, session string, hel
 		}
 		rs = resp.Responses
 	}
-	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
-	if err != nil {
-		return false, fmt.Errorf("etcdstore: %s: %w", op, err)
-	}
-	self := rs[1].GetResponseRange().Kvs
-	w := &write{g: g, group: group, seq: seq}
+	self := rs[0].GetResponseRange().Kvs
+	w := &write{g: g, group: group, later: later, seq: seqOf(rs[len(rs)-1].GetResponseRange().Kvs)}
 	if len(self) > 0 {
 		w.alive(session, self[0].CreateRevision)
 	}
 	for i, h := range held {
 		errs[i] = nil
-		kvs := rs[2+i].GetResponseRange().Kvs
+		kvs := rs[1+i].GetResponseRange().Kvs
 		var cur record
 		if len(kvs) > 0 {
+			var err error
 			if cur, err = decodeRecord(kvs[0]); err != nil {
 				errs[i] = fmt.Errorf("etcdstore: %s %q: %w", op, h.Partition, err)
 				continue
@@ -262,17 +264,15 @@ func (s *Store) releaseChunk(ctx context.Context, op, group, session string, hel
 	return ok, nil
 }
 
-// readRecord reads one partition's record: nil kv if none.
-func (s *Store) readRecord(ctx context.Context, g, partition string) (*mvccpb.KeyValue, record, seqState, error) {
-	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"r/"+partition)).Commit()
+// readRecord reads one partition's record (nil kv if none) and the
+// group's sequence.
+func (s *Store) readRecord(ctx context.Context, g, partition string) (*mvccpb.KeyValue, record, *seqState, error) {
+	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"r/"+partition), clientv3.OpGet(g+"q")).Commit()
 	if err != nil {
-		return nil, record{}, seqState{}, err
+		return nil, record{}, nil, err
 	}
-	seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
-	if err != nil {
-		return nil, record{}, seq, err
-	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
+	seq := seqOf(resp.Responses[1].GetResponseRange().Kvs)
+	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
 		return nil, record{}, seq, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -38,6 +39,16 @@ func decodeSeq(kvs []*mvccpb.KeyValue) (seqState, error) {
 }
 
 func (st seqState) version() store.Version { return store.Version{Seq: st.Seq, Tag: st.Tag} }
+
+// seqOf is the sequence a decision read (nil if it cannot be decoded: the
+// write then logs its entries pending, and readers report the key).
+func seqOf(kvs []*mvccpb.KeyValue) *seqState {
+	st, err := decodeSeq(kvs)
+	if err != nil {
+		return nil
+	}
+	return &st
+}
 
 // sessionInfo is a session as logged (key m/).
 type sessionInfo struct {
@@ -117,21 +128,24 @@ func entryOf(c store.Change) entry {
 	return e
 }
 
-// chain encodes e as the entry after the one tagged prev: its tag hashes
-// prev and the entry, so that a log that went on differently from an
-// earlier entry (a cluster restored from an older snapshot) never gives
-// a reader's version again with other contents.
-func chain(prev uint64, e entry) (string, uint64) {
-	e.Tag = 0
-	b, _ := json.Marshal(e)
+// chain tags the entry e (JSON, without a tag, as a pending key holds
+// it) as the entry after the one tagged prev, and returns it with its tag:
+// the tag hashes prev and the entry, so that a log that went on
+// differently from an earlier entry (a cluster restored from an older
+// snapshot) never gives a reader's version again with other contents.
+func chain(prev uint64, e []byte) (json.RawMessage, uint64) {
 	h := fnv.New64a()
 	var p [8]byte
 	binary.BigEndian.PutUint64(p[:], prev)
 	h.Write(p[:])
-	h.Write(b)
-	e.Tag = h.Sum64() | 1 // never 0, the zero version's
-	b, _ = json.Marshal(e)
-	return string(b), e.Tag
+	h.Write(e)
+	tag := h.Sum64() | 1 // never 0, the zero version's
+	// e is an object with its kind at least: the tag is its last field.
+	v := make([]byte, 0, len(e)+24)
+	v = append(v, e[:len(e)-1]...)
+	v = append(v, `,"t":`...)
+	v = strconv.AppendUint(v, tag, 10)
+	return append(v, '}'), tag
 }
 
 // newTag is the tag before the first entry of a new history.

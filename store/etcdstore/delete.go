@@ -11,8 +11,9 @@ import (
 )
 
 // DeleteGroup implements store.Store: one transaction deletes the group's
-// prefix if its sequence is as read (a session opened since would have
-// changed it); the leases of its sessions are revoked after.
+// prefix if its sequence is as read and no pending entry was written since
+// the read (a session opened since would have written one); the leases of
+// its sessions are revoked after.
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
 	const op = "delete group"
 	if err := store.ValidateGroup(group); err != nil {
@@ -40,7 +41,8 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 				leases = append(leases, info.Lease)
 			}
 		}
-		t, err := s.c.Txn(withLeader(ctx)).If(clientv3.Compare(clientv3.ModRevision(g+"q"), "=", seq.rev)).
+		t, err := s.c.Txn(withLeader(ctx)).If(clientv3.Compare(clientv3.ModRevision(g+"q"), "=", seq.rev),
+			clientv3.Compare(clientv3.ModRevision(g+"u/"), "<", resp.Header.Revision+1).WithPrefix()).
 			Then(clientv3.OpDelete(g, clientv3.WithPrefix()), clientv3.OpDelete(s.indexKey(group))).Commit()
 		if err != nil {
 			return false, failure(op, err)

@@ -5,9 +5,12 @@
 // prefix of the group's (see groupKey). Sessions are etcd leases, counted
 // by the cluster; ownership records, checkpoints and the partition set are
 // keys; every change is one transaction that compares what its decision
-// read (records' revisions, sessions' liveness keys, the group's log
-// sequence) and appends the group's log entries with it, so the log is a
-// gap-free per-group sequence next to etcd's cluster-wide revisions.
+// read (records' revisions, sessions' liveness keys) and logs the change
+// with it: at once if the group's log sequence is as read and nothing is
+// pending, else in a pending key that readers number after the sequenced
+// entries and the writer then sequences (pending.go). So the log is a
+// gap-free per-group sequence next to etcd's cluster-wide revisions, and
+// writers of different partitions of a group do not take turns.
 // A batch is split into transactions of at most claimChunk partitions
 // (etcd's default --max-txn-ops is 128) and a partition set into chunks
 // (its default --max-request-bytes is 1.5 MiB): the cluster needs no

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -45,8 +46,11 @@ const (
 	// requestTimeout bounds a clean-up call made after the caller's
 	// context ended.
 	requestTimeout = 5 * time.Second
-	// maxWait bounds how long one Changes call waits for an entry.
-	maxWait = 30 * time.Second
+	// maxWait bounds how long one Changes call waits for an entry. A
+	// watch costs nothing while it waits (the client's keep-alive pings,
+	// 10 s, find a dead connection), so a member at rest makes one call
+	// per maxWait: 0.003 per second.
+	maxWait = 5 * time.Minute
 )
 
 // Option configures a Store.
@@ -70,6 +74,11 @@ type Store struct {
 
 	mu     sync.Mutex
 	leases map[string]lease // sessions this store opened or renewed
+
+	tails tails // the tagged entries of pending keys (pending.go)
+	// conflicts counts the writes whose compares failed (another write
+	// came between their read and their transaction).
+	conflicts atomic.Int64
 }
 
 // lease is what a store remembers of a session it renewed: the lease that
@@ -106,9 +115,10 @@ func (s *Store) Close() error {
 // prefix G = P g/<group, path-escaped>/ (so that no group's prefix is
 // another's); P i/<group> lists the group for Groups.
 //
-//	G q           the log's sequence: {seq, tag} of the last entry
+//	G q           the log's sequence: {seq, tag} of the last sequenced entry
 //	G k           the group's kind and partition set: which set, its digest
-//	G l/<seq>     log entries, seq in 20 digits
+//	G l/<seq>     sequenced log entries, up to seq (20 digits)
+//	G u/<random>  pending log entries, after the sequenced ones (pending.go)
 //	G m/<session> a session as logged: member, weight, TTL, lease
 //	G s/<session> the session's liveness: a key on its lease
 //	G r/<id>      a partition's ownership record

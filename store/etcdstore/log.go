@@ -14,17 +14,24 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// The log is the group's keys l/<seq>, each the entries of one
-// transaction up to seq, written with the sequence q (see write.go). Changes reads the entries
-// after a version in one range read; when there are none it watches the
-// log (and the sessions' liveness keys, to log an expiry when the cluster
-// ends a lease) from the revision after that read. A watch that cannot
+// The log is the group's sequenced keys l/<seq>, each the entries of one
+// sequencing up to seq, written with the sequence q, and its pending keys
+// u/ after them (see pending.go). Changes reads q and the pending keys,
+// and the sequenced keys after the reader's version if it is behind q, at
+// one revision; when there are none it watches for log keys (and the
+// sessions' liveness keys, to log an expiry when the cluster ends a
+// lease) from the revision after that read. A watch that cannot
 // start at that revision (compacted) reads again: the entries are keys,
 // which compaction keeps, so only a version whose entry was trimmed (or
 // is of another history) is ErrVersionGone.
 
-// errGone is a reader's version the log cannot continue.
-var errGone = errors.New("gone")
+var (
+	// errGone is a reader's version the log cannot continue.
+	errGone = errors.New("gone")
+	// errCompacted is a read of the sequenced keys at the revision of
+	// the read of q that was compacted meanwhile: read again.
+	errCompacted = errors.New("compacted")
+)
 
 // Changes implements store.Store.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
@@ -40,6 +47,8 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	for {
 		cs, rev, err := s.readLog(ctx, g, after, max)
 		switch {
+		case errors.Is(err, errCompacted):
+			continue
 		case errors.Is(err, errGone):
 			return nil, after, fmt.Errorf("etcdstore: %s after %v in group %q: %w", op, after, group, store.ErrVersionGone)
 		case errors.Is(err, store.ErrCorrupt):
@@ -66,16 +75,11 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 }
 
 // readLog reads the entries after after (at most max) and the revision of
-// the read; errGone if the log cannot continue from after.
+// the read; errGone if the log cannot continue from after. It reads q and
+// the pending keys, then the sequenced keys from after's at the same
+// revision if the reader is behind q.
 func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int) ([]store.Change, int64, error) {
-	// Each key holds the entries of one transaction, up to its own seq:
-	// the first key at or after l/<after> holds the reader's entry.
-	from := after.Seq
-	if from == 0 {
-		from = 1
-	}
-	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"),
-		clientv3.OpGet(logKey(g, from), clientv3.WithRange(g+"l0"), clientv3.WithLimit(int64(max)+1))).Commit()
+	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), pendingGet(g)).Commit()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -84,64 +88,104 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if err != nil {
 		return nil, 0, err
 	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
+	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true)
+	if err != nil {
+		return nil, 0, err
+	}
 	switch {
 	case after == (store.Version{}):
 		if seq.exists {
 			return nil, 0, errGone
 		}
 		return nil, rev, nil
-	case !seq.exists || seq.Seq < after.Seq:
+	case !seq.exists || t.head.Seq < after.Seq:
 		return nil, 0, errGone
-	case seq.Seq == after.Seq:
-		if seq.Tag != after.Tag {
-			return nil, 0, errGone
-		}
+	case after.Seq >= seq.Seq && t.tagAt(after.Seq) != after.Tag:
+		return nil, 0, errGone
+	case t.head.Seq == after.Seq:
 		return nil, rev, nil
 	}
-	cs := make([]store.Change, 0, min(max, int(seq.Seq-after.Seq)))
+	cs := make([]store.Change, 0, min(max, int(t.head.Seq-after.Seq)))
+	next := after.Seq + 1 // the seq of the entry the reader gets next
+	if after.Seq < seq.Seq {
+		if cs, err = s.readSequenced(ctx, g, after, max, rev, seq.Seq); err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return nil, 0, errCompacted
+			}
+			return nil, 0, err
+		}
+		next += uint64(len(cs))
+	}
+	for ; len(cs) < max && next <= t.head.Seq; next++ {
+		c, err := s.decodeEntry(ctx, g, []byte(g+"u/"), t.entries[next-seq.Seq-1], rev)
+		if err != nil {
+			return nil, 0, err
+		}
+		c.Version.Seq = next
+		cs = append(cs, c)
+	}
+	return cs, rev, nil
+}
+
+// readSequenced reads the entries after after (at most max) from the
+// sequenced keys at revision rev, up to the sequence's seq last.
+func (s *Store) readSequenced(ctx context.Context, g string, after store.Version, max int, rev int64, last uint64) ([]store.Change, error) {
+	// Each key holds the entries of one sequencing, up to its own seq:
+	// the first key at or after l/<after> holds the reader's entry.
+	from := after.Seq
+	if from == 0 {
+		from = 1
+	}
+	resp, err := s.c.Get(withLeader(ctx), logKey(g, from), clientv3.WithRange(g+"l0"),
+		clientv3.WithLimit(int64(max)+1), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, err
+	}
+	cs := make([]store.Change, 0, min(max, int(last-after.Seq)))
 	next := after.Seq // the seq of the entry the reader expects next
-	for _, kv := range kvs {
-		var es []json.RawMessage
+	for _, kv := range resp.Kvs {
+		var es []entry // decoded at once: a reader decodes every entry
 		if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
-			return nil, 0, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+			return nil, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 		}
-		var last uint64
-		if _, err := fmt.Sscanf(strings.TrimPrefix(string(kv.Key), g+"l/"), "%d", &last); err != nil || last < uint64(len(es)) {
-			return nil, 0, fmt.Errorf("log key %q names no seq: %w", kv.Key, store.ErrCorrupt)
+		var end uint64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(string(kv.Key), g+"l/"), "%d", &end); err != nil || end < uint64(len(es)) || end > last {
+			return nil, fmt.Errorf("log key %q names no seq up to %d: %w", kv.Key, last, store.ErrCorrupt)
 		}
-		first := last - uint64(len(es)) + 1
+		first := end - uint64(len(es)) + 1
 		if next == after.Seq {
 			// The key holding the reader's entry: its tag must be the reader's.
 			if first > after.Seq {
-				return nil, 0, errGone // trimmed
+				return nil, errGone // trimmed
 			}
-			var e entry
-			if err := json.Unmarshal(es[after.Seq-first], &e); err != nil || e.Tag != after.Tag {
-				return nil, 0, errGone
+			if es[after.Seq-first].Tag != after.Tag {
+				return nil, errGone
 			}
 			es, first, next = es[after.Seq-first+1:], after.Seq+1, after.Seq+1
 		}
 		if first != next {
-			return nil, 0, fmt.Errorf("the log has a gap before %q: %w", kv.Key, store.ErrCorrupt)
+			return nil, fmt.Errorf("the log has a gap before %q: %w", kv.Key, store.ErrCorrupt)
 		}
-		for _, v := range es {
+		for _, e := range es {
 			if len(cs) == max {
-				return cs, rev, nil
+				return cs, nil
 			}
-			c, err := s.decodeEntry(ctx, g, kv.Key, v, rev)
+			c, err := s.changeOf(ctx, g, e, rev)
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			c.Version.Seq = next
 			next++
 			cs = append(cs, c)
 		}
 	}
-	if next == after.Seq {
-		return nil, 0, errGone // trimmed
+	switch {
+	case next == after.Seq:
+		return nil, errGone // trimmed
+	case len(cs) < max && next != last+1:
+		return nil, fmt.Errorf("the log ends at %d before its sequence %d: %w", next-1, last, store.ErrCorrupt)
 	}
-	return cs, rev, nil
+	return cs, nil
 }
 
 // decodeEntry decodes a log entry read at rev, reading the set a
@@ -151,6 +195,12 @@ func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev in
 	if err := json.Unmarshal(v, &e); err != nil {
 		return store.Change{}, fmt.Errorf("log entry in %q cannot be decoded: %v: %w", key, err, store.ErrCorrupt)
 	}
+	return s.changeOf(ctx, g, e, rev)
+}
+
+// changeOf is the change of the log entry e read at rev, reading the set a
+// PartitionsSet entry names at that revision (errGone if it is deleted).
+func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (store.Change, error) {
 	c := store.Change{Version: store.Version{Tag: e.Tag}, Kind: e.Kind, Session: e.Session, Member: e.Member, Weight: e.Weight,
 		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack}
 	if e.Kind != store.PartitionsSet {
@@ -179,20 +229,26 @@ func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev in
 	return c, nil
 }
 
-// waitLog waits from revision rev+1 for a log entry, the deletion of the
-// group's sequence, or the end of a session's lease (expired), until ctx
-// ends or until. The watches require a leader: a member cut off with a
-// minority of the cluster gets an error, not a wait for ever.
+// waitLog waits from revision rev+1 for a log entry (a sequenced or a
+// pending key written), the deletion of the group's sequence (the group
+// deleted), or
+// the end of a session's lease (expired), until ctx ends or until. The
+// watches require a leader: a member cut off with a minority of the
+// cluster gets an error, not a wait for ever.
 func (s *Store) waitLog(ctx context.Context, g string, rev int64, until time.Time) (expired bool, err error) {
 	wctx, cancel := context.WithDeadline(withLeader(ctx), until)
 	defer cancel()
-	logs := s.c.Watch(wctx, g+"l/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	logs := s.c.Watch(wctx, g+"l/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+	pending := s.c.Watch(wctx, g+"u/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+	deleted := s.c.Watch(wctx, g+"q", clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	leases := s.c.Watch(wctx, g+"s/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	for {
 		var wr clientv3.WatchResponse
 		var ok bool
 		select {
 		case wr, ok = <-logs:
+		case wr, ok = <-pending:
+		case wr, ok = <-deleted:
 		case wr, ok = <-leases:
 			if ok && wr.Err() == nil && len(wr.Events) > 0 {
 				return true, nil

@@ -50,17 +50,13 @@ func (s *Store) SetPartitions(ctx context.Context, group string, set store.Parti
 	prewritten := false
 	var res store.SetResult
 	err := retry(ctx, op, func() (bool, error) {
-		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"k")).Commit()
+		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"k"), clientv3.OpGet(g+"q")).Commit()
 		if err != nil {
 			return false, failure(op, err)
 		}
-		seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
-		if err != nil {
-			return false, fmt.Errorf("etcdstore: %s: %w", op, err)
-		}
 		var m meta
 		var rev int64
-		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			if err := json.Unmarshal(kvs[0].Value, &m); err != nil {
 				return false, fmt.Errorf("etcdstore: %s: the group's partition set record: %v: %w", op, err, store.ErrCorrupt)
 			}
@@ -74,7 +70,7 @@ func (s *Store) SetPartitions(ctx context.Context, group string, set store.Parti
 		if !doWrite && r.Kind == m.Kind {
 			return true, nil
 		}
-		w := &write{g: g, group: group, seq: seq}
+		w := &write{g: g, group: group, seq: seqOf(resp.Responses[1].GetResponseRange().Kvs)}
 		w.unchanged(g+"k", rev)
 		old := m
 		m.Kind = r.Kind

@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -35,13 +36,18 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		}
 		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"k"),
 			clientv3.OpGet(g+"m/", clientv3.WithPrefix()), clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-			clientv3.OpGet(g+"r/", clientv3.WithPrefix()), clientv3.OpGet(g+"p/", clientv3.WithPrefix())).Commit()
+			clientv3.OpGet(g+"r/", clientv3.WithPrefix()), clientv3.OpGet(g+"p/", clientv3.WithPrefix()), pendingGet(g)).Commit()
 		if err != nil {
 			return nil, failure(op, err)
 		}
-		snap, leases, dead, err := buildSnapshot(g, resp.Responses)
-		if err != nil {
+		snap, leases, dead, err := s.buildSnapshot(ctx, g, resp.Responses, resp.Header.Revision)
+		switch {
+		case errors.Is(err, errCompacted):
+			continue // the pending entries' read was compacted: read again
+		case errors.Is(err, store.ErrCorrupt):
 			return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
+		case err != nil:
+			return nil, failure(op, err)
 		}
 		if dead && attempt < 3 {
 			continue // a lease ended between the expiry and the read
@@ -84,12 +90,17 @@ func (s *Store) remaining(ctx context.Context, sessions []store.SessionInfo, lea
 // buildSnapshot decodes the reads of Snapshot, with the lease of each live
 // session (0 for one whose lease is gone); dead reports a logged session
 // whose lease is gone (listed, as the log has it open).
-func buildSnapshot(g string, rs []*etcdserverpb.ResponseOp) (snap *store.Snapshot, leases []clientv3.LeaseID, dead bool, err error) {
+func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.ResponseOp, rev int64) (snap *store.Snapshot, leases []clientv3.LeaseID, dead bool, err error) {
 	seq, err := decodeSeq(rs[0].GetResponseRange().Kvs)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	snap = &store.Snapshot{Version: seq.version()}
+	// The pending entries are the log's last: the version is after them.
+	t, err := s.tailOf(ctx, g, seq, rs[6].GetResponseRange().Kvs, rev, true)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	snap = &store.Snapshot{Version: t.head}
 	var m meta
 	if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		if err := json.Unmarshal(kvs[0].Value, &m); err != nil {

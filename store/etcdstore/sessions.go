@@ -40,28 +40,19 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	}
 	id := store.NewSessionID()
 	info := mustJSON(sessionInfo{Member: member, Weight: weight, TTL: ttl, Lease: l.ID})
-	err = retry(ctx, op, func() (bool, error) {
-		resp, err := s.c.Get(withLeader(ctx), g+"q")
-		if err != nil {
-			return false, failure(op, err)
-		}
-		seq, err := decodeSeq(resp.Kvs)
-		if err != nil {
-			return false, fmt.Errorf("etcdstore: %s: %w", op, err)
-		}
-		w := &write{g: g, group: group, seq: seq}
-		w.op(clientv3.OpPut(g+"s/"+id, "", clientv3.WithLease(l.ID)))
-		w.put(g+"m/"+id, info)
-		w.append(store.Change{Kind: store.SessionOpened, Session: id, Member: member, Weight: weight})
-		ok, err := s.commit(ctx, w)
-		if err != nil {
-			return false, failure(op, err)
-		}
-		return ok, nil
-	})
+	// The session's keys are new: the write compares nothing.
+	resp, err := s.c.Get(withLeader(ctx), g+"q")
 	if err != nil {
 		s.revoke(l.ID)
-		return "", err
+		return "", failure(op, err)
+	}
+	w := &write{g: g, group: group, seq: seqOf(resp.Kvs)}
+	w.op(clientv3.OpPut(g+"s/"+id, "", clientv3.WithLease(l.ID)))
+	w.put(g+"m/"+id, info)
+	w.append(store.Change{Kind: store.SessionOpened, Session: id, Member: member, Weight: weight})
+	if _, err := s.commit(ctx, w); err != nil {
+		s.revoke(l.ID)
+		return "", failure(op, err)
 	}
 	s.mu.Lock()
 	s.leases[id] = lease{id: l.ID, ttl: ttl}
@@ -181,21 +172,17 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	var info sessionInfo
 	found := false
 	err := retry(ctx, op, func() (bool, error) {
-		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"m/"+session),
-			clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly())).Commit()
+		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"m/"+session),
+			clientv3.OpGet(g+"s/"+session, clientv3.WithKeysOnly()), clientv3.OpGet(g+"q")).Commit()
 		if err != nil {
 			return false, failure(op, err)
 		}
-		seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
-		if err != nil {
-			return false, fmt.Errorf("etcdstore: %s: %w", op, err)
-		}
-		m, live := resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
+		m, live := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		if len(m) == 0 {
 			return true, nil // unknown, or closed already
 		}
 		found = json.Unmarshal(m[0].Value, &info) == nil
-		w := &write{g: g, group: group, seq: seq}
+		w := &write{g: g, group: group, seq: seqOf(resp.Responses[2].GetResponseRange().Kvs)}
 		w.unchanged(g+"m/"+session, m[0].ModRevision)
 		w.op(clientv3.OpDelete(g + "m/" + session))
 		kind := store.SessionExpired
@@ -261,22 +248,18 @@ func (s *Store) expireDue(ctx context.Context, op, group string) ([]liveSession,
 	g := s.groupKey(group)
 	var live []liveSession
 	err := retry(ctx, op, func() (bool, error) {
-		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"m/", clientv3.WithPrefix()),
-			clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
+		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"m/", clientv3.WithPrefix()),
+			clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly()), clientv3.OpGet(g+"q")).Commit()
 		if err != nil {
 			return false, failure(op, err)
 		}
-		seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
-		if err != nil {
-			return false, fmt.Errorf("etcdstore: %s: %w", op, err)
-		}
 		alive := map[string]bool{}
-		for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 			alive[strings.TrimPrefix(string(kv.Key), g+"s/")] = true
 		}
 		live = live[:0]
-		w := &write{g: g, group: group, seq: seq}
-		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		w := &write{g: g, group: group, seq: seqOf(resp.Responses[2].GetResponseRange().Kvs)}
+		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 			id := strings.TrimPrefix(string(kv.Key), g+"m/")
 			if alive[id] {
 				var info sessionInfo
