@@ -1,0 +1,241 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// The client's connections. The etcd client sends every call to an
+// endpoint on one gRPC connection. After a network cut, the connection
+// that crossed it holds the calls made on it until TCP sends its segments
+// again, on a back-off that doubles from 200 ms (about 6 s after the
+// first loss), and gRPC's keep-alive (pings at least 10 s apart) notices
+// later still: a member back from a cut longer than its TTL would open its
+// new session seconds after the network is back. So a store made by Open
+// dials the client's connections itself and drops one (reset, not
+// closed: what the failed calls left unsent is never sent) when a call on
+// it fails on its deadline and nothing has arrived on it since the call
+// last sent: the server has not answered, and the client dials again at
+// once. The dials start a new attempt every dialStagger while none has
+// connected, so that a dial made during a cut (its SYN lost, sent again
+// 1 s, then 3 s, later) does not hold the connection back after the heal,
+// and gRPC waits at most redialMax between dials that fail.
+//
+// Sessions are not touched: a lease lives in the cluster, not in a
+// connection, and every renewal is a call of its own (KeepAlive). Watches
+// the client resumes on the new connection from the revision they had
+// reached.
+
+const (
+	// dialStagger is how long a dial waits for its connection before it
+	// starts another beside it.
+	dialStagger = 200 * time.Millisecond
+	// maxDials bounds the attempts of one dial that are under way.
+	maxDials = 32
+	// redialBase and redialMax are gRPC's back-off between dials that
+	// failed (doubling from redialBase).
+	redialBase = 50 * time.Millisecond
+	redialMax  = 500 * time.Millisecond
+)
+
+// epoch is the origin of the connections' read times (monotonic).
+var epoch = time.Now()
+
+func sinceEpoch() int64 { return int64(time.Since(epoch)) }
+
+// conns dials the client's connections and keeps the open ones, by local
+// address.
+type conns struct {
+	mu   sync.Mutex
+	open map[string]*conn
+}
+
+// conn is one of the client's connections; read is when a read last
+// returned bytes (sinceEpoch).
+type conn struct {
+	net.Conn
+	read  atomic.Int64
+	owner *conns
+	once  sync.Once
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.read.Store(sinceEpoch())
+	}
+	return n, err
+}
+
+func (c *conn) Close() error {
+	c.once.Do(func() {
+		c.owner.mu.Lock()
+		delete(c.owner.open, c.LocalAddr().String())
+		c.owner.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// reset closes c with a TCP reset: what the kernel has not sent yet is
+// dropped, and the server learns at once that the connection is gone.
+func (c *conn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// dialOptions are the client's gRPC options for these connections.
+func (cs *conns) dialOptions(connectTimeout time.Duration) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithContextDialer(cs.dial),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: redialBase, Multiplier: 2, Jitter: 0.2, MaxDelay: redialMax},
+			MinConnectTimeout: connectTimeout,
+		}),
+		grpc.WithChainUnaryInterceptor(cs.unary),
+		grpc.WithChainStreamInterceptor(cs.stream),
+	}
+}
+
+// dial connects to addr (host:port), starting a new attempt every
+// dialStagger while none has connected, until one connects, every attempt
+// has failed, or ctx ends (gRPC's connect deadline).
+func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	results := make(chan result)
+	pending := 0
+	attempt := func() {
+		pending++
+		go func() {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			select {
+			case results <- result{c, err}:
+			case <-ctx.Done():
+				if c != nil {
+					_ = c.Close()
+				}
+			}
+		}()
+	}
+	attempt()
+	tick := time.NewTicker(dialStagger)
+	defer tick.Stop()
+	var last error
+	for {
+		select {
+		case r := <-results:
+			pending--
+			if r.err == nil {
+				return cs.track(r.c), nil
+			}
+			last = r.err
+			if pending == 0 {
+				return nil, last // gRPC dials again after its back-off
+			}
+		case <-tick.C:
+			if pending < maxDials {
+				attempt()
+			}
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return nil, last
+		}
+	}
+}
+
+func (cs *conns) track(nc net.Conn) *conn {
+	c := &conn{Conn: nc, owner: cs}
+	c.read.Store(sinceEpoch())
+	cs.mu.Lock()
+	if cs.open == nil {
+		cs.open = map[string]*conn{}
+	}
+	cs.open[nc.LocalAddr().String()] = c
+	cs.mu.Unlock()
+	return c
+}
+
+// failed handles a call that ended with err on the connection of p, whose
+// last message was sent at sent: the connection is dropped if the call
+// failed on its deadline and nothing has arrived on it since.
+func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
+	if err == nil || p == nil || p.LocalAddr == nil {
+		return
+	}
+	if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	cs.mu.Lock()
+	c := cs.open[p.LocalAddr.String()]
+	cs.mu.Unlock()
+	if c != nil && c.read.Load() < sent {
+		c.reset()
+	}
+}
+
+func (cs *conns) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p peer.Peer
+	sent := sinceEpoch()
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
+	cs.failed(err, &p, sent)
+	return err
+}
+
+func (cs *conns) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	w := &watchedStream{ClientStream: s, owner: cs}
+	w.sent.Store(sinceEpoch())
+	return w, nil
+}
+
+// watchedStream is a stream whose failures on its deadline are checked as
+// a unary call's are, from its last message sent.
+type watchedStream struct {
+	grpc.ClientStream
+	owner *conns
+	sent  atomic.Int64
+}
+
+func (w *watchedStream) SendMsg(m any) error {
+	w.sent.Store(sinceEpoch())
+	err := w.ClientStream.SendMsg(m)
+	w.check(err)
+	return err
+}
+
+func (w *watchedStream) RecvMsg(m any) error {
+	err := w.ClientStream.RecvMsg(m)
+	w.check(err)
+	return err
+}
+
+func (w *watchedStream) check(err error) {
+	if err == nil {
+		return
+	}
+	if p, ok := peer.FromContext(w.ClientStream.Context()); ok {
+		w.owner.failed(err, p, w.sent.Load())
+	}
+}
