@@ -22,14 +22,21 @@ import (
 // first loss), and gRPC's keep-alive (pings at least 10 s apart) notices
 // later still: a member back from a cut longer than its TTL would open its
 // new session seconds after the network is back. So a store made by Open
-// dials the client's connections itself and drops one (reset, not
-// closed: what the failed calls left unsent is never sent) when a call on
-// it fails on its deadline and nothing has arrived on it since the call
-// last sent: the server has not answered, and the client dials again at
-// once. The dials start a new attempt every dialStagger while none has
-// connected, so that a dial made during a cut (its SYN lost, sent again
-// 1 s, then 3 s, later) does not hold the connection back after the heal,
-// and gRPC waits at most redialMax between dials that fail.
+// dials the client's connections itself, and when a call fails on its
+// deadline with nothing arrived on its connection since the call last
+// sent, it drops the connection (a reset: what the failed calls left
+// unsent is never sent) if the kernel is sending again data the server
+// has not acknowledged (the path loses what is sent on it), or if the
+// call waited silentMax with no answer (a proxy that acknowledges but
+// does not forward, or a system whose TCP state cannot be read). A call
+// that failed on its deadline on a connection that is only slow (a
+// loaded server: the kernel acknowledges, the answer comes late) leaves
+// it alone: dropping it would fail every other call under way on it. The
+// client dials again at once; the dials start a new attempt every
+// dialStagger while none has connected, so that a dial made during a cut
+// (its SYN lost, sent again 1 s, then 3 s, later) does not hold the
+// connection back after the heal, and gRPC waits at most redialMax
+// between dials that fail.
 //
 // Sessions are not touched: a lease lives in the cluster, not in a
 // connection, and every renewal is a call of its own (KeepAlive). Watches
@@ -46,6 +53,10 @@ const (
 	// failed (doubling from redialBase).
 	redialBase = 50 * time.Millisecond
 	redialMax  = 500 * time.Millisecond
+	// silentMax is how long a call that failed on its deadline waited
+	// with nothing arriving on its connection for the connection to be
+	// dropped though the kernel saw no loss.
+	silentMax = time.Second
 )
 
 // epoch is the origin of the connections' read times (monotonic).
@@ -56,6 +67,8 @@ func sinceEpoch() int64 { return int64(time.Since(epoch)) }
 // conns dials the client's connections and keeps the open ones, by local
 // address.
 type conns struct {
+	userTimeout time.Duration // TCP_USER_TIMEOUT of each connection (0: the system's)
+
 	mu   sync.Mutex
 	open map[string]*conn
 }
@@ -123,7 +136,10 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 	attempt := func() {
 		pending++
 		go func() {
-			var d net.Dialer
+			d := net.Dialer{}
+			if cs.userTimeout > 0 {
+				d.Control = userTimeout(cs.userTimeout)
+			}
 			c, err := d.DialContext(ctx, "tcp", addr)
 			select {
 			case results <- result{c, err}:
@@ -175,8 +191,10 @@ func (cs *conns) track(nc net.Conn) *conn {
 }
 
 // failed handles a call that ended with err on the connection of p, whose
-// last message was sent at sent: the connection is dropped if the call
-// failed on its deadline and nothing has arrived on it since.
+// last message was sent at sent (sinceEpoch): the connection is dropped
+// if the call failed on its deadline, nothing has arrived on it since,
+// and the kernel is sending again what the server has not acknowledged or
+// the call waited silentMax.
 func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
 	if err == nil || p == nil || p.LocalAddr == nil {
 		return
@@ -187,7 +205,10 @@ func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
 	cs.mu.Lock()
 	c := cs.open[p.LocalAddr.String()]
 	cs.mu.Unlock()
-	if c != nil && c.read.Load() < sent {
+	if c == nil || c.read.Load() >= sent {
+		return
+	}
+	if lossy, _ := retransmitting(c.Conn); lossy || sinceEpoch()-sent >= int64(silentMax) {
 		c.reset()
 	}
 }

@@ -42,7 +42,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.DialOptions = new(conns).dialOptions(cfg.DialTimeout)
+	cs := &conns{userTimeout: cfg.DialKeepAliveTimeout}
+	cfg.DialOptions = cs.dialOptions(cfg.DialTimeout)
 	c, err := clientv3.New(cfg)
 	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
 		return nil, fmt.Errorf("etcdstore: etcd at %s: authentication failed for user %q: %w (%v); check the user and password (HERD_ETCD_PASSWORD)",
