@@ -67,7 +67,8 @@ func sinceEpoch() int64 { return int64(time.Since(epoch)) }
 // conns dials the client's connections and keeps the open ones, by local
 // address.
 type conns struct {
-	userTimeout time.Duration // TCP_USER_TIMEOUT of each connection (0: the system's)
+	userTimeout time.Duration                                   // TCP_USER_TIMEOUT of each connection (0: the system's)
+	netDial     func(context.Context, string) (net.Conn, error) // one attempt (nil: net.Dialer's)
 
 	mu   sync.Mutex
 	open map[string]*conn
@@ -133,14 +134,10 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	results := make(chan result)
 	pending := 0
-	attempt := func() {
+	start := func() {
 		pending++
 		go func() {
-			d := net.Dialer{}
-			if cs.userTimeout > 0 {
-				d.Control = userTimeout(cs.userTimeout)
-			}
-			c, err := d.DialContext(ctx, "tcp", addr)
+			c, err := cs.attempt(ctx, addr)
 			select {
 			case results <- result{c, err}:
 			case <-ctx.Done():
@@ -150,7 +147,7 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 			}
 		}()
 	}
-	attempt()
+	start()
 	tick := time.NewTicker(dialStagger)
 	defer tick.Stop()
 	var last error
@@ -167,7 +164,7 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 			}
 		case <-tick.C:
 			if pending < maxDials {
-				attempt()
+				start()
 			}
 		case <-ctx.Done():
 			if last == nil {
@@ -176,6 +173,18 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 			return nil, last
 		}
 	}
+}
+
+// attempt is one connection attempt.
+func (cs *conns) attempt(ctx context.Context, addr string) (net.Conn, error) {
+	if cs.netDial != nil {
+		return cs.netDial(ctx, addr)
+	}
+	d := net.Dialer{}
+	if cs.userTimeout > 0 {
+		d.Control = userTimeout(cs.userTimeout)
+	}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 func (cs *conns) track(nc net.Conn) *conn {

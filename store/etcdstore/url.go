@@ -38,11 +38,17 @@ import (
 // an answer (see conn.go): a member back from a network cut reaches the
 // cluster as soon as the network is back.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	return open(ctx, rawURL, nil, opts...)
+}
+
+// open is Open, its connections dialled by dial (nil: from this process's
+// network namespace).
+func open(ctx context.Context, rawURL string, dial func(context.Context, string) (net.Conn, error), opts ...Option) (*Store, error) {
 	cfg, prefix, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	cs := &conns{userTimeout: cfg.DialKeepAliveTimeout}
+	cs := &conns{userTimeout: cfg.DialKeepAliveTimeout, netDial: dial}
 	cfg.DialOptions = cs.dialOptions(cfg.DialTimeout)
 	c, err := clientv3.New(cfg)
 	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
