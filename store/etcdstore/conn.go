@@ -222,7 +222,26 @@ func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
 	}
 }
 
+// dropStalled drops every connection whose kernel has held data
+// unacknowledged through two retransmission timeouts, before a call is
+// made: after a heal, the call goes on a new connection instead of
+// waiting behind the old one's next retransmission.
+func (cs *conns) dropStalled() {
+	cs.mu.Lock()
+	open := make([]*conn, 0, len(cs.open))
+	for _, c := range cs.open {
+		open = append(open, c)
+	}
+	cs.mu.Unlock()
+	for _, c := range open {
+		if stalled(c.Conn) {
+			c.reset()
+		}
+	}
+}
+
 func (cs *conns) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	cs.dropStalled()
 	var p peer.Peer
 	sent := sinceEpoch()
 	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
@@ -231,6 +250,7 @@ func (cs *conns) unary(ctx context.Context, method string, req, reply any, cc *g
 }
 
 func (cs *conns) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs.dropStalled()
 	s, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
 		return nil, err

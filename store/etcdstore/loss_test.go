@@ -206,3 +206,56 @@ func TestConnectionDroppedOnLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStalledConnectionDroppedBeforeACall: a call made after a heal, while
+// the connection that crossed the cut still waits for its next
+// retransmission (a call on it got no answer, and has not failed yet),
+// goes on a new connection.
+func TestStalledConnectionDroppedBeforeACall(t *testing.T) {
+	u := etcdtest.Need(t)
+	ns := newNetns(t)
+	ns.loopback(t, true)
+	addr, accepted := ns.forward(t, strings.TrimPrefix(u, "etcd://"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := open(ctx, "etcd://"+addr, ns.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.prefix = testPrefix(t, direct(t, u))
+	const group = "stalled"
+	sess, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := accepted()
+
+	ns.loopback(t, false) // the cut
+	pending := make(chan error, 1)
+	go func() {
+		_, err := s.KeepAlive(ctx, group, sess, time.Minute)
+		pending <- err
+	}()
+	waitFor(t, 10*time.Second, "the connection to stall", func() bool {
+		s.conns.mu.Lock()
+		defer s.conns.mu.Unlock()
+		for _, c := range s.conns.open {
+			if stalled(c.Conn) {
+				return true
+			}
+		}
+		return false
+	})
+	ns.loopback(t, true) // the heal
+	if _, err := s.KeepAlive(ctx, group, sess, time.Minute); err != nil {
+		t.Fatalf("renewing the session after the heal: %v", err)
+	}
+	if n := accepted(); n == before {
+		t.Fatalf("the renewal after the heal waited on the stalled connection (%d connections in all); want a new one", n)
+	}
+	<-pending // the call on the dropped connection: its outcome does not matter
+	if err := s.DeleteGroup(ctx, group, true); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -30,20 +30,35 @@ func userTimeout(d time.Duration) func(network, address string, c syscall.RawCon
 // retransmission timeout or a segment marked lost): the path drops what
 // is sent on it. known is false when c's TCP state cannot be read.
 func retransmitting(c net.Conn) (lossy, known bool) {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false, false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false, false
-	}
-	var info *unix.TCPInfo
-	err = rc.Control(func(fd uintptr) {
-		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	})
-	if err != nil || info == nil {
+	info := tcpInfo(c)
+	if info == nil {
 		return false, false
 	}
 	return info.Unacked > 0 && (info.Retransmits > 0 || info.Backoff > 0 || info.Lost > 0), true
+}
+
+// tcpInfo is c's TCP state, nil if it cannot be read.
+func tcpInfo(c net.Conn) *unix.TCPInfo {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var info *unix.TCPInfo
+	if rc.Control(func(fd uintptr) { info, _ = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }) != nil {
+		return nil
+	}
+	return info
+}
+
+// stalled reports whether the kernel holds data of c unacknowledged
+// through two retransmission timeouts at least (0.6 s on a fast path): a
+// call sent on c now would wait behind it for the next retransmission,
+// seconds away after a long loss.
+func stalled(c net.Conn) bool {
+	info := tcpInfo(c)
+	return info != nil && info.Unacked > 0 && info.Backoff >= 2
 }

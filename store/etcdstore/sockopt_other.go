@@ -16,3 +16,6 @@ func userTimeout(time.Duration) func(network, address string, c syscall.RawConn)
 
 // retransmitting cannot read a connection's TCP state here.
 func retransmitting(net.Conn) (lossy, known bool) { return false, false }
+
+// stalled cannot read a connection's TCP state here.
+func stalled(net.Conn) bool { return false }

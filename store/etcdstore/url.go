@@ -66,7 +66,7 @@ func open(ctx context.Context, rawURL string, dial func(context.Context, string)
 		opts = append([]Option{WithPrefix(prefix)}, opts...)
 	}
 	s := New(c, opts...)
-	s.own, s.tls = true, cfg.TLS
+	s.own, s.tls, s.conns = true, cfg.TLS, cs
 	return s, nil
 }
 
