@@ -31,8 +31,11 @@ import (
 // does not forward, or a system whose TCP state cannot be read). A call
 // that failed on its deadline on a connection that is only slow (a
 // loaded server: the kernel acknowledges, the answer comes late) leaves
-// it alone: dropping it would fail every other call under way on it. The
-// client dials again at once; the dials start a new attempt every
+// it alone: dropping it would fail every other call under way on it.
+// Before every call, a connection whose data the kernel has held
+// unacknowledged through two retransmission timeouts is dropped too, so
+// that a call made after a heal does not wait behind it. The client dials
+// again at once; the dials start a new attempt every
 // dialStagger while none has connected, so that a dial made during a cut
 // (its SYN lost, sent again 1 s, then 3 s, later) does not hold the
 // connection back after the heal, and gRPC waits at most redialMax
