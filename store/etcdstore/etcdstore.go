@@ -68,6 +68,7 @@ func WithLogLimit(n int) Option { return func(s *Store) { s.logLimit = max(n, 1)
 type Store struct {
 	c        *clientv3.Client
 	own      bool        // Close closes c
+	conns    *conns      // c's connections, if Open dialled them
 	tls      *tls.Config // of an etcds:// URL, for ServerCPU's reads of /metrics
 	prefix   string
 	logLimit int

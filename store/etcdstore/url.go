@@ -33,12 +33,23 @@ import (
 // when the URL names a user without one. prefix is the key prefix (default
 // DefaultPrefix). A port left out is 2379. A malformed URL wraps
 // store.ErrInvalid, a cluster that does not answer store.ErrUnavailable;
-// neither shows the password.
+// neither shows the password. The store dials the client's connections
+// itself and replaces one on which a call failed on its deadline without
+// an answer (see conn.go): a member back from a network cut reaches the
+// cluster as soon as the network is back.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	return open(ctx, rawURL, nil, opts...)
+}
+
+// open is Open, its connections dialled by dial (nil: from this process's
+// network namespace).
+func open(ctx context.Context, rawURL string, dial func(context.Context, string) (net.Conn, error), opts ...Option) (*Store, error) {
 	cfg, prefix, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	cs := &conns{userTimeout: cfg.DialKeepAliveTimeout, netDial: dial}
+	cfg.DialOptions = cs.dialOptions(cfg.DialTimeout)
 	c, err := clientv3.New(cfg)
 	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
 		return nil, fmt.Errorf("etcdstore: etcd at %s: authentication failed for user %q: %w (%v); check the user and password (HERD_ETCD_PASSWORD)",
@@ -55,7 +66,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		opts = append([]Option{WithPrefix(prefix)}, opts...)
 	}
 	s := New(c, opts...)
-	s.own, s.tls = true, cfg.TLS
+	s.own, s.tls, s.conns = true, cfg.TLS, cs
 	return s, nil
 }
 
