@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -202,15 +203,23 @@ func runPartitionsShow(ctx context.Context, out, errOut io.Writer, o partitionsO
 		return nil
 	}
 	ids := make([]string, len(ps))
+	weighted := false
 	for i, p := range ps {
 		ids[i] = p.ID
+		weighted = weighted || p.Weight != 1
 	}
-	if spec, ok := formatSpec(ids); ok {
+	if spec, ok := formatSpec(ids); ok && !weighted {
 		_, err = fmt.Fprintln(out, spec)
 		return err
 	}
-	for _, id := range ids {
-		if _, err := fmt.Fprintln(out, id); err != nil {
+	// One id per line, as a file for @file; with its weight after a tab
+	// when a partition weighs other than 1.
+	for _, p := range ps {
+		line := p.ID
+		if weighted {
+			line += "\t" + strconv.Itoa(p.Weight)
+		}
+		if _, err := fmt.Fprintln(out, line); err != nil {
 			return err
 		}
 	}

@@ -101,6 +101,29 @@ func TestPartitionsSetShowRedis(t *testing.T) {
 		t.Fatalf("partitions show after @file: %q", out)
 	}
 
+	// Weights, "ID<TAB>WEIGHT" in a file: stored, and shown as such a
+	// file, which set reads back as the same set.
+	weighted := filepath.Join(t.TempDir(), "weighted")
+	if err := os.WriteFile(weighted, []byte("city:lyon\t3\nparis\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set("@" + weighted); err != nil {
+		t.Fatalf("partitions set @file with weights: %v", err)
+	}
+	if out := show(); out != "city:lyon\t3\nparis\t1\n" {
+		t.Fatalf("partitions show of a weighted set: %q", out)
+	}
+	if err := os.WriteFile(weighted, []byte(show()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set("@" + weighted); err != nil || show() != "city:lyon\t3\nparis\t1\n" {
+		t.Fatalf("the shown weighted set read back: %v, %q", err, show())
+	}
+	if _, err := set("@" + file); err != nil {
+		t.Fatal(err)
+	}
+	waitOwned([]string{"lyon", "paris"})
+
 	// Empty: refused, then allowed; the member stops everything.
 	for _, spec := range []string{"", "@" + filepath.Join(t.TempDir(), "empty")} {
 		if strings.HasPrefix(spec, "@") {

@@ -40,6 +40,7 @@ func parsePartitionSpec(what, spec string) ([]store.Partition, error) {
 // ("partition", "key") in messages.
 func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 	var ids []string
+	var weights map[string]int // from an @file's "ID<TAB>WEIGHT" lines; 1 if absent
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -52,8 +53,18 @@ func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 			if id == "" || strings.HasPrefix(id, "#") {
 				continue
 			}
+			id, w, err := idWeight(noun, id)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s line %d: %w", what, spec, n, err)
+			}
 			if err := store.ValidateID(noun, id); err != nil {
 				return nil, fmt.Errorf("%s %s line %d: %w", what, spec, n, err)
+			}
+			if w != 1 {
+				if weights == nil {
+					weights = map[string]int{}
+				}
+				weights[id] = w
 			}
 			ids = append(ids, id)
 			if len(ids) > maxRunPartitions {
@@ -95,8 +106,41 @@ func parseIDSpec(what, noun, spec string) ([]store.Partition, error) {
 		}
 		seen[id] = true
 		ps[i] = store.Partition{ID: id, Weight: 1}
+		if w, ok := weights[id]; ok {
+			ps[i].Weight = w
+		}
 	}
 	return ps, nil
+}
+
+// maxWeight is the largest weight an @file gives a partition.
+const maxWeight = 1_000_000
+
+// idWeight splits a line of an @file into its id and weight: "ID" (weight
+// 1) or "ID<TAB>WEIGHT". An id holds no control character, so a tab cannot
+// be part of one, whatever else it holds (':' and '=' included).
+func idWeight(noun, line string) (string, int, error) {
+	id, w, ok := strings.Cut(line, "\t")
+	if !ok {
+		return line, 1, nil
+	}
+	if noun != "partition" {
+		return "", 0, fmt.Errorf("a tab after %q: a %s has no weight (one id per line)", abbrevID(id), noun)
+	}
+	id, w = strings.TrimSpace(id), strings.TrimSpace(w)
+	n, err := strconv.Atoi(w)
+	if err != nil || n < 1 || n > maxWeight {
+		return "", 0, fmt.Errorf("partition %q: weight %q is not a whole number from 1 to %s (write ID<TAB>WEIGHT)", abbrevID(id), abbrevID(w), commas(maxWeight))
+	}
+	return id, n, nil
+}
+
+// abbrevID shortens an id quoted in a message.
+func abbrevID(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "..."
+	}
+	return s
 }
 
 // maxRangeBound is the largest bound of a range.

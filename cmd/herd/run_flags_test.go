@@ -278,3 +278,40 @@ func readyGroup(t *testing.T, m *member) int {
 	})
 	return pgid
 }
+
+// An @file gives weights as "ID<TAB>WEIGHT", which no id can confuse: ids
+// hold ':' and '=' but never a tab. Keys have no weight.
+func TestParsePartitionWeights(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return "@" + p
+	}
+	ps, err := parsePartitionSpec("SPEC", write("w", "city:westlafcals\t5\nk=v\t 2 \nplain\n a:b=c \t1000000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, fmt.Sprintf("%s=%d", p.ID, p.Weight))
+	}
+	if want := "city:westlafcals=5 k=v=2 plain=1 a:b=c=1000000"; strings.Join(got, " ") != want {
+		t.Errorf("weights: %q; want %q", strings.Join(got, " "), want)
+	}
+	for text, msg := range map[string]string{
+		"a\t0\n":       `partition "a": weight "0" is not a whole number from 1 to 1,000,000`,
+		"a\tx\n":       `weight "x" is not a whole number`,
+		"a\t1000001\n": `weight "1000001"`,
+		"a\t2\na\t3\n": `"a" appears twice`,
+	} {
+		if _, err := parsePartitionSpec("SPEC", write("bad", text)); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v; want an error containing %q", text, err, msg)
+		}
+	}
+	if _, err := parseIDSpec("--keys", "key", write("keys", "k1\t2\n")); err == nil || !strings.Contains(err.Error(), "a key has no weight") {
+		t.Errorf("a key with a weight: %v", err)
+	}
+}

@@ -169,28 +169,13 @@ func (n *netns) forward(t *testing.T, target string) (string, func() int) {
 // same session. Without the drop, the call waited for the old
 // connection's next retransmission.
 func TestConnectionDroppedOnLoss(t *testing.T) {
-	u := etcdtest.Need(t)
-	ns := newNetns(t)
-	ns.loopback(t, true)
-	addr, accepted := ns.forward(t, strings.TrimPrefix(u, "etcd://"))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	s, err := open(ctx, "etcd://"+addr, ns.dial)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	s.prefix = testPrefix(t, direct(t, u))
 	const group = "loss"
-	sess, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, ns, s, sess, accepted := lossSetup(t, group)
 	before := accepted()
 
 	ns.loopback(t, false) // the cut
 	rctx, rcancel := context.WithTimeout(ctx, 600*time.Millisecond)
-	_, err = s.KeepAlive(rctx, group, sess, time.Minute)
+	_, err := s.KeepAlive(rctx, group, sess, time.Minute)
 	rcancel()
 	ns.loopback(t, true) // the heal
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -212,23 +197,8 @@ func TestConnectionDroppedOnLoss(t *testing.T) {
 // retransmission (a call on it got no answer, and has not failed yet),
 // goes on a new connection.
 func TestStalledConnectionDroppedBeforeACall(t *testing.T) {
-	u := etcdtest.Need(t)
-	ns := newNetns(t)
-	ns.loopback(t, true)
-	addr, accepted := ns.forward(t, strings.TrimPrefix(u, "etcd://"))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	s, err := open(ctx, "etcd://"+addr, ns.dial)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	s.prefix = testPrefix(t, direct(t, u))
 	const group = "stalled"
-	sess, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, ns, s, sess, accepted := lossSetup(t, group)
 	before := accepted()
 
 	ns.loopback(t, false) // the cut
@@ -258,4 +228,29 @@ func TestStalledConnectionDroppedBeforeACall(t *testing.T) {
 	if err := s.DeleteGroup(ctx, group, true); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lossSetup opens a store on etcd through a network namespace of its own
+// (whose loopback the test sets down and up) and a session in group; it
+// returns a context of a minute, the namespace, the store, the session and
+// how many connections the forwarder has accepted so far.
+func lossSetup(t *testing.T, group string) (context.Context, *netns, *Store, string, func() int) {
+	t.Helper()
+	u := etcdtest.Need(t)
+	ns := newNetns(t)
+	ns.loopback(t, true)
+	addr, accepted := ns.forward(t, strings.TrimPrefix(u, "etcd://"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	s, err := open(ctx, "etcd://"+addr, ns.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.prefix = testPrefix(t, direct(t, u))
+	sess, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, ns, s, sess, accepted
 }
