@@ -233,44 +233,7 @@ func runStatus(ctx context.Context, out io.Writer, o statusOpts) error {
 		}
 		return groupErrors(rep)
 	}
-	terminal := isTerminal(out)
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
-	for {
-		rep, err := read()
-		if ctx.Err() != nil {
-			return nil // Ctrl-C or SIGTERM: the end of --watch, not an error
-		}
-		var frame strings.Builder
-		if terminal && !o.json {
-			frame.WriteString("\x1b[H\x1b[2J")
-		}
-		if !o.json {
-			fmt.Fprintf(&frame, "%s  every %v  (Ctrl-C to stop)\n\n", time.Now().Format("2006-01-02 15:04:05"), o.interval)
-		}
-		if _, werr := io.WriteString(out, frame.String()); werr != nil {
-			return werr
-		}
-		switch {
-		case err != nil && o.json:
-			b, _ := json.Marshal(map[string]string{"store": shown, "error": err.Error()})
-			fmt.Fprintf(out, "%s\n", b)
-		case err != nil:
-			fmt.Fprintf(out, "error: %v (trying again in %v)\n", err, o.interval)
-		default:
-			if werr := write(rep); werr != nil {
-				return werr
-			}
-		}
-		if !terminal && !o.json {
-			fmt.Fprintln(out)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	return watchStatus(ctx, out, o, shown, read, write)
 }
 
 // redactPtr redacts the passwords out of *p, if it is not nil.
@@ -344,4 +307,47 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// watchStatus is herd status --watch: read and write every o.interval
+// until ctx ends, a failed read shown and tried again.
+func watchStatus(ctx context.Context, out io.Writer, o statusOpts, shown string, read func() (*statusReport, error), write func(*statusReport) error) error {
+	terminal := isTerminal(out)
+	tick := time.NewTicker(o.interval)
+	defer tick.Stop()
+	for {
+		rep, err := read()
+		if ctx.Err() != nil {
+			return nil // Ctrl-C or SIGTERM: the end of --watch, not an error
+		}
+		var frame strings.Builder
+		if terminal && !o.json {
+			frame.WriteString("\x1b[H\x1b[2J")
+		}
+		if !o.json {
+			fmt.Fprintf(&frame, "%s  every %v  (Ctrl-C to stop)\n\n", time.Now().Format("2006-01-02 15:04:05"), o.interval)
+		}
+		if _, werr := io.WriteString(out, frame.String()); werr != nil {
+			return werr
+		}
+		switch {
+		case err != nil && o.json:
+			b, _ := json.Marshal(map[string]string{"store": shown, "error": err.Error()})
+			fmt.Fprintf(out, "%s\n", b)
+		case err != nil:
+			fmt.Fprintf(out, "error: %v (trying again in %v)\n", err, o.interval)
+		default:
+			if werr := write(rep); werr != nil {
+				return werr
+			}
+		}
+		if !terminal && !o.json {
+			fmt.Fprintln(out)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
