@@ -254,3 +254,26 @@ func ValidateBatch(partitions []string) error {
 	}
 	return nil
 }
+
+// OpenWithNewID opens a session under a new id (NewSessionID): open writes
+// the session under id and answers "ok", or "dup" if the id is taken, which
+// tries another (three ids at most). op names the call in errors
+// ("redisstore: OpenSession"); any other status is an error.
+func OpenWithNewID(op string, open func(id string) (status string, err error)) (string, error) {
+	for range 3 {
+		id := NewSessionID()
+		status, err := open(id)
+		if err != nil {
+			return "", err
+		}
+		switch status {
+		case "ok":
+			return id, nil
+		case "dup":
+			continue
+		default:
+			return "", fmt.Errorf("%s: unexpected status %q (mismatched script or schema version?)", op, status)
+		}
+	}
+	return "", fmt.Errorf("%s: random session ids collided three times", op)
+}

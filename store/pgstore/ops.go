@@ -40,23 +40,12 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	if weight > 1<<31-1 {
 		return "", fmt.Errorf("pgstore: OpenSession: weight %d does not fit the weight column (int4): %w", weight, store.ErrInvalid)
 	}
-	for range 3 {
-		id := store.NewSessionID()
+	return store.OpenWithNewID("pgstore: OpenSession", func(id string) (string, error) {
 		var status string
-		if err := s.queryRow(ctx, "OpenSession", s.q.open,
-			[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status); err != nil {
-			return "", err
-		}
-		switch status {
-		case "ok":
-			return id, nil
-		case "dup":
-			continue
-		default:
-			return "", unexpected("OpenSession", status)
-		}
-	}
-	return "", fmt.Errorf("pgstore: OpenSession: random session ids collided three times")
+		err := s.queryRow(ctx, "OpenSession", s.q.open,
+			[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status)
+		return status, err
+	})
 }
 
 // KeepAlive implements store.Store. A renewal alone updates one row and

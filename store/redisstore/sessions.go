@@ -18,23 +18,11 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	}
 	k := s.keys(group)
 	meta := strconv.Itoa(weight) + ":" + member
-	for range 3 {
-		id := store.NewSessionID()
+	return store.OpenWithNewID("redisstore: OpenSession", func(id string) (string, error) {
 		status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
 			id, ttlMicros(ttl), meta)
-		if err != nil {
-			return "", err
-		}
-		switch status {
-		case "ok":
-			return id, nil
-		case "dup":
-			continue
-		default:
-			return "", unexpected("OpenSession", status)
-		}
-	}
-	return "", fmt.Errorf("redisstore: OpenSession: random session ids collided three times")
+		return status, err
+	})
 }
 
 // KeepAlive implements store.Store. Besides renewing the session it removes
