@@ -279,7 +279,7 @@ type Store interface {
 	// sessions are deleted too (their members find them expired, and may
 	// write back what they know, as after a store that lost its data; stop
 	// them first). Deleting a group that holds nothing is not an error.
-	// Called by herd group delete, the bench and herd.DeleteGroup.
+	// Called by herd group delete and herd.DeleteGroup.
 	DeleteGroup(ctx context.Context, group string, force bool) error
 
 	// Close releases the backend's resources (not the sessions).
