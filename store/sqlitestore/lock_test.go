@@ -104,3 +104,40 @@ func TestWriteWaitAbandoned(t *testing.T) {
 		}
 	}
 }
+
+// Close while writes are under way waits for them to release the
+// sidecar's flock before it closes the sidecar (the race detector saw
+// Close closing it under a renewal's unlock); every write either lands
+// or fails with ErrUnavailable.
+func TestCloseWaitsForWritesInFlight(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herd.db")
+	for round := range 20 {
+		s, err := sqlitestore.Open(ctx, "sqlite://"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() {
+				var err error
+				for err == nil {
+					_, err = s.KeepAlive(ctx, "g", sess, time.Minute)
+				}
+				errs <- err
+			}()
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		for range cap(errs) {
+			if err := <-errs; !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("round %d: KeepAlive during Close: %v; want ErrUnavailable", round, err)
+			}
+		}
+	}
+}

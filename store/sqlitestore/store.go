@@ -44,7 +44,11 @@ type Store struct {
 
 	mu     sync.Mutex
 	closed bool
-	done   chan struct{} // closed by Close: waiting Changes end
+	// writing counts the writes between the gate and their release of
+	// the sidecar's flock: Close waits for them before it closes the
+	// sidecar they unlock through.
+	writing sync.WaitGroup
+	done    chan struct{} // closed by Close: waiting Changes end
 }
 
 func newStore(f *dbFile, path string, allowNetwork bool, cfg config) *Store {
@@ -75,6 +79,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.writing.Wait()
 	s.notify.close()
 	s.swap.Lock()
 	defer s.swap.Unlock()
@@ -87,6 +92,18 @@ func (s *Store) Close() error {
 	}
 	f.closeSide()
 	return f.closeDB()
+}
+
+// enterWrite counts a write in (see writing); false if the Store is
+// closed, and then nothing is counted.
+func (s *Store) enterWrite() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.writing.Add(1)
+	return true
 }
 
 // closedNow reports whether Close was called.

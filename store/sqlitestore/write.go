@@ -50,6 +50,11 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 		}
 		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
+	if !s.enterWrite() {
+		s.gate.leave()
+		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
+	}
+	defer s.writing.Done() // deferred first, so done last: after the unlock
 	f, err := s.current(ctx, op)
 	if err != nil {
 		s.gate.leave()
