@@ -75,10 +75,12 @@ type runLoop struct {
 	// record broken that way (malformed, or a claim the store refused
 	// although the replica showed the partition free), the group is read
 	// anew every PollInterval, so that its repair is noticed (see Config).
-	// Otherwise each member checks only its own records every
-	// PollInterval (a few reads of MaxBatch records; see
-	// ownRecordsIntact), and reads the whole group every ResyncInterval.
+	// Otherwise each member checks one batch of its own records every
+	// PollInterval (MaxBatch records, the next batch each time, from
+	// ownFrom; see ownRecordsIntact), and reads the whole group every
+	// ResyncInterval.
 	backstop *time.Ticker
+	ownFrom  string
 	resync   *time.Ticker
 	retry    *time.Timer // between sessions: the next attempt to open one; after a failed reconcile, the next plan
 
@@ -209,8 +211,13 @@ func (l *runLoop) await() (plan, ok bool) {
 	case <-l.later.C:
 		return true, true
 	case <-l.backstop.C:
-		if m.rep.broken() || (l.sess != nil && !m.ownRecordsIntact(l.sess)) {
+		if m.rep.broken() {
 			m.rep.resync()
+		} else if l.sess != nil {
+			var intact bool
+			if intact, l.ownFrom = m.ownRecordsIntact(l.sess, l.ownFrom); !intact {
+				m.rep.resync()
+			}
 		}
 	case <-l.resync.C:
 		m.rep.resync()
