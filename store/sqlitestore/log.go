@@ -35,8 +35,11 @@ import (
 // transaction that appends past the bound.
 
 // defaultChangesBlock is the longest one Changes call waits at the end of
-// the log before returning no entries (the caller calls again).
-const defaultChangesBlock = 30 * time.Second
+// the log before returning no entries (the caller calls again). The wait
+// is in this process (a commit wakes it, see notify.go) and a cancelled
+// call ends at once, so a long one costs nothing and a member at rest
+// makes its renewals and hardly any other call.
+const defaultChangesBlock = 5 * time.Minute
 
 // encodePartitions is a PartitionsSet entry's set as stored: lines of
 // "<id>\t<weight>", sorted by id (ids hold no control characters).
