@@ -246,3 +246,33 @@ func TestBenchJobsProcessesSQLite(t *testing.T) {
 		t.Errorf("member processes left after the bench: %v", ms)
 	}
 }
+
+// --member-logs names a directory the bench makes if it is missing; one it
+// cannot make is an error that names the flag (it used to leave a member
+// that never started, and the bench panicked stopping it).
+func TestBenchMemberLogsDir(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "a", "b")
+	o := benchOpts{storeURL: "sqlite://" + filepath.Join(dir, "bench.db"), jsonOut: true, ttl: 3 * time.Second,
+		partitions: 8, steadyFor: time.Second, scenarios: []string{"leave"}, memberExe: herdExe(t), memberLogs: logs}
+	var out bytes.Buffer
+	if err := runBench(t.Context(), &out, o); err != nil {
+		t.Fatalf("bench with --member-logs %s: %v\n%s", logs, err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(logs, "m1.log")); err != nil {
+		t.Errorf("member log: %v", err)
+	}
+
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.memberLogs = filepath.Join(file, "logs")
+	err := runBench(t.Context(), &out, o)
+	if err == nil || !strings.Contains(err.Error(), "--member-logs") {
+		t.Errorf("bench with --member-logs under a file: %v; want an error naming --member-logs", err)
+	}
+	if ms := benchMembersOf(t, os.Getpid()); len(ms) > 0 {
+		t.Errorf("member processes left after the bench: %v", ms)
+	}
+}

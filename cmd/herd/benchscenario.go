@@ -43,6 +43,14 @@ func newFleet(conn *connector, group string, parts int, sc benchScenario, o benc
 			return nil, fmt.Errorf("finding herd's executable to run the members: %w", err)
 		}
 	}
+	for flag, dir := range map[string]string{"--member-cpuprofile": o.memberProf, "--member-logs": o.memberLogs} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+	}
 	f := newProcFleet(exe, conn.url, group, parts, o.ttl, sc.joinWith, conn.connect, o.progress)
 	f.profileDir, f.logDir = o.memberProf, o.memberLogs
 	return f, nil

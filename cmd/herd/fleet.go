@@ -236,6 +236,10 @@ func (f *procFleet) start() (*memberProc, error) {
 	if f.logDir != "" {
 		logFile, err := os.Create(filepath.Join(f.logDir, m.id+".log"))
 		if err != nil {
+			f.mu.Lock()
+			m.gone, m.reaped = true, true // never started: nothing to stop or reap
+			f.mu.Unlock()
+			close(m.exited)
 			return nil, fmt.Errorf("--member-logs: %w", err)
 		}
 		defer logFile.Close() // the child has its own copy once started
@@ -243,6 +247,20 @@ func (f *procFleet) start() (*memberProc, error) {
 		m.cmd.Stderr = logFile // the bench's error messages then say less: the log says it all
 	}
 	memberProcAttr(m.cmd)
+	out, err := f.startProc(m)
+	if err != nil {
+		f.mu.Lock()
+		m.gone, m.reaped = true, true // never started: nothing to stop or reap
+		f.mu.Unlock()
+		close(m.exited)
+		return nil, err
+	}
+	go f.read(m, out)
+	return m, nil
+}
+
+// startProc opens m's pipes and starts its process.
+func (f *procFleet) startProc(m *memberProc) (io.Reader, error) {
 	var err error
 	if m.stdin, err = m.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", m.id, err)
@@ -252,14 +270,9 @@ func (f *procFleet) start() (*memberProc, error) {
 		return nil, fmt.Errorf("starting member %s: %w", m.id, err)
 	}
 	if err := m.cmd.Start(); err != nil {
-		f.mu.Lock()
-		m.gone, m.reaped = true, true
-		f.mu.Unlock()
-		close(m.exited)
 		return nil, fmt.Errorf("starting member %s (%s): %w", m.id, f.exe, err)
 	}
-	go f.read(m, out)
-	return m, nil
+	return out, nil
 }
 
 // read applies a member's reports until its stdout ends, then reaps it.

@@ -46,6 +46,9 @@ func (f *procFleet) leave(id string) error {
 
 // terminate sends m SIGTERM and waits for it; after grace, SIGKILL.
 func (f *procFleet) terminate(m *memberProc, grace time.Duration) error {
+	if m.cmd.Process == nil {
+		return nil // never started
+	}
 	m.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
 	t := time.NewTimer(grace)
 	defer t.Stop()
