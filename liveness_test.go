@@ -198,15 +198,16 @@ func TestScenarioHoldingMemberIsGivenNothing(t *testing.T) {
 			}, func(h *holdScenario) { h.fault.SetLatency(0) })
 		})
 	})
-	// Under 4 s of store latency (more than RenewTimeout) the member's
-	// renewals time out, it fences itself and loses its session; the
-	// latency ends once the others have taken its partitions over, within
-	// TTL + 1 s of its last renewal.
-	t.Run("latency 4s", func(t *testing.T) {
+	// Under 10 s of store latency (more than SessionTTL - FenceMargin:
+	// a renewal is given until the fence) the member's renewals time out,
+	// it fences itself and loses its session; the latency ends once the
+	// others have taken its partitions over, within TTL + 1 s of its last
+	// renewal.
+	t.Run("latency 10s", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			runHoldScenario(t, func(h *holdScenario) {
 				lost := h.c.Session()
-				h.fault.SetLatency(4 * time.Second)
+				h.fault.SetLatency(10 * time.Second)
 				for h.c.Session() == lost {
 					time.Sleep(100 * time.Millisecond) // virtual time
 				}

@@ -5,13 +5,9 @@ package herd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/herdhq/herd/store"
 )
 
 // session is one incarnation of the member in the store.
@@ -86,80 +82,6 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
 	return s, nil
-}
-
-// renewLoop keeps one session alive, never waiting on handlers or the
-// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin
-// since the last successful one was sent, it cancels the session's context,
-// and with it every handler, before the store can expire the session
-// (self-fencing). The fence is a timer of its own, as a renewal call can
-// return well after its deadline.
-func (m *Member) renewLoop(s *session, lastSent time.Time) {
-	defer close(s.renew)
-	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
-	var once sync.Once
-	fenceNow := func() {
-		once.Do(func() {
-			m.log.Warn("session not renewed in time: cancelling handlers", "session", s.id,
-				"since_last_renewal", time.Since(*s.fence.Load())+fenceAfter)
-			s.cancel(ErrFenced)
-		})
-	}
-	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
-		// A member paused by a gate fires its timers once it resumes.
-		if m.cfg.gate.Wait(s.ctx) != nil {
-			return
-		}
-		// A renewal that succeeded has moved the fence on; the loop
-		// re-arms the timer right after.
-		if time.Now().Before(*s.fence.Load()) {
-			return
-		}
-		fenceNow()
-	})
-	defer fence.Stop()
-	next := time.NewTimer(m.cfg.RenewInterval)
-	defer next.Stop()
-	retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-next.C:
-		}
-		if m.cfg.gate.Wait(s.ctx) != nil {
-			return
-		}
-		left := fenceAfter - time.Since(lastSent)
-		if left <= 0 {
-			fenceNow()
-			return
-		}
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(s.ctx, min(m.cfg.RenewTimeout, left))
-		nextExpiry, err := m.st.KeepAlive(ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
-		cancel()
-		m.metrics.renewed(s.ctx, time.Since(sent), err)
-		switch {
-		case s.ctx.Err() != nil:
-			return // fenced (or stopped) while the call was under way
-		case err == nil:
-			if nextExpiry > 0 {
-				m.noteExpiry(time.Now().Add(nextExpiry))
-			}
-			lastSent = sent
-			s.setFence(sent.Add(fenceAfter))
-			fence.Reset(fenceAfter - time.Since(sent))
-			next.Reset(m.cfg.RenewInterval - time.Since(sent))
-		case errors.Is(err, store.ErrSessionExpired):
-			m.log.Warn("session expired in the store: cancelling handlers", "session", s.id)
-			s.cancel(ErrSessionExpired)
-			return
-		default:
-			m.log.Warn("session renewal failed; retrying", "session", s.id, "err", err)
-			next.Reset(retry)
-		}
-	}
 }
 
 // noteExpiry tells the reconcile loop when the earliest session of the

@@ -177,9 +177,10 @@ func TestFenceFinalCheckpointAfterSessionLoss(t *testing.T) {
 			t.Fatalf("a owns %v after b joined, want 4", mine)
 		}
 
-		// Every call of a's now takes 4 s: renewals time out, a fences
-		// itself, and its handlers save their final progress.
-		slow.SetLatency(4 * time.Second)
+		// Every call of a's now takes 10 s, longer than a renewal is given
+		// (until the fence, SessionTTL - FenceMargin): renewals time out, a
+		// fences itself, and its handlers save their final progress.
+		slow.SetLatency(10 * time.Second)
 		time.Sleep(herd.DefaultSessionTTL + 6*time.Second)
 		synctest.Wait()
 		if got := len(b.Owned()); got != 8 {

@@ -1,0 +1,136 @@
+package herd
+
+// The renewal goroutine of a session: renewals, and self-fencing when
+// none has succeeded in time.
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// renewal is the outcome of one renewal attempt.
+type renewal struct {
+	sent time.Time
+	next time.Duration // when the group's earliest session expires (KeepAlive)
+	err  error
+}
+
+// renewLoop keeps one session alive, never waiting on handlers or the
+// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin
+// since the last successful one was sent, it cancels the session's context,
+// and with it every handler, before the store can expire the session
+// (self-fencing). The fence is a timer of its own, as a renewal call can
+// return well after its deadline.
+//
+// An attempt may take until the fence: a store that is slow to answer
+// (Redis behind other members' reads of a large group; a member process
+// starved of CPU that reads the answer late) still renews the session,
+// and cutting the call at RenewTimeout would throw that renewal away and
+// queue another behind the same backlog. Once an attempt has been out for
+// RenewTimeout, another starts beside it (on another connection: the first
+// may be stuck on a cut one), so a few may be out at once, at most about
+// (SessionTTL-FenceMargin)/RenewTimeout. Whichever succeeds moves the
+// fence to its own send time plus SessionTTL-FenceMargin: the store renewed
+// the session after that send.
+func (m *Member) renewLoop(s *session, lastSent time.Time) {
+	defer close(s.renew)
+	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
+	var once sync.Once
+	fenceNow := func() {
+		once.Do(func() {
+			m.log.Warn("session not renewed in time: cancelling handlers", "session", s.id,
+				"since_last_renewal", time.Since(*s.fence.Load())+fenceAfter)
+			s.cancel(ErrFenced)
+		})
+	}
+	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
+		// A member paused by a gate fires its timers once it resumes.
+		if m.cfg.gate.Wait(s.ctx) != nil {
+			return
+		}
+		// A renewal that succeeded has moved the fence on; the loop
+		// re-arms the timer right after.
+		if time.Now().Before(*s.fence.Load()) {
+			return
+		}
+		fenceNow()
+	})
+	defer fence.Stop()
+	results := make(chan renewal, 1)
+	var attempts sync.WaitGroup
+	defer attempts.Wait()
+	out := 0 // attempts under way
+	next := time.NewTimer(m.cfg.RenewInterval)
+	defer next.Stop()
+	retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
+	for {
+		select {
+		case <-s.ctx.Done():
+			drain(results, out)
+			return
+		case <-next.C:
+			if m.cfg.gate.Wait(s.ctx) != nil {
+				drain(results, out)
+				return
+			}
+			if time.Since(lastSent) >= fenceAfter {
+				fenceNow()
+				drain(results, out)
+				return
+			}
+			out++
+			attempts.Go(func() { results <- m.renew(s) })
+			// Another beside it if it is still out after RenewTimeout.
+			next.Reset(m.cfg.RenewTimeout)
+		case r := <-results:
+			out--
+			switch {
+			case s.ctx.Err() != nil:
+				drain(results, out)
+				return // fenced (or stopped) while the call was under way
+			case r.err == nil:
+				if r.next > 0 {
+					m.noteExpiry(time.Now().Add(r.next))
+				}
+				if r.sent.After(lastSent) {
+					lastSent = r.sent
+					s.setFence(r.sent.Add(fenceAfter))
+					fence.Reset(fenceAfter - time.Since(r.sent))
+					next.Reset(m.cfg.RenewInterval - time.Since(r.sent))
+				}
+			case errors.Is(r.err, store.ErrSessionExpired):
+				m.log.Warn("session expired in the store: cancelling handlers", "session", s.id)
+				s.cancel(ErrSessionExpired)
+				drain(results, out)
+				return
+			case out == 0:
+				m.log.Warn("session renewal failed; retrying", "session", s.id, "err", r.err)
+				next.Reset(retry)
+			default:
+				m.log.Warn("session renewal failed; another attempt is under way", "session", s.id, "err", r.err)
+			}
+		}
+	}
+}
+
+// renew is one renewal attempt. The fence bounds it: it cancels the
+// session's context. Not the fence time when the attempt starts: an
+// attempt out beside an earlier one may succeed after that time, once
+// the earlier one moved the fence on.
+func (m *Member) renew(s *session) renewal {
+	sent := time.Now()
+	next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+	m.metrics.renewed(s.ctx, time.Since(sent), err)
+	return renewal{sent: sent, next: next, err: err}
+}
+
+// drain takes the results of the n attempts still under way, so that none
+// blocks on a full channel; their calls end with the session's context.
+func drain(results <-chan renewal, n int) {
+	for range n {
+		<-results
+	}
+}
