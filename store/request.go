@@ -48,12 +48,18 @@ type Request struct {
 	Member    string
 }
 
-// ValidateRequest checks Request's arguments: a known action, the target it
-// takes as a valid id, the other target empty.
+// ValidateRequest checks Request's arguments: a valid group, a known
+// action, the target it takes a valid id, the other target empty.
 func ValidateRequest(group string, r Request) error {
 	if err := ValidateGroup(group); err != nil {
 		return err
 	}
+	return r.Validate()
+}
+
+// Validate checks a request alone (ValidateRequest without the group): a
+// backend decoding a Requested entry checks it with it.
+func (r Request) Validate() error {
 	switch r.Action {
 	case RequestRun, RequestPause, RequestResume:
 		if r.Member != "" {
