@@ -27,7 +27,7 @@ func (s *Store) Request(ctx context.Context, group string, r store.Request) erro
 	}
 	insert := s.sqlFor(`WITH g AS (SELECT * FROM {{S}}.lock_group($1, true))
 INSERT INTO {{S}}.log (gid, seq, tag, kind, session, member, partition)
-  SELECT g.gid, g.seq + 1, {{S}}.new_tag(), `+strconv.Itoa(kindRequested)+`, $2, $3, $4 FROM g`)
+  SELECT g.gid, g.seq + 1, {{S}}.new_tag(), ` + strconv.Itoa(kindRequested) + `, $2, $3, $4 FROM g`)
 	finish := s.sqlFor(`SELECT {{S}}.finish(g, l.seq, l.tag, $2) FROM {{S}}.lock_group($1, false) g
   JOIN {{S}}.log l ON l.gid = g.gid AND l.seq = g.seq + 1`)
 	return s.do(ctx, "Request", func(ctx context.Context) error {
