@@ -212,6 +212,10 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
+	// leaveRequested: the leave was started by a request in the group's
+	// log (request.go), so Err says ErrLeaveRequested rather than ErrLeft.
+	leaveRequested atomic.Bool
+
 	errMu sync.Mutex
 	err   error // why the member stopped, for Leave/Err
 }
@@ -258,6 +262,9 @@ func (m *Member) setErr(err error) {
 	m.life.errMu.Lock()
 	defer m.life.errMu.Unlock()
 	if m.life.err == nil {
+		if err == ErrLeft && m.life.leaveRequested.Load() {
+			err = ErrLeaveRequested
+		}
 		m.life.err = err
 	}
 }
