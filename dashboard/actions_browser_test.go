@@ -65,7 +65,9 @@ func TestBrowserActions(t *testing.T) {
 				t.Fatal(err)
 			}
 			row := func(key string) string { return `document.querySelector('#jobTable tr[data-key="` + key + `"]')` }
-			button := func(key, action string) string { return row(key) + `.querySelector('button[data-action="` + action + `"]')` }
+			button := func(key, action string) string {
+				return row(key) + `.querySelector('button[data-action="` + action + `"]')`
+			}
 			click := func(sel string) { eval[bool](t, ctx, `(() => { `+sel+`.click(); return true; })()`) }
 			waitPage(t, ctx, "both keys owned, with their buttons", `(() => { const r = `+row("h1")+`, s = `+row("h2")+`;
 				return r && s && r.cells[1].textContent !== "-" && s.cells[1].textContent !== "-" && `+button("h1", "run")+` !== null &&
