@@ -250,7 +250,8 @@ func (m *Member) Leave(ctx context.Context) error {
 // and every goroutine it started has returned.
 func (m *Member) Done() <-chan struct{} { return m.life.done }
 
-// Err says why the member stopped (ErrLeft after Leave, the context's error
+// Err says why the member stopped (ErrLeft after Leave, ErrLeaveRequested
+// after a leave requested through the group's log, the context's error
 // after a cancellation); nil while running.
 func (m *Member) Err() error {
 	m.life.errMu.Lock()
@@ -262,7 +263,7 @@ func (m *Member) setErr(err error) {
 	m.life.errMu.Lock()
 	defer m.life.errMu.Unlock()
 	if m.life.err == nil {
-		if err == ErrLeft && m.life.leaveRequested.Load() {
+		if errors.Is(err, ErrLeft) && m.life.leaveRequested.Load() {
 			err = ErrLeaveRequested
 		}
 		m.life.err = err
