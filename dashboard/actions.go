@@ -94,11 +94,14 @@ func (h *Handler) serveAction(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := h.st.Request(ctx, b.Group, req); err != nil {
 		h.log.Warn("dashboard: action failed: the request could not be logged", append(append(who, what...), "err", err)...)
-		code := http.StatusBadGateway
-		if errors.Is(err, store.ErrInvalid) {
-			code = http.StatusBadRequest
+		code, msg := http.StatusBadGateway, "the request could not be logged in the store (opened read-only?): the dashboard's log has the error"
+		switch {
+		case errors.Is(err, store.ErrInvalid):
+			code, msg = http.StatusBadRequest, "invalid request"
+		case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+			msg = errorKind(err)
 		}
-		writeError(w, code, errorKind(err))
+		writeError(w, code, msg)
 		return
 	}
 	h.log.Info("dashboard: action requested", append(who, what...)...)
