@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herdhq/herd/internal/pause"
+	"github.com/herdhq/herd/internal/reqhook"
 	"github.com/herdhq/herd/store"
 )
 
@@ -143,6 +144,9 @@ type Config struct {
 	// gate, if set, pauses all of the member's goroutines while closed, as
 	// if the process were stopped (SIGSTOP): herdtest.WithGate sets it.
 	gate *pause.Gate
+	// onRequest, if set, receives every request the group's log carries
+	// (request.go): package jobs sets it through reqhook.
+	onRequest func(store.Request)
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -290,8 +294,10 @@ func Numbered(n int) []Partition {
 	return ps
 }
 
-// The pause hook (package herdtest's Gate) is set in Config.gate through
-// this bridge, so that it is no field of the public Config.
+// The pause hook (package herdtest's Gate) is set in Config.gate, and the
+// jobs scheduler's request handler in Config.onRequest, through these
+// bridges, so that they are no fields of the public Config.
 func init() {
 	pause.SetHerdGate = func(c *Config, g *pause.Gate) { c.gate = g }
+	reqhook.SetHerdHandler = func(c *Config, f func(store.Request)) { c.onRequest = f }
 }

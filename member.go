@@ -212,6 +212,10 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
+	// leaveRequested: the leave was started by a request in the group's
+	// log (request.go), so Err says ErrLeaveRequested rather than ErrLeft.
+	leaveRequested atomic.Bool
+
 	errMu sync.Mutex
 	err   error // why the member stopped, for Leave/Err
 }
@@ -246,7 +250,8 @@ func (m *Member) Leave(ctx context.Context) error {
 // and every goroutine it started has returned.
 func (m *Member) Done() <-chan struct{} { return m.life.done }
 
-// Err says why the member stopped (ErrLeft after Leave, the context's error
+// Err says why the member stopped (ErrLeft after Leave, ErrLeaveRequested
+// after a leave requested through the group's log, the context's error
 // after a cancellation); nil while running.
 func (m *Member) Err() error {
 	m.life.errMu.Lock()
@@ -258,6 +263,9 @@ func (m *Member) setErr(err error) {
 	m.life.errMu.Lock()
 	defer m.life.errMu.Unlock()
 	if m.life.err == nil {
+		if errors.Is(err, ErrLeft) && m.life.leaveRequested.Load() {
+			err = ErrLeaveRequested
+		}
 		m.life.err = err
 	}
 }

@@ -217,6 +217,7 @@ func (f *feed) follow(read bool) bool {
 	if f.take(&c) {
 		m.wakeLoop() // plan waits for it
 	}
+	f.takeRequests(&c)
 	return f.pace(&c)
 }
 

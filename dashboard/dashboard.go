@@ -9,8 +9,11 @@
 //	defer h.Close()
 //	mux.Handle("/herd/", http.StripPrefix("/herd", h))
 //
-// The dashboard only reads: it calls Snapshot, Changes and Groups
-// (store.GroupLister), never a method that writes. One follower per group
+// The dashboard only reads: it calls Snapshot, Changes, Records and Groups
+// (store.GroupLister), never a method that writes, unless it is made
+// WithActions: then the page may log requests to a group's members
+// (store.Store.Request; see actions.go), which the members act on under
+// their own epochs. One follower per group
 // reads the group's log, whatever the number of open pages; it starts with
 // the first page that shows the group and stops with the last. The page
 // and its assets are embedded: nothing is fetched from elsewhere, and the
@@ -91,6 +94,11 @@ type Handler struct {
 	// refreshEvery is how often a shown group is read again (WithRefresh).
 	refreshEvery time.Duration
 
+	// actions: the page may send requests (WithActions); origin refuses
+	// the browsers' cross-origin ones.
+	actions bool
+	origin  *http.CrossOriginProtection
+
 	ctx    context.Context // ends at Close: every follower's parent
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -107,7 +115,7 @@ type Handler struct {
 // close it.
 func New(st store.Store, opts ...Option) *Handler {
 	h := &Handler{st: st, log: slog.Default(), retry: time.Second, refreshEvery: defaultRefresh,
-		hubs: map[string]*hub{}, hist: map[string]*history{}}
+		hubs: map[string]*hub{}, hist: map[string]*history{}, origin: http.NewCrossOriginProtection()}
 	for _, o := range opts {
 		o(h)
 	}
@@ -116,12 +124,14 @@ func New(st store.Store, opts ...Option) *Handler {
 	files := http.FileServerFS(static)
 	h.mux = http.NewServeMux()
 	h.mux.Handle("GET /{$}", files)
-	for _, f := range []string{"app.js", "map.js", "views.js", "jobs.js", "app.css"} {
+	for _, f := range []string{"app.js", "map.js", "views.js", "jobs.js", "actions.js", "app.css"} {
 		h.mux.Handle("GET /"+f, files)
 	}
 	h.mux.HandleFunc("GET /api/groups", h.serveGroups)
 	h.mux.HandleFunc("GET /api/group", h.serveGroup)
 	h.mux.HandleFunc("GET /api/events", h.serveEvents)
+	h.mux.HandleFunc("GET /api/settings", h.serveSettings)
+	h.mux.HandleFunc("POST /api/action", h.serveAction)
 	return h
 }
 
@@ -141,13 +151,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
 	if !h.authorized(r) {
+		if r.URL.Path == "/api/action" {
+			h.log.Warn("dashboard: action refused: the request lacks the token", "remote", r.RemoteAddr)
+		}
 		hd.Add("WWW-Authenticate", `Basic realm="herd dashboard", charset="UTF-8"`)
 		hd.Add("WWW-Authenticate", `Bearer realm="herd dashboard"`)
 		http.Error(w, "401 unauthorized: this dashboard needs its token (Authorization: Bearer TOKEN, or as the password of basic auth)", http.StatusUnauthorized)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		http.Error(w, "405 method not allowed: the dashboard only reads", http.StatusMethodNotAllowed)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && (r.Method != http.MethodPost || r.URL.Path != "/api/action") {
+		http.Error(w, "405 method not allowed: the dashboard only reads, but for its actions (POST /api/action)", http.StatusMethodNotAllowed)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -232,7 +245,9 @@ func errorKind(err error) string {
 	return "reading the store failed (the dashboard's log has the error)"
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeJSONCode(w, http.StatusOK, v) }
+
+func writeJSONCode(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding the answer failed")
@@ -240,6 +255,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }
 

@@ -33,6 +33,7 @@ const (
 	histRestore  = "restore"  // Parts' records restored (after the store lost data)
 	histSet      = "set"      // the partition set was replaced (Count partitions)
 	histGap      = "gap"      // the dashboard (re)read the group: what changed before was not seen
+	histRequest  = "request"  // a request logged (Action, for key Parts[0] or for Member)
 )
 
 // histEntry is one change, or consecutive changes of one kind by one
@@ -54,6 +55,8 @@ type histEntry struct {
 	From   []string `json:"from,omitempty"`
 	How    []string `json:"how,omitempty"`
 	WaitMs []int64  `json:"waitMs,omitempty"`
+	// Action is a request's (store.RequestRun, ...).
+	Action string `json:"action,omitempty"`
 }
 
 // history is one group's ring, kept by the Handler beyond its followers
@@ -188,6 +191,12 @@ func (t *tracker) seen(c store.Change, rec int) {
 	case store.PartitionsSet:
 		e := t.emit(histSet, c, nil)
 		e.Count = len(c.Partitions)
+	case store.Requested:
+		e := t.emit(histRequest, c, nil)
+		e.Action = c.Action
+		if c.Partition != "" {
+			e.Parts, e.Count = []string{c.Partition}, 1
+		}
 	}
 }
 

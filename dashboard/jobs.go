@@ -34,6 +34,9 @@ type jobRow struct {
 	Error         string `json:"error,omitempty"`
 	NextDue       int64  `json:"nextDue"`
 	Retry         bool   `json:"retry"`
+	// Paused: the key's scheduled runs are skipped (a request to pause,
+	// written into its record by its owner).
+	Paused bool `json:"paused"`
 	// LateMs is how late the last run started after its due time (start
 	// minus slot, both the writer's clock); OverdueMs how long past its
 	// next due time a key that is not running was when the dashboard read
@@ -89,11 +92,11 @@ func (b *blackboard) record(i int, r *store.Record) {
 	row.Running = rec.Running && current
 	row.StoppedMidRun = rec.Running && !current
 	row.LastStart, row.LastStop, row.NextDue = unixMs(rec.LastStart), unixMs(rec.LastStop), unixMs(rec.NextDue)
-	row.Result, row.Error, row.Retry = rec.Result, capText(rec.Error, maxJobError), rec.Retry
+	row.Result, row.Error, row.Retry, row.Paused = rec.Result, capText(rec.Error, maxJobError), rec.Retry, rec.Paused
 	if !rec.LastStart.IsZero() && !rec.Slot.IsZero() && rec.LastStart.After(rec.Slot) {
 		row.LateMs = rec.LastStart.Sub(rec.Slot).Milliseconds()
 	}
-	if !rec.Running && !rec.NextDue.IsZero() && b.now.After(rec.NextDue) {
+	if !rec.Running && !rec.Paused && !rec.NextDue.IsZero() && b.now.After(rec.NextDue) {
 		row.OverdueMs = b.now.Sub(rec.NextDue).Milliseconds()
 	}
 	row.Missed, row.Runs, row.Failures, row.Takeovers = rec.Missed, rec.Runs, rec.Failures, rec.Takeovers

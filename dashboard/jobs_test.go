@@ -99,6 +99,9 @@ func TestBrowserJobs(t *testing.T) {
 	}
 	rows := `[...document.querySelectorAll("#jobTable tbody tr")]`
 	waitPage(t, ctx, "the four keys, owned", rows+`.length === 4 && `+rows+`.every((r) => ["j1", "j2"].includes(r.cells[1].textContent))`, 15*time.Second)
+	if n := eval[int](t, ctx, `document.querySelectorAll("button[data-action]").length`); n != 0 {
+		t.Errorf("a dashboard without actions shows %d action buttons; want none", n)
+	}
 	runsOf := func() string {
 		return eval[string](t, ctx, `document.querySelector('#jobTable tr[data-key="k1"] td.runs').textContent`)
 	}

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"time"
 )
 
@@ -30,23 +29,4 @@ func (s *Scheduler) wall() time.Time {
 		return s.cfg.now()
 	}
 	return time.Now()
-}
-
-// sleepUntil waits until the wall clock reaches t, and reports false if ctx
-// ends first.
-func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
-	tm := time.NewTimer(time.Hour)
-	defer tm.Stop()
-	for {
-		d := t.Sub(s.wall())
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		tm.Reset(min(d, wallRecheck))
-		select {
-		case <-tm.C:
-		case <-ctx.Done():
-			return false
-		}
-	}
 }

@@ -47,6 +47,10 @@ type Run struct {
 	// Takeover is set when the previous owner stopped in the middle of a
 	// run of this slot (it crashed or lost the key), so this run repeats it.
 	Takeover bool
+	// Requested is set for a run made on request (store.RequestRun, the
+	// dashboard's "run now"), outside the schedule: Slot is when its
+	// owner read the request.
+	Requested bool
 
 	claim *herd.Claim
 }

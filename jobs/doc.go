@@ -111,6 +111,17 @@
 // minute or hour field starts with * follows real time: it runs in both
 // passes through a repeated hour.
 //
+// # Requests
+//
+// An operator (herd dashboard --allow-actions) may ask a key's owner to run
+// it now, or to pause or resume it, by a request logged in the group
+// (store.Store.Request). The owner reads it from the log its member
+// follows, and acts under its own epoch: a run on request is made and
+// recorded as any run (Run.Requested set); a pause is written into the
+// key's record (Record.Paused), so the key's next owner keeps skipping its
+// scheduled runs until a request to resume. A request for a key nobody
+// owns when it is read is dropped. See request.go.
+//
 // # What is guaranteed
 //
 // herd's guarantees (package herd, "What is guaranteed") carry over, with

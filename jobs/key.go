@@ -18,6 +18,7 @@ type pending struct {
 	notBefore time.Time // a retry's back-off, or a failed record write's
 	takeover  bool      // the previous owner stopped in the middle of a run of slot
 	failed    int       // record writes that failed in a row
+	requested bool      // a run on request (store.RequestRun): slot is when it was asked for
 }
 
 // due is when the run may start.
@@ -40,6 +41,8 @@ type keyRun struct {
 	// prevOwner and prevEpoch wrote the record found at the claim.
 	prevOwner string
 	prevEpoch uint64
+	// reqs brings the requests for the key (request.go).
+	reqs <-chan string
 }
 
 // handle is the herd handler of one key: it runs the key's due slots for
@@ -52,7 +55,9 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 		<-ctx.Done()
 		return nil
 	}
-	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, s.spreads(sch))}
+	reqs, stopListening := s.listen(c.Partition)
+	defer stopListening()
+	k := &keyRun{s: s, c: c, slots: newSlots(sch, c.Partition, s.spreads(sch)), reqs: reqs}
 	rec, err := DecodeRecord(c.LastCheckpoint())
 	if err != nil {
 		s.log.Warn("the key's record cannot be read; the key starts afresh and its next run replaces the record",
@@ -64,14 +69,31 @@ func (s *Scheduler) handle(c *herd.Claim) error {
 	if err == nil {
 		k.announce(ctx, p)
 	}
+	ended := false
 	for {
 		due := p.due()
-		if due.IsZero() {
+		if due.IsZero() && !ended {
+			ended = true
 			s.log.Info("the key's schedule has no more due times", "key", c.Partition)
-			<-ctx.Done()
+		}
+		if k.rec.Paused {
+			due = time.Time{} // only a request wakes it
+		}
+		req, ok := k.wait(ctx, due) // due (forever if zero), or a request
+		if !ok {
 			return nil
 		}
-		if !s.sleepUntil(ctx, due) || !s.acquire(ctx) {
+		if req != "" {
+			next, runNow, owned := k.request(ctx, req, p)
+			if !owned {
+				<-ctx.Done() // herd cancels it: the key has another owner
+				return nil
+			}
+			if p = next; !runNow {
+				continue
+			}
+		}
+		if !s.acquire(ctx) {
 			return nil
 		}
 		next, owned := k.runOnce(ctx, p)
@@ -171,8 +193,8 @@ func (k *keyRun) pendingOf(rec Record, now time.Time) pending {
 func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 	s, c := k.s, k.c
 	now := s.wall()
-	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, claim: c}
-	if last := k.slots.latest(now); last.After(p.slot) {
+	r := Run{Key: c.Partition, Slot: p.slot, Attempt: p.attempt, Epoch: c.Epoch, Takeover: p.takeover, Requested: p.requested, claim: c}
+	if last := k.slots.latest(now); !p.requested && last.After(p.slot) {
 		// Later slots are due already: run the latest, once. The slots
 		// before it that never started are missed; p.slot is not if it
 		// was started already (a retry, an interruption, a takeover), and

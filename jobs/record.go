@@ -53,6 +53,11 @@ type Record struct {
 	// attempt at Slot, after a failure or an interruption.
 	NextDue time.Time `json:"next_due,omitzero"`
 	Retry   bool      `json:"retry,omitempty"`
+	// Paused says the key's scheduled runs are skipped, after a request
+	// to pause (store.RequestPause) until one to resume: its owner writes
+	// it, so the key's next owner keeps it paused. A run on request
+	// (store.RequestRun) still runs.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // DecodeRecord decodes a key's record from its partition's checkpoint. A

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/pause"
+	"github.com/herdhq/herd/internal/reqhook"
 	"github.com/herdhq/herd/store"
 )
 
@@ -27,6 +28,9 @@ type Scheduler struct {
 	done   chan struct{} // closed once the member has stopped and the metrics are unregistered
 	// skewLogged holds the keys whose skewed record has been logged.
 	skewLogged sync.Map
+	// requests maps each key this member runs to its handler's channel
+	// of requests (request.go).
+	requests sync.Map
 }
 
 // Start joins cfg.Group as a member and starts running the keys it owns.
@@ -78,6 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		Metrics:              cfg.Metrics,
 	}
 	pause.SetHerdGate.(func(*herd.Config, *pause.Gate))(&hc, cfg.gate)
+	reqhook.SetHerdHandler.(func(*herd.Config, func(store.Request)))(&hc, s.onRequest)
 	if err := hc.Validate(); err != nil {
 		if !errors.Is(err, store.ErrInvalid) {
 			err = fmt.Errorf("%w: %w", err, store.ErrInvalid)

@@ -52,6 +52,10 @@ const (
 	// PartitionsSet: the group's partition set is now Partitions (the
 	// whole set, sorted by ID).
 	PartitionsSet
+	// Requested: a request (Store.Request) to the owner of key Partition,
+	// or to member Member, to take Action (RequestRun, ...). It changes
+	// nothing in the group: only its owner acts on it (see Request).
+	Requested
 )
 
 func (k ChangeKind) String() string {
@@ -70,6 +74,8 @@ func (k ChangeKind) String() string {
 		return "restored"
 	case PartitionsSet:
 		return "partitions-set"
+	case Requested:
+		return "requested"
 	}
 	return fmt.Sprintf("change(%d)", int(k))
 }
@@ -86,6 +92,7 @@ type Change struct {
 	Epoch      uint64
 	Partitions []Partition // PartitionsSet only; read-only
 	GivenBack  string      // Released by GiveBack only: the giving session
+	Action     string      // Requested only: RequestRun, RequestPause, RequestResume or RequestLeave
 }
 
 // Clone returns a copy of s whose slices are its own, so that Apply may
@@ -167,6 +174,8 @@ func (s *Snapshot) Apply(c Change) error {
 		ps := slices.Clone(c.Partitions)
 		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
 		s.Partitions, s.PartitionSetStored = ps, true
+	case Requested:
+		// Nothing changes but the version: the owner acts on it.
 	default:
 		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Version.Seq, c.Kind)
 	}

@@ -31,8 +31,9 @@
 //     a session opened (OpenSession), closed (CloseSession) or expired (by
 //     any call that notices it, ExpireSessions among them), a claim
 //     (ClaimBatch), a release (ReleaseBatch, GiveBack), a record
-//     restored (Restore), a partition set stored (SetPartitions). Renewals and
-//     checkpoints are not changes of the group and log nothing. The log is
+//     restored (Restore), a partition set stored (SetPartitions). A
+//     request (Request) is an entry too, though it changes no record.
+//     Renewals and checkpoints are not changes of the group and log nothing. The log is
 //     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
 //     version v plus the entries after v (Snapshot.Apply) is the group as a
 //     later snapshot shows it (sessions' Remaining aside). DeleteGroup
@@ -80,7 +81,7 @@ var (
 	ErrGroupKind = errors.New("herd: group is of another kind")
 )
 
-// Store is what a backend implements: 15 methods, each one operation that
+// Store is what a backend implements: 16 methods, each one operation that
 // the member runtime (package herd), the jobs scheduler or the herd tool
 // calls (docs/store-contract.md lists who calls which). There is one way to
 // do each thing: a single claim or release is a batch of one (store.Claim,
@@ -271,6 +272,18 @@ type Store interface {
 	// whatever the order of the calls. ErrInvalid for epoch 0 or a value
 	// longer than MaxCheckpointLength. Logs Restored.
 	Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error
+
+	// Request appends a Requested entry for r to the group's log, and
+	// changes nothing else: no record, no session. It takes no session and
+	// no epoch: it is the channel through which something that owns
+	// nothing (the dashboard, an operator) asks the owner of a key or a
+	// member to act, and the owner, which follows the log, acts on it
+	// under its own epoch (see Request for who acts, and what happens to
+	// a request nobody owns the target of). A group whose log was never
+	// written gets one, as with any other write. ErrInvalid if
+	// ValidateRequest rejects r. Called by the dashboard (herd dashboard
+	// --allow-actions).
+	Request(ctx context.Context, group string, r Request) error
 
 	// DeleteGroup removes everything the store holds for group: sessions,
 	// partition set and kind, ownership records and checkpoints, in one atomic

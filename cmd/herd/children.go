@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/internal/child"
 )
 
@@ -50,7 +52,8 @@ func stopChild(log *slog.Logger, p *child.Process, grace time.Duration, sessionD
 }
 
 // leaveOnSignal waits for the first of: ctx done or a signal (leave),
-// or the member stopping on its own (an error). To leave it calls leave
+// or the member stopping on its own (an error, unless it left on a
+// request in the group's log: herd.ErrLeaveRequested). To leave it calls leave
 // and waits for it; a second signal meanwhile closes force (children are
 // killed at once) and cancels leave. crash then stops the member for good,
 // and stopped is waited for. what names the member's children in logs
@@ -63,7 +66,14 @@ func leaveOnSignal(ctx context.Context, sigs <-chan os.Signal, stopped <-chan st
 	case <-sigs:
 		signals++
 	case <-stopped:
-		return fmt.Errorf("%s: the member stopped: %w", cmd, stoppedErr())
+		if err := stoppedErr(); !errors.Is(err, herd.ErrLeaveRequested) {
+			return fmt.Errorf("%s: the member stopped: %w", cmd, err)
+		}
+		// A leave requested through the group's log (the dashboard's
+		// "leave"): the member has left gracefully, as on a signal.
+		crash()
+		log.Info("left the group on request (the dashboard's leave action)")
+		return nil
 	}
 	log.Info("leaving: stopping children and handing work off (a second signal kills them at once)")
 	leaveCtx, cancelLeave := context.WithCancel(context.Background())

@@ -26,6 +26,7 @@ type dashboardOpts struct {
 	storeURL string
 	addr     string
 	token    string
+	actions  bool // --allow-actions
 	timeout  time.Duration
 	conn     *connector          // tests: use this store instead of storeURL's
 	ready    func(url string)    // tests: called with the page's URL once it listens
@@ -36,7 +37,7 @@ type dashboardOpts struct {
 func dashboardCmd() *cobra.Command {
 	o := dashboardOpts{}
 	cmd := &cobra.Command{
-		Use:   "dashboard [--store URL] [--addr 127.0.0.1:8080] [--token TOKEN]",
+		Use:   "dashboard [--store URL] [--addr 127.0.0.1:8080] [--token TOKEN] [--allow-actions]",
 		Short: "Serve a live web page of a store's groups: members and partition map",
 		Long: `dashboard serves a web page of the store's groups: per group its members
 (weight, partitions owned), a map of its partitions coloured by owner (hover
@@ -44,7 +45,13 @@ a cell for its id, owner and epoch; search by id) and the partitions nobody
 runs, with why. The page follows each group's log: a change shows within a
 second, and all the pages open on a group share one reader of its log.
 
-It only reads: the store is opened read-only, and the page has no action.
+It only reads, unless --allow-actions is given: the store is opened
+read-only, and the page has no action. With --allow-actions the page offers
+"run now", "pause" and "resume" on a jobs group's keys and "leave" on a
+member: each logs a request in the group, which the key's owner (or the
+member) reads from the log it follows and acts on under its own epoch; the
+dashboard never writes a record. A request for a key nobody owns, or a
+member that is not running, is dropped. Every action is logged.
 --addr is host:port; a port alone (8080 or :8080) listens on 127.0.0.1 only:
 name a host (0.0.0.0:8080) to serve other machines, and then set a token.
 With a token (--token, or better ` + dashboardTokenEnv + `, which no process
@@ -54,7 +61,8 @@ never shows the store's URL or an error's text (the log has them).
 SIGINT or SIGTERM stops it. docs/dashboard.md describes the page.`,
 		Example: `  herd dashboard --store redis://127.0.0.1:6379/0
   herd dashboard --store sqlite://herd.db --addr 9000
-  HERD_DASHBOARD_TOKEN=$(openssl rand -hex 16) herd dashboard --store postgres://herd@db/herd --addr 0.0.0.0:8080`,
+  HERD_DASHBOARD_TOKEN=$(openssl rand -hex 16) herd dashboard --store postgres://herd@db/herd --addr 0.0.0.0:8080
+  HERD_DASHBOARD_TOKEN=$(openssl rand -hex 16) herd dashboard --store redis://127.0.0.1:6379/0 --allow-actions`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.log = func() *slog.Logger { return logger(cmd) }
@@ -65,6 +73,7 @@ SIGINT or SIGTERM stops it. docs/dashboard.md describes the page.`,
 	f.StringVar(&o.storeURL, "store", defaultRunStore, storeFlagUsage)
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "where to serve the page: host:port; a port alone listens on 127.0.0.1 only")
 	f.StringVar(&o.token, "token", "", "a token every request must carry (default $"+dashboardTokenEnv+"; empty: none)")
+	f.BoolVar(&o.actions, "allow-actions", false, "let the page request runs, pauses and resumes of keys and a member's leave (opens the store for writing)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long connecting to the store may take, 100ms to 10m")
 	return cmd
 }
@@ -99,7 +108,13 @@ func runDashboard(ctx context.Context, out io.Writer, o dashboardOpts) error {
 	}
 	conn := o.conn
 	if conn == nil {
-		if conn, err = readConnector(o.storeURL); err != nil {
+		// Actions log requests in the store (store.Store.Request): the
+		// store is opened for writing then, and only then.
+		open := readConnector
+		if o.actions {
+			open = storeConnector
+		}
+		if conn, err = open(o.storeURL); err != nil {
 			return err
 		}
 	}
@@ -115,7 +130,14 @@ func runDashboard(ctx context.Context, out io.Writer, o dashboardOpts) error {
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w (another process listens there: give another port, or :0 for any)", o.addr, err)
 	}
-	h := dashboard.New(st, dashboard.WithToken(o.token), dashboard.WithLogger(log))
+	opts := []dashboard.Option{dashboard.WithToken(o.token), dashboard.WithLogger(log)}
+	if o.actions {
+		opts = append(opts, dashboard.WithActions())
+		if o.token == "" {
+			log.Warn("actions are on without a token: anyone who reaches --addr may run keys and make members leave; set " + dashboardTokenEnv)
+		}
+	}
+	h := dashboard.New(st, opts...)
 	return serveDashboard(ctx, out, ln, h, o, log)
 }
 

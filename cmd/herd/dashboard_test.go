@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/sqlitestore"
 )
 
@@ -98,5 +99,64 @@ func TestDashboardServes(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("herd dashboard after its context ended: %v", err)
+	}
+}
+
+// herd dashboard refuses actions by default (the store opened read-only);
+// with --allow-actions it opens the store for writing and logs an action's
+// request in the group, where a member reads it.
+func TestDashboardActions(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "herd.db")
+	st, err := sqlitestore.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.SetPartitions(ctx, "nightly", store.PartitionSet{Partitions: []store.Partition{{ID: "report"}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Snapshot(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, allow := range []bool{false, true} {
+		runCtx, stop := context.WithCancel(ctx)
+		urls := make(chan string, 1)
+		done := make(chan error, 1)
+		o := dashboardOpts{log: func() *slog.Logger { return slog.New(slog.DiscardHandler) }, storeURL: "sqlite://" + path, addr: ":0",
+			timeout: 10 * time.Second, actions: allow, ready: func(u string) { urls <- u }, env: func(string) string { return "" }}
+		go func() { done <- runDashboard(runCtx, io.Discard, o) }()
+		var base string
+		select {
+		case base = <-urls:
+		case err := <-done:
+			t.Fatalf("herd dashboard: %v", err)
+		}
+		resp, err := http.Post(base+"api/action", "application/json", strings.NewReader(`{"group":"nightly","action":"run","key":"report"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := http.StatusForbidden
+		if allow {
+			want = http.StatusAccepted
+		}
+		if resp.StatusCode != want {
+			t.Errorf("--allow-actions=%v: an action answered %d, want %d", allow, resp.StatusCode, want)
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("herd dashboard after its context ended: %v", err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	cs, _, err := st.Changes(cctx, "nightly", snap.Version, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Kind != store.Requested || cs[0].Request() != (store.Request{Action: store.RequestRun, Partition: "report"}) {
+		t.Fatalf("the group's log after the two dashboards: %+v; want the one request of the dashboard with --allow-actions", cs)
 	}
 }

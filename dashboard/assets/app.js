@@ -1,7 +1,8 @@
 // herd dashboard: the page. It keeps one group's state from the server's
 // events ("state", then "delta"s; "history" and "refresh" beside them) and
-// draws it; it never writes. map.js draws the map, views.js the lists and
-// the history, jobs.js the blackboard.
+// draws it; it never writes (actions.js posts the actions, when they are
+// on). map.js draws the map, views.js the lists and the history, jobs.js
+// the blackboard.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -274,7 +275,7 @@ function drawMembers(owned) {
     tr.dataset.session = m.session;
     const ttl = el("td", "", "num ttl");
     tr.append(td, el("td", m.member), el("td", m.session, "mono"), el("td", String(m.weight), "num"),
-      el("td", String(owned[k] || 0), "num owned"), ttl);
+      el("td", String(owned[k] || 0), "num owned"), ttl, actionCell([["leave", { action: "leave", member: m.member }]]));
     rows.push(tr);
   }
   $("members").tBodies[0].replaceChildren(...rows);

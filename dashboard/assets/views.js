@@ -136,7 +136,8 @@ function noteFreed(e) {
 }
 
 const VERB = { open: "joined (session opened)", close: "left (session closed)", expire: "session expired", claim: "claimed",
-  release: "released", giveback: "gave back", restore: "restored", set: "partition set stored", gap: "the dashboard read the group" };
+  release: "released", giveback: "gave back", restore: "restored", set: "partition set stored", gap: "the dashboard read the group",
+  request: "request logged" };
 
 function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -172,7 +173,8 @@ function drawHistory() {
     const e = H.entries[j];
     if (q && e.member !== q && !(e.parts || []).includes(q)) continue;
     const [who, took] = takeover(e);
-    const what = e.kind === "gap" ? `read a snapshot of ${e.count} partitions (changes before it are not in the history)` :
+    const what = e.kind === "request" ? `${e.action} ${e.parts ? "key " + e.parts[0] : "member " + e.member}` :
+      e.kind === "gap" ? `read a snapshot of ${e.count} partitions (changes before it are not in the history)` :
       e.kind === "set" ? `${e.count} partitions` : (e.parts || []).length ? `${e.count}: ${e.parts.slice(0, 8).join(", ")}${e.count > 8 ? ", …" : ""}` : "";
     const tr = el("tr");
     tr.dataset.kind = e.kind;

@@ -113,6 +113,7 @@ type entry struct {
 	Partition string           `json:"p,omitempty"`
 	Epoch     uint64           `json:"e,omitempty"`
 	GivenBack string           `json:"g,omitempty"`
+	Action    string           `json:"a,omitempty"` // a Requested entry's
 	Set       string           `json:"set,omitempty"`
 	Chunks    int              `json:"n,omitempty"`
 	Parts     []setPart        `json:"ps,omitempty"` // a small set, in the entry
@@ -121,7 +122,7 @@ type entry struct {
 
 func entryOf(c store.Change) entry {
 	e := entry{Kind: c.Kind, Session: c.Session, Member: c.Member, Weight: c.Weight, Partition: c.Partition,
-		Epoch: c.Epoch, GivenBack: c.GivenBack}
+		Epoch: c.Epoch, GivenBack: c.GivenBack, Action: c.Action}
 	for _, p := range c.Partitions {
 		e.Parts = append(e.Parts, setPart{ID: p.ID, Weight: p.Weight})
 	}

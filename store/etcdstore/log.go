@@ -202,7 +202,12 @@ func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev in
 // PartitionsSet entry names at that revision (errGone if it is deleted).
 func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (store.Change, error) {
 	c := store.Change{Version: store.Version{Tag: e.Tag}, Kind: e.Kind, Session: e.Session, Member: e.Member, Weight: e.Weight,
-		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack}
+		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack, Action: e.Action}
+	if e.Kind == store.Requested {
+		if err := c.Request().Validate(); err != nil {
+			return c, fmt.Errorf("log entry of a request cannot be decoded: %v: %w", err, store.ErrCorrupt)
+		}
+	}
 	if e.Kind != store.PartitionsSet {
 		return c, nil
 	}

@@ -221,6 +221,11 @@ func decodeEntry(v store.Version, kind int16, session, member string, weight *in
 		if partition == "" || parseEpoch() != nil {
 			return bad("no partition or epoch")
 		}
+	case kindRequested:
+		c.Kind, c.Action, c.Session = store.Requested, session, ""
+		if err := c.Request().Validate(); err != nil {
+			return bad(err.Error())
+		}
 	case kindSet:
 		c.Kind = store.PartitionsSet
 		if len(ids) != len(weights) {

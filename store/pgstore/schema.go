@@ -18,6 +18,7 @@ const (
 	kindReleased = 5
 	kindRestored = 6
 	kindSet      = 7
+	// kindRequested = 8: request.go
 )
 
 // The schema. {{S}} is the quoted schema name, {{CHAN}} the notification

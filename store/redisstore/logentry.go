@@ -105,6 +105,15 @@ func decodeChangeTo(c *store.Change, version store.Version, v string) error {
 			k = store.SessionExpired
 		}
 		*c = store.Change{Version: version, Kind: k, Session: rest}
+	case 'Q':
+		action, l1 := next()
+		p, l2 := next()
+		member, l3 := next()
+		r := store.Request{Action: action, Partition: p, Member: member}
+		if l1 || l2 || !l3 || r.Validate() != nil {
+			return bad()
+		}
+		*c = store.Change{Version: version, Kind: store.Requested, Action: action, Partition: p, Member: member}
 	case 'P':
 		ps, ok := decodeSetEntry(rest)
 		if !ok {

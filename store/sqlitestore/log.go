@@ -206,6 +206,7 @@ func readLog(c conn, name string, after store.Version, limit int) ([]store.Chang
 		} else if e.Version.Tag != chain(prev, e, parts.String) {
 			return nil, after, &bailout{gone(after, "entry %d does not follow entry %d (the log was changed by hand?)", seq, v.Seq)}
 		}
+		e = loaded(e)
 		if err := decodeEntry(&e, parts); err != nil {
 			return nil, after, &bailout{gone(after, "entry %d: %v", seq, err)}
 		}
@@ -246,6 +247,8 @@ func decodeEntry(c *store.Change, parts sql.NullString) error {
 		}
 	case store.Restored:
 		err = id("partition", c.Partition)
+	case store.Requested:
+		err = c.Request().Validate()
 	case store.PartitionsSet:
 		ps, ok := decodePartitions(parts.String)
 		if !ok || !parts.Valid {

@@ -186,6 +186,7 @@ func (w *wtx) flush() error {
 	}
 	tag, seq := w.g.tag, w.g.seq
 	for _, c := range w.entries[w.flushed:] {
+		c = stored(c)
 		seq++
 		parts := encodePartitions(c)
 		tag = chain(tag, c, parts)

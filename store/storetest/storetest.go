@@ -150,6 +150,10 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"records/order_and_fields", testRecords},
 		{"records/invalid_rejected", testRecordsInvalid},
 		{"records/times", testRecordsTimes},
+		// request.go
+		{"request/logged_changes_nothing", testRequestLogged},
+		{"request/wakes_changes", testRequestWakesChanges},
+		{"request/invalid_rejected", testRequestInvalid},
 		// groups.go
 		{"groups/listed", testGroups},
 		// deletegroup.go
