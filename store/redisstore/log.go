@@ -56,6 +56,7 @@ import (
 //	R\n<partition>\n<session>\n<epoch>[\n<giver>]   Released (by GiveBack: with the giving session)
 //	T\n<partition>\n<epoch>               Restored
 //	P(\n<partition>\n<weight>)*           PartitionsSet (the whole set)
+//	Q\n<action>\n<partition>\n<member>     Requested (request.go)
 //
 // A script that makes several changes (a batch of claims or releases, the
 // sessions a call found expired) writes them as entries of up to maxGroup
