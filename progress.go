@@ -188,6 +188,24 @@ func (p *progress) reject(c *Claim, err error) {
 	}
 }
 
+// claimEnded is what Mark returns once the claim's handler has returned for
+// good. It is set for every partition a member stops running, and formats
+// its message only if a late Mark asks for it: formatting it at once (with
+// fmt.Errorf and %q) was 7% of the CPU of 16 member processes placing
+// 100,000 partitions and leaving, most of it growing the stack of each
+// partition's goroutine to make room for fmt.
+type claimEnded struct {
+	partition string
+	epoch     uint64
+}
+
+func (e claimEnded) Error() string {
+	return fmt.Sprintf("herd: mark of partition %q at epoch %d: the claim has ended (its handler returned): %v",
+		e.partition, e.epoch, ErrNotOwner)
+}
+
+func (e claimEnded) Unwrap() error { return ErrNotOwner }
+
 // rejected reports whether the store has refused one of the claim's writes.
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
@@ -232,8 +250,7 @@ func (m *Member) finishProgress(sl *slot) {
 	p := &c.prog
 	c.mu.Lock()
 	if p.stop == nil {
-		p.stop = fmt.Errorf("herd: mark of partition %q at epoch %d: the claim has ended (its handler returned): %w",
-			c.Partition, c.Epoch, ErrNotOwner)
+		p.stop = claimEnded{c.Partition, c.Epoch}
 	}
 	t := p.timer
 	p.timer = nil
