@@ -19,6 +19,7 @@ type plannerState struct {
 	// checkedParts: the last partition set plan found sorted (see
 	// reconcileBuf.sorted).
 	checkedParts []store.Partition
+	buf          *reconcileBuf   // plan's working memory (nil until the first full plan)
 	sessions     map[string]bool // live sessions at the last reconcile
 	joinedAt     time.Time       // when a new session was last seen
 	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
