@@ -36,9 +36,9 @@ type plannerState struct {
 	plannedAt time.Time
 	planGap   time.Duration
 
-	// target and targetAt: the target of the plan under way and the version of
-	// the copy it was computed on, made the replica's target by reconcile
-	// once the plan is carried out (target.go).
+	// target and targetAt: the target of the last full plan and the version
+	// of the copy it was computed on, made the replica's target by
+	// reconcile before the plan's claims are made (target.go).
 	target   *planTarget
 	targetAt store.Version
 }
