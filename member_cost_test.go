@@ -27,7 +27,10 @@ import (
 // directly in the store (memstore), with the member's log reads held back
 // while it does, so that their work is not measured: cpu-ns/op is this
 // process's CPU time (user and system) in the member's phases alone, and
-// allocs/op and B/op are theirs too. Wall time per op mostly waits
+// allocs/op and B/op are theirs too. The garbage collector's time is in
+// cpu-ns/op, and here it also marks the store's records and log, which a
+// member process does not hold: a CPU profile with -tagfocus member= shows
+// the member's own goroutines. Wall time per op mostly waits
 // (JoinSettle, the target's quiet time) and means little. The session TTL
 // is 20 s, so that the pause while the others claim (a second or more on a
 // loaded machine) is not taken for the end of the placement: the target
