@@ -19,6 +19,7 @@ type plannerState struct {
 	// checkedParts: the last partition set plan found sorted (see
 	// reconcileBuf.sorted).
 	checkedParts []store.Partition
+	buf          *reconcileBuf   // plan's working memory (nil until the first full plan)
 	sessions     map[string]bool // live sessions at the last reconcile
 	joinedAt     time.Time       // when a new session was last seen
 	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
@@ -35,9 +36,9 @@ type plannerState struct {
 	plannedAt time.Time
 	planGap   time.Duration
 
-	// target and targetAt: the target of the plan under way and the version of
-	// the copy it was computed on, made the replica's target by reconcile
-	// once the plan is carried out (target.go).
+	// target and targetAt: the target of the last full plan and the version
+	// of the copy it was computed on, made the replica's target by
+	// reconcile before the plan's claims are made (target.go).
 	target   *planTarget
 	targetAt store.Version
 }

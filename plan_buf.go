@@ -6,15 +6,17 @@ package herd
 import (
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/store"
 )
 
-// reconcileBuf is plan's working memory, O(P) for P partitions. It is
-// reused from one reconcile to the next (and between the members of one
-// process) so that a reconcile of a large group allocates next to nothing.
+// reconcileBuf is plan's working memory, O(P) for P partitions, like the
+// replica. The member keeps it from one full plan to the next
+// (plannerState.buf) so that a plan of a large group allocates next to
+// nothing: about 10 MB on 100,000 partitions, which a sync.Pool lost to
+// the garbage collections between two plans, so that every plan of a
+// rebalance allocated it again and brought the next collection closer.
 type reconcileBuf struct {
 	sessIdx  map[string]int32 // live session id -> index in members
 	members  []balance.Member // live sessions, sorted by id
@@ -31,15 +33,14 @@ type reconcileBuf struct {
 	assigner balance.Assigner
 }
 
-var reconcileBufs = sync.Pool{New: func() any { return &reconcileBuf{sessIdx: map[string]int32{}} }}
+func newReconcileBuf() *reconcileBuf { return &reconcileBuf{sessIdx: map[string]int32{}} }
 
 // sorted returns the snapshot's sessions and partitions, each sorted by id
 // without duplicates, as the store contract promises (join checks the
 // records). A backend that breaks the promise costs a sorted copy, in which
 // the first of duplicates is kept, as balance.Assign does. A partition set
 // already checked (the same read-only slice, shared between snapshots; the
-// member keeps it in *checked, not in the buffer, which the members of one
-// process share) is not checked again.
+// member keeps it in *checked) is not checked again.
 func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
 	ss, ps := snap.Sessions, snap.Partitions
 	ss = sortedByID(ss, sessionID)
@@ -75,9 +76,8 @@ func sameSlice[T any](a, b []T) bool {
 // records turn out not to be sorted: the records it consumes are checked to
 // increase strictly, at no cost where a record matches its partition.
 //
-// The owner found at the same index last time (by this member or, in a
-// process running many, another) is tried before the map: it is usually
-// right.
+// The owner found at the same index last time is tried before the map: it
+// is usually right.
 func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partition, owners []store.Ownership, mine string) bool {
 	P := len(parts)
 	if !sameSlice(parts, b.from) {

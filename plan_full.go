@@ -55,8 +55,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	defer m.rep.release()
 	m.planner.full++
 
-	b := reconcileBufs.Get().(*reconcileBuf)
-	defer reconcileBufs.Put(b)
+	if m.planner.buf == nil {
+		m.planner.buf = newReconcileBuf()
+	}
+	b := m.planner.buf
 	fp := &fullPlan{sess: sess, slots: slots, base: base, b: b}
 	if err := m.assign(fp, snap); err != nil {
 		return pl, err

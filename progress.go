@@ -108,6 +108,19 @@ func (c *Claim) timedFlush() {
 	}
 }
 
+// unwritten reports whether a marked value waits to be written (what flush
+// would write). A partition stopped with nothing to write costs no context
+// with a timeout: each is registered with the member's context, and 6,250
+// handlers returning at once (16 member processes leaving 100,000
+// partitions) made those registrations, contended and growing the stacks
+// of the partitions' goroutines, a tenth of the processes' CPU.
+func (c *Claim) unwritten() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &c.prog
+	return p.inner != nil && p.markSeq > p.wroteSeq && !p.rejected()
+}
+
 // flush writes the latest marked value, if the store does not have it or
 // something newer yet. A first failure is logged as a warning; ErrNotOwner
 // ends the claim's writes quietly (the handler is being cancelled).
@@ -188,6 +201,24 @@ func (p *progress) reject(c *Claim, err error) {
 	}
 }
 
+// claimEnded is what Mark returns once the claim's handler has returned for
+// good. It is set for every partition a member stops running, and formats
+// its message only if a late Mark asks for it: formatting it at once (with
+// fmt.Errorf and %q) was 7% of the CPU of 16 member processes placing
+// 100,000 partitions and leaving, most of it growing the stack of each
+// partition's goroutine to make room for fmt.
+type claimEnded struct {
+	partition string
+	epoch     uint64
+}
+
+func (e claimEnded) Error() string {
+	return fmt.Sprintf("herd: mark of partition %q at epoch %d: the claim has ended (its handler returned): %v",
+		e.partition, e.epoch, ErrNotOwner)
+}
+
+func (e claimEnded) Unwrap() error { return ErrNotOwner }
+
 // rejected reports whether the store has refused one of the claim's writes.
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
@@ -232,8 +263,7 @@ func (m *Member) finishProgress(sl *slot) {
 	p := &c.prog
 	c.mu.Lock()
 	if p.stop == nil {
-		p.stop = fmt.Errorf("herd: mark of partition %q at epoch %d: the claim has ended (its handler returned): %w",
-			c.Partition, c.Epoch, ErrNotOwner)
+		p.stop = claimEnded{c.Partition, c.Epoch}
 	}
 	t := p.timer
 	p.timer = nil
@@ -242,7 +272,7 @@ func (m *Member) finishProgress(sl *slot) {
 		p.flushes.Done() // its function will not run
 	}
 	p.flushes.Wait()
-	if sl.mode.Load() == modeLost || sl.sess.ctx.Err() != nil || m.runCtx.Err() != nil {
+	if sl.mode.Load() == modeLost || sl.sess.ctx.Err() != nil || m.runCtx.Err() != nil || !c.unwritten() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)

@@ -37,7 +37,8 @@ type slot struct {
 	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex). Only the reconcile loop uses it.
-	at int32
+	at    int32
+	watch watchdog // armed by handOff
 }
 
 // claimOnceStopped is called by plan, which would claim sl's partition for
@@ -59,11 +60,12 @@ func (m *Member) unown(p string) {
 
 // handOff cancels sl's handler so that its partition is released once the
 // handler has returned (unless it is giving it back: then it is released
-// that way, and keeps its mark). The releaser expects the release, to send
-// it with the others of the same handoff.
+// that way, and keeps its mark), and arms the watchdog. The releaser
+// expects the release, to send it with the others of the same handoff.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
+		sl.watch.arm()
 	}
 	sl.cancel()
 }
@@ -72,6 +74,7 @@ func (m *Member) handOff(sl *slot) {
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	sl := &slot{sess: sess, cancel: cancel, seq: seq}
+	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
 	sl.claim = &Claim{
 		Partition: part,
@@ -120,9 +123,6 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 func (m *Member) runSlot(sl *slot) {
 	c := sl.claim
 	ctx := c.ctx
-	w := &watchdog{m: m, sl: sl}
-	// Armed by the cancellation; disarmed once the handler has returned.
-	stopArm := context.AfterFunc(ctx, w.arm)
 	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
@@ -143,8 +143,7 @@ func (m *Member) runSlot(sl *slot) {
 			break
 		}
 	}
-	stopArm()
-	w.disarm()
+	sl.watch.disarm() // armed by handOff
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
 	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
@@ -154,10 +153,13 @@ func (m *Member) runSlot(sl *slot) {
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
-// handler being handed off has not returned within MaxShutdown. arm (on
-// context.AfterFunc's goroutine) may run after the handler returned and
+// handler being handed off has not returned within MaxShutdown. arm (by
+// handOff, on the reconcile loop) may run after the handler returned and
 // disarm ran, so they share a lock and a flag: an arm after the disarm does
-// nothing, and a timer armed before it is stopped or waited for.
+// nothing, and a timer armed before it is stopped or waited for. It is
+// armed by handOff rather than by the cancellation of the claim's context
+// (context.AfterFunc): that registered a function per partition run, and
+// started a goroutine per partition stopped.
 type watchdog struct {
 	m  *Member
 	sl *slot

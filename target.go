@@ -160,8 +160,8 @@ func (r *replica) noteProgress(p string, ok, claim bool) bool {
 }
 
 // noteUnchecked keeps batches applied to the copy while no target was set (a
-// plan under way, then its claims), for setTarget to check: up to
-// changesPerRead entries, beyond which the next target is off. r.mu is held.
+// plan under way), for setTarget to check: up to changesPerRead entries,
+// beyond which the next target is off. r.mu is held.
 func (r *replica) noteUnchecked(cs []store.Change) {
 	if r.uncheckedOver {
 		return
