@@ -87,7 +87,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// RenewInterval is the time between session renewals. Default TTL/3.
 	RenewInterval time.Duration
-	// RenewTimeout bounds one renewal attempt. Default RenewInterval.
+	// RenewTimeout: a renewal attempt out this long gets another attempt
+	// beside it (the first goes on until the session would be fenced).
+	// Default RenewInterval.
 	RenewTimeout time.Duration
 	// FenceMargin: if no renewal has succeeded for SessionTTL-FenceMargin
 	// since the last successful one was sent (on the monotonic clock), the
