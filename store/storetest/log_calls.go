@@ -48,27 +48,7 @@ func testLogBlocks(e *env) {
 			t.Fatalf("Changes at the end of the log until its deadline, three times: %v; want no entries and no error", err)
 		}
 	}
-	type reply struct {
-		cs  []store.Change
-		err error
-	}
-	got := make(chan reply, 1)
-	go func() {
-		cur := v
-		for {
-			cs, next, err := e.s.Changes(e.ctx, e.group, cur, 10)
-			if err != nil || len(cs) > 0 {
-				got <- reply{cs, err}
-				return
-			}
-			cur = next
-		}
-	}()
-	select {
-	case r := <-got:
-		t.Fatalf("Changes at the end of the log returned %+v, %v before anything was written; want it to wait", r.cs, r.err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	got := waitingReader(e, v)
 	if _, err := e.s.SetPartitions(e.ctx, e.group, store.PartitionSet{Partitions: []store.Partition{{ID: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -339,4 +319,34 @@ func RunTrim(t *testing.T, s store.Store, limit int) {
 	if len(cs) != 1 || cs[0].Kind != store.SessionOpened {
 		t.Fatalf("entries after the trimmed log's last snapshot: %+v; want one SessionOpened", cs)
 	}
+}
+
+// changesReply is what a waiting reader's Changes call returned.
+type changesReply struct {
+	cs  []store.Change
+	err error
+}
+
+// waitingReader starts a reader at the end of the log (after v), calling
+// Changes again each time one returns nothing, and fails the test unless
+// it is still waiting 100 ms later. The channel gets its first entries.
+func waitingReader(e *env, v store.Version) <-chan changesReply {
+	got := make(chan changesReply, 1)
+	go func() {
+		cur := v
+		for {
+			cs, next, err := e.s.Changes(e.ctx, e.group, cur, 10)
+			if err != nil || len(cs) > 0 {
+				got <- changesReply{cs, err}
+				return
+			}
+			cur = next
+		}
+	}()
+	select {
+	case r := <-got:
+		e.t.Fatalf("Changes at the end of the log returned %+v, %v before anything was written; want it to wait", r.cs, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	return got
 }

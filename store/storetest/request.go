@@ -75,27 +75,7 @@ func testRequestWakesChanges(e *env) {
 	t := e.t
 	e.open("m", longTTL)
 	v := e.snap().Version
-	type reply struct {
-		cs  []store.Change
-		err error
-	}
-	got := make(chan reply, 1)
-	go func() {
-		cur := v
-		for {
-			cs, next, err := e.s.Changes(e.ctx, e.group, cur, 10)
-			if err != nil || len(cs) > 0 {
-				got <- reply{cs, err}
-				return
-			}
-			cur = next
-		}
-	}()
-	select {
-	case r := <-got:
-		t.Fatalf("Changes at the end of the log returned %+v, %v before anything was written; want it to wait", r.cs, r.err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	got := waitingReader(e, v)
 	req := store.Request{Action: store.RequestRun, Partition: "k"}
 	if err := e.s.Request(e.ctx, e.group, req); err != nil {
 		t.Fatal(err)
