@@ -1,16 +1,16 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd/internal/syncbuf"
 
 	"github.com/herdhq/herd/dashboard"
 	"github.com/herdhq/herd/store"
@@ -36,23 +36,8 @@ func post(t *testing.T, url, body string, headers ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// syncBuffer is a log destination tests read while the handler writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log destination tests read while the code writes.
+type syncBuffer = syncbuf.Buffer
 
 // requests reads the Requested entries of group's log after v.
 func requests(t *testing.T, st store.Store, group string, v store.Version) []store.Request {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/internal/syncbuf"
+
 	"github.com/herdhq/herd/internal/etcdtest"
 )
 
@@ -61,22 +63,8 @@ type member struct {
 	err  error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log destination tests read while the code writes.
+type syncBuffer = syncbuf.Buffer
 
 // startRun starts herd run with args, killed when the test ends.
 func startRun(t *testing.T, name string, env []string, args ...string) *member {
