@@ -67,7 +67,12 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if sameSlice(fp.owners, snap.Owners) {
 		recPart = b.recPart
 	}
+	life := m.cfg.RenewInterval
+	if prev.same(sess.id, fp.sessions, fp.parts, b.target) {
+		life = min(2*prev.life, maxTargetLife*m.cfg.RenewInterval)
+	}
 	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
+	m.planner.target.life = life // its quiet time stays RenewInterval/3
 
 	// Partitions we run: keep, drop (lost) or hand off; the releases of
 	// the handoffs are sent together.
