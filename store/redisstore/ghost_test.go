@@ -46,13 +46,6 @@ func TestOpenSessionGivenUpIsNotSentAfterTheCut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ns.Loopback(t, false) // the cut
-	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = s.OpenSession(octx, group, "m1", 1, time.Minute)
-	ocancel()
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("OpenSession during the cut: %v; want store.ErrUnavailable", err)
-	}
 	_, ps, _ := net.SplitHostPort(fwd)
 	port, _ := strconv.Atoi(ps)
 	client := func() []loopns.Socket { // the client's sockets to the forwarder
@@ -63,6 +56,17 @@ func TestOpenSessionGivenUpIsNotSentAfterTheCut(t *testing.T) {
 			}
 		}
 		return out
+	}
+	if len(client()) == 0 {
+		t.Fatal("no connection to the server before the cut: the open below would send nothing")
+	}
+
+	ns.Loopback(t, false) // the cut
+	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = s.OpenSession(octx, group, "m1", 1, time.Minute)
+	ocancel()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("OpenSession during the cut: %v; want store.ErrUnavailable", err)
 	}
 	waitForCond(t, 10*time.Second, "go-redis to close the connection of the call given up on", func() bool {
 		for _, so := range client() {
