@@ -72,7 +72,9 @@ func checkPrefix(p string) error {
 // An invalid option is reported by every method of the returned Store.
 // Create the client with ContextTimeoutEnabled set: otherwise go-redis
 // ignores context deadlines, and a member cut off from Redis may cancel its
-// handlers only after its session has expired.
+// handlers only after its session has expired. Its dialer is its own:
+// Open's resets a connection when it closes it, so that a call given up on
+// is not sent after a network cut heals (resetOnClose).
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg := config{prefix: DefaultPrefix}
 	for _, o := range opts {
