@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,47 +27,6 @@ import (
 const MinServerVersion = "7.0"
 
 const defaultDialTimeout = 5 * time.Second
-
-// dialer returns the dial function of every connection Open makes: TCP,
-// then for TLS the handshake, both within the attempt's deadline (the pool
-// sets DialTimeout per attempt). A TLS handshake with a plain Redis port
-// fails at that deadline or at once, with a message saying so, instead of
-// an opaque timeout.
-func dialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if timeout <= 0 {
-		timeout = defaultDialTimeout
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-		d := net.Dialer{KeepAlive: 5 * time.Minute}
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil || cfg == nil {
-			return conn, err
-		}
-		c := cfg.Clone()
-		if c.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				c.ServerName = host
-			}
-		}
-		tc := tls.Client(conn, c)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = conn.Close()
-			if cause := certCause(err, c.ServerName); cause != "" {
-				return nil, fmt.Errorf("TLS handshake with %s failed: the server's certificate is not accepted: %s: %w", addr, cause, err)
-			}
-			if isTLSAlert(err) {
-				return nil, fmt.Errorf("TLS handshake with %s failed: the server refused the handshake (a client certificate it does not accept? tls_cert and tls_key give one): %w", addr, err)
-			}
-			return nil, fmt.Errorf("TLS handshake with %s failed: is the server speaking TLS? (rediss:// needs a TLS port; a plain port wants redis://): %w", addr, err)
-		}
-		return tc, nil
-	}
-}
 
 // probe dials the deployment's first addresses, one attempt each, until one
 // answers, so that an unreachable host or a TLS mismatch fails Open within
@@ -307,26 +265,26 @@ func ioTimeouts(read, write *time.Duration) {
 
 // newClient makes the go-redis client of t, with context deadlines honoured
 // (up to defaultIOTimeout, unless the URL says otherwise) and the dialer
-// above.
-func newClient(t *target) (redis.UniversalClient, func(context.Context, string, string) (net.Conn, error), time.Duration) {
+// of dial.go over base (nil: TCP).
+func newClient(t *target, base dialFunc) (redis.UniversalClient, dialFunc, time.Duration) {
 	switch t.kind {
 	case cluster:
 		o := t.cluster
 		o.ContextTimeoutEnabled = true
 		ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
-		o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
+		o.Dialer = dialer(o.DialTimeout, o.TLSConfig, base)
 		return redis.NewClusterClient(o), o.Dialer, o.DialTimeout
 	case sentinel:
 		o := t.failover
 		o.ContextTimeoutEnabled = true
 		ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
-		o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
+		o.Dialer = dialer(o.DialTimeout, o.TLSConfig, base)
 		return redis.NewFailoverClient(o), o.Dialer, o.DialTimeout
 	}
 	o := t.single
 	o.ContextTimeoutEnabled = true
 	ioTimeouts(&o.ReadTimeout, &o.WriteTimeout)
-	o.Dialer = dialer(o.DialTimeout, o.TLSConfig)
+	o.Dialer = dialer(o.DialTimeout, o.TLSConfig, base)
 	return redis.NewClient(o), o.Dialer, o.DialTimeout
 }
 

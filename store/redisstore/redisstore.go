@@ -28,6 +28,7 @@ type Store struct {
 	prefix string    // validated key prefix
 	err    error     // a bad option given to New: every call returns it
 	log    logConfig // see log.go
+	ghosts ghosts    // see ghosts.go
 
 	mu     sync.Mutex
 	closed bool
@@ -71,7 +72,9 @@ func checkPrefix(p string) error {
 // An invalid option is reported by every method of the returned Store.
 // Create the client with ContextTimeoutEnabled set: otherwise go-redis
 // ignores context deadlines, and a member cut off from Redis may cancel its
-// handlers only after its session has expired.
+// handlers only after its session has expired. Its dialer is its own:
+// Open's resets a connection when it closes it, so that a call given up on
+// is not sent after a network cut heals (resetOnClose).
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg := config{prefix: DefaultPrefix}
 	for _, o := range opts {
@@ -128,6 +131,12 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // Error messages never contain the password. The first Open routes go-redis'
 // own log lines to log/slog (see the package documentation).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	return open(ctx, rawURL, nil, opts...)
+}
+
+// open is Open with the connections dialed by base (nil: TCP), under TLS
+// and the rest of the dialer (a test's dial from a network namespace).
+func open(ctx context.Context, rawURL string, base dialFunc, opts ...Option) (*Store, error) {
 	t, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -136,7 +145,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		opts = append([]Option{WithPrefix(t.prefix)}, opts...)
 	}
 	routeGoRedisLogs()
-	client, dial, timeout := newClient(t)
+	client, dial, timeout := newClient(t, base)
 	s := New(client, opts...)
 	s.owned = true
 	if s.err != nil {
