@@ -24,8 +24,8 @@ const (
 	DefaultMaxShutdown = 30 * time.Second
 	// DefaultPollInterval: see Config.PollInterval. A member at rest
 	// makes one read each PollInterval besides its renewals, so this sets
-	// most of what it costs the store: 0.011 reads a second.
-	DefaultPollInterval = 90 * time.Second
+	// most of what it costs the store: 0.008 reads a second.
+	DefaultPollInterval = 2 * time.Minute
 	// DefaultResyncInterval: see Config.ResyncInterval.
 	DefaultResyncInterval = 10 * time.Minute
 	DefaultRestartDelay   = time.Second
@@ -110,7 +110,7 @@ type Config struct {
 	// or broken by hand, which the group's log cannot show), reads the whole
 	// group, so that the repair is noticed. Each check reads one batch of
 	// store.MaxBatch of the member's records, the next batch each time.
-	// Default 90s, or 9 x SessionTTL if that is shorter.
+	// Default 2m, or 12 x SessionTTL if that is shorter.
 	PollInterval time.Duration
 	// ResyncInterval is the slow backstop: a member reads the whole group
 	// this often even if nothing looks broken, so that a record broken by
@@ -173,7 +173,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RenewTimeout, c.RenewInterval)
 	def(&c.FenceMargin, c.SessionTTL/10)
 	def(&c.MaxShutdown, DefaultMaxShutdown)
-	def(&c.PollInterval, min(DefaultPollInterval, 9*c.SessionTTL))
+	def(&c.PollInterval, min(DefaultPollInterval, 12*c.SessionTTL))
 	def(&c.ResyncInterval, min(DefaultResyncInterval, 60*c.SessionTTL))
 	def(&c.RestartDelay, DefaultRestartDelay)
 	def(&c.JoinSettle, DefaultJoinSettle)

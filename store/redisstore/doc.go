@@ -120,7 +120,7 @@
 // never continues into another history of the group (deleted and written
 // again, or a failover that lost the latest entries). Changes reads with a
 // small script (the version check) and one XREAD, which at the end of the
-// log blocks for at most 5 minutes.
+// log blocks for at most 2 minutes.
 // The stream is under the group's hash tag like every other key, so Redis
 // Cluster keeps a group on one slot, and DeleteGroup deletes it.
 //

@@ -94,12 +94,14 @@ const DefaultLogLimit = 100_000
 // defaultChangesBlock is the longest one Changes call blocks in XREAD. A
 // call that waited that long returns no entries and the caller calls again,
 // so a reader at rest costs two commands per period (the check script and
-// the XREAD), 0.007 per second: a member at rest makes its renewals and
-// hardly anything else. A call the caller gives up (its context ends)
-// returns at once, but its blocked XREAD keeps a connection of the pool
-// until the block ends; readers give up a wait only when they must read
-// the group anew, which is rare.
-const defaultChangesBlock = 5 * time.Minute
+// the XREAD), 0.017 per second. A call the caller gives up (its context
+// ends) returns at once, but its blocked XREAD keeps a connection of the
+// pool until the block ends (go-redis cannot interrupt it): a reader gives
+// up a wait when it reads the group anew, after a lost session for one, so
+// a member that lost its session every TTL (10 s) would hold 12 connections
+// of its pool (10 per CPU) at 2 minutes. Longer waits need the XREAD ended
+// on cancel (CLIENT UNBLOCK) first.
+const defaultChangesBlock = 2 * time.Minute
 
 // expireBatch is how many sessions one ExpireSessions script expires at
 // most; ExpireSessions repeats it until fewer were due.
@@ -161,7 +163,7 @@ func gone(after store.Version, format string, args ...any) error {
 // Changes implements store.Store. A small script checks that the version
 // can be continued (not ahead of the log, the same tag at the same
 // sequence); then one XREAD BLOCK from the version's id returns the entries
-// at once if there are some, or waits for the next for at most 5 minutes (or
+// at once if there are some, or waits for the next for at most 2 minutes (or
 // until ctx's deadline).
 // Its entries are checked for their sequence and chained tags (so a log
 // trimmed, or deleted and written again, between the two commands is
