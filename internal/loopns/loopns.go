@@ -120,6 +120,14 @@ func (n *NS) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 // the connections are closed when t ends.
 func (n *NS) Forward(t testing.TB, target string) string {
 	t.Helper()
+	addr, _ := n.ForwardCounting(t, target)
+	return addr
+}
+
+// ForwardCounting is Forward, and also returns the count of the
+// connections accepted so far.
+func (n *NS) ForwardCounting(t testing.TB, target string) (addr string, accepted func() int) {
+	t.Helper()
 	var ln net.Listener
 	if err := n.Do(func() error {
 		var err error
@@ -130,6 +138,7 @@ func (n *NS) Forward(t testing.TB, target string) string {
 	}
 	var (
 		mu    sync.Mutex
+		count int
 		conns []net.Conn
 		wg    sync.WaitGroup
 	)
@@ -154,13 +163,18 @@ func (n *NS) Forward(t testing.TB, target string) string {
 				continue
 			}
 			mu.Lock()
+			count++
 			conns = append(conns, c, s)
 			mu.Unlock()
 			wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
 			wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
+	}
 }
 
 // Socket is one IPv4 TCP socket of the namespace, as /proc/net/tcp shows it.
