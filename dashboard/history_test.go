@@ -84,7 +84,7 @@ func TestHistoryTakeover(t *testing.T) {
 					case e.Kind == "claim" && e.Session == m.Session() && held != nil:
 						for j, p := range e.Parts {
 							if e.From[j] != "a" || e.How[j] != "expire" || e.WaitMs[j] < 0 || abs(e.At-expiredAt-e.WaitMs[j]) > 1 {
-								t.Fatalf("b's claim of %s: from %q (%q) after %d ms (expiry seen at %d, claim at %d)", p, e.From[j], e.How[j], e.WaitMs[j], expiredAt, e.At)
+								t.Fatalf("b's claim of %s: from %q (%q) after %d ms (expiry at %d, claim at %d)", p, e.From[j], e.How[j], e.WaitMs[j], expiredAt, e.At)
 							}
 							claimed[p] = true
 						}
