@@ -8,11 +8,12 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// The ownership history: what the dashboard saw its followers apply, with
-// when it saw it. The store's log entries carry no time, so the times are
-// the dashboard's receipt times, and the history reaches back only to when
-// the dashboard first followed the group (or to the oldest entry its ring
-// keeps): a page says both.
+// The ownership history: what the dashboard saw its followers apply, at
+// the time the store appended each change (store.Change.At, on the store's
+// clock), or, for an entry without one (written by an older herd), when
+// the dashboard received it. It reaches back only to when the dashboard
+// first followed the group (or to the oldest entry its ring keeps): a
+// page says both.
 
 // History bounds: the ring keeps at most maxHistoryEntries entries and at
 // most maxHistoryParts partition ids over all of them, whichever is
@@ -39,18 +40,22 @@ const (
 // histEntry is one change, or consecutive changes of one kind by one
 // session in one read of the log, as the dashboard saw them.
 type histEntry struct {
-	Seq     uint64   `json:"seq"`  // the dashboard's own, increasing
-	At      int64    `json:"at"`   // receipt time, Unix milliseconds on the dashboard's clock
-	Kind    string   `json:"kind"` // a hist* constant
-	Session string   `json:"session,omitempty"`
-	Member  string   `json:"member,omitempty"`
-	Parts   []string `json:"parts,omitempty"`
-	Count   int      `json:"count"` // partitions: len(Parts), or the set's size for histSet
-	Version string   `json:"version"`
+	Seq  uint64 `json:"seq"`  // the dashboard's own, increasing
+	At   int64  `json:"at"`   // Unix ms: when the store appended the change (StoreTime), else when the dashboard received it
+	Seen int64  `json:"seen"` // Unix ms when the dashboard received it, on its own clock
+	// StoreTime: At is the store's time (the entry had one), not the
+	// dashboard's receipt time.
+	StoreTime bool     `json:"storeTime"`
+	Kind      string   `json:"kind"` // a hist* constant
+	Session   string   `json:"session,omitempty"`
+	Member    string   `json:"member,omitempty"`
+	Parts     []string `json:"parts,omitempty"`
+	Count     int      `json:"count"` // partitions: len(Parts), or the set's size for histSet
+	Version   string   `json:"version"`
 	// Claims only, one per part: the member that ran it before ("" if
 	// unknown or none), how it let go (release, giveback, expire, close;
 	// "" if unknown), and the takeover: milliseconds from that moment to
-	// this claim as the dashboard saw both (-1 if it did not see the
+	// this claim, both at their At (-1 if the dashboard did not see the
 	// first).
 	From   []string `json:"from,omitempty"`
 	How    []string `json:"how,omitempty"`
@@ -159,9 +164,9 @@ func (t *tracker) seen(c store.Change, rec int) {
 			}
 		}
 		for _, p := range held {
-			t.freed[p] = freed{t.now, member, how}
+			t.freed[p] = freed{t.at(c), member, how}
 		}
-		e := t.emit(how, store.Change{Kind: c.Kind, Session: c.Session, Member: member, Version: c.Version}, nil)
+		e := t.emit(how, store.Change{Kind: c.Kind, Session: c.Session, Member: member, Version: c.Version, At: c.At}, nil)
 		e.Parts, e.Count = held, len(held)
 	case store.Claimed:
 		f, ok := t.freed[c.Partition]
@@ -175,14 +180,14 @@ func (t *tracker) seen(c store.Change, rec int) {
 			return
 		}
 		e.From, e.How = append(e.From, f.member), append(e.How, f.how)
-		e.WaitMs = append(e.WaitMs, t.now.Sub(f.at).Milliseconds())
+		e.WaitMs = append(e.WaitMs, t.at(c).Sub(f.at).Milliseconds())
 	case store.Released:
 		kind := histRelease
 		if c.GivenBack != "" {
 			kind = histGiveBack
 		}
 		member := t.memberOf(c.Session)
-		t.freed[c.Partition] = freed{t.now, member, kind}
+		t.freed[c.Partition] = freed{t.at(c), member, kind}
 		delete(t.batch, c.Partition)
 		c.Member = member
 		t.emit(kind, c, &c.Partition)
@@ -214,19 +219,31 @@ func (t *tracker) memberOf(session string) string {
 	return t.snap.Sessions[i].Member
 }
 
+// at is when c happened as the history tells it: the store's time of the
+// entry, or the time the dashboard received it if the entry has none.
+func (t *tracker) at(c store.Change) time.Time {
+	if c.At.IsZero() {
+		return t.now
+	}
+	return c.At
+}
+
 // emit adds c to the last entry if it is of the same kind and session
-// (and names a partition), else starts an entry; it returns the entry.
+// (and names a partition) and at the same millisecond (the changes of one
+// batch share their time), else starts an entry; it returns the entry.
 func (t *tracker) emit(kind string, c store.Change, part *string) *histEntry {
+	at := t.at(c).UnixMilli()
 	if n := len(t.out); n > 0 && part != nil {
 		e := &t.out[n-1]
-		if e.Kind == kind && e.Session == c.Session && len(e.Parts) > 0 {
+		if e.Kind == kind && e.Session == c.Session && len(e.Parts) > 0 && e.At == at {
 			e.Parts = append(e.Parts, *part)
 			e.Count++
 			e.Version = c.Version.String()
 			return e
 		}
 	}
-	e := histEntry{At: t.now.UnixMilli(), Kind: kind, Session: c.Session, Member: c.Member, Version: c.Version.String()}
+	e := histEntry{At: at, Seen: t.now.UnixMilli(), StoreTime: !c.At.IsZero(), Kind: kind, Session: c.Session, Member: c.Member,
+		Version: c.Version.String()}
 	if part != nil {
 		e.Parts, e.Count = []string{*part}, 1
 	}

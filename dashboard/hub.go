@@ -170,7 +170,8 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			}
 			h.mu.Unlock()
 			h.publish(hb, encode("state", w))
-			h.record(hb, []histEntry{{At: time.Now().UnixMilli(), Kind: histGap, Version: snap.Version.String(), Count: len(snap.Partitions)}})
+			now := time.Now().UnixMilli()
+			h.record(hb, []histEntry{{At: now, Seen: now, Kind: histGap, Version: snap.Version.String(), Count: len(snap.Partitions)}})
 			continue
 		}
 		cs, _, err := h.st.Changes(ctx, hb.group, snap.Version, store.MaxBatch)

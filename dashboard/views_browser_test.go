@@ -62,8 +62,9 @@ func TestBrowserViews(t *testing.T) {
 				5*time.Second)
 			row := eval[[]string](t, ctx, `[...[...document.querySelectorAll("#histTable tbody tr")].find((r) => r.dataset.kind === "claim" && r.dataset.member === "b" && r.cells[4].textContent.includes("a (expired)")).cells].map((c) => c.textContent)`)
 			t.Logf("%s: history row of the takeover: %q", b.name, row)
-			if note := eval[string](t, ctx, `document.getElementById("histNote").textContent`); !strings.Contains(note, "when this dashboard received") {
-				t.Errorf("history note %q does not say whose times these are", note)
+			if note := eval[string](t, ctx, `document.getElementById("histNote").textContent`); !strings.Contains(note, "on the store's clock") ||
+				!strings.Contains(note, "reaches back to") || strings.Contains(note, "marked *") {
+				t.Errorf("history note %q does not say whose times these are and how far back it reaches, or says some have none", note)
 			}
 			screenshot(t, ctx, b.name, "group")
 

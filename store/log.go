@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Version is a point in a group's log: the state after entry Seq. Seq
@@ -93,6 +94,12 @@ type Change struct {
 	Partitions []Partition // PartitionsSet only; read-only
 	GivenBack  string      // Released by GiveBack only: the giving session
 	Action     string      // Requested only: RequestRun, RequestPause, RequestResume or RequestLeave
+	// At is when the entry was appended, on the store's clock (etcdstore:
+	// the writing process's clock; see each backend's doc), to the
+	// microsecond or better; entries one write appends together share it.
+	// Zero: unknown, an entry written by a herd older than this field.
+	// Apply ignores it: two replicas agree whatever it says.
+	At time.Time
 }
 
 // Clone returns a copy of s whose slices are its own, so that Apply may

@@ -1,17 +1,23 @@
 // herd dashboard: the partitions nobody runs and why, checkpoint ages,
-// and the ownership history as the dashboard saw it.
+// and the ownership history as the dashboard saw it, at the store's times.
 "use strict";
 
 const MAX_LISTED = 200;
 
-// clock is a time of day of a Unix millisecond time: the dashboard's
-// receipt time of a change, shown as it is (never compared with the
-// browser's clock).
+// clock is a time of day of a Unix millisecond time: the store's time of
+// a change (or the dashboard's receipt time), shown as it is (never
+// compared with the browser's clock).
 function clock(ms) {
   // By hand: the first call of toLocaleTimeString loads the locale's data,
   // tens of milliseconds the first draw should not wait for.
   const d = new Date(ms), p = (v, n) => String(v).padStart(n || 2, "0");
   return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+
+// day is clock with the date before it.
+function day(ms) {
+  const d = new Date(ms), p = (v) => String(v).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${clock(ms)}`;
 }
 
 function reason(i) {
@@ -163,10 +169,13 @@ function drawHistory() {
   if (!H) return;
   H.dirty = false;
   const first = H.entries.length ? H.entries[0].at : H.since;
-  $("histNote").textContent = `Times are when this dashboard received each change from the group's log, not when the store made it. ` +
-    `It has followed this group since ${clock(H.since)}; it keeps the last ${H.maxEntries} entries or ${H.maxParts} partition changes, ` +
-    (H.dropped ? `so older ones were dropped: it reaches back to ${clock(first)}.` : `and reaches back to ${clock(first)}, all it has seen.`) +
-    " A takeover is the time from the previous owner's release or expiry to the new claim, both as the dashboard saw them.";
+  const received = H.entries.filter((e) => !e.storeTime && e.kind !== "gap").length;
+  $("histNote").textContent = `Times are when the store appended each change to the group's log, on the store's clock` +
+    (received ? `; the ${received} marked * were written by an older herd, without a time: when this dashboard received them. ` : ". ") +
+    `The history reaches back to ${day(first)}: this dashboard has followed this group since ${day(H.since)}, and keeps the last ` +
+    `${H.maxEntries} entries or ${H.maxParts} partition changes` +
+    (H.dropped ? `, so older ones were dropped.` : `: all it has seen.`) +
+    " A takeover is the time from the previous owner's release or expiry to the new claim.";
   const q = $("histFilter").value.trim();
   const rows = [];
   for (let j = H.entries.length - 1; j >= 0 && rows.length < MAX_LISTED; j--) {
@@ -179,7 +188,9 @@ function drawHistory() {
     const tr = el("tr");
     tr.dataset.kind = e.kind;
     tr.dataset.member = e.member || "";
-    tr.append(el("td", clock(e.at), "mono"), el("td", e.member || ""), el("td", VERB[e.kind] || e.kind), el("td", what), el("td", who), el("td", took, "num"));
+    const at = el("td", clock(e.at) + (e.storeTime || e.kind === "gap" ? "" : " *"), "mono");
+    at.title = `received by this dashboard at ${clock(e.seen || e.at)}`;
+    tr.append(at, el("td", e.member || ""), el("td", VERB[e.kind] || e.kind), el("td", what), el("td", who), el("td", took, "num"));
     rows.push(tr);
   }
   $("histTable").tBodies[0].replaceChildren(...rows);

@@ -117,12 +117,17 @@ type entry struct {
 	Set       string           `json:"set,omitempty"`
 	Chunks    int              `json:"n,omitempty"`
 	Parts     []setPart        `json:"ps,omitempty"` // a small set, in the entry
-	Tag       uint64           `json:"t,omitempty"`
+	// At: the writing process's clock in µs when it committed the entry
+	// (etcd gives no server time); absent in an entry of an older herd,
+	// whose readers ignore it.
+	At  int64  `json:"at,omitempty"`
+	Tag uint64 `json:"t,omitempty"`
 }
 
-func entryOf(c store.Change) entry {
+// entryOf is the entry of c, written at at (the writer's clock).
+func entryOf(c store.Change, at time.Time) entry {
 	e := entry{Kind: c.Kind, Session: c.Session, Member: c.Member, Weight: c.Weight, Partition: c.Partition,
-		Epoch: c.Epoch, GivenBack: c.GivenBack, Action: c.Action}
+		Epoch: c.Epoch, GivenBack: c.GivenBack, Action: c.Action, At: at.UnixMicro()}
 	for _, p := range c.Partitions {
 		e.Parts = append(e.Parts, setPart{ID: p.ID, Weight: p.Weight})
 	}

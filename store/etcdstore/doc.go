@@ -11,6 +11,10 @@
 // entries and the writer then sequences (pending.go). So the log is a
 // gap-free per-group sequence next to etcd's cluster-wide revisions, and
 // writers of different partitions of a group do not take turns.
+// An entry's time (store.Change.At, its JSON field "at") is the writing
+// process's clock when it committed the transaction: etcd gives no server
+// time, so entries of different writers are only as ordered in time as
+// their hosts' clocks agree. Entries of an older herd have none.
 // A batch is split into transactions of at most claimChunk partitions
 // (etcd's default --max-txn-ops is 128) and a partition set into chunks
 // (its default --max-request-bytes is 1.5 MiB): the cluster needs no

@@ -203,6 +203,9 @@ func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev in
 func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (store.Change, error) {
 	c := store.Change{Version: store.Version{Tag: e.Tag}, Kind: e.Kind, Session: e.Session, Member: e.Member, Weight: e.Weight,
 		Partition: e.Partition, Epoch: e.Epoch, GivenBack: e.GivenBack, Action: e.Action}
+	if e.At > 0 { // absent (0) in an entry of an older herd: unknown
+		c.At = time.UnixMicro(e.At).UTC()
+	}
 	if e.Kind == store.Requested {
 		if err := c.Request().Validate(); err != nil {
 			return c, fmt.Errorf("log entry of a request cannot be decoded: %v: %w", err, store.ErrCorrupt)

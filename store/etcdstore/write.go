@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -92,8 +93,9 @@ func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (co
 	var own string
 	if len(w.log) > 0 {
 		raws := make([][]byte, 0, len(w.log))
+		at := time.Now() // the entries' time: this process's clock (etcd has no server time to give)
 		for _, c := range w.log {
-			e := entryOf(c)
+			e := entryOf(c, at)
 			if c.Kind == store.PartitionsSet {
 				e.Set, e.Chunks = w.setID, w.setChunks
 			}

@@ -47,7 +47,7 @@ func (s *Store) logChange(g *group, c store.Change) {
 		l.gen = rand.Uint64()
 	}
 	l.seq++
-	c.Version = l.version()
+	c.Version, c.At = l.version(), s.at
 	l.entries = append(l.entries, c)
 	if len(l.entries) > s.logLimit+s.logLimit/4 {
 		l.entries = slices.Clone(l.entries[len(l.entries)-s.logLimit:])

@@ -70,6 +70,7 @@ type Store struct {
 	lastID uint64            // session ids are a counter, never reused
 	groups map[string]*group // created on first use, never removed
 	expiry expiryHeap        // every live session of every group, soonest expiry first
+	at     time.Time         // the clock at the start of the current call: Change.At of what it logs
 }
 
 var _ store.Store = (*Store)(nil)
@@ -141,6 +142,7 @@ func (s *Store) begin(ctx context.Context, op string, args error) (time.Time, er
 		return time.Time{}, fmt.Errorf("memstore: %s: store is closed: %w", op, store.ErrUnavailable)
 	}
 	now := s.now()
+	s.at = now.Round(0) // the entries this call appends are stamped with it
 	s.expireLocked(now)
 	return now, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herdhq/herd/store"
 )
@@ -54,8 +55,12 @@ func encodeNote(group string, n note) string {
 		if c.Epoch != 0 {
 			epoch = strconv.FormatUint(c.Epoch, 10)
 		}
+		at := ""
+		if !c.At.IsZero() {
+			at = strconv.FormatInt(c.At.UnixMicro(), 10)
+		}
 		b.WriteString("\x1e" + strings.Join([]string{strconv.FormatUint(c.Version.Seq, 10), strconv.FormatUint(c.Version.Tag, 10),
-			strconv.Itoa(kinds[c.Kind]), c.Session, c.Member, weight, c.Partition, epoch, c.GivenBack}, "\x1f"))
+			strconv.Itoa(kinds[c.Kind]), c.Session, c.Member, weight, c.Partition, epoch, c.GivenBack, at}, "\x1f"))
 	}
 	return b.String()
 }
@@ -64,8 +69,10 @@ func encodeNote(group string, n note) string {
 // one that decodes writes back as a payload that decodes the same.
 func FuzzNote(f *testing.F) {
 	n := note{after: store.Version{Seq: 4, Tag: 9}, cs: []store.Change{
-		{Version: store.Version{Seq: 5, Tag: 11}, Kind: store.SessionOpened, Session: testSession, Member: "m", Weight: 2},
-		{Version: store.Version{Seq: 6, Tag: 12}, Kind: store.Claimed, Session: testSession, Member: "m", Partition: "p", Epoch: 3},
+		{Version: store.Version{Seq: 5, Tag: 11}, Kind: store.SessionOpened, Session: testSession, Member: "m", Weight: 2,
+			At: time.UnixMicro(1_700_000_000_000_001).UTC()},
+		{Version: store.Version{Seq: 6, Tag: 12}, Kind: store.Claimed, Session: testSession, Member: "m", Partition: "p", Epoch: 3,
+			At: time.UnixMicro(1_700_000_000_000_001).UTC()},
 		{Version: store.Version{Seq: 7, Tag: 13}, Kind: store.Released, Session: testSession, Partition: "p", Epoch: 3, GivenBack: testSession},
 		{Version: store.Version{Seq: 8, Tag: 14}, Kind: store.Restored, Partition: "p", Epoch: 4},
 		{Version: store.Version{Seq: 9, Tag: 15}, Kind: store.SessionExpired, Session: testSession},
@@ -73,6 +80,9 @@ func FuzzNote(f *testing.F) {
 	f.Add(encodeNote("g", n))
 	f.Add("g")
 	f.Add("g\x1d1\x1f2\x1e2\x1f3\x1f7\x1f\x1f\x1f\x1f\x1f\x1f")
+	// Entries of a schema before the log's time (9 fields), and with it.
+	f.Add("g\x1d1\x1f2\x1e2\x1f3\x1f3\x1f" + testSession + "\x1f\x1f\x1f\x1f\x1f")
+	f.Add("g\x1d1\x1f2\x1e2\x1f3\x1f3\x1f" + testSession + "\x1f\x1f\x1f\x1f\x1f\x1f1700000000000000")
 	f.Fuzz(func(t *testing.T, payload string) {
 		group, n, ok := parseNote(payload)
 		if !ok {

@@ -70,6 +70,11 @@
 // call reads every poll interval (?poll_interval=, default 500ms); with it,
 // every 10 s as a backstop.
 //
+// Each entry holds its time (column at, store.Change.At): the server's
+// statement_timestamp() of the call that appended it, the column's
+// default, so every function (an older herd's too) fills it. A store adds
+// it to a schema of version 2 that predates it (logTimeSQL in schema.go).
+//
 // # Epochs never repeat
 //
 // A claim's epoch is max(previous+1, server time in µs) (store.NextEpoch),

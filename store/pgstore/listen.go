@@ -228,8 +228,10 @@ func parseNote(payload string) (group string, n note, ok bool) {
 	n.after = store.Version{Seq: seq, Tag: tag}
 	v := n.after
 	for _, r := range recs[1:] {
+		// 10 fields, the last the entry's time (µs, "" if unknown); 9 from
+		// a schema before the log's time.
 		f := strings.Split(r, "\x1f")
-		if len(f) != 9 {
+		if len(f) != 9 && len(f) != 10 {
 			return group, note{}, false
 		}
 		seq, err1 := strconv.ParseUint(f[0], 10, 64)
@@ -250,6 +252,13 @@ func parseNote(payload string) (group string, n note, ok bool) {
 		c, err := decodeEntry(store.Version{Seq: seq, Tag: tag}, int16(kind), f[3], f[4], weight, f[6], f[7], f[8], nil, nil)
 		if err != nil || c.Kind == store.PartitionsSet {
 			return group, note{}, false
+		}
+		if len(f) == 10 && f[9] != "" {
+			us, err := strconv.ParseInt(f[9], 10, 64)
+			if err != nil {
+				return group, note{}, false
+			}
+			c.At = logTime(us)
 		}
 		n.cs = append(n.cs, c)
 		v = c.Version

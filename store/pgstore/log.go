@@ -117,8 +117,9 @@ func (s *Store) readChanges(ctx context.Context, group string, after store.Versi
 			var weight *int32
 			var ids []string
 			var weights []int32
+			var at *int64
 			if err := rows.Scan(&gseq, &gtag, &start, &seq, &tag, &kind, &session, &member, &weight, &partition,
-				&epoch, &givenBack, &ids, &weights); err != nil {
+				&epoch, &givenBack, &ids, &weights, &at); err != nil {
 				return err
 			}
 			if first {
@@ -155,6 +156,9 @@ func (s *Store) readChanges(ctx context.Context, group string, after store.Versi
 				outErr = gone(after, "%v", err)
 				return nil
 			}
+			if at != nil {
+				c.At = logTime(*at)
+			}
 			out = append(out, c)
 			v = c.Version
 		}
@@ -175,6 +179,15 @@ func (s *Store) readChanges(ctx context.Context, group string, after store.Versi
 		return nil, after, nil
 	}
 	return out, out[len(out)-1].Version, nil
+}
+
+// logTime is an entry's At from its time in µs since 1970 (column at);
+// 0 or less is unknown, the zero time.
+func logTime(us int64) time.Time {
+	if us <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
 }
 
 // decodeEntry makes a store.Change of one log row. An entry that does not

@@ -39,7 +39,7 @@ WHERE g.name = $1 AND o.gid = g.gid AND o.partition = $2 AND o.epoch = $3::numer
   AND EXISTS (SELECT 1 FROM ` + S + `.sessions s WHERE s.gid = g.gid AND s.id = o.session AND s.expires > clock_timestamp())`,
 		snapshot: snapshotSQL(S),
 		changes: `SELECT g.seq, g.tag, g.log_start, l.seq, l.tag, l.kind, l.session, l.member, l.weight, l.partition,
-  l.epoch::text, l.given_back, l.part_ids, l.part_weights
+  l.epoch::text, l.given_back, l.part_ids, l.part_weights, ` + S + `.micros(l.at)::bigint
 FROM ` + S + `.groups g LEFT JOIN LATERAL (
   SELECT * FROM ` + S + `.log x WHERE x.gid = g.gid AND x.seq >= $2 ORDER BY x.seq LIMIT $3
 ) l ON true

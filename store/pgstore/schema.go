@@ -21,6 +21,59 @@ const (
 	// kindRequested = 8: request.go
 )
 
+// finishSQL is the function finish (of schemaSQL, and replaced by
+// logTimeSQL in a schema that predates the log's time).
+const finishSQL = `-- finish records the log's new end in the group's row, trims the log to
+-- p_limit entries (in steps of a quarter of it), and notifies listeners,
+-- if anything was appended. The notification carries the new entries when
+-- they are few and small (see listen.go): group, 0x1d, the version they
+-- follow, then each entry, fields separated by 0x1f, entries by 0x1e (ids
+-- hold no control characters); otherwise the group alone. An entry's last
+-- field is its time (at) in µs, '' if unknown.
+CREATE OR REPLACE FUNCTION {{S}}.finish(g {{S}}.groups, p_seq bigint, p_tag bigint, p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE ls bigint := g.log_start; v_payload text := g.name; v_n bigint; v_entries text;
+BEGIN
+  IF p_seq = g.seq THEN RETURN; END IF;
+  IF p_seq - g.seq <= 32 THEN
+    SELECT count(*), string_agg(l.seq || E'\x1f' || l.tag || E'\x1f' || l.kind
+        || E'\x1f' || coalesce(l.session, '') || E'\x1f' || coalesce(l.member, '') || E'\x1f' || coalesce(l.weight::text, '')
+        || E'\x1f' || coalesce(l.partition, '') || E'\x1f' || coalesce(l.epoch::text, '') || E'\x1f' || coalesce(l.given_back, '')
+        || E'\x1f' || coalesce({{S}}.micros(l.at)::bigint::text, ''),
+        E'\x1e' ORDER BY l.seq)
+      INTO v_n, v_entries
+      FROM {{S}}.log l WHERE l.gid = g.gid AND l.seq > g.seq AND l.kind <> 7;
+    IF v_n = p_seq - g.seq AND octet_length(g.name) + octet_length(v_entries) < 7500 THEN
+      v_payload := g.name || E'\x1d' || g.seq || E'\x1f' || g.tag || E'\x1e' || v_entries;
+    END IF;
+  END IF;
+  IF p_seq - ls + 1 > p_limit + p_limit / 4 THEN
+    ls := p_seq - p_limit + 1;
+    DELETE FROM {{S}}.log WHERE gid = g.gid AND seq < ls;
+  END IF;
+  UPDATE {{S}}.groups SET seq = p_seq, tag = p_tag, log_start = ls WHERE gid = g.gid;
+  PERFORM pg_notify({{CHAN}}, v_payload);
+END $$;
+`
+
+// logTimeSQL adds the log's time (column at) to a schema of version 2
+// that predates it, without a new version: rows of a herd before it
+// (which writes through the same functions, and whose statements name
+// their columns) get the default too, and its notifications' decoder,
+// which wants entries of 9 fields, finds 10 and reads the table instead.
+// The column has no value in the rows already there (their At is zero),
+// and its default is set after adding it, so adding it rewrites nothing.
+//
+// The default is the start of the calling statement on the server's
+// clock (statement_timestamp): every writer's, and every entry of one
+// call the same; a call that waited for the group's lock may log an entry
+// a little earlier than the one before it, by that wait.
+const logTimeSQL = `
+ALTER TABLE {{S}}.log ADD COLUMN IF NOT EXISTS at timestamptz;
+ALTER TABLE {{S}}.log ALTER COLUMN at SET DEFAULT statement_timestamp();
+{{FINISH}}
+`
+
 // The schema. {{S}} is the quoted schema name, {{CHAN}} the notification
 // channel as a string literal. Every operation that reads and writes is one
 // call of one of these functions, so it is one statement and one
@@ -92,6 +145,7 @@ CREATE TABLE {{S}}.log (
   given_back text COLLATE "C",
   part_ids text[],
   part_weights integer[],
+  at timestamptz DEFAULT statement_timestamp(), -- see logTimeSQL
   PRIMARY KEY (gid, seq)
 );
 
@@ -152,36 +206,7 @@ BEGIN
   END IF;
 END $$;
 
--- finish records the log's new end in the group's row, trims the log to
--- p_limit entries (in steps of a quarter of it), and notifies listeners,
--- if anything was appended. The notification carries the new entries when
--- they are few and small (see listen.go): group, 0x1d, the version they
--- follow, then each entry, fields separated by 0x1f, entries by 0x1e (ids
--- hold no control characters); otherwise the group alone.
-CREATE FUNCTION {{S}}.finish(g {{S}}.groups, p_seq bigint, p_tag bigint, p_limit integer) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE ls bigint := g.log_start; v_payload text := g.name; v_n bigint; v_entries text;
-BEGIN
-  IF p_seq = g.seq THEN RETURN; END IF;
-  IF p_seq - g.seq <= 32 THEN
-    SELECT count(*), string_agg(l.seq || E'\x1f' || l.tag || E'\x1f' || l.kind
-        || E'\x1f' || coalesce(l.session, '') || E'\x1f' || coalesce(l.member, '') || E'\x1f' || coalesce(l.weight::text, '')
-        || E'\x1f' || coalesce(l.partition, '') || E'\x1f' || coalesce(l.epoch::text, '') || E'\x1f' || coalesce(l.given_back, ''),
-        E'\x1e' ORDER BY l.seq)
-      INTO v_n, v_entries
-      FROM {{S}}.log l WHERE l.gid = g.gid AND l.seq > g.seq AND l.kind <> 7;
-    IF v_n = p_seq - g.seq AND octet_length(g.name) + octet_length(v_entries) < 7500 THEN
-      v_payload := g.name || E'\x1d' || g.seq || E'\x1f' || g.tag || E'\x1e' || v_entries;
-    END IF;
-  END IF;
-  IF p_seq - ls + 1 > p_limit + p_limit / 4 THEN
-    ls := p_seq - p_limit + 1;
-    DELETE FROM {{S}}.log WHERE gid = g.gid AND seq < ls;
-  END IF;
-  UPDATE {{S}}.groups SET seq = p_seq, tag = p_tag, log_start = ls WHERE gid = g.gid;
-  PERFORM pg_notify({{CHAN}}, v_payload);
-END $$;
-
+{{FINISH}}
 CREATE FUNCTION {{S}}.open_session(p_group text, p_id text, p_member text, p_weight integer, p_ttl_us bigint, p_limit integer)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE g {{S}}.groups; v_now timestamptz; v_seq bigint; v_tag bigint;

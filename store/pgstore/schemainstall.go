@@ -16,6 +16,7 @@ import (
 // sqlFor returns the schema's SQL with the store's schema name and channel.
 func (s *Store) sqlFor(text string) string {
 	text = strings.ReplaceAll(text, "{{SETPARTITIONS}}", setPartitionsSQL)
+	text = strings.ReplaceAll(text, "{{FINISH}}", finishSQL)
 	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel), "{{APP}}", quoteLiteral(intxAppPrefix)).Replace(text)
 }
 
@@ -68,7 +69,9 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 // that installOnce is to judge.
 func (s *Store) installedAlready(ctx context.Context) (bool, error) {
 	var v *int
-	err := s.pool.QueryRow(ctx, "SELECT max(version) FROM "+s.qschema+".schema_version").Scan(&v)
+	var hasAt bool // the log's time (logTimeSQL), added to version 2 without a new version
+	err := s.pool.QueryRow(ctx, "SELECT max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) "+
+		"AND attname = 'at' AND NOT attisdropped) FROM "+s.qschema+".schema_version", s.qschema+".log").Scan(&v, &hasAt)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // undefined table or schema
@@ -78,7 +81,7 @@ func (s *Store) installedAlready(ctx context.Context) (bool, error) {
 	case v != nil && *v > SchemaVersion:
 		return false, newerSchema{schema: s.schema, version: *v}
 	}
-	return v != nil && *v == SchemaVersion, nil
+	return v != nil && *v == SchemaVersion && hasAt, nil
 }
 
 // installOnce reports whether it created the schema's tables.
@@ -109,13 +112,18 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 	case version > SchemaVersion:
 		return false, newerSchema{schema: s.schema, version: version}
 	case version == SchemaVersion:
-		return false, nil
+		// Installed; the log's time is added if it predates it (a no-op
+		// otherwise: another store added it meanwhile).
+		if _, err := tx.Exec(ctx, s.sqlFor(logTimeSQL)); err != nil {
+			return false, fmt.Errorf("adding the log's time: %w", err)
+		}
+		return false, tx.Commit(ctx)
 	case version == 1:
 		// The groups gain their kind and digest (upgradeV1SQL), and the
 		// functions of locks.go replace their older versions (same
 		// arguments and results: members of version 1 still running keep
 		// working with them).
-		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL)); err != nil {
+		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL+logTimeSQL)); err != nil {
 			return false, fmt.Errorf("upgrading the schema from version 1: %w", err)
 		}
 	case version != 0:

@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/herdhq/herd/store"
 )
@@ -37,5 +39,51 @@ func TestOpenUpgradesSchemaV1(t *testing.T) {
 	res, err = s.SetPartitions(t.Context(), "g", store.PartitionSet{Kind: store.KindPartitions, Partitions: set})
 	if err != nil || !res.Written {
 		t.Fatalf("SetPartitions of the first set again, after a member of version 1 set another = %+v, %v; want written", res, err)
+	}
+}
+
+// A schema of version 2 from before the log's time (no column at, a
+// finish that notifies entries of 9 fields) is brought up to date by
+// Open: the entries already there read with a zero At, those after it
+// carry the time, notified or read from the table.
+func TestOpenAddsLogTime(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	if _, err := s.SetPartitions(t.Context(), "g", store.PartitionSet{Partitions: []store.Partition{{ID: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(t.Context(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.OpenSession(t.Context(), "g", "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	q := `"` + schema + `"`
+	admin(t, `ALTER TABLE `+q+`.log DROP COLUMN at`)
+	oldFinish := strings.Replace(finishSQL, "\n        || E'\\x1f' || coalesce({{S}}.micros(l.at)::bigint::text, '')", "", 1)
+	if oldFinish == finishSQL {
+		t.Fatal("finishSQL does not notify the time as this test expects")
+	}
+	admin(t, strings.NewReplacer("{{S}}", q, "{{CHAN}}", quoteLiteral(s.channel)).Replace(oldFinish))
+
+	s = openIn(t, schema)
+	begin := time.Now()
+	if err := s.CloseSession(t.Context(), "g", sess); err != nil {
+		t.Fatalf("CloseSession after the upgrade: %v", err)
+	}
+	end := time.Now()
+	cs, _, err := s.Changes(t.Context(), "g", snap.Version, 10)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("Changes = %+v, %v; want the session opened and closed", cs, err)
+	}
+	if !cs[0].At.IsZero() {
+		t.Errorf("the entry written before the upgrade has At %v; want zero (unknown)", cs[0].At)
+	}
+	if at := cs[1].At; at.Before(begin.Add(-time.Second)) || at.After(end.Add(time.Second)) {
+		t.Errorf("the entry written after the upgrade has At %v; want within [%v, %v]", at, begin, end)
 	}
 }

@@ -218,13 +218,20 @@ func FuzzLogEntries(f *testing.F) {
 	e1, e2 := "C\np\nS\n5\nm", "M\x1eR\np\nS\n5\x1eT\np\n6"
 	t1, _ := chain(nil, 0, e1)
 	t2, _ := chain(nil, t1, e2)
-	f.Add(fmt.Sprintf("1-%d", t1), e1, fmt.Sprintf("3-%d", t2), e2, uint64(0), uint64(0), 10)
-	f.Add(fmt.Sprintf("1-%d", t1), e1, fmt.Sprintf("3-%d", t2), e2, uint64(2), t2, 1)
-	f.Fuzz(func(t *testing.T, id1, v1, id2, v2 string, seq, tag uint64, max int) {
+	// Entries with their time ("t"), and without (written by an older herd).
+	f.Add(fmt.Sprintf("1-%d", t1), e1, "1700000000000001", fmt.Sprintf("3-%d", t2), e2, "1700000000000002", uint64(0), uint64(0), 10)
+	f.Add(fmt.Sprintf("1-%d", t1), e1, "", fmt.Sprintf("3-%d", t2), e2, "", uint64(0), uint64(0), 10)
+	f.Add(fmt.Sprintf("1-%d", t1), e1, "x", fmt.Sprintf("3-%d", t2), e2, "1700000000000002", uint64(2), t2, 1)
+	f.Fuzz(func(t *testing.T, id1, v1, at1, id2, v2, at2 string, seq, tag uint64, max int) {
 		if max <= 0 || max > 1000 {
 			return
 		}
 		msgs := []redis.XMessage{{ID: id1, Values: map[string]any{"e": v1}}, {ID: id2, Values: map[string]any{"e": v2}}}
+		for i, at := range []string{at1, at2} {
+			if at != "" {
+				msgs[i].Values["t"] = at
+			}
+		}
 		after := store.Version{Seq: seq, Tag: tag}
 		out, v, err := decodeEntries(nil, after, msgs, max)
 		if err != nil {
@@ -242,6 +249,9 @@ func FuzzLogEntries(f *testing.F) {
 				t.Fatalf("change at %d after %d", c.Version.Seq, prev)
 			}
 			prev = c.Version.Seq
+			if !c.At.IsZero() && c.At.UnixMicro() <= 0 {
+				t.Fatalf("change %v: time %v before 1970", c.Version, c.At)
+			}
 		}
 		if len(out) > 0 && !reflect.DeepEqual(v, out[len(out)-1].Version) {
 			t.Fatalf("version %v, last change at %v", v, out[len(out)-1].Version)

@@ -61,7 +61,7 @@
 //	<prefix>:{<b64 group>}:epochat      HASH  partition id -> "<epoch>:<µs>" (server time the record got that epoch)
 //	<prefix>:{<b64 group>}:ckptat       HASH  partition id -> "<µs>" (server time of the last checkpoint write)
 //	<prefix>:{<b64 group>}:givenback    HASH  partition id -> session id of the last GiveBack (the record's GivenBack mark)
-//	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", field "e"
+//	<prefix>:{<b64 group>}:log          STREAM the group's log: ids "<seq>-<tag>", fields "e" (entry), "t" (server µs)
 //	<prefix>:{<b64 group>}:version      STRING "<tag>:<seq>" of the log's last entry
 //
 // Every SetPartitions also writes partset, since Redis deletes an empty
@@ -118,7 +118,10 @@
 // and trims it with XADD MINID ~ (WithLogLimit, default 100,000 changes,
 // about 88 bytes each for claims). Entries are chained by their tags, so a reader
 // never continues into another history of the group (deleted and written
-// again, or a failover that lost the latest entries). Changes reads with a
+// again, or a failover that lost the latest entries). Each entry carries
+// the writing script's TIME, the Change.At of its changes (zero for an
+// entry written by an older herd, which reads the entries of a newer one
+// as before). Changes reads with a
 // small script (the version check) and one XREAD, which at the end of the
 // log blocks for at most 2 minutes.
 // The stream is under the group's hash tag like every other key, so Redis

@@ -44,8 +44,13 @@ import (
 // blocking XREAD that returns entries of another history is told apart by
 // the same check, without another round trip.
 //
-// Each entry is one field "e" (one short field name for the whole stream:
-// entries with the master entry's fields store only their values). An
+// Each entry has a field "e" (short field names for the whole stream:
+// entries with the master entry's fields store only their values), and a
+// field "t": the writing script's TIME in microseconds since the Unix epoch,
+// the store.Change.At of each of the entry's changes. An entry written by
+// an older herd has no "t" (its changes' At is zero); such a herd reads
+// "e" only, so it reads the entries of a newer one as before. The tags
+// chain "e" alone. An
 // entry of one change has as value a kind letter and the change's values
 // separated by "\n" (ids contain no control characters):
 //
@@ -319,6 +324,7 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 		}
 		// The entry's changes, one after the other (cut from rest, not
 		// split into a list: that was a list per entry).
+		at := entryTime(m.Values["t"])
 		rest, grouped := strings.CutPrefix(val, groupPrefix)
 		n := uint64(1)
 		if grouped {
@@ -354,6 +360,7 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 			if err := decodeChangeTo(&out[len(out)-1], cv, one); err != nil {
 				return nil, after, gone(after, "%v", err)
 			}
+			out[len(out)-1].At = at
 			v = cv
 			if len(out) == end {
 				return out, v, nil
@@ -361,6 +368,18 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 		}
 	}
 	return out, v, nil
+}
+
+// entryTime decodes an entry's "t" field (µs since the Unix epoch); an
+// absent or malformed one (an entry of an older herd) is the zero time:
+// At is for display, and a bad time must not end the reader's version.
+func entryTime(v any) time.Time {
+	t, _ := v.(string)
+	us, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || us <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
 }
 
 // groupPrefix starts the value of an entry of several changes, groupSep

@@ -43,7 +43,8 @@ import "github.com/redis/go-redis/v9"
 //	                  hash, so that owners values keep the form every version
 //	                  of this store reads.
 //	log         STREAM the group's log (see log.go): ids "<seq>-<tag>",
-//	                  one field "e" = the entry (see log.go)
+//	                  fields "e" = the entry and "t" = the script's
+//	                  TIME in µs (see log.go)
 //	version     STRING "<tag>:<seq>" of the log's last entry
 //
 // epochat and ckptat are only read by Records (for views such as herd
@@ -150,7 +151,7 @@ local function write(e, n)
   local tag = chain(gen, e)
   local last = seq + n
   local r = redis.pcall('XADD', LOGK, 'MINID', '~', string.format('%.0f', math.max(last - MAXLEN, 0)),
-    string.format('%.0f', last) .. '-' .. tag, 'e', e)
+    string.format('%.0f', last) .. '-' .. tag, 'e', e, 't', now_s)
   if type(r) == 'table' and r.err then
     -- The log key is not what this store wrote (another type, ids ahead
     -- of the version key): start a new history rather than fail a change
@@ -158,7 +159,7 @@ local function write(e, n)
     new_gen()
     tag = chain(gen, e)
     last = n
-    redis.call('XADD', LOGK, string.format('%.0f', last) .. '-' .. tag, 'e', e)
+    redis.call('XADD', LOGK, string.format('%.0f', last) .. '-' .. tag, 'e', e, 't', now_s)
   end
   gen, seq = tag, last
 end

@@ -43,13 +43,17 @@ func FuzzPartitionSet(f *testing.F) {
 // its kind needs.
 func FuzzLogRow(f *testing.F) {
 	const s = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	f.Add(int(store.SessionOpened), s, "m", 1, "", uint64(0), "", "", false)
-	f.Add(int(store.Claimed), s, "m", 0, "p", uint64(3), "", "", false)
-	f.Add(int(store.Released), s, "", 0, "p", uint64(3), s, "", false)
-	f.Add(int(store.PartitionsSet), "", "", 0, "", uint64(0), "", "a\t1\n", true)
-	f.Fuzz(func(t *testing.T, kind int, session, member string, weight int, partition string, epoch uint64, givenBack, parts string, valid bool) {
+	// at: the row's time in µs, 0 for a row written by a herd before it.
+	f.Add(int(store.SessionOpened), s, "m", 1, "", uint64(0), "", "", false, int64(1_700_000_000_000_000))
+	f.Add(int(store.Claimed), s, "m", 0, "p", uint64(3), "", "", false, int64(0))
+	f.Add(int(store.Released), s, "", 0, "p", uint64(3), s, "", false, int64(-1))
+	f.Add(int(store.PartitionsSet), "", "", 0, "", uint64(0), "", "a\t1\n", true, int64(1_700_000_000_000_000))
+	f.Fuzz(func(t *testing.T, kind int, session, member string, weight int, partition string, epoch uint64, givenBack, parts string, valid bool, at int64) {
 		c := store.Change{Kind: store.ChangeKind(kind), Session: session, Member: member, Weight: weight,
-			Partition: partition, Epoch: epoch, GivenBack: givenBack}
+			Partition: partition, Epoch: epoch, GivenBack: givenBack, At: logTime(at)}
+		if (at > 0) == c.At.IsZero() || at > 0 && c.At.UnixMicro() != at {
+			t.Fatalf("logTime(%d) = %v", at, c.At)
+		}
 		if err := decodeEntry(&c, sql.NullString{String: parts, Valid: valid}); err != nil {
 			return
 		}

@@ -103,6 +103,9 @@
 // written again, or the file replaced by an older copy and written on. The
 // log keeps the last WithLogLimit entries (DefaultLogLimit, 100,000) and
 // Changes returns store.ErrVersionGone for a version it no longer has.
+// Each entry holds its time (column at, store.Change.At): the writing
+// transaction's wall clock, shared by its entries; Open adds the column to
+// a file of a herd before it (schema.go), whose entries have none.
 //
 // # Wake-ups
 //

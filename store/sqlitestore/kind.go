@@ -66,33 +66,10 @@ func (s *Store) SetPartitions(ctx context.Context, group string, ps store.Partit
 }
 
 // addKindColumns adds the columns kind and digest to herd_groups in a file
-// written by a herd before them. The columns have defaults and every
-// statement names its columns, so a herd before them goes on using the
-// file (it neither reads nor writes them).
+// written by a herd before them (see addColumns).
 func addKindColumns(ctx context.Context, db *sql.DB) error {
-	has := func(q querier) (bool, error) {
-		var n int
-		err := q.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('herd_groups') WHERE name IN ('kind', 'digest')`).Scan(&n)
-		return n == 2, err
-	}
-	if ok, err := has(db); ok || err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if ok, err := has(tx); ok || err != nil {
-		return err // added meanwhile by another process
-	}
-	for _, q := range []string{
+	return addColumns(ctx, db, "herd_groups", "the group kind", []string{"kind", "digest"}, []string{
 		`ALTER TABLE herd_groups ADD COLUMN kind TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE herd_groups ADD COLUMN digest TEXT NOT NULL DEFAULT ''`,
-	} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("adding the group kind to herd_groups: %w", err)
-		}
-	}
-	return tx.Commit()
+	})
 }

@@ -180,10 +180,10 @@ func readLog(c conn, name string, after store.Version, limit int) ([]store.Chang
 	out := make([]store.Change, 0, min(uint64(limit), g.seq-after.Seq))
 	v, prev, atAfter := after, after.Tag, true
 	for rows.Next() {
-		var seq, tag, kind, weight, epoch int64
+		var seq, tag, kind, weight, epoch, at int64
 		var e store.Change
 		var parts sql.NullString
-		if err := rows.Scan(&seq, &tag, &kind, &e.Session, &e.Member, &weight, &e.Partition, &epoch, &e.GivenBack, &parts); err != nil {
+		if err := rows.Scan(&seq, &tag, &kind, &e.Session, &e.Member, &weight, &e.Partition, &epoch, &e.GivenBack, &parts, &at); err != nil {
 			return nil, after, err
 		}
 		if atAfter {
@@ -207,6 +207,7 @@ func readLog(c conn, name string, after store.Version, limit int) ([]store.Chang
 			return nil, after, &bailout{gone(after, "entry %d does not follow entry %d (the log was changed by hand?)", seq, v.Seq)}
 		}
 		e = loaded(e)
+		e.At = logTime(at)
 		if err := decodeEntry(&e, parts); err != nil {
 			return nil, after, &bailout{gone(after, "entry %d: %v", seq, err)}
 		}
@@ -223,6 +224,16 @@ func readLog(c conn, name string, after store.Version, limit int) ([]store.Chang
 		return nil, after, &bailout{gone(after, "the log's first entries were trimmed")}
 	}
 	return out, v, nil
+}
+
+// logTime is an entry's At from its column at (µs since 1970): 0 (the
+// column's default, for an entry written by a herd before it) or less is
+// unknown, the zero time.
+func logTime(us int64) time.Time {
+	if us <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
 }
 
 // decodeEntry checks an entry read from the table and decodes its

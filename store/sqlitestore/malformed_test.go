@@ -111,7 +111,7 @@ func TestMalformedLog(t *testing.T) {
 	v = mustSnap(t, s, "g").Version
 	id := gid(t, db, "g")
 	// A whole entry appended by hand, of a kind herd does not know.
-	exec1(t, db, "INSERT INTO herd_log VALUES (?, ?, 5, 99, '', '', 0, '', 0, '', NULL)", id, v.Seq+1)
+	exec1(t, db, "INSERT INTO herd_log VALUES (?, ?, 5, 99, '', '', 0, '', 0, '', NULL, 0)", id, v.Seq+1)
 	exec1(t, db, "UPDATE herd_groups SET seq = seq + 1, tag = 5 WHERE id = ?", id)
 	if _, _, err := s.Changes(ctx, "g", v, 10); !errors.Is(err, store.ErrVersionGone) {
 		t.Errorf("Changes over an entry of an unknown kind: %v; want ErrVersionGone", err)

@@ -31,9 +31,9 @@ const (
 	qClaimOwner       = `INSERT INTO herd_owners (gid, partition, session, member, epoch, given_back, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (gid, partition) DO UPDATE SET session = excluded.session, member = excluded.member, epoch = excluded.epoch, given_back = excluded.given_back, claimed_at = excluded.claimed_at`
 	qSetCheckpoint    = `INSERT INTO herd_checkpoints (gid, partition, value, written_at) VALUES (?, ?, ?, ?) ON CONFLICT (gid, partition) DO UPDATE SET value = excluded.value, written_at = excluded.written_at`
 	qInsertRestored   = `INSERT INTO herd_owners (gid, partition, session, member, epoch, given_back, claimed_at) VALUES (?, ?, '', '', ?, '', ?)`
-	qLogEntries       = `SELECT seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions FROM herd_log WHERE gid = ? AND seq >= ? ORDER BY seq LIMIT ?`
+	qLogEntries       = `SELECT seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions, at FROM herd_log WHERE gid = ? AND seq >= ? ORDER BY seq LIMIT ?`
 	qRecordFull       = `SELECT o.session, o.member, o.epoch, o.given_back, o.claimed_at, c.value, c.written_at FROM herd_owners o LEFT JOIN herd_checkpoints c ON c.gid = o.gid AND c.partition = o.partition WHERE o.gid = ? AND o.partition = ?`
-	qInsertEntry      = `INSERT INTO herd_log (gid, seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertEntry      = `INSERT INTO herd_log (gid, seq, tag, kind, session, member, weight, partition, epoch, given_back, partitions, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // queries lists the statements Open prepares.

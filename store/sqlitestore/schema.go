@@ -85,7 +85,8 @@ var schemaV1 = []string{
 		written_at INTEGER NOT NULL,
 		PRIMARY KEY (gid, partition)
 	) STRICT`,
-	// The group's log (see log.go).
+	// The group's log (see log.go). at: when the entry was appended (the
+	// writing transaction's clock), 0 for an entry of a herd before it.
 	`CREATE TABLE herd_log (
 		gid        INTEGER NOT NULL,
 		seq        INTEGER NOT NULL,
@@ -98,6 +99,7 @@ var schemaV1 = []string{
 		epoch      INTEGER NOT NULL,
 		given_back TEXT NOT NULL,
 		partitions TEXT,
+		at         INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (gid, seq)
 	) STRICT, WITHOUT ROWID`,
 }
@@ -202,7 +204,12 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 		return err
 	}
 	if !empty {
-		return addKindColumns(ctx, db)
+		if err := addKindColumns(ctx, db); err != nil {
+			return err
+		}
+		return addColumns(ctx, db, "herd_log", "the entries' time", []string{"at"}, []string{
+			`ALTER TABLE herd_log ADD COLUMN at INTEGER NOT NULL DEFAULT 0`,
+		})
 	}
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
@@ -225,6 +232,44 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return err
+	}
+	return tx.Commit()
+}
+
+// addColumns adds to table the columns cols (the statements alters add
+// them) in a file written by a herd before them, unless it has them; what
+// names them in an error. Such columns are added without a new
+// SchemaVersion: they have defaults and every statement names its
+// columns, so a herd before them goes on using the file (it neither reads
+// nor writes them; what it writes gets the default). Two processes
+// opening the file at once add them once: the check is repeated in the
+// write transaction.
+func addColumns(ctx context.Context, db *sql.DB, table, what string, cols, alters []string) error {
+	has := func(q querier) (bool, error) {
+		var n int
+		args := []any{table}
+		for _, c := range cols {
+			args = append(args, c)
+		}
+		err := q.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name IN (?`+
+			strings.Repeat(", ?", len(cols)-1)+`)`, args...).Scan(&n)
+		return n == len(cols), err
+	}
+	if ok, err := has(db); ok || err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if ok, err := has(tx); ok || err != nil {
+		return err // added meanwhile by another process
+	}
+	for _, q := range alters {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("adding %s to %s: %w", what, table, err)
+		}
 	}
 	return tx.Commit()
 }

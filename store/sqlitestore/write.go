@@ -195,7 +195,7 @@ func (w *wtx) flush() error {
 			p = parts
 		}
 		if _, err := w.exec(qInsertEntry, w.g.id, int64(seq), int64(tag), int64(c.Kind), c.Session, c.Member,
-			int64(c.Weight), c.Partition, int64(c.Epoch), c.GivenBack, p); err != nil {
+			int64(c.Weight), c.Partition, int64(c.Epoch), c.GivenBack, p, w.us); err != nil {
 			return err
 		}
 	}

@@ -41,7 +41,7 @@ func testRequestLogged(e *env) {
 	cs := e.readLog(before.Version, after.Version)
 	for i, c := range cs {
 		want := reqs[i].Change()
-		want.Version = c.Version
+		want.Version, want.At = c.Version, c.At
 		if fmt.Sprintf("%+v", c) != fmt.Sprintf("%+v", want) {
 			t.Fatalf("entry %d of the requests is %+v; want %+v", i, c, want)
 		}

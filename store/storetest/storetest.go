@@ -144,6 +144,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"log/changes_blocks_until_append", testLogBlocks},
 		{"log/changes_returns_max_unless_at_the_end", testLogFull},
 		{"log/expiry_logged_once", testLogExpiry},
+		{"log/entries_carry_time", testLogTime}, // logtime.go
 		{"batch/claim_like_single", testClaimBatch},
 		{"batch/release_like_single", testReleaseBatch},
 		// records.go
