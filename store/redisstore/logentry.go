@@ -21,7 +21,7 @@ func decodeChange(version store.Version, v string) (store.Change, error) {
 }
 
 // decodeChangeTo decodes one entry's value into *c (all of it: *c is
-// overwritten), in place: a Change is 128 bytes, which decodeChange
+// overwritten), in place: a Change is 168 bytes, which decodeChange
 // returned and the reader copied again into its list. The fields are cut
 // one after the other, with no list of them; the strings are v's. Decoding
 // a placement's log took 372 ns of CPU a change with the list of fields
