@@ -84,7 +84,7 @@ func TestJoinBurstPlacesOnce(t *testing.T) {
 		cancel()
 		for _, m := range ms {
 			<-m.Done()
-			most = max(most, m.planner.full)
+			most = max(most, int(m.planner.full.Load()))
 		}
 		t.Logf("a member planned in full %d times", most)
 		if most > 2 {
@@ -120,7 +120,7 @@ func TestCrashesPlannedTogether(t *testing.T) {
 		synctest.Wait()
 		before := make([]int, members)
 		for i, m := range ms {
-			before[i] = m.planner.full
+			before[i] = int(m.planner.full.Load())
 		}
 		crash := time.Now()
 		for i := 0; i < members; i += 10 {
@@ -151,7 +151,7 @@ func TestCrashesPlannedTogether(t *testing.T) {
 			if i%10 != 0 {
 				cancels[i]()
 				<-m.Done()
-				most = max(most, m.planner.full-before[i])
+				most = max(most, int(m.planner.full.Load())-before[i])
 			}
 		}
 		t.Logf("every partition ran again %v after the crash; a member planned in full %d times", took, most)

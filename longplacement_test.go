@@ -73,9 +73,9 @@ func TestLongPlacementFewFullPlans(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-m.Done()
-		t.Logf("m0 planned in full %d times", m.planner.full)
-		if m.planner.full > 4 {
-			t.Errorf("m0 planned in full %d times while the others placed their shares over 18 s; want at most 4 (its first plans, and the ends of lives that double)", m.planner.full)
+		t.Logf("m0 planned in full %d times", int(m.planner.full.Load()))
+		if m.planner.full.Load() > 4 {
+			t.Errorf("m0 planned in full %d times while the others placed their shares over 18 s; want at most 4 (its first plans, and the ends of lives that double)", int(m.planner.full.Load()))
 		}
 	})
 }

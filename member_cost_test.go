@@ -111,7 +111,7 @@ func placeOneMember(b *testing.B, ps []store.Partition, members int) (time.Durat
 
 	cancel()
 	<-m.Done()
-	return cpu, m.planner.full
+	return cpu, int(m.planner.full.Load())
 }
 
 // othersClaim claims for every session of g but mine its share of ps as

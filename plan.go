@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -28,9 +29,9 @@ type plannerState struct {
 	// calls ExpireSessions just after.
 	expireDue time.Time
 
-	step     stepLog // what the current rebalance step changed, for its log line
-	full     int     // full plans made (past planChecks), for tests
-	incoming int     // partitions the last plan gave this member that others still hold
+	step     stepLog      // what the current rebalance step changed, for its log line
+	full     atomic.Int64 // full plans made (past planChecks); tests read it while the member runs
+	incoming int          // partitions the last plan gave this member that others still hold
 	// plannedAt is when plan last ran, and planGap the least time until
 	// it runs again (see planGap).
 	plannedAt time.Time

@@ -53,7 +53,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 		return pl, err
 	}
 	defer m.rep.release()
-	m.planner.full++
+	m.planner.full.Add(1)
 
 	if m.planner.buf == nil {
 		m.planner.buf = newReconcileBuf()
