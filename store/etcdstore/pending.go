@@ -60,11 +60,21 @@ func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccp
 	if len(kvs) > 0 && !seq.exists {
 		return t, fmt.Errorf("the group has pending log entries and no sequence: %w", store.ErrCorrupt)
 	}
-	values, err := s.unseen(ctx, g, kvs, rev)
+	values, err := s.unseen(ctx, g, kvs, rev, false)
 	if err != nil {
 		return t, err
 	}
 	s.tails.mu.Lock()
+	if s.uncachedLocked(kvs, values) {
+		// Another read of the store dropped keys from the cache since
+		// unseen looked (its listing, later, no longer had them, or the
+		// cache was full): read every key's value at rev.
+		s.tails.mu.Unlock()
+		if values, err = s.unseen(ctx, g, kvs, rev, true); err != nil {
+			return t, err
+		}
+		s.tails.mu.Lock()
+	}
 	defer s.tails.mu.Unlock()
 	if s.tails.m == nil || len(s.tails.m) > maxCachedTails {
 		s.tails.m = map[string]tagged{}
@@ -108,13 +118,26 @@ func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccp
 	return t, nil
 }
 
+// uncachedLocked reports whether a key of kvs is neither in the cache (at
+// its revision) nor in values. s.tails.mu is held.
+func (s *Store) uncachedLocked(kvs []*mvccpb.KeyValue, values map[string][]byte) bool {
+	for _, kv := range kvs {
+		if c, ok := s.tails.m[string(kv.Key)]; !ok || c.rev != kv.ModRevision {
+			if _, ok := values[string(kv.Key)]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // unseen reads the values of the pending keys of kvs the store has not
-// decoded, at rev.
-func (s *Store) unseen(ctx context.Context, g string, kvs []*mvccpb.KeyValue, rev int64) (map[string][]byte, error) {
+// decoded (every one of them: every), at rev.
+func (s *Store) unseen(ctx context.Context, g string, kvs []*mvccpb.KeyValue, rev int64, every bool) (map[string][]byte, error) {
 	var from int64
 	s.tails.mu.Lock()
 	for _, kv := range kvs {
-		if c, ok := s.tails.m[string(kv.Key)]; (!ok || c.rev != kv.ModRevision) && (from == 0 || kv.ModRevision < from) {
+		if c, ok := s.tails.m[string(kv.Key)]; (every || !ok || c.rev != kv.ModRevision) && (from == 0 || kv.ModRevision < from) {
 			from = kv.ModRevision
 		}
 	}
