@@ -13,15 +13,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/herdhq/herd/internal/valve"
 	"golang.org/x/sys/unix"
 )
 
@@ -136,45 +135,7 @@ func (n *NS) ForwardCounting(t testing.TB, target string) (addr string, accepted
 	}); err != nil {
 		t.Fatalf("loopns: listen: %v", err)
 	}
-	var (
-		mu    sync.Mutex
-		count int
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			mu.Lock()
-			count++
-			conns = append(conns, c, s)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
-			wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
-		}
-	})
-	return ln.Addr().String(), func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return count
-	}
+	return ln.Addr().String(), valve.Forward(t, ln, target, nil)
 }
 
 // Socket is one IPv4 TCP socket of the namespace, as /proc/net/tcp shows it.

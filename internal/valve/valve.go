@@ -28,17 +28,34 @@ func New(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{Addr: ln.Addr().String()}
 	p.cond = sync.NewCond(&p.mu)
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	var cmu sync.Mutex
+	Forward(t, ln, target, p.copyDown)
+	// Cleanups run last first: the valve opens before the connections
+	// close, so that no copy waits on it.
+	t.Cleanup(func() { p.Set(false) })
+	return p
+}
+
+// Forward accepts connections on ln and forwards each to target, the
+// server's bytes through down (nil: as they come), until t ends: then it
+// closes ln and the connections and waits for its goroutines. It returns
+// the count of the connections accepted so far.
+func Forward(t testing.TB, ln net.Listener, target string, down func(c, s net.Conn)) (accepted func() int) {
+	if down == nil {
+		down = func(c, s net.Conn) { _, _ = io.Copy(c, s) }
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		count int
+		conns []net.Conn
+	)
 	t.Cleanup(func() {
-		ln.Close()
-		p.Set(false)
-		cmu.Lock()
+		_ = ln.Close()
+		mu.Lock()
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
-		cmu.Unlock()
+		mu.Unlock()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -49,17 +66,22 @@ func New(t testing.TB, target string) *Proxy {
 			}
 			s, err := net.Dial("tcp", target)
 			if err != nil {
-				c.Close()
+				_ = c.Close()
 				continue
 			}
-			cmu.Lock()
+			mu.Lock()
+			count++
 			conns = append(conns, c, s)
-			cmu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
-			wg.Go(func() { p.copyDown(c, s); c.Close() })
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
+			wg.Go(func() { down(c, s); _ = c.Close() })
 		}
 	})
-	return p
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
+	}
 }
 
 // copyDown copies the server's bytes to the client while the valve is open.
