@@ -38,8 +38,11 @@ func TestBrowserViews(t *testing.T) {
 			waitPage(t, ctx, "every partition run by a or b", ownersExpr(ids, "a", "b"), 10*time.Second)
 
 			// TTLs left, counting down from the last read.
-			waitPage(t, ctx, "TTLs left", `[...document.querySelectorAll("#members td.ttl")].every((td) => / s$/.test(td.textContent))`, 5*time.Second)
-			for _, s := range eval[[]string](t, ctx, `[...document.querySelectorAll("#members td.ttl")].map((td) => td.textContent)`) {
+			// Read in the same evaluation that finds them shown: the page
+			// redraws the table (with "…" until the next read) meanwhile.
+			waitPage(t, ctx, "TTLs left", `(() => { const v = [...document.querySelectorAll("#members td.ttl")].map((td) => td.textContent); window.herdTestTTLs = v; return v.length > 0 && v.every((s) => / s$/.test(s)); })()`, 5*time.Second)
+			ttls := eval[[]string](t, ctx, `window.herdTestTTLs`)
+			for _, s := range ttls {
 				if v, err := strconv.ParseFloat(strings.TrimSuffix(s, " s"), 64); err != nil || v <= 0 || v > ttl.Seconds() {
 					t.Errorf("TTL left %q, want within (0, %v]", s, ttl)
 				}
