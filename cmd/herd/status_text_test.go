@@ -78,10 +78,7 @@ no partition set is stored: members started with a set (herd run --partitions) w
 	if err := writeText(&b, rep, textStyle{colour: true}); err != nil {
 		t.Fatal(err)
 	}
-	plain := b.String()
-	for _, esc := range []string{ansiGreen, ansiYellow, ansiRed, ansiMagenta, ansiPlain, ansiReset} {
-		plain = strings.ReplaceAll(plain, esc, "")
-	}
+	plain := withoutEscapes(b.String())
 	if plain != want {
 		t.Fatalf("coloured status without its escapes:\n%s\nwant:\n%s", plain, want)
 	}
@@ -199,4 +196,12 @@ func BenchmarkStatusRedis(b *testing.B) {
 			}
 		})
 	}
+}
+
+// withoutEscapes is s with the colour escapes of the text status taken out.
+func withoutEscapes(s string) string {
+	for _, esc := range []string{ansiGreen, ansiYellow, ansiRed, ansiMagenta, ansiPlain, ansiReset} {
+		s = strings.ReplaceAll(s, esc, "")
+	}
+	return s
 }

@@ -284,10 +284,7 @@ unreadable records (their keys start afresh at their next run):
 	if err := writeText(&b, rep, textStyle{colour: true}); err != nil {
 		t.Fatal(err)
 	}
-	plain := b.String()
-	for _, esc := range []string{ansiGreen, ansiYellow, ansiRed, ansiMagenta, ansiPlain, ansiReset} {
-		plain = strings.ReplaceAll(plain, esc, "")
-	}
+	plain := withoutEscapes(b.String())
 	if plain != want {
 		t.Fatalf("coloured text without its escapes:\n%s\nwant:\n%s", plain, want)
 	}
