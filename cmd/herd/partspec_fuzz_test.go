@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,15 +23,22 @@ func idsOf(ps []store.Partition) []string {
 }
 
 // checkIDs fails t unless ids are valid, unique partition ids, at most
-// maxRunPartitions of them.
+// maxRunPartitions of them, each of weight 1 (a SPEC gives no weights).
 func checkIDs(t *testing.T, spec string, ps []store.Partition) {
+	t.Helper()
+	checkParsed(t, spec, ps, 1)
+}
+
+// checkParsed fails t unless ps are valid, unique partition ids, at most
+// maxRunPartitions of them, of weights from 1 to maxWeight.
+func checkParsed(t *testing.T, spec string, ps []store.Partition, maxW int) {
 	t.Helper()
 	if len(ps) > maxRunPartitions {
 		t.Fatalf("%q: %d partitions, over %d", spec, len(ps), maxRunPartitions)
 	}
 	seen := map[string]bool{}
 	for _, p := range ps {
-		if store.ValidateID("partition", p.ID) != nil || seen[p.ID] || p.Weight != 1 {
+		if store.ValidateID("partition", p.ID) != nil || seen[p.ID] || p.Weight < 1 || p.Weight > maxW {
 			t.Fatalf("%q: accepted %+v", spec, p)
 		}
 		seen[p.ID] = true
@@ -68,10 +76,12 @@ func FuzzPartitionSpec(f *testing.F) {
 }
 
 // FuzzPartitionFile parses an @file list: what parses is a set of valid
-// unique ids, each a line of the file, and the ids written one per line
-// parse as the same ids.
+// unique ids of weights from 1 to maxWeight, each a line of the file (ID or
+// ID<TAB>WEIGHT), and the partitions written one per line parse as the same
+// partitions.
 func FuzzPartitionFile(f *testing.F) {
-	for _, s := range []string{"a\nb\n", "# ids\n\n 0 \n1\r\n", "a\na\n", "x\x00y\n", "#\n", strings.Repeat("a", 300)} {
+	for _, s := range []string{"a\nb\n", "# ids\n\n 0 \n1\r\n", "a\na\n", "x\x00y\n", "#\n", strings.Repeat("a", 300),
+		"a\t2\nb\n", "a\t0\n", "a\t1000001\n", "a\tx\n"} {
 		f.Add([]byte(s))
 	}
 	dir := f.TempDir()
@@ -89,14 +99,20 @@ func FuzzPartitionFile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		checkIDs(t, string(content), ps)
-		ids := idsOf(ps)
-		if err := os.WriteFile(file.Name(), []byte(strings.Join(ids, "\n")), 0o600); err != nil {
+		checkParsed(t, string(content), ps, maxWeight)
+		lines := make([]string, len(ps))
+		for i, p := range ps {
+			lines[i] = p.ID
+			if p.Weight != 1 {
+				lines[i] = fmt.Sprintf("%s\t%d", p.ID, p.Weight)
+			}
+		}
+		if err := os.WriteFile(file.Name(), []byte(strings.Join(lines, "\n")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		ps2, err := parsePartitionSpec("SPEC", "@"+filepath.Clean(file.Name()))
-		if err != nil || !slices.Equal(idsOf(ps2), ids) {
-			t.Fatalf("%q parses as %q; written one per line, parses as %q, %v", content, ids, idsOf(ps2), err)
+		if err != nil || !slices.Equal(ps2, ps) {
+			t.Fatalf("%q parses as %+v; written one per line, parses as %+v, %v", content, ps, ps2, err)
 		}
 	})
 }
