@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/herdhq/herd"
@@ -271,6 +272,12 @@ func (f *procFleet) startProc(m *memberProc) (io.Reader, error) {
 	}
 	if err := m.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting member %s (%s): %w", m.id, f.exe, err)
+	}
+	if err := lowerPriority(m.cmd.Process.Pid); err != nil && !errors.Is(err, syscall.ESRCH) {
+		// ESRCH: it exited already, which the bench reports.
+		_ = m.cmd.Process.Kill()
+		_ = m.cmd.Wait()
+		return nil, fmt.Errorf("starting member %s: lowering its priority: %w", m.id, err)
 	}
 	return out, nil
 }

@@ -13,6 +13,9 @@ import (
 // members also leave when their stdin (the bench) closes.
 func memberProcAttr(*exec.Cmd) {}
 
+// lowerPriority: members keep the bench's priority outside Linux.
+func lowerPriority(int) error { return nil }
+
 // procCPUSeconds: not measured while the process runs outside Linux.
 func procCPUSeconds(int) (float64, bool) { return 0, false }
 
