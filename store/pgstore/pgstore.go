@@ -153,6 +153,7 @@ type Store struct {
 	secrets  []string // kept out of every message
 	q        queries
 	hub      *hub
+	ghosts   store.Ghosts // sessions that failed opens may have opened
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
 
 	mu     sync.Mutex
