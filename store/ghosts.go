@@ -14,17 +14,19 @@ import (
 // renews it: the other members count it until it expires and hand it
 // partitions, which sit idle until then (a TTL). The member whose call
 // failed tries again, so the next OpenSession of the group closes it
-// first, which the log shows at once. Every backend opens its sessions
-// through one Ghosts (OpenSession); the zero value is ready to use.
+// first, which the log shows at once. A backend over a network opens its
+// sessions through a Ghosts of its own (OpenSession: redisstore, pgstore,
+// etcdstore); the zero value is ready to use.
 //
 // A session opened by such a call expires a TTL after the call ran, which
 // was before the call failed, provided the backend makes sure that a call
 // given up on cannot reach the server later (redisstore and pgstore reset
 // the connection of a failed call, so the kernel does not send its request
-// again after a heal). Ghosts forgets it after twice the TTL, for
-// requests queued in the network when the reset was sent. At most
-// maxGhosts are kept per group (a caller retrying an open with a long TTL
-// throughout a long outage), the oldest dropped first.
+// again after a heal; etcdstore revokes a failed open's lease). Ghosts
+// forgets it after twice the TTL, for requests queued in the network when
+// the reset was sent. At most maxGhosts are kept per group (a caller
+// retrying an open with a long TTL throughout a long outage), the oldest
+// dropped first.
 type Ghosts struct {
 	mu  sync.Mutex
 	ids map[string][]ghost // by group

@@ -44,18 +44,18 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 			return nil
 		},
 		func(id string) (string, error) {
-			if err := s.open(ctx, group, id, member, weight, ttl); err != nil {
+			if err := s.create(ctx, group, id, member, weight, ttl); err != nil {
 				return "", failure(op, err)
 			}
 			return "ok", nil
 		})
 }
 
-// open opens session id on a lease of its own. When the session's
+// create opens session id on a lease of its own. When the session's
 // transaction fails, its lease is revoked in the background (the cluster
 // may have run it, and a request of it still on its way would find the
 // lease gone): the call fails on its deadline, not on the revocation's.
-func (s *Store) open(ctx context.Context, group, id, member string, weight int, ttl time.Duration) error {
+func (s *Store) create(ctx context.Context, group, id, member string, weight int, ttl time.Duration) error {
 	g := s.groupKey(group)
 	l, err := s.c.Grant(withLeader(ctx), leaseSeconds(ttl))
 	if err != nil {
