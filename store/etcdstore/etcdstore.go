@@ -75,11 +75,14 @@ type Store struct {
 
 	mu     sync.Mutex
 	leases map[string]lease // sessions this store opened or renewed
+	ghosts store.Ghosts     // sessions that failed opens may have opened
 
 	tails tails // the tagged entries of pending keys (pending.go)
 	// conflicts counts the writes whose compares failed (another write
 	// came between their read and their transaction).
 	conflicts atomic.Int64
+
+	beforeOpenCommit func() // tests: called before an open's transaction
 }
 
 // lease is what a store remembers of a session it renewed: the lease that

@@ -24,7 +24,10 @@ func leaseSeconds(ttl time.Duration) int64 {
 	return max(int64((ttl+time.Second-1)/time.Second), 1)
 }
 
-// OpenSession implements store.Store.
+// OpenSession implements store.Store. A call that fails on the network or
+// its deadline may have opened its session all the same (the cluster ran
+// its transaction, its reply was lost): the next OpenSession of the group
+// closes it first (store.Ghosts).
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	const op = "open session"
 	if err := store.ValidateOpenSession(group, member, weight, ttl); err != nil {
@@ -33,34 +36,56 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	if err := ctx.Err(); err != nil {
 		return "", failure(op, err)
 	}
+	return s.ghosts.OpenSession(group, ttl, "etcdstore: "+op,
+		func(id string) error {
+			if err := s.CloseSession(ctx, group, id); err != nil {
+				return fmt.Errorf("etcdstore: %s: closing session %s, which a call that failed may have opened: %w", op, id, err)
+			}
+			return nil
+		},
+		func(id string) (string, error) {
+			if err := s.create(ctx, group, id, member, weight, ttl); err != nil {
+				return "", failure(op, err)
+			}
+			return "ok", nil
+		})
+}
+
+// create opens session id on a lease of its own. When the session's
+// transaction fails, its lease is revoked in the background (the cluster
+// may have run it, and a request of it still on its way would find the
+// lease gone): the call fails on its deadline, not on the revocation's.
+func (s *Store) create(ctx context.Context, group, id, member string, weight int, ttl time.Duration) error {
 	g := s.groupKey(group)
 	l, err := s.c.Grant(withLeader(ctx), leaseSeconds(ttl))
 	if err != nil {
-		return "", failure(op, err)
+		return err
 	}
-	id := store.NewSessionID()
 	info := mustJSON(sessionInfo{Member: member, Weight: weight, TTL: ttl, Lease: l.ID})
 	// The session's keys are new: the write compares nothing.
 	resp, err := s.c.Get(withLeader(ctx), g+"q")
 	if err != nil {
-		s.revoke(l.ID)
-		return "", failure(op, err)
+		go s.revoke(l.ID)
+		return err
 	}
 	w := &write{g: g, group: group, seq: seqOf(resp.Kvs)}
 	w.op(clientv3.OpPut(g+"s/"+id, "", clientv3.WithLease(l.ID)))
 	w.put(g+"m/"+id, info)
 	w.append(store.Change{Kind: store.SessionOpened, Session: id, Member: member, Weight: weight})
+	if s.beforeOpenCommit != nil {
+		s.beforeOpenCommit()
+	}
 	if _, err := s.commit(ctx, w); err != nil {
-		s.revoke(l.ID)
-		return "", failure(op, err)
+		go s.revoke(l.ID)
+		return err
 	}
 	s.mu.Lock()
 	s.leases[id] = lease{id: l.ID, ttl: ttl}
 	s.mu.Unlock()
-	return id, nil
+	return nil
 }
 
-// revoke revokes a lease, in the background of a call that is done with it.
+// revoke revokes a lease, bounded by 5 s, for a call that is done with it.
 func (s *Store) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -32,7 +32,10 @@ func unexpected(op, status string) error {
 	return fmt.Errorf("pgstore: %s: unexpected status %q from the database (tables of another version?)", op, status)
 }
 
-// OpenSession implements store.Store.
+// OpenSession implements store.Store. A call that fails on the network or
+// its deadline may have opened its session all the same (the server ran
+// it, its reply was lost): the next OpenSession of the group closes it
+// first (store.Ghosts).
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	if err := s.begin(ctx, "OpenSession", store.ValidateOpenSession(group, member, weight, ttl)); err != nil {
 		return "", err
@@ -40,12 +43,17 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	if weight > 1<<31-1 {
 		return "", fmt.Errorf("pgstore: OpenSession: weight %d does not fit the weight column (int4): %w", weight, store.ErrInvalid)
 	}
-	return store.OpenWithNewID("pgstore: OpenSession", func(id string) (string, error) {
-		var status string
-		err := s.queryRow(ctx, "OpenSession", s.q.open,
-			[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status)
-		return status, err
-	})
+	return s.ghosts.OpenSession(group, ttl, "pgstore: OpenSession",
+		func(id string) error {
+			return s.exec(ctx, "OpenSession (closing a session a failed call may have opened)", s.q.close,
+				group, id, int32(s.cfg.logLimit))
+		},
+		func(id string) (string, error) {
+			var status string
+			err := s.queryRow(ctx, "OpenSession", s.q.open,
+				[]any{group, id, member, int32(weight), ttlMicros(ttl), int32(s.cfg.logLimit)}, &status)
+			return status, err
+		})
 }
 
 // KeepAlive implements store.Store. A renewal alone updates one row and

@@ -153,6 +153,7 @@ type Store struct {
 	secrets  []string // kept out of every message
 	q        queries
 	hub      *hub
+	ghosts   store.Ghosts // sessions that failed opens may have opened
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
 
 	mu     sync.Mutex
@@ -187,6 +188,11 @@ type Store struct {
 // one wrapping store.ErrUnavailable. Error messages never contain the
 // password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	return open(ctx, rawURL, nil, opts...)
+}
+
+// open is Open whose connections are made by dial (nil: pgx's).
+func open(ctx context.Context, rawURL string, dial pgconn.DialFunc, opts ...Option) (*Store, error) {
 	t, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -204,6 +210,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
 	}
+	if dial != nil {
+		pc.ConnConfig.DialFunc = dial
+	}
+	listenCfg := pc.ConnConfig.Copy()
+	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
 	cfg := config{schema: DefaultSchema}
 	for _, o := range append(t.opts, opts...) {
 		o(&cfg)
@@ -239,7 +250,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, parseErr(t, err)
 	}
-	s, err := newStore(pool, t.redacted, append(t.secrets, pc.ConnConfig.Password), append(t.opts, opts...))
+	s, err := newStore(pool, listenCfg, t.redacted, append(t.secrets, pc.ConnConfig.Password), append(t.opts, opts...))
 	if err == nil {
 		err = s.start(ctx)
 	}
@@ -259,7 +270,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: New was given a nil pool: %w", store.ErrInvalid)
 	}
-	s, err := newStore(pool, "", []string{pool.Config().ConnConfig.Password}, opts)
+	s, err := newStore(pool, pool.Config().ConnConfig.Copy(), "", []string{pool.Config().ConnConfig.Password}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +280,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	return s, nil
 }
 
-func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Option) (*Store, error) {
+// newStore makes a Store on pool whose LISTEN connection is made with lc.
+func newStore(pool *pgxpool.Pool, lc *pgx.ConnConfig, redacted string, secrets []string, opts []Option) (*Store, error) {
 	cfg := config{schema: DefaultSchema, logLimit: DefaultLogLimit, listen: true, poll: DefaultPollInterval, backstop: backstopInterval, txIdle: DefaultTxIdleTimeout,
 		lockTimeout: DefaultLockTimeout}
 	for _, o := range opts {
@@ -294,7 +306,6 @@ func newStore(pool *pgxpool.Pool, redacted string, secrets []string, opts []Opti
 		}
 	}
 	s.q = s.makeQueries()
-	lc := pool.Config().ConnConfig.Copy()
 	s.hub = newHub(s, lc)
 	return s, nil
 }
@@ -347,28 +358,6 @@ func (s *Store) connectErr(err error) error {
 		prefix += ": the server does not offer TLS, which the URL's sslmode requires (set ssl = on and a certificate on the server)"
 	}
 	return s.wrap(prefix, err, store.ErrUnavailable)
-}
-
-// parseErr is an error of pgx's URL parser, which may quote the URL it was
-// given, password included: its message is rebuilt without it.
-func parseErr(t *target, err error) error {
-	msg := err.Error()
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		msg = strings.ReplaceAll(msg, pe.ConnString, t.redacted)
-	}
-	msg = redactAll(msg, t.secrets)
-	return fmt.Errorf("pgstore: PostgreSQL URL %q: %s (herd's options: %s; the others are pgx's, see pgxpool.ParseConfig): %w",
-		t.redacted, msg, strings.Join(herdOptions, ", "), store.ErrInvalid)
-}
-
-func redactAll(msg string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
-			msg = strings.ReplaceAll(msg, v, "xxxxx")
-		}
-	}
-	return msg
 }
 
 // Close stops the store's LISTEN connection and, if the store was made by

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/herdhq/herd/internal/urlauth"
 	"github.com/herdhq/herd/store"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // herdOptions are the query options Open reads itself; every other option
@@ -174,4 +176,26 @@ func herdOption(k, v string) (Option, error) {
 		return WithLogLimit(n), nil
 	}
 	return nil, fmt.Errorf("option %s is not herd's", k) // unreachable: k is one of herdOptions
+}
+
+// parseErr is an error of pgx's URL parser, which may quote the URL it was
+// given, password included: its message is rebuilt without it.
+func parseErr(t *target, err error) error {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		msg = strings.ReplaceAll(msg, pe.ConnString, t.redacted)
+	}
+	msg = redactAll(msg, t.secrets)
+	return fmt.Errorf("pgstore: PostgreSQL URL %q: %s (herd's options: %s; the others are pgx's, see pgxpool.ParseConfig): %w",
+		t.redacted, msg, strings.Join(herdOptions, ", "), store.ErrInvalid)
+}
+
+func redactAll(msg string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		}
+	}
+	return msg
 }

@@ -76,7 +76,7 @@ func dialer(timeout time.Duration, cfg *tls.Config, base dialFunc) dialFunc {
 // that nobody renews; the other members handed partitions to it, and they
 // sat idle until it expired (docs/partitions.md). With a reset, a call
 // given up on reaches the server before the close or never (a reply lost
-// is OpenSession's to handle: see ghosts). A connection closed for any
+// is OpenSession's to handle: see store.Ghosts). A connection closed for any
 // other reason has no request under way (idle, or the store closed), so
 // the reset costs nothing there.
 func resetOnClose(conn net.Conn) error {

@@ -24,11 +24,11 @@ const DefaultPrefix = "herd"
 // Store is a store.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
-	owned  bool      // Close closes client (Open made it)
-	prefix string    // validated key prefix
-	err    error     // a bad option given to New: every call returns it
-	log    logConfig // see log.go
-	ghosts ghosts    // see ghosts.go
+	owned  bool         // Close closes client (Open made it)
+	prefix string       // validated key prefix
+	err    error        // a bad option given to New: every call returns it
+	log    logConfig    // see log.go
+	ghosts store.Ghosts // sessions that failed opens may have opened
 
 	mu     sync.Mutex
 	closed bool

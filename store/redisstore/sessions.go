@@ -4,7 +4,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -14,46 +13,28 @@ import (
 
 // OpenSession implements store.Store. A call that fails on the network or
 // its deadline may have opened its session all the same (the server ran
-// it, its reply was lost): the store remembers the session's id, and the
-// next OpenSession of the group closes it first (see ghosts).
+// it, its reply was lost): the next OpenSession of the group closes it
+// first (store.Ghosts).
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	if err := s.begin(ctx, "OpenSession", store.ValidateOpenSession(group, member, weight, ttl)); err != nil {
 		return "", err
 	}
 	k := s.keys(group)
-	if err := s.closeGhosts(ctx, group, k); err != nil {
-		return "", err
-	}
 	meta := strconv.Itoa(weight) + ":" + member
-	tried := ""
-	id, err := store.OpenWithNewID("redisstore: OpenSession", func(id string) (string, error) {
-		tried = id
-		status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
-			id, ttlMicros(ttl), meta)
-		return status, err
-	})
-	if err != nil && tried != "" && errors.Is(err, store.ErrUnavailable) {
-		s.ghosts.add(group, tried, ttl)
-	}
-	return id, err
-}
-
-// closeGhosts closes the sessions of group that calls of OpenSession which
-// failed may have opened. A failure leaves the rest to the next call.
-func (s *Store) closeGhosts(ctx context.Context, group string, k keys) error {
-	ids := s.ghosts.take(group)
-	for i, id := range ids {
-		status, _, err := s.runLogged(ctx, "OpenSession (closing a session a failed call may have opened)", closeScript, k,
-			[]string{k.sessions, k.members}, id.id)
-		if err == nil && status != "ok" {
-			err = unexpected("OpenSession", status)
-		}
-		if err != nil {
-			s.ghosts.put(group, ids[i:])
+	return s.ghosts.OpenSession(group, ttl, "redisstore: OpenSession",
+		func(id string) error {
+			status, _, err := s.runLogged(ctx, "OpenSession (closing a session a failed call may have opened)", closeScript, k,
+				[]string{k.sessions, k.members}, id)
+			if err == nil && status != "ok" {
+				err = unexpected("OpenSession", status)
+			}
 			return err
-		}
-	}
-	return nil
+		},
+		func(id string) (string, error) {
+			status, _, err := s.runLogged(ctx, "OpenSession", openScript, k, []string{k.sessions, k.members},
+				id, ttlMicros(ttl), meta)
+			return status, err
+		})
 }
 
 // KeepAlive implements store.Store. Besides renewing the session it removes
