@@ -2,13 +2,12 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/herdhq/herd/internal/valve"
-	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // openThrough opens a store on a schema of its own whose connections go to
@@ -31,8 +30,7 @@ func openThrough(t *testing.T, host string, opts ...Option) *Store {
 }
 
 // A session opened by a call whose reply was lost (the server ran it) is
-// closed by the next OpenSession of the group: before, it lived a TTL with
-// nobody renewing it, and the other members handed partitions to it.
+// closed by the next OpenSession of the group (storetest.RunLostOpenReply).
 func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 	requireServer(t)
 	u, err := url.Parse(testURL())
@@ -40,34 +38,7 @@ func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := valve.New(t, u.Host)
-	s := openThrough(t, proxy.Addr)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	const group = "lost-reply"
-	// The first open also prepares the statement on the connection, so
-	// that the one below sends it whole: its reply is the only one held.
-	other, err := s.OpenSession(ctx, group, "m0", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	proxy.Set(true) // the server's replies are held
-	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = s.OpenSession(octx, group, "m1", 1, time.Minute)
-	ocancel()
-	proxy.Set(false)
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("OpenSession whose reply is held: %v; want store.ErrUnavailable", err)
-	}
-	waitFor(t, 10*time.Second, "the server to have opened the session whose reply was lost", func() bool {
-		snap, err := s.Snapshot(ctx, group)
-		return err == nil && len(snap.Sessions) == 2
-	})
-	id, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
-	if err != nil {
-		t.Fatalf("OpenSession after the reply was lost: %v", err)
-	}
-	wantSessions(t, s, group, other, id)
+	storetest.RunLostOpenReply(t, openThrough(t, proxy.Addr), proxy.Set)
 }
 
 // wantSessions checks that the group's live sessions are ids (in any order).

@@ -15,6 +15,7 @@ import (
 	"github.com/herdhq/herd/internal/redistest"
 	"github.com/herdhq/herd/internal/valve"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // An OpenSession given up on while the network is cut leaves nothing for
@@ -91,8 +92,7 @@ func TestOpenSessionGivenUpIsNotSentAfterTheCut(t *testing.T) {
 }
 
 // A session opened by a call whose reply was lost (the server ran it) is
-// closed by the next OpenSession of the group: before, it lived a TTL with
-// nobody renewing it, and the other members handed partitions to it.
+// closed by the next OpenSession of the group (storetest.RunLostOpenReply).
 func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 	raw := redistest.Need(t)
 	u, err := url.Parse(redistest.URL())
@@ -108,30 +108,7 @@ func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 		t.Fatalf("Open through the proxy: %v", err)
 	}
 	defer s.Close()
-	const group = "lost-reply"
-	other, err := s.OpenSession(ctx, group, "m0", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	proxy.Set(true) // the server's replies are held
-	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = s.OpenSession(octx, group, "m1", 1, time.Minute)
-	ocancel()
-	proxy.Set(false)
-	if !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("OpenSession whose reply is held: %v; want store.ErrUnavailable", err)
-	}
-	waitForCond(t, 10*time.Second, "the server to have opened the session whose reply was lost", func() bool {
-		snap, err := s.Snapshot(ctx, group)
-		return err == nil && len(snap.Sessions) == 2
-	})
-	id, err := s.OpenSession(ctx, group, "m1", 1, time.Minute)
-	if err != nil {
-		t.Fatalf("OpenSession after the reply was lost: %v", err)
-	}
-	wantSessions(t, s, group, other, id)
-	must(t, s.DeleteGroup(ctx, group, true), "DeleteGroup")
+	storetest.RunLostOpenReply(t, s, proxy.Set)
 }
 
 // wantSessions checks that the group's live sessions are ids (in any order).
