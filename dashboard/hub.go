@@ -151,6 +151,10 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 	defer h.wg.Done()
 	var snap *store.Snapshot
 	var tr *tracker
+	// own is whether snap is the follower's copy: a store's snapshot is
+	// read-only. It is copied when the first entry is applied, after the
+	// first state is sent.
+	own := false
 	gone := false // the last snapshot's version was gone at once: wait before the next
 	for ctx.Err() == nil {
 		if snap == nil {
@@ -161,8 +165,8 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 				h.failed(ctx, hb, "reading the group", err)
 				continue
 			}
-			snap, tr = s.Clone(), newTracker() // a store's snapshot is read-only; ApplyAll changes this one
-			w := newGroupState(hb.group, snap).wire()
+			snap, own, tr = s, false, newTracker()
+			w := newWireState(hb.group, snap)
 			w.ReadMs = took.Milliseconds()
 			h.mu.Lock()
 			if hb.firstRead == 0 {
@@ -190,6 +194,9 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			continue
 		}
 		gone = false
+		if !own {
+			snap, own = snap.Clone(), true
+		}
 		es, err := tr.apply(snap, cs, time.Now())
 		if err != nil {
 			h.log.Warn("dashboard: the group's log does not follow its snapshot; reading the group again", "group", hb.group, "err", err)
@@ -197,11 +204,11 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			continue
 		}
 		if setChanged(cs) {
-			h.publish(hb, encode("state", newGroupState(hb.group, snap).wire()))
+			h.publish(hb, encode("state", newWireState(hb.group, snap)))
 		} else {
 			h.publish(hb, encode("delta", newDelta(snap, cs)))
 			if h.replayFull(hb) {
-				h.setState(hb, encode("state", newGroupState(hb.group, snap).wire()))
+				h.setState(hb, encode("state", newWireState(hb.group, snap)))
 			}
 		}
 		h.record(hb, es)
