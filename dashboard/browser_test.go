@@ -123,6 +123,9 @@ func TestBrowserTakeover(t *testing.T) {
 			}
 			waitPage(t, ctx, "every partition run by a, b or c", ownersExpr(ids, "a", "b", "c"), 10*time.Second)
 			checkCells(t, ctx)
+			if got := eval[string](t, ctx, `location.search + location.hash`); got != "?group="+group {
+				t.Errorf("the address #group=%s reads %q, want ?group=%[1]s", group, got)
+			}
 			rows := eval[[]string](t, ctx, `[...document.querySelectorAll("#members tbody tr")].map((r) => r.dataset.member)`)
 			if strings.Join(rows, ",") != "a,b,c" {
 				t.Errorf("members table: %q, want a, b, c", rows)

@@ -14,7 +14,8 @@ import (
 // show the group. The follower reads one snapshot, then the group's log
 // from its version, and sends each batch of entries to every page as one
 // event: so the store sees one reader per group whatever the number of
-// pages. Every field is guarded by Handler.mu.
+// pages. It lives while the group has pages, and Handler.linger after the
+// last one (pages.go). Every field is guarded by Handler.mu.
 type hub struct {
 	group string
 	subs  map[*sub]bool
@@ -33,6 +34,18 @@ type hub struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	firstRead time.Duration // how long the follower's first snapshot read took (set before ready closes)
+	// refreshDue is when the refresher reads next: a page that opens
+	// after it, on a hub that had no page, is not sent the last refresh
+	// (its TTLs are older than the page would think).
+	refreshDue time.Time
+	// idle stops the hub when it has had no page for Handler.linger;
+	// idleGen tells a timer that fired from one that was stopped or
+	// replaced meanwhile.
+	idle    *time.Timer
+	idleGen int
+	// paged has a value when a page opens on a hub that had none: the
+	// refresher waits for it while no page is open.
+	paged chan struct{}
 }
 
 // maxReplay bounds the deltas kept after the last state.
@@ -51,52 +64,6 @@ type sub struct{ ch chan *event }
 type event struct {
 	name string // state, delta or problem
 	data []byte
-}
-
-// subscribe opens an event stream of group, starting its follower if it
-// has none, and queues what the page needs first. It returns nil after
-// Close.
-func (h *Handler) subscribe(group string) (*hub, *sub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
-		return nil, nil
-	}
-	hb := h.hubs[group]
-	if hb == nil {
-		ctx, cancel := context.WithCancel(h.ctx)
-		hb = &hub{group: group, subs: map[*sub]bool{}, stop: cancel, ready: make(chan struct{})}
-		h.hubs[group] = hb
-		h.wg.Add(2)
-		go h.follow(ctx, hb)
-		go h.refresh(ctx, hb)
-	}
-	s := &sub{ch: make(chan *event, subBuffer)}
-	hb.subs[s] = true
-	if hb.state != nil {
-		s.ch <- hb.state
-		for _, d := range hb.deltas {
-			s.ch <- d
-		}
-	}
-	if hs := h.hist[group]; hs != nil {
-		s.ch <- hs.event(true, hs.entries)
-	}
-	if hb.refresh != nil {
-		s.ch <- hb.refresh
-	}
-	return hb, s
-}
-
-// unsubscribe ends s; the last page of a group stops its follower.
-func (h *Handler) unsubscribe(hb *hub, s *sub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(hb.subs, s)
-	if len(hb.subs) == 0 && h.hubs[hb.group] == hb {
-		hb.stop()
-		delete(h.hubs, hb.group)
-	}
 }
 
 // publish sends ev to every page of hb; a page whose buffer is full is

@@ -62,7 +62,7 @@ func TestBrowserLargeMap(t *testing.T) {
 func measureMap(t *testing.T, ctx context.Context, base, group, what string) {
 	t.Helper()
 	const n, members = 100_000, 10
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/#group="+group)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/?group="+group)); err != nil {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, "the map of every partition", fmt.Sprintf(

@@ -32,9 +32,21 @@ function setStatus(text, problem) {
   $("status").className = problem ? "problem" : "";
 }
 
+// currentGroup is the group the address names: ?group=NAME (the server
+// starts reading the group when it serves the page). An address of
+// #group=NAME is rewritten so.
 function currentGroup() {
   const m = /^#group=(.+)$/.exec(location.hash);
-  return m ? decodeURIComponent(m[1]) : "";
+  if (m) history.replaceState(null, "", groupHref(decodeURIComponent(m[1])));
+  return new URLSearchParams(location.search).get("group") || "";
+}
+
+function groupHref(g) { return "?group=" + encodeURIComponent(g); }
+
+// show opens group g in the page, without loading it again.
+function show(g) {
+  history.pushState(null, "", groupHref(g));
+  open();
 }
 
 async function loadGroups() {
@@ -46,11 +58,16 @@ async function loadGroups() {
     nav.replaceChildren();
     for (const g of body.groups) {
       const a = el("a", g);
-      a.href = "#group=" + encodeURIComponent(g);
+      a.href = groupHref(g);
       a.dataset.group = g;
+      a.addEventListener("click", (e) => {
+        if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return; // a new tab or window
+        e.preventDefault();
+        show(g);
+      });
       nav.append(a);
     }
-    if (!currentGroup() && body.groups.length === 1) location.hash = "#group=" + encodeURIComponent(body.groups[0]);
+    if (!currentGroup() && body.groups.length === 1) show(body.groups[0]);
   } catch (e) {
     setStatus("listing the groups failed: " + e.message, true);
   }
@@ -305,6 +322,7 @@ function fmtAge(ms) {
 addEventListener("DOMContentLoaded", () => {
   initMap();
   addEventListener("hashchange", open);
+  addEventListener("popstate", open);
   setInterval(() => { drawTTLs(); if (S && R) { drawCheckpoints(); drawStale(); } }, 500);
   loadGroups();
   open();
