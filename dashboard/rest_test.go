@@ -37,11 +37,16 @@ func measureRest(t *testing.T, fs *faultstore.Store, page <-chan sseEvent, cycle
 // open on it: with 1 page and with 20 (plain HTTP clients of the event
 // stream the page uses), the dashboard makes the same calls per refresh
 // period, the shared refresher's read (a Snapshot and the Records of the
-// set); its follower waits in Changes. Counted on SQLite by a counting
-// wrapper; the figures are in docs/dashboard.md.
+// set); its follower waits in Changes. Counted on every backend by a
+// counting wrapper; the figures are in docs/dashboard.md.
 func TestStoreOpsAtRestIndependentOfPages(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { storeOpsAtRest(t, b) })
+	}
+}
+
+func storeOpsAtRest(t *testing.T, b backend) {
 	const parts, refresh, cycles = 100, time.Second, 5
-	b := backends(t)[0] // SQLite
 	group := uniqueGroup(t)
 	join(t, b.rw, group, "a", herd.Numbered(parts), 2*time.Second)
 	fs := faultstore.Wrap(b.ro)
@@ -59,8 +64,8 @@ func TestStoreOpsAtRestIndependentOfPages(t *testing.T) {
 	}
 	twenty := measureRest(t, fs, first, cycles)
 
-	t.Logf("at rest, refresh every %v, %d partitions: 1 page %d store calls in %d refreshes over %v (%.2f/s); 20 pages %d in %d over %v (%.2f/s)",
-		refresh, parts, one.ops, one.cycles, one.elapsed.Round(time.Millisecond), one.perSecond(),
+	t.Logf("%s at rest, refresh every %v, %d partitions: 1 page %d store calls in %d refreshes over %v (%.2f/s); 20 pages %d in %d over %v (%.2f/s)",
+		b.name, refresh, parts, one.ops, one.cycles, one.elapsed.Round(time.Millisecond), one.perSecond(),
 		twenty.ops, twenty.cycles, twenty.elapsed.Round(time.Millisecond), twenty.perSecond())
 	// Between two refresh events a page received, the reads of exactly
 	// that many refreshes were made: the same calls per refresh, whatever
