@@ -148,6 +148,13 @@ func New(st store.Store, opts ...Option) *Handler {
 // Close stops every follower and ends every open event stream.
 func (h *Handler) Close() error {
 	h.cancel()
+	h.mu.Lock()
+	for _, hb := range h.hubs {
+		if hb.idle != nil {
+			hb.idle.Stop()
+		}
+	}
+	h.mu.Unlock()
 	h.wg.Wait()
 	return nil
 }
