@@ -143,8 +143,20 @@ function applyState(data) {
   const t0 = performance.now();
   if (!herdDash.stateAt) herdDash.stateAt = t0;
   const st = JSON.parse(data), n = st.n;
-  S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null,
-    owner: new Int32Array(bytesOf(st.owner)), epoch: new Float64Array(bytesOf(st.epoch)),
+  // Each partition's owner and epoch: its slot's, or (slotBytes 0) its own
+  // (see the state event).
+  let owner = new Int32Array(bytesOf(st.slotOwner)), epoch = new Float64Array(bytesOf(st.slotEpoch));
+  if (st.slotBytes === 2) {
+    const slot = new Uint16Array(bytesOf(st.slot)), slotOwner = owner, slotEpoch = epoch;
+    owner = new Int32Array(n);
+    epoch = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const j = slot[i];
+      owner[i] = slotOwner[j];
+      epoch[i] = slotEpoch[j];
+    }
+  }
+  S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null, owner, epoch,
     sessions: [], sessionIdx: new Map(), colors: [], live: new Map(), givenBack: new Map(), seenAt: new Map(),
     malformed: st.malformed, version: st.version, highlight: -1, full: true, changed: [] };
   for (const id of st.sessions) sessionIndex(id); // in order: the state's indexes are S's
