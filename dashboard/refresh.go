@@ -12,7 +12,8 @@ import (
 
 // The shared refresher: what the log does not carry (renewals and
 // checkpoints), read again every few seconds by one goroutine per group
-// whatever the number of pages, and sent to them as a "refresh" event.
+// whatever the number of pages, while one is open, and sent to them as a
+// "refresh" event.
 // One read is a Snapshot (the sessions' TTL left) and the Records of the
 // partition set, store.MaxBatch at a time (checkpoint ages, and a jobs
 // group's blackboard).
