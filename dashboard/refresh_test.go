@@ -33,7 +33,8 @@ func (c *calls) Records(ctx context.Context, group string, ps []string) ([]store
 
 // refreshJSON is the part of a "refresh" event the tests read.
 type refreshJSON struct {
-	Seq     int `json:"seq"`
+	Seq     int   `json:"seq"`
+	NextMs  int64 `json:"nextMs"`
 	Members []struct {
 		Session, Member string
 		TTLms           int64 `json:"ttlMs"`
