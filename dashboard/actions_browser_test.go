@@ -60,7 +60,7 @@ func TestBrowserActions(t *testing.T) {
 				network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + token}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#group="+group)); err != nil {
+			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?group="+group)); err != nil {
 				t.Fatal(err)
 			}
 			row := func(key string) string { return `document.querySelector('#jobTable tr[data-key="` + key + `"]')` }

@@ -67,9 +67,25 @@ func waitPage(t *testing.T, ctx context.Context, what, expr string, d time.Durat
 		// A poll begun while the page was still loading loses its
 		// context: begin again.
 		if !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(deadline) {
-			t.Fatalf("the page did not show %s within %v: %v", what, d, err)
+			t.Fatalf("the page did not show %s within %v: %v; the page: %s", what, d, err, pageState(ctx))
 		}
 	}
+}
+
+// pageState describes the page, for a test that failed waiting on it.
+func pageState(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		address: location.href, status: document.getElementById("status").textContent,
+		summary: document.getElementById("summary").textContent,
+		unowned: document.getElementById("unownedCount").textContent,
+		members: document.querySelectorAll("#members tbody tr").length,
+		dash: window.herdDash && { version: herdDash.version, stateAt: herdDash.stateAt, mapDrawnAt: herdDash.mapDrawnAt, events: herdDash.events } })`))
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return s
 }
 
 func mustMarshal(v any) []byte {
@@ -123,6 +139,9 @@ func TestBrowserTakeover(t *testing.T) {
 			}
 			waitPage(t, ctx, "every partition run by a, b or c", ownersExpr(ids, "a", "b", "c"), 10*time.Second)
 			checkCells(t, ctx)
+			if got := eval[string](t, ctx, `location.search + location.hash`); got != "?group="+group {
+				t.Errorf("the address #group=%s reads %q, want ?group=%[1]s", group, got)
+			}
 			rows := eval[[]string](t, ctx, `[...document.querySelectorAll("#members tbody tr")].map((r) => r.dataset.member)`)
 			if strings.Join(rows, ",") != "a,b,c" {
 				t.Errorf("members table: %q, want a, b, c", rows)

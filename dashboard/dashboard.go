@@ -15,7 +15,8 @@
 // (store.Store.Request; see actions.go), which the members act on under
 // their own epochs. One follower per group
 // reads the group's log, whatever the number of open pages; it starts with
-// the first page that shows the group and stops with the last. The page
+// the first page that shows the group (or the request of that page,
+// ?group=NAME) and stops a minute after the last (WithLinger). The page
 // and its assets are embedded: nothing is fetched from elsewhere, and the
 // Content-Security-Policy allows nothing else.
 package dashboard
@@ -93,6 +94,8 @@ type Handler struct {
 	mux   *http.ServeMux
 	// refreshEvery is how often a shown group is read again (WithRefresh).
 	refreshEvery time.Duration
+	// linger is how long a group is followed without a page (WithLinger).
+	linger time.Duration
 
 	// actions: the page may send requests (WithActions); origin refuses
 	// the browsers' cross-origin ones.
@@ -114,7 +117,7 @@ type Handler struct {
 // New returns the dashboard of st. The caller keeps st: Close does not
 // close it.
 func New(st store.Store, opts ...Option) *Handler {
-	h := &Handler{st: st, log: slog.Default(), retry: time.Second, refreshEvery: defaultRefresh,
+	h := &Handler{st: st, log: slog.Default(), retry: time.Second, refreshEvery: defaultRefresh, linger: defaultLinger,
 		hubs: map[string]*hub{}, hist: map[string]*history{}, origin: http.NewCrossOriginProtection()}
 	for _, o := range opts {
 		o(h)
@@ -123,7 +126,14 @@ func New(st store.Store, opts ...Option) *Handler {
 	static, _ := fs.Sub(assets, "assets") // a constant path in the embedded tree
 	files := http.FileServerFS(static)
 	h.mux = http.NewServeMux()
-	h.mux.Handle("GET /{$}", files)
+	h.mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The page of a group (?group=NAME): its read starts now, while
+		// the browser loads the scripts that will open its events.
+		if g := r.URL.Query().Get("group"); g != "" && store.ValidateID("group", g) == nil {
+			h.prefetch(g)
+		}
+		files.ServeHTTP(w, r)
+	}))
 	for _, f := range []string{"app.js", "map.js", "views.js", "jobs.js", "actions.js", "app.css"} {
 		h.mux.Handle("GET /"+f, files)
 	}
@@ -138,6 +148,13 @@ func New(st store.Store, opts ...Option) *Handler {
 // Close stops every follower and ends every open event stream.
 func (h *Handler) Close() error {
 	h.cancel()
+	h.mu.Lock()
+	for _, hb := range h.hubs {
+		if hb.idle != nil {
+			hb.idle.Stop()
+		}
+	}
+	h.mu.Unlock()
 	h.wg.Wait()
 	return nil
 }
@@ -193,7 +210,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 func (h *Handler) serveGroups(w http.ResponseWriter, r *http.Request) {
 	gl, ok := h.st.(store.GroupLister)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "this store cannot list its groups: open a group by name (#group=NAME)")
+		writeError(w, http.StatusNotImplemented, "this store cannot list its groups: open a group by name (?group=NAME)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

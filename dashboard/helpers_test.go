@@ -238,16 +238,20 @@ func decodeState(t *testing.T, data string) groupJSON {
 	var w struct {
 		groupJSON
 		Partitions string `json:"partitions"`
-		Owner      string `json:"owner"`
-		Epoch      string `json:"epoch"`
+		Slot       string `json:"slot"`
+		SlotBytes  int    `json:"slotBytes"`
+		SlotOwner  string `json:"slotOwner"`
+		SlotEpoch  string `json:"slotEpoch"`
 		N          int    `json:"n"`
 	}
 	mustJSON(t, data, &w)
 	g := w.groupJSON
-	owner, err1 := base64.StdEncoding.DecodeString(w.Owner)
-	epoch, err2 := base64.StdEncoding.DecodeString(w.Epoch)
-	if err1 != nil || err2 != nil || len(owner) != 4*w.N || len(epoch) != 8*w.N {
-		t.Fatalf("state columns: %v %v, %d and %d bytes for %d partitions", err1, err2, len(owner), len(epoch), w.N)
+	slot, err1 := base64.StdEncoding.DecodeString(w.Slot)
+	owner, err2 := base64.StdEncoding.DecodeString(w.SlotOwner)
+	epoch, err3 := base64.StdEncoding.DecodeString(w.SlotEpoch)
+	if err1 != nil || err2 != nil || err3 != nil || (w.SlotBytes != 0 && w.SlotBytes != 2) || len(slot) != w.SlotBytes*w.N || 2*len(owner) != len(epoch) ||
+		w.SlotBytes == 0 && len(owner) != 4*w.N {
+		t.Fatalf("state columns: %v %v %v, %d bytes of %d-byte slots for %d partitions, %d and %d bytes of slots", err1, err2, err3, len(slot), w.SlotBytes, w.N, len(owner), len(epoch))
 	}
 	if w.N > 0 {
 		g.Partitions = strings.Split(w.Partitions, "\n")
@@ -257,8 +261,15 @@ func decodeState(t *testing.T, data string) groupJSON {
 	}
 	g.Owner, g.Epoch = make([]int, w.N), make([]uint64, w.N)
 	for i := range w.N {
-		g.Owner[i] = int(int32(binary.LittleEndian.Uint32(owner[4*i:])))
-		g.Epoch[i] = uint64(math.Float64frombits(binary.LittleEndian.Uint64(epoch[8*i:])))
+		j := i // SlotBytes 0: a pair per partition
+		if w.SlotBytes == 2 {
+			j = int(binary.LittleEndian.Uint16(slot[2*i:]))
+		}
+		if 4*j >= len(owner) {
+			t.Fatalf("state: partition %d in slot %d of %d", i, j, len(owner)/4)
+		}
+		g.Owner[i] = int(int32(binary.LittleEndian.Uint32(owner[4*j:])))
+		g.Epoch[i] = uint64(math.Float64frombits(binary.LittleEndian.Uint64(epoch[8*j:])))
 	}
 	return g
 }

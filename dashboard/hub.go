@@ -14,7 +14,8 @@ import (
 // show the group. The follower reads one snapshot, then the group's log
 // from its version, and sends each batch of entries to every page as one
 // event: so the store sees one reader per group whatever the number of
-// pages. Every field is guarded by Handler.mu.
+// pages. It lives while the group has pages, and Handler.linger after the
+// last one (pages.go). Every field is guarded by Handler.mu.
 type hub struct {
 	group string
 	subs  map[*sub]bool
@@ -33,6 +34,18 @@ type hub struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	firstRead time.Duration // how long the follower's first snapshot read took (set before ready closes)
+	// refreshDue is when the refresher reads next: a page that opens
+	// after it, on a hub that had no page, is not sent the last refresh
+	// (its TTLs are older than the page would think).
+	refreshDue time.Time
+	// idle stops the hub when it has had no page for Handler.linger;
+	// idleGen tells a timer that fired from one that was stopped or
+	// replaced meanwhile.
+	idle    *time.Timer
+	idleGen int
+	// paged has a value when a page opens on a hub that had none: the
+	// refresher waits for it while no page is open.
+	paged chan struct{}
 }
 
 // maxReplay bounds the deltas kept after the last state.
@@ -51,52 +64,6 @@ type sub struct{ ch chan *event }
 type event struct {
 	name string // state, delta or problem
 	data []byte
-}
-
-// subscribe opens an event stream of group, starting its follower if it
-// has none, and queues what the page needs first. It returns nil after
-// Close.
-func (h *Handler) subscribe(group string) (*hub, *sub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
-		return nil, nil
-	}
-	hb := h.hubs[group]
-	if hb == nil {
-		ctx, cancel := context.WithCancel(h.ctx)
-		hb = &hub{group: group, subs: map[*sub]bool{}, stop: cancel, ready: make(chan struct{})}
-		h.hubs[group] = hb
-		h.wg.Add(2)
-		go h.follow(ctx, hb)
-		go h.refresh(ctx, hb)
-	}
-	s := &sub{ch: make(chan *event, subBuffer)}
-	hb.subs[s] = true
-	if hb.state != nil {
-		s.ch <- hb.state
-		for _, d := range hb.deltas {
-			s.ch <- d
-		}
-	}
-	if hs := h.hist[group]; hs != nil {
-		s.ch <- hs.event(true, hs.entries)
-	}
-	if hb.refresh != nil {
-		s.ch <- hb.refresh
-	}
-	return hb, s
-}
-
-// unsubscribe ends s; the last page of a group stops its follower.
-func (h *Handler) unsubscribe(hb *hub, s *sub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(hb.subs, s)
-	if len(hb.subs) == 0 && h.hubs[hb.group] == hb {
-		hb.stop()
-		delete(h.hubs, hb.group)
-	}
 }
 
 // publish sends ev to every page of hb; a page whose buffer is full is
@@ -151,6 +118,10 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 	defer h.wg.Done()
 	var snap *store.Snapshot
 	var tr *tracker
+	// own is whether snap is the follower's copy: a store's snapshot is
+	// read-only. It is copied when the first entry is applied, after the
+	// first state is sent.
+	own := false
 	gone := false // the last snapshot's version was gone at once: wait before the next
 	for ctx.Err() == nil {
 		if snap == nil {
@@ -161,8 +132,8 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 				h.failed(ctx, hb, "reading the group", err)
 				continue
 			}
-			snap, tr = s.Clone(), newTracker() // a store's snapshot is read-only; ApplyAll changes this one
-			w := newGroupState(hb.group, snap).wire()
+			snap, own, tr = s, false, newTracker()
+			w := newWireState(hb.group, snap)
 			w.ReadMs = took.Milliseconds()
 			h.mu.Lock()
 			if hb.firstRead == 0 {
@@ -190,6 +161,9 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			continue
 		}
 		gone = false
+		if !own {
+			snap, own = snap.Clone(), true
+		}
 		es, err := tr.apply(snap, cs, time.Now())
 		if err != nil {
 			h.log.Warn("dashboard: the group's log does not follow its snapshot; reading the group again", "group", hb.group, "err", err)
@@ -197,11 +171,11 @@ func (h *Handler) follow(ctx context.Context, hb *hub) {
 			continue
 		}
 		if setChanged(cs) {
-			h.publish(hb, encode("state", newGroupState(hb.group, snap).wire()))
+			h.publish(hb, encode("state", newWireState(hb.group, snap)))
 		} else {
 			h.publish(hb, encode("delta", newDelta(snap, cs)))
 			if h.replayFull(hb) {
-				h.setState(hb, encode("state", newGroupState(hb.group, snap).wire()))
+				h.setState(hb, encode("state", newWireState(hb.group, snap)))
 			}
 		}
 		h.record(hb, es)

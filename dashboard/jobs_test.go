@@ -94,7 +94,7 @@ func TestBrowserJobs(t *testing.T) {
 	startJobs(t, b.rw, group, "j1", keys)
 	startJobs(t, b.rw, group, "j2", keys)
 	base := serve(t, dashboard.New(b.ro, dashboard.WithLogger(quiet), dashboard.WithRefresh(200*time.Millisecond)))
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#group="+group)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?group="+group)); err != nil {
 		t.Fatal(err)
 	}
 	rows := `[...document.querySelectorAll("#jobTable tbody tr")]`

@@ -62,7 +62,7 @@ func TestBrowserLargeMap(t *testing.T) {
 func measureMap(t *testing.T, ctx context.Context, base, group, what string) {
 	t.Helper()
 	const n, members = 100_000, 10
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/#group="+group)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/?group="+group)); err != nil {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, "the map of every partition", fmt.Sprintf(
@@ -87,6 +87,7 @@ func measureMap(t *testing.T, ctx context.Context, base, group, what string) {
 	for _, e := range evs {
 		fmt.Fprintf(&b, " %s at %.0f (%.0f ms, %d bytes);", e.Name, e.At, e.Ms, e.Bytes)
 	}
+	t.Logf("%s: loads: %s", what, eval[string](t, ctx, `performance.getEntries().filter((e) => e.entryType === "navigation" || e.entryType === "resource").map((e) => e.name.replace(/^.*\//, "") + " " + Math.round(e.startTime) + "-" + Math.round(e.responseStart) + (e.name.includes("api/events") ? "" : "-" + Math.round(e.responseEnd))).join(", ")`))
 	t.Logf("%s: events:%s first render: %s", what, b.String(), eval[string](t, ctx, `JSON.stringify((herdDash.timings && herdDash.timings.parts) || null)`))
 	t.Logf("%s: %d partitions, %d members: state received %.0f ms and map drawn %.0f ms after navigation; "+
 		"the dashboard's snapshot read took %.0f ms; the state event %d bytes, decoded in %.1f ms, first draw %.1f ms; one full redraw %.1f ms; canvas %d pixels",

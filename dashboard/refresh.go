@@ -12,7 +12,8 @@ import (
 
 // The shared refresher: what the log does not carry (renewals and
 // checkpoints), read again every few seconds by one goroutine per group
-// whatever the number of pages, and sent to them as a "refresh" event.
+// whatever the number of pages, while one is open, and sent to them as a
+// "refresh" event.
 // One read is a Snapshot (the sessions' TTL left) and the Records of the
 // partition set, store.MaxBatch at a time (checkpoint ages, and a jobs
 // group's blackboard).
@@ -79,14 +80,15 @@ func (h *Handler) refresh(ctx context.Context, hb *hub) {
 	}
 	// The first read waits as long as the follower's snapshot read took,
 	// so that its cost (a large group's records) does not fall while the
-	// pages decode and draw their first state.
+	// pages decode and draw their first state; so does the first read
+	// after the group had no page for a while.
 	h.mu.Lock()
 	first := min(hb.firstRead, h.refreshEvery)
 	h.mu.Unlock()
 	if !sleep(ctx, first) {
 		return
 	}
-	for seq := 1; ctx.Err() == nil; seq++ {
+	for seq := 1; h.awaitPage(ctx, hb, first); seq++ {
 		start := time.Now()
 		ev, err := h.readRefresh(ctx, hb.group)
 		took := time.Since(start)
@@ -98,7 +100,7 @@ func (h *Handler) refresh(ctx context.Context, hb *hub) {
 		wait := max(h.refreshEvery, (refreshShare-1)*took)
 		if ev != nil {
 			ev.Seq, ev.ReadMs, ev.NextMs = seq, took.Milliseconds(), wait.Milliseconds()
-			h.publishRefresh(hb, encode("refresh", ev))
+			h.publishRefresh(hb, encode("refresh", ev), time.Now().Add(wait))
 		}
 		sleep(ctx, wait)
 	}
@@ -175,9 +177,9 @@ func (h *Handler) readRefresh(ctx context.Context, group string) (*refreshEvent,
 
 // publishRefresh sends ev to every page of hb and keeps it for the pages
 // that open before the next one.
-func (h *Handler) publishRefresh(hb *hub, ev *event) {
+func (h *Handler) publishRefresh(hb *hub, ev *event, due time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hb.refresh = ev
+	hb.refresh, hb.refreshDue = ev, due
 	h.send(hb, ev)
 }

@@ -33,7 +33,8 @@ func (c *calls) Records(ctx context.Context, group string, ps []string) ([]store
 
 // refreshJSON is the part of a "refresh" event the tests read.
 type refreshJSON struct {
-	Seq     int `json:"seq"`
+	Seq     int   `json:"seq"`
+	NextMs  int64 `json:"nextMs"`
 	Members []struct {
 		Session, Member string
 		TTLms           int64 `json:"ttlMs"`
@@ -80,13 +81,13 @@ func (r refreshJSON) ages(t *testing.T) []int32 {
 // refresher stops with the last page and starts with the next. Counted on
 // real stores.
 func TestRefreshShared(t *testing.T) {
-	const parts, interval = 1500, 250 * time.Millisecond
+	const parts, interval, linger = 1500, 250 * time.Millisecond, 2 * time.Second
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			group := uniqueGroup(t)
 			joinCheckpointing(t, b.rw, group, "a", herd.Numbered(parts), 2*time.Second, "05") // 300 checkpoints
 			c := &calls{Store: b.ro}
-			h := dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(interval))
+			h := dashboard.New(c, dashboard.WithLogger(quiet), dashboard.WithRefresh(interval), dashboard.WithLinger(linger))
 			base := serve(t, h)
 			first, stopFirst := openEventsStop(t, base, group)
 			r := nextRefresh(t, first, time.Minute)
@@ -158,15 +159,25 @@ func TestRefreshShared(t *testing.T) {
 				t.Fatal("no partition has a checkpoint age")
 			}
 
-			// The last page that leaves stops the refresher; a page that
-			// opens starts one again.
+			// Once the last page has left, the refresher reads no more;
+			// it stops with the follower after the linger, and a page
+			// that opens starts one again.
 			for _, stop := range append(stops, stopFirst) {
 				if dashboard.Refreshers(h) != 1 {
 					t.Fatalf("%d refreshers with pages open, want 1", dashboard.Refreshers(h))
 				}
 				stop()
 			}
-			waitFor(t, "the refresher to stop", 5*time.Second, func() bool { return dashboard.Refreshers(h) == 0 })
+			left := time.Now()
+			time.Sleep(interval) // a read under way when the last page left ends
+			idle := c.snapshots.Load()
+			waitFor(t, "the refresher to stop", linger+5*time.Second, func() bool { return dashboard.Refreshers(h) == 0 })
+			if since := time.Since(left); since < linger {
+				t.Errorf("the refresher stopped %v after the last page left, before the linger of %v", since, linger)
+			}
+			if n := c.snapshots.Load() - idle; n != 0 {
+				t.Errorf("%d snapshot reads while no page was open, want 0", n)
+			}
 			again := openEvents(t, base, group)
 			nextRefresh(t, again, time.Minute)
 			if n := dashboard.Refreshers(h); n != 1 {

@@ -15,33 +15,42 @@ type restOps struct {
 	ops     int64 // store calls of every kind
 	cycles  int   // refresh reads in between
 	elapsed time.Duration
+	// spaced is whether a read was slow enough (a loaded machine or
+	// server) that the refresher waited longer than its period after it.
+	spaced bool
 }
 
 func (r restOps) perSecond() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 // measureRest counts the store calls of fs from one refresh event of page
 // to the cycles-th after it.
-func measureRest(t *testing.T, fs *faultstore.Store, page <-chan sseEvent, cycles int) restOps {
+func measureRest(t *testing.T, fs *faultstore.Store, page <-chan sseEvent, cycles int, period time.Duration) restOps {
 	t.Helper()
 	count := func() int64 { c := fs.Ops(); return c.Reads + c.Feeds + c.Writes }
 	first := nextRefresh(t, page, time.Minute)
 	start, before := time.Now(), count()
-	seq := first.Seq
+	seq, spaced := first.Seq, false
 	for seq < first.Seq+cycles {
-		seq = nextRefresh(t, page, time.Minute).Seq
+		r := nextRefresh(t, page, time.Minute)
+		seq, spaced = r.Seq, spaced || r.NextMs > period.Milliseconds()
 	}
-	return restOps{ops: count() - before, cycles: seq - first.Seq, elapsed: time.Since(start)}
+	return restOps{ops: count() - before, cycles: seq - first.Seq, elapsed: time.Since(start), spaced: spaced || first.NextMs > period.Milliseconds()}
 }
 
 // The store calls of a group at rest do not depend on the number of pages
 // open on it: with 1 page and with 20 (plain HTTP clients of the event
 // stream the page uses), the dashboard makes the same calls per refresh
 // period, the shared refresher's read (a Snapshot and the Records of the
-// set); its follower waits in Changes. Counted on SQLite by a counting
-// wrapper; the figures are in docs/dashboard.md.
+// set); its follower waits in Changes. Counted on every backend by a
+// counting wrapper; the figures are in docs/dashboard.md.
 func TestStoreOpsAtRestIndependentOfPages(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { storeOpsAtRest(t, b) })
+	}
+}
+
+func storeOpsAtRest(t *testing.T, b backend) {
 	const parts, refresh, cycles = 100, time.Second, 5
-	b := backends(t)[0] // SQLite
 	group := uniqueGroup(t)
 	join(t, b.rw, group, "a", herd.Numbered(parts), 2*time.Second)
 	fs := faultstore.Wrap(b.ro)
@@ -50,17 +59,17 @@ func TestStoreOpsAtRestIndependentOfPages(t *testing.T) {
 
 	first := openEvents(t, base, group)
 	nextRefresh(t, first, time.Minute) // the follower and the refresher are running
-	one := measureRest(t, fs, first, cycles)
+	one := measureRest(t, fs, first, cycles, refresh)
 
 	for range 19 {
 		p := openEvents(t, base, group)
 		for ev := next(t, p, 10*time.Second); ev.name != "state"; ev = next(t, p, 10*time.Second) {
 		}
 	}
-	twenty := measureRest(t, fs, first, cycles)
+	twenty := measureRest(t, fs, first, cycles, refresh)
 
-	t.Logf("at rest, refresh every %v, %d partitions: 1 page %d store calls in %d refreshes over %v (%.2f/s); 20 pages %d in %d over %v (%.2f/s)",
-		refresh, parts, one.ops, one.cycles, one.elapsed.Round(time.Millisecond), one.perSecond(),
+	t.Logf("%s at rest, refresh every %v, %d partitions: 1 page %d store calls in %d refreshes over %v (%.2f/s); 20 pages %d in %d over %v (%.2f/s)",
+		b.name, refresh, parts, one.ops, one.cycles, one.elapsed.Round(time.Millisecond), one.perSecond(),
 		twenty.ops, twenty.cycles, twenty.elapsed.Round(time.Millisecond), twenty.perSecond())
 	// Between two refresh events a page received, the reads of exactly
 	// that many refreshes were made: the same calls per refresh, whatever
@@ -69,8 +78,12 @@ func TestStoreOpsAtRestIndependentOfPages(t *testing.T) {
 	if one.ops == 0 || perTwenty > perOne+1.0/cycles || perTwenty < perOne-1.0/cycles {
 		t.Errorf("store calls per refresh: %.2f with 1 page, %.2f with 20; want the same", perOne, perTwenty)
 	}
-	// And per second, within a refresh period's worth of calls.
-	if d := twenty.perSecond() - one.perSecond(); d > perOne/refresh.Seconds()/cycles || -d > perOne/refresh.Seconds()/cycles {
+	// And per second, within a refresh period's worth of calls, unless a
+	// slow read spaced the refreshes out (the rate then follows the
+	// reads' speed, not the pages).
+	if one.spaced || twenty.spaced {
+		t.Logf("%s: a read slower than a fifth of the period spaced the refreshes out: calls per second not compared", b.name)
+	} else if d := twenty.perSecond() - one.perSecond(); d > perOne/refresh.Seconds()/cycles || -d > perOne/refresh.Seconds()/cycles {
 		t.Errorf("store calls per second: %.2f with 1 page, %.2f with 20; want the same within one refresh's calls over the window", one.perSecond(), twenty.perSecond())
 	}
 }

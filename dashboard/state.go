@@ -1,9 +1,6 @@
 package dashboard
 
 import (
-	"encoding/base64"
-	"encoding/binary"
-	"math"
 	"slices"
 	"strings"
 
@@ -206,40 +203,4 @@ func newDelta(snap *store.Snapshot, cs []store.Change) *groupDelta {
 // setChanged reports whether cs replaces the partition set.
 func setChanged(cs []store.Change) bool {
 	return slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.PartitionsSet })
-}
-
-// wireState is the "state" event: a groupState with its columns packed so
-// that a page decodes 100,000 partitions in milliseconds. Partitions are
-// one string, the ids joined by newlines (ids hold no control
-// characters); Owner is base64 of little-endian int32s and Epoch of
-// little-endian float64s (epochs are microseconds since 1970: below 2^53,
-// so exact).
-type wireState struct {
-	Group      string            `json:"group"`
-	Kind       string            `json:"kind"`
-	Version    string            `json:"version"`
-	Members    []memberState     `json:"members"`
-	Sessions   []string          `json:"sessions"`
-	Partitions string            `json:"partitions"`
-	Owner      string            `json:"owner"`
-	Epoch      string            `json:"epoch"`
-	GivenBack  []givenBack       `json:"givenBack"`
-	Malformed  []store.Malformed `json:"malformed"`
-	N          int               `json:"n"`
-	// ReadMs is how long the snapshot read took, for a state made of a
-	// snapshot just read (0 for one the follower made of its copy).
-	ReadMs int64 `json:"readMs"`
-}
-
-// wire packs g for the event stream.
-func (g *groupState) wire() *wireState {
-	n := len(g.Partitions)
-	owner, epoch := make([]byte, 4*n), make([]byte, 8*n)
-	for i := range n {
-		binary.LittleEndian.PutUint32(owner[4*i:], uint32(int32(g.Owner[i])))
-		binary.LittleEndian.PutUint64(epoch[8*i:], math.Float64bits(float64(g.Epoch[i])))
-	}
-	return &wireState{Group: g.Group, Kind: g.Kind, Version: g.Version, Members: g.Members, Sessions: g.Sessions,
-		Partitions: strings.Join(g.Partitions, "\n"), Owner: base64.StdEncoding.EncodeToString(owner),
-		Epoch: base64.StdEncoding.EncodeToString(epoch), GivenBack: g.GivenBack, Malformed: g.Malformed, N: n}
 }

@@ -32,7 +32,7 @@ func TestBrowserViews(t *testing.T) {
 			waitGroup(t, base, group, 10*time.Second, func(g groupJSON) bool {
 				return len(g.Members) == 2 && g.Unowned == 0 && g.Members[0].Owned > 0 && g.Members[1].Owned > 0
 			})
-			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#group="+group)); err != nil {
+			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?group="+group)); err != nil {
 				t.Fatal(err)
 			}
 			waitPage(t, ctx, "every partition run by a or b", ownersExpr(ids, "a", "b"), 10*time.Second)

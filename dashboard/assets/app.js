@@ -32,9 +32,21 @@ function setStatus(text, problem) {
   $("status").className = problem ? "problem" : "";
 }
 
+// currentGroup is the group the address names: ?group=NAME (the server
+// starts reading the group when it serves the page). An address of
+// #group=NAME is rewritten so.
 function currentGroup() {
   const m = /^#group=(.+)$/.exec(location.hash);
-  return m ? decodeURIComponent(m[1]) : "";
+  if (m) history.replaceState(null, "", groupHref(decodeURIComponent(m[1])));
+  return new URLSearchParams(location.search).get("group") || "";
+}
+
+function groupHref(g) { return "?group=" + encodeURIComponent(g); }
+
+// show opens group g in the page, without loading it again.
+function show(g) {
+  history.pushState(null, "", groupHref(g));
+  open();
 }
 
 async function loadGroups() {
@@ -46,11 +58,16 @@ async function loadGroups() {
     nav.replaceChildren();
     for (const g of body.groups) {
       const a = el("a", g);
-      a.href = "#group=" + encodeURIComponent(g);
+      a.href = groupHref(g);
       a.dataset.group = g;
+      a.addEventListener("click", (e) => {
+        if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return; // a new tab or window
+        e.preventDefault();
+        show(g);
+      });
       nav.append(a);
     }
-    if (!currentGroup() && body.groups.length === 1) location.hash = "#group=" + encodeURIComponent(body.groups[0]);
+    if (!currentGroup() && body.groups.length === 1) show(body.groups[0]);
   } catch (e) {
     setStatus("listing the groups failed: " + e.message, true);
   }
@@ -126,8 +143,20 @@ function applyState(data) {
   const t0 = performance.now();
   if (!herdDash.stateAt) herdDash.stateAt = t0;
   const st = JSON.parse(data), n = st.n;
-  S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null,
-    owner: new Int32Array(bytesOf(st.owner)), epoch: new Float64Array(bytesOf(st.epoch)),
+  // Each partition's owner and epoch: its slot's, or (slotBytes 0) its own
+  // (see the state event).
+  let owner = new Int32Array(bytesOf(st.slotOwner)), epoch = new Float64Array(bytesOf(st.slotEpoch));
+  if (st.slotBytes === 2) {
+    const slot = new Uint16Array(bytesOf(st.slot)), slotOwner = owner, slotEpoch = epoch;
+    owner = new Int32Array(n);
+    epoch = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const j = slot[i];
+      owner[i] = slotOwner[j];
+      epoch[i] = slotEpoch[j];
+    }
+  }
+  S = { group: st.group, kind: st.kind, ids: n ? st.partitions.split("\n") : [], idx: null, owner, epoch,
     sessions: [], sessionIdx: new Map(), colors: [], live: new Map(), givenBack: new Map(), seenAt: new Map(),
     malformed: st.malformed, version: st.version, highlight: -1, full: true, changed: [] };
   for (const id of st.sessions) sessionIndex(id); // in order: the state's indexes are S's
@@ -305,6 +334,7 @@ function fmtAge(ms) {
 addEventListener("DOMContentLoaded", () => {
   initMap();
   addEventListener("hashchange", open);
+  addEventListener("popstate", open);
   setInterval(() => { drawTTLs(); if (S && R) { drawCheckpoints(); drawStale(); } }, 500);
   loadGroups();
   open();
