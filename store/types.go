@@ -93,6 +93,10 @@ type Snapshot struct {
 	// ownership record makes that partition unplaceable (see Malformed);
 	// a malformed session is not counted as live.
 	Malformed []Malformed
+	// Loads is the latest load published (ReportLoads) for each partition
+	// that has one, sorted by Partition: of partitions in the set or not,
+	// owned or not. Apply merges a LoadsReported entry's loads into it.
+	Loads []Load
 	// Version is the point of the group's log (see Changes) this snapshot
 	// shows: the state after the entry Version.Seq.
 	// A group whose log was never written has the zero Version.
