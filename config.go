@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/internal/pause"
 	"github.com/herdhq/herd/internal/reqhook"
 	"github.com/herdhq/herd/store"
@@ -33,6 +34,9 @@ const (
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
+	// DefaultLoadReportInterval: see Config.LoadReportInterval. It costs
+	// the store one write per member per interval at most: 0.033 a second.
+	DefaultLoadReportInterval = 30 * time.Second
 )
 
 // Handler processes one partition for as long as the member owns it. It must
@@ -134,6 +138,18 @@ type Config struct {
 	// progress recorded with Claim.Mark (plus once when the handler returns
 	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
+	// LoadReportInterval is how often the member publishes the loads of
+	// the partitions it runs (one store write, only the loads that changed
+	// by more than 10 %; see Claim.ReportLoad for what a load is). Members
+	// balance by the published loads when they are not all equal.
+	// Default 30s; negative: this member measures and publishes nothing
+	// (it still balances by the others' loads).
+	LoadReportInterval time.Duration
+	// LoadBalance is the hysteresis and move budget of the balance by load
+	// (see balance.Assigner.AssignLoad); the zero value is its defaults.
+	// Every member of a group must use the same, as they must compute the
+	// same plan.
+	LoadBalance balance.LoadOptions
 
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
@@ -178,6 +194,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RestartDelay, DefaultRestartDelay)
 	def(&c.JoinSettle, DefaultJoinSettle)
 	def(&c.CheckpointInterval, DefaultCheckpointInterval)
+	def(&c.LoadReportInterval, DefaultLoadReportInterval)
 	def(&c.JoinTimeout, DefaultJoinTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -233,6 +250,12 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTTL > 0 && c.SessionTTL < 10*time.Millisecond {
 		bad("config: SessionTTL %v is below 10ms; store round trips would expire it", c.SessionTTL)
+	}
+	if c.LoadReportInterval > 0 && c.LoadReportInterval < time.Second {
+		bad("config: LoadReportInterval %v is below 1s: each report is a store write by every member (negative turns reports off)", c.LoadReportInterval)
+	}
+	if c.LoadBalance.MaxMoves < 0 || c.LoadBalance.Band < 0 || c.LoadBalance.Floor < 0 {
+		bad("config: LoadBalance %+v has a negative field", c.LoadBalance)
 	}
 	if c.CheckpointInterval > 0 && c.CheckpointInterval < time.Millisecond {
 		bad("config: CheckpointInterval %v is below 1ms; to write on every call, use Claim.Checkpoint", c.CheckpointInterval)

@@ -24,7 +24,7 @@ import (
 type memberMetrics struct {
 	reg prometheus.Registerer
 
-	owned, handlers, live            prometheus.GaugeFunc
+	owned, handlers, live, load      prometheus.GaugeFunc
 	claims, handoffs, losses, lostSS prometheus.Counter
 	rebalance, renewSeconds          prometheus.Histogram
 	renewals, fencing, storeErrors   *prometheus.CounterVec
@@ -44,10 +44,11 @@ const (
 	opExpire        = "expire_sessions"
 	opClaimBatch    = "claim_batch"
 	opReleaseBatch  = "release_batch"
+	opReportLoads   = "report_loads"
 )
 
 var storeOps = []string{opOpenSession, opKeepAlive, opCloseSession, opSetPartitions, opSnapshot,
-	opGiveBack, opCheckpoint, opRestore, opChanges, opExpire, opClaimBatch, opReleaseBatch}
+	opGiveBack, opCheckpoint, opRestore, opChanges, opExpire, opClaimBatch, opReleaseBatch, opReportLoads}
 
 // newMemberMetrics creates m's metrics (not registered).
 func newMemberMetrics(m *Member) *memberMetrics {
@@ -83,6 +84,12 @@ func newMemberMetrics(m *Member) *memberMetrics {
 			}
 			return 0
 		}),
+		load: gauge("herd_member_load", "Sum of the measured loads of the partitions the member runs (Claim.ReportLoad's unit, or progress marks per second); 0 if it measures none.", func() float64 {
+			if m.meter == nil {
+				return 0
+			}
+			return m.meter.Total()
+		}),
 		claims:   counter("herd_claims_total", "Partitions claimed."),
 		handoffs: counter("herd_handoffs_total", "Partitions handed off to another member (a rebalance or Leave)."),
 		losses:   counter("herd_losses_total", "Partitions lost without a handoff: taken over by another member, or dropped with a lost or fenced session."),
@@ -101,7 +108,7 @@ func newMemberMetrics(m *Member) *memberMetrics {
 }
 
 func (mm *memberMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{mm.owned, mm.handlers, mm.live, mm.claims, mm.handoffs, mm.losses, mm.lostSS,
+	return []prometheus.Collector{mm.owned, mm.handlers, mm.live, mm.load, mm.claims, mm.handoffs, mm.losses, mm.lostSS,
 		mm.rebalance, mm.renewSeconds, mm.renewals, mm.fencing, mm.storeErrors}
 }
 
@@ -294,4 +301,8 @@ func (s metricStore) ClaimBatch(ctx context.Context, group, session string, part
 func (s metricStore) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
 	errs, err := s.Store.ReleaseBatch(ctx, group, session, held)
 	return errs, s.mm.storeErr(ctx, opReleaseBatch, err)
+}
+
+func (s metricStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
+	return s.mm.storeErr(ctx, opReportLoads, s.Store.ReportLoads(ctx, group, session, loads))
 }
