@@ -34,9 +34,11 @@ const (
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
-	// DefaultLoadReportInterval: see Config.LoadReportInterval. It costs
-	// the store one write per member per interval at most: 0.033 a second.
-	DefaultLoadReportInterval = 30 * time.Second
+	// DefaultLoadReportInterval: see Config.LoadReportInterval. A report
+	// costs the store at most one write by each member, and each member
+	// about two reads of the log that carries the fleet's reports: 0.05
+	// operations per member per second at one minute (docs/loads.md).
+	DefaultLoadReportInterval = time.Minute
 )
 
 // Handler processes one partition for as long as the member owns it. It must
@@ -142,7 +144,7 @@ type Config struct {
 	// the partitions it runs (one store write, only the loads that changed
 	// by more than 10 %; see Claim.ReportLoad for what a load is). Members
 	// balance by the published loads when they are not all equal.
-	// Default 30s; negative: this member measures and publishes nothing
+	// Default 1m; negative: this member measures and publishes nothing
 	// (it still balances by the others' loads).
 	LoadReportInterval time.Duration
 	// LoadBalance is the hysteresis and move budget of the balance by load

@@ -1,6 +1,7 @@
 package herd
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"slices"
 	"sync"
@@ -18,13 +19,22 @@ type markFleet struct {
 	mu      sync.Mutex
 	rate    map[string]int
 	running map[string]int
-	twice   []string // partitions seen with two handlers at once
+	twice   []string          // partitions seen with two handlers at once
+	marked  map[string]uint64 // the last position marked per partition
+	behind  []string          // partitions whose handler started behind the last mark
 }
 
 func (f *markFleet) handler(c *Claim) error {
+	var pos uint64
+	if b := c.LastCheckpoint(); len(b) == 8 {
+		pos = binary.BigEndian.Uint64(b)
+	}
 	f.mu.Lock()
 	if f.running[c.Partition]++; f.running[c.Partition] > 1 {
 		f.twice = append(f.twice, c.Partition)
+	}
+	if pos < f.marked[c.Partition] {
+		f.behind = append(f.behind, c.Partition)
 	}
 	f.mu.Unlock()
 	defer func() {
@@ -44,9 +54,13 @@ func (f *markFleet) handler(c *Claim) error {
 			return nil
 		case <-time.After(time.Second / time.Duration(r)):
 		}
-		if err := c.Mark([]byte("x")); err != nil {
+		pos++
+		if err := c.Mark(binary.BigEndian.AppendUint64(nil, pos)); err != nil {
 			return nil
 		}
+		f.mu.Lock()
+		f.marked[c.Partition] = pos
+		f.mu.Unlock()
 	}
 }
 
@@ -73,12 +87,13 @@ func (f *markFleet) load(ps []string) (sum, hot int) {
 // measure it, publish it, and move partitions until each hot partition is
 // alone on a member and the busiest member is within 15 % of the lower
 // bound, max(hottest partition, total / members); no partition ever runs
-// on two members at once. Balanced by count, the member keeps both hot
+// on two members at once, and each new owner resumes from the last
+// position marked (the handoff writes the last mark before the release). Balanced by count, the member keeps both hot
 // partitions: 220 against a bound of 100.
 func TestBalanceByMeasuredLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		f := &markFleet{rate: map[string]int{}, running: map[string]int{}}
+		f := &markFleet{rate: map[string]int{}, running: map[string]int{}, marked: map[string]uint64{}}
 		var ms []*Member
 		for _, id := range []string{"a", "b", "c", "d"} {
 			m, err := Join(t.Context(), st, Config{Group: "g", Member: id, Partitions: Numbered(16), Handler: f.handler,
@@ -116,6 +131,9 @@ func TestBalanceByMeasuredLoad(t *testing.T) {
 		}
 		if len(f.twice) > 0 {
 			t.Errorf("partitions %v ran on two handlers at once", f.twice)
+		}
+		if len(f.behind) > 0 {
+			t.Errorf("partitions %v started behind their last mark: a move for load lost progress", f.behind)
 		}
 		for _, m := range ms {
 			if err := m.Leave(t.Context()); err != nil {

@@ -12,6 +12,23 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
+// loadGather is how long the log reader waits after a read that brought
+// load reports only, before it reads again: the members report at the same
+// moments (reportLoop), so the reports of the whole fleet come in about two
+// reads and one plan per member and interval, not one each. An entry of
+// another kind that comes meanwhile waits that long at most.
+const loadGather = time.Second
+
+// onlyLoads reports whether cs are load reports only.
+func onlyLoads(cs []store.Change) bool {
+	for _, c := range cs {
+		if c.Kind != store.LoadsReported {
+			return false
+		}
+	}
+	return len(cs) > 0
+}
+
 // reportLoop publishes the measured loads of session s every
 // LoadReportInterval, at multiples of it on the host's clock (members with
 // agreeing clocks report together, so a member following the log reads

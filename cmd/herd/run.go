@@ -222,6 +222,8 @@ type runner struct {
 	errMu  sync.Mutex
 	force  chan struct{} // closed on a second signal: kill children at once
 	metric *runMetrics   // nil without --metrics
+	cpu    *child.CPU    // the children's CPU time, their partitions' loads (runchild.go)
+	cpuErr sync.Once     // a failure to read it is logged once
 
 	mu     sync.Mutex
 	claims map[string]*herd.Claim // partitions with a child, by id
@@ -248,6 +250,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		o: o, group: o.group, shim: []string{exe, "__child"},
 		log: o.logger, out: out, errOut: errOut,
 		force: make(chan struct{}), claims: map[string]*herd.Claim{},
+		cpu: child.NewCPU(cpuPeriod / 2),
 	}
 	// Signals are counted here too: main's handler cancels ctx on the
 	// first and then stops catching them; this one keeps catching them, so

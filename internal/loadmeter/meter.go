@@ -20,6 +20,7 @@ package loadmeter
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,8 +155,9 @@ func (m *Meter) Sample(now time.Time, max int) []store.Load {
 	}
 	loads := make([]store.Load, len(out))
 	for i, c := range out {
-		c.part.published, c.part.hasPub = c.part.ewma, true
-		loads[i] = store.Load{Partition: c.p, Load: c.part.ewma}
+		v := round3(c.part.ewma)
+		c.part.published, c.part.hasPub = v, true
+		loads[i] = store.Load{Partition: c.p, Load: v}
 	}
 	store.SortLoads(loads)
 	return loads
@@ -193,4 +195,19 @@ func (m *Meter) Total() float64 {
 		t += pt.ewma
 	}
 	return t
+}
+
+// round3 rounds v to three significant digits: a published load is a
+// measure good to a few per cent, and its text in every entry of the log,
+// which every member reads, is then at most 5 or 6 bytes ("0.977",
+// "1.23e+06") instead of up to 24.
+func round3(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 3, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
 }
