@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/internal/loadmeter"
+	"github.com/herdhq/herd/internal/membermetrics"
 	"github.com/herdhq/herd/store"
 )
 
@@ -42,11 +43,11 @@ type Member struct {
 	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet       // the partitions with a running handler, and the session
-	released releasedRecords  // released records the replica may still show as ours
-	rel      *releaser        // batches the releases of handed-off slots
-	metrics  *memberMetrics   // nil without Config.Metrics
-	meter    *loadmeter.Meter // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
+	running  runningSet             // the partitions with a running handler, and the session
+	released releasedRecords        // released records the replica may still show as ours
+	rel      *releaser              // batches the releases of handed-off slots
+	metrics  *membermetrics.Metrics // nil without Config.Metrics
+	meter    *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
 }
 
 // Errors a member reports.
@@ -127,7 +128,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return err
 	})
 	if err != nil {
-		m.metrics.unregister()
+		m.metrics.Unregister()
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
 	}

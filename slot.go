@@ -103,7 +103,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 // ErrNotOwner) past that time or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
-	return m.metrics.countFencing(func(ctx context.Context, v []byte) error {
+	return m.metrics.CountFencing(func(ctx context.Context, v []byte) error {
 		fctx, cancel, ok := sess.withFence(ctx)
 		defer cancel()
 		if !ok {

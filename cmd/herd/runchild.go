@@ -88,16 +88,17 @@ func (r *runner) handle(c *herd.Claim) error {
 	}
 }
 
-// cpuPeriod is how often a child's CPU time is read for its partition's
-// load (Claim.ReportLoad): the CPU seconds its process group used per
-// second over the period. The member publishes it every report interval.
+// cpuPeriod is how often at most a child's CPU time is read for its
+// partition's load (Claim.ReportLoad): the CPU seconds its process group
+// used per second over the period; half of --load-interval if that is
+// shorter. The member publishes it every --load-interval.
 const cpuPeriod = 10 * time.Second
 
 // wait waits for the claim's child p to exit (true) or to be stopped
 // because the claim ended or a second signal came (false), reporting the
 // CPU its process group uses as the partition's load meanwhile.
 func (r *runner) wait(c *herd.Claim, p *child.Process) bool {
-	tick := time.NewTicker(cpuPeriod)
+	tick := time.NewTicker(max(r.cpuEvery, time.Second))
 	defer tick.Stop()
 	last, lastAt := time.Duration(-1), time.Now()
 	for {
