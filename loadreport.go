@@ -92,10 +92,12 @@ func (r *replica) loadOf(p string) (float64, bool) {
 // its Mark and Checkpoint calls, which is its load otherwise: a handler
 // whose items differ in cost reports what it knows (CPU seconds per
 // second, bytes per second...), in the same unit on every member of the
-// group. The latest value counts; each LoadReportInterval the member
-// publishes it if it changed by more than 10 %. A value that is not a
-// finite number >= 0 is ignored. Safe for concurrent use; a no-op on a
-// Claim made outside herd.
+// group. The latest value is sampled every LoadReportInterval and smoothed
+// (a value more than 1.5 times above or below the smoothed load replaces
+// it; another moves it by 5 % of the difference, so noise does not move
+// partitions); the member publishes the result if it changed by more than
+// 10 %. A value that is not a finite number >= 0 is ignored. Safe for
+// concurrent use; a no-op on a Claim made outside herd.
 func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
 
 // startMeasure begins measuring a started claim's partition, from its

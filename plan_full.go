@@ -138,7 +138,8 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
 	if err == nil && unequal {
 		b.byLoad, err = b.assigner.AssignLoad(b.members, b.parts, b.owner, b.load, m.cfg.LoadBalance, b.byLoad)
-		if err == nil && balance.Improves(b.members, b.parts, target, b.byLoad, b.load, m.cfg.LoadBalance) {
+		imp := balance.Improves(b.members, b.parts, target, b.byLoad, b.load, m.cfg.LoadBalance)
+		if err == nil && imp {
 			target, b.byLoad = b.byLoad, target
 		}
 	}

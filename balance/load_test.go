@@ -347,6 +347,9 @@ func TestImproves(t *testing.T) {
 		{"nearly equal", []int32{0, 0, 1, 2}, []int32{0, 1, 1, 2}, []float64{1, 0.97, 1.02, 1}, LoadOptions{}, false},
 		{"small gain", []int32{0, 0, 1, 2}, []int32{0, 1, 2, 2}, []float64{1.05, 1, 1, 1}, LoadOptions{Band: 0.5}, false},
 		{"within the floor", []int32{0, 0, 1, 2}, []int32{0, 1, 2, 2}, []float64{0.1, 0.1, 0.01, 0.01}, LoadOptions{Floor: 1}, false},
+		// The hot partition 0 sets the top (10) either way; by count the
+		// rest are 3 against 0.2, by load 1.6 and 1.6.
+		{"a hot partition hides the rest", []int32{0, 1, 1, 2}, []int32{0, 1, 2, 2}, []float64{10, 1.6, 1.4, 0.2}, LoadOptions{}, true},
 	}
 	for _, c := range cases {
 		if got := Improves(members, parts, c.byCount, c.byLoad, c.load, c.o); got != c.want {

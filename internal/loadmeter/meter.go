@@ -1,13 +1,16 @@
 // Package loadmeter measures the load of the partitions a member runs and
 // decides which loads to publish (store.Store.ReportLoads).
 //
-// A partition's load is, by default, the rate of its handler's progress
-// marks (herd's Claim.Mark and Claim.Checkpoint: items processed per
-// second), smoothed by an exponentially weighted moving average with a time
-// constant of one report interval (a step in the rate shows 63 % after one
-// interval, 86 % after two). A handler that knows better reports its own
-// load (Claim.ReportLoad: herd run's children report the CPU seconds per
-// second of their process group); its latest report is the load, as given.
+// A partition's load is sampled once per report interval: by default the
+// rate of its handler's progress marks over the interval (herd's Claim.Mark
+// and Claim.Checkpoint: items processed per second), or the latest load
+// the handler reported itself (Claim.ReportLoad: herd run's children report
+// the CPU seconds per second of their process group). Samples are smoothed
+// as in the simulation study (docs/simulation.md): a sample more than
+// Jump times above or below the smoothed load is a real change and
+// replaces it; any other moves it by Smooth of the difference. So a
+// partition that turns ten times hotter shows at once, and +-20 % noise
+// on every sample moves the load by about 1 % a sample.
 //
 // At each report interval the meter returns the loads that changed beyond
 // a threshold since they were last published: by more than Rel of the
@@ -29,10 +32,13 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// Thresholds of a change worth publishing (see the package doc).
+// Thresholds of a change worth publishing, and the smoothing of samples
+// (see the package doc).
 const (
-	Rel = 0.10
-	Abs = 0.01
+	Rel    = 0.10
+	Abs    = 0.01
+	Jump   = 1.5
+	Smooth = 0.05
 )
 
 // Counter is what one running claim's handler feeds: its marks, or a load
@@ -121,16 +127,12 @@ func (m *Meter) Sample(now time.Time, max int) []store.Load {
 	var out []change
 	for p, pt := range m.parts {
 		dt := now.Sub(pt.since)
-		if pt.c.has.Load() {
-			pt.ewma, pt.primed = math.Float64frombits(pt.c.own.Load()), true
-		} else if dt >= m.tau/2 {
+		switch {
+		case pt.c.has.Load():
+			pt.fold(math.Float64frombits(pt.c.own.Load()))
+		case dt >= m.tau/2:
 			n := pt.c.marks.Load()
-			rate := float64(n-pt.seen) / dt.Seconds()
-			if pt.primed {
-				pt.ewma += (1 - math.Exp(-dt.Seconds()/m.tau.Seconds())) * (rate - pt.ewma)
-			} else {
-				pt.ewma, pt.primed = rate, true
-			}
+			pt.fold(float64(n-pt.seen) / dt.Seconds())
 			pt.since, pt.seen = now, n
 		}
 		if !pt.primed {
@@ -161,6 +163,16 @@ func (m *Meter) Sample(now time.Time, max int) []store.Load {
 	}
 	store.SortLoads(loads)
 	return loads
+}
+
+// fold smooths sample v into the part's load (see the package doc).
+func (pt *part) fold(v float64) {
+	switch {
+	case !pt.primed || v > Jump*pt.ewma || v*Jump < pt.ewma:
+		pt.ewma, pt.primed = v, true
+	default:
+		pt.ewma += Smooth * (v - pt.ewma)
+	}
 }
 
 // Published notes that p's load was published by someone as v (an entry

@@ -11,37 +11,42 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// TestSampleRateAndThreshold: the measure is the marks' rate, smoothed;
-// a load is published once, then again only when it changed beyond the
-// thresholds.
+// TestSampleRateAndThreshold: the measure is the marks' rate; a load is
+// published once, then again only when it changed beyond the thresholds:
+// a jump of more than 1.5 times at once, a smaller change smoothed.
 func TestSampleRateAndThreshold(t *testing.T) {
 	m := New(30 * time.Second)
 	a, b := &Counter{}, &Counter{}
 	m.Start("a", a, t0, 0, false)
 	m.Start("b", b, t0, 0, false)
-	for range 300 {
-		a.Mark()
+	marks := func(n int) {
+		for range n {
+			a.Mark()
+		}
 	}
+	marks(300)
 	got := m.Sample(t0.Add(30*time.Second), store.MaxLoads)
 	want := []store.Load{{Partition: "a", Load: 10}, {Partition: "b", Load: 0}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("first Sample = %v; want %v", got, want)
 	}
-	// The same rate again (within 10 %): nothing to publish.
-	for range 310 {
-		a.Mark()
-	}
+	// 20 % more: smoothed (10.1), nothing to publish, and no more after
+	// twenty such samples of noise around 10.
+	marks(360)
 	if got := m.Sample(t0.Add(60*time.Second), store.MaxLoads); len(got) != 0 {
-		t.Fatalf("Sample at an unchanged rate = %v; want nothing", got)
+		t.Fatalf("Sample after a rate 20 %% higher = %v; want nothing", got)
 	}
-	// The rate doubles: after one interval the average has moved 63 % of
-	// the way, beyond the threshold.
-	for range 600 {
-		a.Mark()
+	for i := range 20 {
+		marks([]int{240, 360}[i%2])
+		if got := m.Sample(t0.Add(time.Duration(90+30*i)*time.Second), store.MaxLoads); len(got) != 0 {
+			t.Fatalf("Sample %d of noise = %v; want nothing", i, got)
+		}
 	}
-	got = m.Sample(t0.Add(90*time.Second), store.MaxLoads)
-	if len(got) != 1 || got[0].Partition != "a" || got[0].Load != 16.4 {
-		t.Fatalf("Sample after the rate doubled = %v; want a at 16.4 (from 10.2, 63 %% of the way to 20, to three digits)", got)
+	// The rate doubles: a real change, published at once.
+	marks(600)
+	got = m.Sample(t0.Add(690*time.Second), store.MaxLoads)
+	if !slices.Equal(got, []store.Load{{Partition: "a", Load: 20}}) {
+		t.Fatalf("Sample after the rate doubled = %v; want a at 20", got)
 	}
 }
 
@@ -58,10 +63,10 @@ func TestStartFromPublished(t *testing.T) {
 	if m.Total() != 5 {
 		t.Fatalf("Total = %v; want the published 5", m.Total())
 	}
-	c.Report(7)
+	c.Report(10)
 	got := m.Sample(t0.Add(2*time.Second), 10)
-	if !slices.Equal(got, []store.Load{{Partition: "p", Load: 7}}) {
-		t.Fatalf("Sample after ReportLoad(7) = %v; want p at 7", got)
+	if !slices.Equal(got, []store.Load{{Partition: "p", Load: 10}}) {
+		t.Fatalf("Sample after ReportLoad(10) = %v; want p at 10", got)
 	}
 	c.Report(math.NaN())
 	c.Report(-1)
