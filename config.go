@@ -304,9 +304,11 @@ func errNilContext(op string) error {
 	return fmt.Errorf("herd: %s: the context is nil (use context.Background() or a context with a deadline): %w", op, store.ErrInvalid)
 }
 
-// Partition is one unit of work in a group: an id and a weight. The weight
-// is stored but not used yet: partitions are balanced by count, each
-// counting as one (a member's Config.Weight, its capacity, is used).
+// Partition is one unit of work in a group: an id and a weight. The count
+// balance counts each partition as one whatever its weight (a member's
+// Config.Weight, its capacity, is used); the balance by load, once the
+// published loads differ, counts a partition's load Weight times
+// (docs/loads.md).
 type Partition = store.Partition
 
 // Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it

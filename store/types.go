@@ -11,10 +11,11 @@ import (
 // Partition is one unit of work in a group.
 type Partition struct {
 	ID string
-	// Weight is stored and returned as given (0 or more), but nothing uses
-	// it yet: balancing is by partition count, each partition counting as
-	// one whatever its weight (see package balance). Member weights
-	// (SessionInfo.Weight) are used.
+	// Weight is stored and returned as given (0 or more). The count
+	// balance counts each partition as one whatever its weight; the
+	// balance by load (once the published loads differ, see Load) counts
+	// its load Weight times (see package balance). Member weights
+	// (SessionInfo.Weight) are used by both.
 	Weight int
 }
 
