@@ -68,7 +68,9 @@ const (
 	faultMaxSize = 6 // members
 )
 
-func runFaultSchedule(t *testing.T, seed uint64, dataLoss bool) { runFaultScheduleWith(t, seed, dataLoss, false) }
+func runFaultSchedule(t *testing.T, seed uint64, dataLoss bool) {
+	runFaultScheduleWith(t, seed, dataLoss, false)
+}
 
 func runFaultScheduleWith(t *testing.T, seed uint64, dataLoss, skewed bool) {
 	ctx, cancel := context.WithCancel(t.Context())
