@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdhq/herd/internal/loadmeter"
 	"github.com/herdhq/herd/store"
 )
 
@@ -26,6 +27,7 @@ type Claim struct {
 	last  []byte // the checkpoint when the claim was made (what was recorded since is in prog)
 	write func(ctx context.Context, value []byte) error
 	prog  progress
+	load  *loadmeter.Counter // its marks, or the handler's own load (nil outside herd)
 }
 
 // Context is cancelled as soon as the partition is lost or is being handed
@@ -75,6 +77,7 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if c == nil || c.m == nil || c.write == nil {
 		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
 	}
+	c.load.Mark() // an item processed, whatever the write's fate
 	if err := c.m.cfg.gate.Wait(ctx); err != nil {
 		return err
 	}

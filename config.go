@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/internal/pause"
 	"github.com/herdhq/herd/internal/reqhook"
 	"github.com/herdhq/herd/store"
@@ -33,6 +34,11 @@ const (
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
+	// DefaultLoadReportInterval: see Config.LoadReportInterval. A report
+	// costs the store at most one write by each member, and each member
+	// about two reads of the log that carries the fleet's reports: 0.05
+	// operations per member per second at one minute (docs/loads.md).
+	DefaultLoadReportInterval = time.Minute
 )
 
 // Handler processes one partition for as long as the member owns it. It must
@@ -134,6 +140,18 @@ type Config struct {
 	// progress recorded with Claim.Mark (plus once when the handler returns
 	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
+	// LoadReportInterval is how often the member publishes the loads of
+	// the partitions it runs (one store write, only the loads that changed
+	// by more than 10 %; see Claim.ReportLoad for what a load is). Members
+	// balance by the published loads when they are not all equal.
+	// Default 1m; negative: this member measures and publishes nothing
+	// (it still balances by the others' loads).
+	LoadReportInterval time.Duration
+	// LoadBalance is the hysteresis and move budget of the balance by load
+	// (see balance.Assigner.AssignLoad); the zero value is its defaults.
+	// Every member of a group must use the same, as they must compute the
+	// same plan.
+	LoadBalance balance.LoadOptions
 
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
@@ -178,6 +196,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RestartDelay, DefaultRestartDelay)
 	def(&c.JoinSettle, DefaultJoinSettle)
 	def(&c.CheckpointInterval, DefaultCheckpointInterval)
+	def(&c.LoadReportInterval, DefaultLoadReportInterval)
 	def(&c.JoinTimeout, DefaultJoinTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -234,6 +253,12 @@ func (c Config) Validate() error {
 	if c.SessionTTL > 0 && c.SessionTTL < 10*time.Millisecond {
 		bad("config: SessionTTL %v is below 10ms; store round trips would expire it", c.SessionTTL)
 	}
+	if c.LoadReportInterval > 0 && c.LoadReportInterval < time.Second {
+		bad("config: LoadReportInterval %v is below 1s: each report is a store write by every member (negative turns reports off)", c.LoadReportInterval)
+	}
+	if c.LoadBalance.MaxMoves < 0 || c.LoadBalance.Band < 0 || c.LoadBalance.Floor < 0 {
+		bad("config: LoadBalance %+v has a negative field", c.LoadBalance)
+	}
 	if c.CheckpointInterval > 0 && c.CheckpointInterval < time.Millisecond {
 		bad("config: CheckpointInterval %v is below 1ms; to write on every call, use Claim.Checkpoint", c.CheckpointInterval)
 	}
@@ -279,9 +304,11 @@ func errNilContext(op string) error {
 	return fmt.Errorf("herd: %s: the context is nil (use context.Background() or a context with a deadline): %w", op, store.ErrInvalid)
 }
 
-// Partition is one unit of work in a group: an id and a weight. The weight
-// is stored but not used yet: partitions are balanced by count, each
-// counting as one (a member's Config.Weight, its capacity, is used).
+// Partition is one unit of work in a group: an id and a weight. The count
+// balance counts each partition as one whatever its weight (a member's
+// Config.Weight, its capacity, is used); the balance by load, once the
+// published loads differ, counts a partition's load Weight times
+// (docs/loads.md).
 type Partition = store.Partition
 
 // Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it

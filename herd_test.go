@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
@@ -41,6 +42,12 @@ func TestConfigValidate(t *testing.T) {
 		{"tiny ttl", herd.Config{Group: "g", Handler: ok, SessionTTL: time.Millisecond}, "below 10ms"},
 		{"negative", herd.Config{Group: "g", Handler: ok, MaxShutdown: -time.Second}, "negative"},
 		{"duplicate partitions", herd.Config{Group: "g", Handler: ok, Partitions: []herd.Partition{{ID: "a"}, {ID: "a"}}}, "twice"},
+		{"load reports too often", herd.Config{Group: "g", Handler: ok, LoadReportInterval: 100 * time.Millisecond}, "LoadReportInterval"},
+		{"negative load budget", herd.Config{Group: "g", Handler: ok, LoadBalance: balance.LoadOptions{MaxMoves: -1}}, "LoadBalance"},
+	}
+	off := herd.Config{Group: "g", Member: "m", Handler: ok, LoadReportInterval: -1}
+	if err := off.Validate(); err != nil {
+		t.Fatalf("LoadReportInterval -1 (no reports) rejected: %v", err)
 	}
 	for _, c := range cases {
 		err := c.cfg.Validate()

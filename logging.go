@@ -108,7 +108,7 @@ func (m *Member) logStep() {
 		return
 	}
 	s.write(m.log, m.ownedCount())
-	m.metrics.step(s)
+	m.metrics.Step(s.claimed.n, s.handoff.n, s.lost.n, s.start)
 	*s = stepLog{}
 }
 

@@ -92,7 +92,7 @@ type runLoop struct {
 // run is the reconcile loop, started by Join with the first session.
 func (m *Member) run(sess *session) {
 	defer close(m.life.done)
-	defer m.metrics.unregister() // before Done: the same member may join again
+	defer m.metrics.Unregister() // before Done: the same member may join again
 	defer m.life.stop()
 	l := m.newRunLoop(sess)
 	defer l.stopTimers()

@@ -37,7 +37,7 @@ func (l *runLoop) loseSession() {
 	if errors.Is(cause, ErrSessionExpired) {
 		m.loss.lossSeen = true // the store forgot the session
 	}
-	m.metrics.sessionLost(m)
+	m.metrics.SessionLost(m.ownedCount())
 	m.running.mu.Lock()
 	clear(m.running.owned)
 	m.running.sess = ""
@@ -106,7 +106,7 @@ func (l *runLoop) startLeaving() {
 		m.handOff(sl)
 	}
 	handed()
-	m.metrics.leaving(m)
+	m.metrics.Leaving(m.ownedCount())
 	m.running.mu.Lock()
 	clear(m.running.owned)
 	m.running.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herdhq/herd/internal/loadmeter"
+	"github.com/herdhq/herd/internal/membermetrics"
 	"github.com/herdhq/herd/store"
 )
 
@@ -41,10 +43,11 @@ type Member struct {
 	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet      // the partitions with a running handler, and the session
-	released releasedRecords // released records the replica may still show as ours
-	rel      *releaser       // batches the releases of handed-off slots
-	metrics  *memberMetrics  // nil without Config.Metrics
+	running  runningSet             // the partitions with a running handler, and the session
+	released releasedRecords        // released records the replica may still show as ours
+	rel      *releaser              // batches the releases of handed-off slots
+	metrics  *membermetrics.Metrics // nil without Config.Metrics
+	meter    *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
 }
 
 // Errors a member reports.
@@ -107,6 +110,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		released: releasedRecords{epochs: map[string]uint64{}},
 	}
 	m.rel = newReleaser(m)
+	if cfg.LoadReportInterval > 0 {
+		m.meter = loadmeter.New(cfg.LoadReportInterval)
+	}
 	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {
 		stop()
@@ -122,7 +128,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return err
 	})
 	if err != nil {
-		m.metrics.unregister()
+		m.metrics.Unregister()
 		stop()
 		return nil, fmt.Errorf("herd: join %q: %w", cfg.Group, err)
 	}

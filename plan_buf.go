@@ -25,6 +25,8 @@ type reconcileBuf struct {
 	rec      []int32           // per partition: index of its record in the snapshot, or -1
 	recPart  []int32           // per record of the snapshot (placeholders too): index of its partition, or -1
 	target   []int32           // per partition: index in members of its target owner
+	load     []float64         // per partition: its published load (loadmeter.Align)
+	byLoad   []int32           // per partition: AssignLoad's target (swapped with target when taken)
 	strays   []int32           // records of ours for partitions outside the set
 	records  int               // records found (placeholders aside)
 	marked   int               // records of partitions in the set with a GivenBack mark

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd/balance"
+	"github.com/herdhq/herd/internal/loadmeter"
 	"github.com/herdhq/herd/store"
 )
 
@@ -128,7 +129,20 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	}
 	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
+	// By count, unless the published loads differ (loadreport.go) and
+	// the balance by load leaves the most loaded member clearly lower
+	// (balance.Improves). A function of the copy alone, as every member
+	// must find the same target.
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
+	var unequal bool
+	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
+	if err == nil && unequal {
+		b.byLoad, err = b.assigner.AssignLoad(b.members, b.parts, b.owner, b.load, m.cfg.LoadBalance, b.byLoad)
+		imp := balance.Improves(b.members, b.parts, target, b.byLoad, b.load, m.cfg.LoadBalance)
+		if err == nil && imp {
+			target, b.byLoad = b.byLoad, target
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
 	}

@@ -69,6 +69,7 @@ func (c *Claim) Mark(value []byte) error {
 		p.mark, p.shared = nil, false
 	}
 	p.mark = append(p.mark[:0], value...)
+	c.load.Mark()
 	p.seq++
 	p.markSeq = p.seq
 	c.armFlush()

@@ -123,7 +123,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 func (m *Member) renew(s *session) renewal {
 	sent := time.Now()
 	next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
-	m.metrics.renewed(s.ctx, time.Since(sent), err)
+	m.metrics.Renewed(s.ctx, time.Since(sent), err)
 	return renewal{sent: sent, next: next, err: err}
 }
 

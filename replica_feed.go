@@ -371,6 +371,13 @@ func (f *feed) pace(c *logCall) bool {
 		f.backoff = firstBackoff
 	case c.err == nil && len(c.cs) > 0:
 		f.backoff = firstBackoff
+		if onlyLoads(c.cs) {
+			// The fleet's load reports come together (loadreport.go):
+			// the rest of them in one more read, and one plan for all.
+			f.wait(max(time.Duration(c.sessions)*readPace, loadGather))
+			m.wakeLoop()
+			break
+		}
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
 	case c.gone:

@@ -81,6 +81,9 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
+	if m.meter != nil {
+		go m.reportLoop(s)
+	}
 	return s, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herdhq/herd/internal/loadmeter"
 	"github.com/herdhq/herd/store"
 )
 
@@ -84,8 +85,10 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		sess:      sess,
 		last:      o.Checkpoint,
 		write:     m.claimWrite(sess, part, epoch),
+		load:      &loadmeter.Counter{},
 	}
 	sl.claim.trackProgress()
+	m.startMeasure(sl.claim)
 	slots[part] = sl
 	m.running.mu.Lock()
 	m.running.owned[part] = epoch
@@ -100,7 +103,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 // ErrNotOwner) past that time or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
-	return m.metrics.countFencing(func(ctx context.Context, v []byte) error {
+	return m.metrics.CountFencing(func(ctx context.Context, v []byte) error {
 		fctx, cancel, ok := sess.withFence(ctx)
 		defer cancel()
 		if !ok {
@@ -144,6 +147,7 @@ func (m *Member) runSlot(sl *slot) {
 		}
 	}
 	sl.watch.disarm() // armed by handOff
+	m.stopMeasure(c)
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
 	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {

@@ -5,6 +5,9 @@ import (
 	"math"
 )
 
+// defaultBand is LoadOptions.Band's default.
+const defaultBand = 0.10
+
 // LoadOptions are the hysteresis and the move budget of
 // [Assigner.AssignLoad]. The zero value is ready to use: a band of 10 %, no
 // floor, no move budget.
@@ -219,7 +222,7 @@ func newLoadPlan(members []Member, e []float64, owner []int32, o LoadOptions) *l
 		ded: make([]int32, n), owner: make([]int32, len(e)), target: make([]int32, len(e)),
 	}
 	if !(lp.band > 0) || math.IsInf(lp.band, 0) {
-		lp.band = 0.10
+		lp.band = defaultBand
 	}
 	if math.IsNaN(lp.floor) || math.IsInf(lp.floor, 0) {
 		lp.floor = 0

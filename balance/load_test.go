@@ -329,3 +329,32 @@ func TestAssignLoadReachesBand(t *testing.T) {
 		}
 	}
 }
+
+// TestImproves: by load is taken over by count only when it lowers the
+// most loaded member by more than the band: not for nearly equal loads,
+// nor for partitions too few to spread finer, nor within the floor.
+func TestImproves(t *testing.T) {
+	members := []Member{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}, {ID: "c", Weight: 1}}
+	parts := []Partition{{ID: "0"}, {ID: "1"}, {ID: "2"}, {ID: "3"}}
+	cases := []struct {
+		name            string
+		byCount, byLoad []int32
+		load            []float64
+		o               LoadOptions
+		want            bool
+	}{
+		{"two hot on a", []int32{0, 0, 1, 2}, []int32{0, 1, 2, 2}, []float64{10, 10, 1, 1}, LoadOptions{}, true},
+		{"nearly equal", []int32{0, 0, 1, 2}, []int32{0, 1, 1, 2}, []float64{1, 0.97, 1.02, 1}, LoadOptions{}, false},
+		{"small gain", []int32{0, 0, 1, 2}, []int32{0, 1, 2, 2}, []float64{1.05, 1, 1, 1}, LoadOptions{Band: 0.5}, false},
+		{"within the floor", []int32{0, 0, 1, 2}, []int32{0, 1, 2, 2}, []float64{0.1, 0.1, 0.01, 0.01}, LoadOptions{Floor: 1}, false},
+		// The hot partition 0 sets the top (10) either way; by count the
+		// rest are 3 against 0.2, by load 1.6 and 1.6.
+		{"a hot partition hides the rest", []int32{0, 1, 1, 2}, []int32{0, 1, 2, 2}, []float64{10, 1.6, 1.4, 0.2}, LoadOptions{}, true},
+	}
+	for _, c := range cases {
+		if got := Improves(members, parts, c.byCount, c.byLoad, c.load, c.o); got != c.want {
+			top, bound := Spread(members, parts, c.byCount, c.load)
+			t.Errorf("%s: Improves = %v; want %v (by count: top %v, bound %v)", c.name, got, c.want, top, bound)
+		}
+	}
+}

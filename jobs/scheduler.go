@@ -80,6 +80,10 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		MaxShutdown:          cfg.MaxShutdown,
 		Logger:               cfg.Logger,
 		Metrics:              cfg.Metrics,
+		// A key's load is not measured yet: the rate of its runs'
+		// checkpoints would show a long run as idle. Keys are balanced
+		// by count.
+		LoadReportInterval: -1,
 	}
 	pause.SetHerdGate.(func(*herd.Config, *pause.Gate))(&hc, cfg.gate)
 	reqhook.SetHerdHandler.(func(*herd.Config, func(store.Request)))(&hc, s.onRequest)

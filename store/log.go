@@ -57,6 +57,10 @@ const (
 	// or to member Member, to take Action (RequestRun, ...). It changes
 	// nothing in the group: only its owner acts on it (see Request).
 	Requested
+	// LoadsReported: Session published the loads of partitions (Loads,
+	// sorted by partition; see ReportLoads). It changes no record: the
+	// snapshot's Loads take the new values.
+	LoadsReported
 )
 
 func (k ChangeKind) String() string {
@@ -77,6 +81,8 @@ func (k ChangeKind) String() string {
 		return "partitions-set"
 	case Requested:
 		return "requested"
+	case LoadsReported:
+		return "loads-reported"
 	}
 	return fmt.Sprintf("change(%d)", int(k))
 }
@@ -94,6 +100,7 @@ type Change struct {
 	Partitions []Partition // PartitionsSet only; read-only
 	GivenBack  string      // Released by GiveBack only: the giving session
 	Action     string      // Requested only: RequestRun, RequestPause, RequestResume or RequestLeave
+	Loads      []Load      // LoadsReported only: sorted by partition; read-only
 	// At is when the entry was appended, on the store's clock (etcdstore:
 	// the writing process's clock; see each backend's doc), to the
 	// microsecond or better; entries one write appends together share it.
@@ -111,6 +118,7 @@ func (s *Snapshot) Clone() *Snapshot {
 	c.Partitions = slices.Clone(s.Partitions)
 	c.Owners = slices.Clone(s.Owners)
 	c.Malformed = slices.Clone(s.Malformed)
+	c.Loads = slices.Clone(s.Loads)
 	return &c
 }
 
@@ -183,6 +191,8 @@ func (s *Snapshot) Apply(c Change) error {
 		s.Partitions, s.PartitionSetStored = ps, true
 	case Requested:
 		// Nothing changes but the version: the owner acts on it.
+	case LoadsReported:
+		s.Loads = MergeLoads(s.Loads, c.Loads)
 	default:
 		return fmt.Errorf("apply: entry %d has unknown kind %v", c.Version.Seq, c.Kind)
 	}

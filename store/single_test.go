@@ -16,7 +16,7 @@ import (
 // one (store.Claim, store.Release), not a method every backend writes.
 func TestStoreHasEachOperationOnce(t *testing.T) {
 	want := []string{"ClaimBatch", "Changes", "Checkpoint", "Close", "CloseSession", "DeleteGroup",
-		"ExpireSessions", "GiveBack", "KeepAlive", "OpenSession", "Records", "ReleaseBatch", "Request", "Restore",
+		"ExpireSessions", "GiveBack", "KeepAlive", "OpenSession", "Records", "ReleaseBatch", "ReportLoads", "Request", "Restore",
 		"SetPartitions", "Snapshot"}
 	typ := reflect.TypeFor[store.Store]()
 	var got []string

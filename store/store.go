@@ -32,7 +32,8 @@
 //     any call that notices it, ExpireSessions among them), a claim
 //     (ClaimBatch), a release (ReleaseBatch, GiveBack), a record
 //     restored (Restore), a partition set stored (SetPartitions). A
-//     request (Request) is an entry too, though it changes no record.
+//     request (Request) and a load report (ReportLoads) are entries too,
+//     though they change no record.
 //     Renewals and checkpoints are not changes of the group and log nothing. The log is
 //     ordered and gap-free: entry n+1 follows entry n, and a snapshot at
 //     version v plus the entries after v (Snapshot.Apply) is the group as a
@@ -81,7 +82,7 @@ var (
 	ErrGroupKind = errors.New("herd: group is of another kind")
 )
 
-// Store is what a backend implements: 16 methods, each one operation that
+// Store is what a backend implements: 17 methods, each one operation that
 // the member runtime (package herd), the jobs scheduler or the herd tool
 // calls (docs/store-contract.md lists who calls which). There is one way to
 // do each thing: a single claim or release is a batch of one (store.Claim,
@@ -284,6 +285,20 @@ type Store interface {
 	// ValidateRequest rejects r. Called by the dashboard (herd dashboard
 	// --allow-actions).
 	Request(ctx context.Context, group string, r Request) error
+
+	// ReportLoads publishes the loads of partitions that session runs
+	// (see Load): if session is alive, it appends one LoadsReported entry
+	// naming session and carrying the loads (sorted by partition), and
+	// makes each load its partition's latest (Snapshot.Loads), atomically.
+	// It changes no record and does not check who owns the partitions:
+	// the balance only reads loads, so a report cannot break a fence.
+	// ErrSessionExpired if session is not alive (nothing is written);
+	// ErrInvalid if ValidateReportLoads rejects the arguments. A backend
+	// whose transactions are bounded (etcd) may split a report into
+	// several entries, each atomic, as it splits a batch. Called by a
+	// member once per report interval, with the loads that changed
+	// beyond a threshold since it last published them.
+	ReportLoads(ctx context.Context, group, session string, loads []Load) error
 
 	// DeleteGroup removes everything the store holds for group: sessions,
 	// partition set and kind, ownership records and checkpoints, in one atomic

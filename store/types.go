@@ -11,10 +11,11 @@ import (
 // Partition is one unit of work in a group.
 type Partition struct {
 	ID string
-	// Weight is stored and returned as given (0 or more), but nothing uses
-	// it yet: balancing is by partition count, each partition counting as
-	// one whatever its weight (see package balance). Member weights
-	// (SessionInfo.Weight) are used.
+	// Weight is stored and returned as given (0 or more). The count
+	// balance counts each partition as one whatever its weight; the
+	// balance by load (once the published loads differ, see Load) counts
+	// its load Weight times (see package balance). Member weights
+	// (SessionInfo.Weight) are used by both.
 	Weight int
 }
 
@@ -93,6 +94,10 @@ type Snapshot struct {
 	// ownership record makes that partition unplaceable (see Malformed);
 	// a malformed session is not counted as live.
 	Malformed []Malformed
+	// Loads is the latest load published (ReportLoads) for each partition
+	// that has one, sorted by Partition: of partitions in the set or not,
+	// owned or not. Apply merges a LoadsReported entry's loads into it.
+	Loads []Load
 	// Version is the point of the group's log (see Changes) this snapshot
 	// shows: the state after the entry Version.Seq.
 	// A group whose log was never written has the zero Version.

@@ -61,6 +61,8 @@ type benchResult struct {
 	HeapBytesPerMember         *uint64  `json:"heap_bytes_per_member,omitempty"`
 	// Scenario "jobs" only.
 	Jobs *jobsFigures `json:"jobs,omitempty"`
+	// Scenario "skewed" only.
+	Skewed *skewedFigures `json:"skewed,omitempty"`
 }
 
 type benchOpts struct {
@@ -128,6 +130,8 @@ type benchScenario struct {
 	optIn bool
 	// jobs: the recurring jobs scenario (bench_jobs.go).
 	jobs bool
+	// skewed: the balance by load against the count balance (benchskewed.go).
+	skewed bool
 }
 
 // phase is one measured change of a scenario.
@@ -196,6 +200,7 @@ var benchScenarios = []benchScenario{
 	{name: "large-start", parts: 100000, before: 100, placement: true, optIn: true, joinWith: true,
 		run: phases()},
 	{name: "jobs", parts: jobsBenchKeys, before: jobsBenchMembers, optIn: true, jobs: true},
+	{name: "skewed", parts: 32, before: 4, optIn: true, skewed: true},
 }
 
 func benchCmd() *cobra.Command {
@@ -312,6 +317,8 @@ func runBenchOn(ctx context.Context, out io.Writer, conn *connector, o benchOpts
 			var r benchResult
 			r, err = runJobsScenario(ctx, conn, o)
 			rs = []benchResult{r}
+		} else if sc.skewed {
+			rs, err = runSkewedScenario(ctx, conn, sc, o)
 		} else {
 			rs, err = runScenario(ctx, conn, sc, o)
 		}

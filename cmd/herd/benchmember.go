@@ -56,6 +56,7 @@ type memberCounts struct {
 	// A jobs member's: checkpoint writes, and keys it owns.
 	Checkpoints int64 `json:"checkpoints,omitempty"`
 	Owned       int64 `json:"owned,omitempty"`
+	LoadReports int64 `json:"load_reports,omitempty"` // ReportLoads calls
 }
 
 func (c memberCounts) ops() int64 { return c.FullReads + c.RecordReads + c.LogReads + c.Writes }
@@ -71,6 +72,7 @@ func benchMemberCmd() *cobra.Command {
 	var storeURL, group, member, profile string
 	var ttl, jobsEvery, leaveIn time.Duration
 	var partitions, jobsKeys int
+	var sk skewOpts
 	cmd := &cobra.Command{
 		Use:    "__bench-member",
 		Short:  "One member of herd bench's fleet (started by herd bench)",
@@ -95,7 +97,7 @@ func benchMemberCmd() *cobra.Command {
 			if jobsEvery > 0 {
 				return runBenchJobsMember(ctx, r, storeURL, group, member, ttl, jobsEvery, jobsKeys, leaveIn)
 			}
-			return runBenchMember(ctx, r, storeURL, group, member, ttl, partitions, leaveIn)
+			return runBenchMember(ctx, r, storeURL, group, member, ttl, partitions, leaveIn, sk)
 		},
 	}
 	cmd.Flags().StringVar(&storeURL, "store", "", "store URL")
@@ -107,6 +109,9 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&leaveIn, "leave-timeout", leaveTimeout, "how long Leave may take after SIGTERM")
 	cmd.Flags().DurationVar(&jobsEvery, "jobs-every", 0, "run a jobs scheduler with this interval instead (0: a member of partitions)")
 	cmd.Flags().IntVar(&jobsKeys, "jobs-keys", 0, "the jobs scheduler sets this many keys (0: the stored ones)")
+	cmd.Flags().Float64Var(&sk.cores, "burn-cores", 0, "handlers burn this many cores in all, skewed over the partitions (0: they do nothing)")
+	cmd.Flags().Float64Var(&sk.skew, "burn-skew", skewExp, "the Zipf exponent of --burn-cores over the partitions")
+	cmd.Flags().DurationVar(&sk.loadEvery, "load-interval", herd.DefaultLoadReportInterval, "Config.LoadReportInterval (0: no reports)")
 	return cmd
 }
 
@@ -198,7 +203,13 @@ func (r *reporter) openStore(ctx context.Context, storeURL string) (closeStore f
 
 // runBenchMember runs a member of partitions until ctx ends (a signal, or
 // the bench gone), then leaves.
-func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration) error {
+// skewOpts are a bench member's flags of the skewed scenario.
+type skewOpts struct {
+	cores, skew float64
+	loadEvery   time.Duration
+}
+
+func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration, sk skewOpts) error {
 	r.timer = time.AfterFunc(time.Hour, r.flushOwn)
 	r.timer.Stop()
 	fail := r.fail
@@ -211,17 +222,35 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 	if os.Getenv("HERD_LOG_LEVEL") == "info" { // herd bench --member-logs
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: logger,
+	var loads []float64 // the skewed scenario's: cores per partition
+	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: logger, LoadReportInterval: sk.loadEvery,
 		Handler: func(c *herd.Claim) error {
 			p, err := strconv.Atoi(c.Partition)
 			if err != nil {
 				return fmt.Errorf("bench member: partition %q is not a number", c.Partition)
 			}
 			r.changed(int32(p), true)
+			if p < len(loads) {
+				burn(c, loads[p])
+			}
 			<-c.Context().Done()
 			r.changed(int32(p), false)
 			return nil
 		}}
+	if sk.loadEvery == 0 {
+		cfg.LoadReportInterval = -1
+	}
+	if sk.cores > 0 {
+		n := partitions
+		if n == 0 {
+			snap, err := r.st.Snapshot(ctx, group)
+			if err != nil {
+				return fail(err)
+			}
+			n = len(snap.Partitions)
+		}
+		loads = zipfCores(n, sk.cores, sk.skew)
+	}
 	if partitions > 0 {
 		cfg.Partitions = herd.Numbered(partitions)
 	}
@@ -283,13 +312,19 @@ type countingStore struct {
 	lastReadAt  atomic.Int64
 	checkpoints atomic.Int64
 	owned       atomic.Int64 // set by a jobs member before it reports
+	loadReports atomic.Int64
 }
 
 func (s *countingStore) counts() memberCounts {
 	o := s.fault.Ops()
 	full := s.snapshots.Load()
 	return memberCounts{FullReads: full, RecordReads: o.Reads - full, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
-		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load()}
+		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load(), LoadReports: s.loadReports.Load()}
+}
+
+func (s *countingStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
+	s.loadReports.Add(1)
+	return s.Store.ReportLoads(ctx, group, session, loads)
 }
 
 func (s *countingStore) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {

@@ -9,13 +9,16 @@ import (
 func printBenchTable(out io.Writer, rs []benchResult) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tstore\tpartitions\tmembers\tbalanced after\tsettled after\tmoves\tmin moves\tmax owners at once\tops/member\trows read/member\tserver CPU\tCPU/process p50\tmax\tpeak RSS\tjoin failures\t")
-	var steady, jobs []benchResult
+	var steady, jobs, skewed []benchResult
 	for _, r := range rs {
 		if r.StoreOpsPerMemberPerSecond != nil {
 			steady = append(steady, r)
 		}
 		if r.Jobs != nil {
 			jobs = append(jobs, r)
+		}
+		if r.Skewed != nil {
+			skewed = append(skewed, r)
 		}
 		cpu := "-"
 		if r.ServerCPUSeconds != nil {
@@ -39,6 +42,9 @@ func printBenchTable(out io.Writer, rs []benchResult) {
 	}
 	for _, r := range jobs {
 		printJobsLine(out, r)
+	}
+	for _, r := range skewed {
+		printSkewedLine(out, r)
 	}
 }
 

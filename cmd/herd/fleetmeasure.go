@@ -36,6 +36,7 @@ func (f *procFleet) countsLocked() memberCounts {
 		n.Writes += m.counts.Writes
 		n.Renewals += m.counts.Renewals
 		n.Rows += m.counts.Rows
+		n.LoadReports += m.counts.LoadReports
 		n.LastReadAt = max(n.LastReadAt, m.counts.LastReadAt)
 	}
 	return n

@@ -32,9 +32,10 @@ type runOpts struct {
 	maxShutdown  time.Duration
 	restartDelay time.Duration
 	restartMax   time.Duration
-	maxFailures  int          // --max-failures: failures in a row before the partition is given back; 0: never
-	metrics      string       // --metrics ADDR: /metrics and /healthz
-	logger       *slog.Logger // from --log-format and --log-level; nil: text at INFO
+	maxFailures  int           // --max-failures: failures in a row before the partition is given back; 0: never
+	loadEvery    time.Duration // --load-interval: how often the children's CPU loads are published; 0: never
+	metrics      string        // --metrics ADDR: /metrics and /healthz
+	logger       *slog.Logger  // from --log-format and --log-level; nil: text at INFO
 	args         []string
 	join         memberFlags // --join-timeout, --replace-partitions
 }
@@ -137,6 +138,7 @@ func runCmd() *cobra.Command {
 	f.DurationVar(&o.restartDelay, "restart-delay", time.Second, "pause before a child that exited is started again, 1ms to 1h")
 	f.DurationVar(&o.restartMax, "restart-max", time.Minute, "the longest pause between restarts, --restart-delay to 24h")
 	f.IntVar(&o.maxFailures, "max-failures", defaultMaxFailures, "failures in a row of a partition's child before the partition is given back to the group, 0 (never) to 1000000")
+	f.DurationVar(&o.loadEvery, "load-interval", herd.DefaultLoadReportInterval, "how often the member publishes its children's loads (the CPU time of each child's process group), 1s to 1h; 0: never (the partitions are balanced by count unless other members publish loads)")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
 	o.join.add(f, "partitions")
 	_ = cmd.MarkFlagRequired("group")
@@ -183,6 +185,11 @@ func (o runOpts) validate() (*connector, []store.Partition, error) {
 	if err := checkDuration("restart-max", o.restartMax, o.restartDelay, 24*time.Hour); err != nil {
 		return nil, nil, err
 	}
+	if o.loadEvery != 0 {
+		if err := checkDuration("load-interval", o.loadEvery, time.Second, time.Hour); err != nil {
+			return nil, nil, err
+		}
+	}
 	if o.maxFailures < 0 || o.maxFailures > maxMaxFailures {
 		return nil, nil, fmt.Errorf("--max-failures must be between 0 (never give back) and %d (got %d)", maxMaxFailures, o.maxFailures)
 	}
@@ -209,19 +216,22 @@ func (o runOpts) validate() (*connector, []store.Partition, error) {
 
 // runner is one herd run member: its children and its checkpoint socket.
 type runner struct {
-	o      runOpts
-	group  string
-	member string
-	shim   []string
-	sock   string
-	joined atomic.Pointer[herd.Member] // set once joined: save reads its copy of the group
-	log    *slog.Logger
-	out    io.Writer
-	errOut io.Writer
-	outMu  sync.Mutex
-	errMu  sync.Mutex
-	force  chan struct{} // closed on a second signal: kill children at once
-	metric *runMetrics   // nil without --metrics
+	o        runOpts
+	group    string
+	member   string
+	shim     []string
+	sock     string
+	joined   atomic.Pointer[herd.Member] // set once joined: save reads its copy of the group
+	log      *slog.Logger
+	out      io.Writer
+	errOut   io.Writer
+	outMu    sync.Mutex
+	errMu    sync.Mutex
+	force    chan struct{} // closed on a second signal: kill children at once
+	metric   *runMetrics   // nil without --metrics
+	cpu      *child.CPU    // the children's CPU time, their partitions' loads (runchild.go); nil: not measured
+	cpuEvery time.Duration // how often a child's CPU time is read
+	cpuErr   sync.Once     // a failure to read it is logged once
 
 	mu     sync.Mutex
 	claims map[string]*herd.Claim // partitions with a child, by id
@@ -248,6 +258,10 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		o: o, group: o.group, shim: []string{exe, "__child"},
 		log: o.logger, out: out, errOut: errOut,
 		force: make(chan struct{}), claims: map[string]*herd.Claim{},
+	}
+	if o.loadEvery > 0 {
+		r.cpuEvery = min(cpuPeriod, max(o.loadEvery/2, time.Second))
+		r.cpu = child.NewCPU(r.cpuEvery / 2)
 	}
 	// Signals are counted here too: main's handler cancels ctx on the
 	// first and then stops catching them; this one keeps catching them, so
@@ -300,8 +314,12 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		SessionTTL:           o.ttl,
 		// The handler kills its child after --max-shutdown; the member's
 		// own watchdog only warns, a little later.
-		MaxShutdown: o.maxShutdown + time.Second,
-		Logger:      r.log,
+		MaxShutdown:        o.maxShutdown + time.Second,
+		Logger:             r.log,
+		LoadReportInterval: o.loadEvery,
+	}
+	if o.loadEvery == 0 {
+		cfg.LoadReportInterval = -1 // no reports
 	}
 	if reg != nil {
 		cfg.Metrics = reg

@@ -46,17 +46,7 @@ func (r *runner) handle(c *herd.Claim) error {
 			r.log.Error("starting the child failed", "partition", c.Partition, "err", err)
 			r.metric.ended(nil, true)
 		} else {
-			select {
-			case <-p.Done():
-				r.metric.ended(p, true)
-			case <-ctx.Done():
-				r.stop(c, p)
-				r.metric.ended(p, false)
-				flush(outs)
-				return nil
-			case <-r.force:
-				p.Stop(0)
-				r.metric.ended(p, false)
+			if !r.wait(c, p) {
 				flush(outs)
 				return nil
 			}
@@ -94,6 +84,52 @@ func (r *runner) handle(c *herd.Claim) error {
 		case <-r.force:
 			t.Stop()
 			return nil
+		}
+	}
+}
+
+// cpuPeriod is how often at most a child's CPU time is read for its
+// partition's load (Claim.ReportLoad): the CPU seconds its process group
+// used per second over the period; half of --load-interval if that is
+// shorter. The member publishes it every --load-interval.
+const cpuPeriod = 10 * time.Second
+
+// wait waits for the claim's child p to exit (true) or to be stopped
+// because the claim ended or a second signal came (false), reporting the
+// CPU its process group uses as the partition's load meanwhile.
+func (r *runner) wait(c *herd.Claim, p *child.Process) bool {
+	tick := time.NewTicker(max(r.cpuEvery, time.Second))
+	defer tick.Stop()
+	last, lastAt := time.Duration(-1), time.Now()
+	for {
+		select {
+		case <-tick.C:
+			if r.cpu == nil {
+				continue
+			}
+			used, err := r.cpu.Group(p.Pid())
+			if err != nil {
+				r.cpuErr.Do(func() {
+					r.log.Warn("cannot measure the children's CPU time: loads are the rate of checkpoints", "err", err)
+				})
+				continue
+			}
+			now := time.Now()
+			if last >= 0 && used >= last {
+				c.ReportLoad((used - last).Seconds() / now.Sub(lastAt).Seconds())
+			}
+			last, lastAt = used, now
+		case <-p.Done():
+			r.metric.ended(p, true)
+			return true
+		case <-c.Context().Done():
+			r.stop(c, p)
+			r.metric.ended(p, false)
+			return false
+		case <-r.force:
+			p.Stop(0)
+			r.metric.ended(p, false)
+			return false
 		}
 	}
 }

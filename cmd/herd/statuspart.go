@@ -17,6 +17,9 @@ import (
 func partitionOf(id string, inSet bool, owners map[string]store.Ownership, badRecord map[string]string,
 	snap *store.Snapshot, members map[string]*memberStatus) partitionStatus {
 	p := partitionStatus{Partition: id, InSet: inSet}
+	if l, ok := snap.LoadOf(id); ok {
+		p.Load = &l
+	}
 	noMember := ""
 	if len(snap.Sessions) == 0 {
 		noMember = "no live member; "
@@ -51,6 +54,9 @@ func partitionOf(id string, inSet bool, owners map[string]store.Ownership, badRe
 		p.Member, p.Session = &o.Member, &o.Session
 		if m := members[o.Session]; m != nil && inSet {
 			m.Owned++
+			if m.Load != nil && p.Load != nil {
+				*m.Load += *p.Load
+			}
 		}
 	default:
 		p.State = stateUnowned

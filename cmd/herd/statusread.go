@@ -117,6 +117,7 @@ type groupStatus struct {
 	JobsListed         *string           `json:"jobs_listed"`
 	JobsNotListed      *int              `json:"jobs_not_listed"`
 	Jobs               []jobStatus       `json:"jobs"`
+	loads              bool              // the group has published loads: the text shows them
 }
 
 type statusCounts struct {
@@ -136,7 +137,10 @@ type memberStatus struct {
 	TTLLeftMS  int64    `json:"ttl_remaining_ms"`
 	Owned      int      `json:"owned"`
 	Partitions []string `json:"partitions"`
-	owned      []string // the partitions it owns, for the text table whatever is listed
+	// Load is the sum of the published loads of the partitions it runs
+	// (absent while no load is published in the group).
+	Load  *float64 `json:"load,omitempty"`
+	owned []string // the partitions it owns, for the text table whatever is listed
 }
 
 type partitionStatus struct {
@@ -151,7 +155,9 @@ type partitionStatus struct {
 	CheckpointAgeMS *int64  `json:"checkpoint_age_ms"`
 	GivenBackBy     *string `json:"given_back_by"`
 	GivenBackSess   *string `json:"given_back_session"`
-	Reason          string  `json:"reason"`
+	// Load is the latest load published for it (ReportLoads), absent if none.
+	Load   *float64 `json:"load,omitempty"`
+	Reason string   `json:"reason"`
 }
 
 type malformedStatus struct {
@@ -201,8 +207,12 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 	for _, si := range snap.Sessions {
 		gs.Members = append(gs.Members, memberStatus{Member: si.Member, Session: si.ID, Weight: max(si.Weight, 1), TTLLeftMS: si.Remaining.Milliseconds()})
 	}
+	gs.loads = len(snap.Loads) > 0
 	for i := range gs.Members {
 		members[gs.Members[i].Session] = &gs.Members[i]
+		if gs.loads {
+			gs.Members[i].Load = ptr(0.0)
+		}
 	}
 	badRecord := map[string]string{} // partition -> reason, malformed ownership records
 	for _, m := range snap.Malformed {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -100,7 +101,11 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 		b.WriteString("\n")
 		t := newTable()
 		tw := t.tw
-		fmt.Fprintf(tw, "PARTITION\t%s\tMEMBER\tEPOCH\tCLAIMED\tCHECKPOINT\tNOTE\n", ts.paint(ansiPlain, "STATE"))
+		loadCol := ""
+		if g.loads {
+			loadCol = "LOAD\t"
+		}
+		fmt.Fprintf(tw, "PARTITION\t%s\tMEMBER\tEPOCH\t%sCLAIMED\tCHECKPOINT\tNOTE\n", ts.paint(ansiPlain, "STATE"), loadCol)
 		for _, p := range g.Partitions {
 			epoch := "-"
 			if p.Epoch != nil {
@@ -129,8 +134,12 @@ func writeGroup(b *strings.Builder, g groupStatus, ts textStyle) {
 				}
 				note += gb
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, ts.paint(stateColour(p.State), p.State), member, epoch,
-				claimed, ckpt, note)
+			load := ""
+			if g.loads {
+				load = fmtLoad(p.Load) + "\t"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", p.Partition, ts.paint(stateColour(p.State), p.State), member, epoch,
+				load, claimed, ckpt, note)
 		}
 		t.writeTo(b)
 	}
@@ -151,14 +160,22 @@ func writeMembers(b *strings.Builder, g groupStatus, last string) {
 		b.WriteString("\n")
 		t := newTable()
 		tw := t.tw
-		fmt.Fprintln(tw, "MEMBER\tSESSION\tWEIGHT\tTTL LEFT\tOWNED\t"+last)
+		loadCol := ""
+		if g.loads {
+			loadCol = "LOAD\t"
+		}
+		fmt.Fprintln(tw, "MEMBER\tSESSION\tWEIGHT\tTTL LEFT\tOWNED\t"+loadCol+last)
 		for _, m := range g.Members {
 			owned := compactIDs(m.owned, 60)
 			if len(m.owned) == 0 {
 				owned = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", m.Member, m.Session, m.Weight,
-				fmtAge(time.Duration(m.TTLLeftMS)*time.Millisecond), m.Owned, owned)
+			load := ""
+			if g.loads {
+				load = fmtLoad(m.Load) + "\t"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s%s\n", m.Member, m.Session, m.Weight,
+				fmtAge(time.Duration(m.TTLLeftMS)*time.Millisecond), m.Owned, load, owned)
 		}
 		t.writeTo(b)
 	}
@@ -272,4 +289,13 @@ func (t *table) writeTo(b *strings.Builder) {
 			b.WriteString(line)
 		}
 	}
+}
+
+// fmtLoad shows a published load with three significant digits, "-" if
+// none.
+func fmtLoad(l *float64) string {
+	if l == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*l, 'g', 3, 64)
 }

@@ -117,6 +117,7 @@ type entry struct {
 	Set       string           `json:"set,omitempty"`
 	Chunks    int              `json:"n,omitempty"`
 	Parts     []setPart        `json:"ps,omitempty"` // a small set, in the entry
+	Loads     []loadPart       `json:"ls,omitempty"` // a LoadsReported entry's (loads.go)
 	// At: the writing process's clock in µs when it committed the entry
 	// (etcd gives no server time); absent in an entry of an older herd,
 	// whose readers ignore it.
@@ -127,7 +128,7 @@ type entry struct {
 // entryOf is the entry of c, written at at (the writer's clock).
 func entryOf(c store.Change, at time.Time) entry {
 	e := entry{Kind: c.Kind, Session: c.Session, Member: c.Member, Weight: c.Weight, Partition: c.Partition,
-		Epoch: c.Epoch, GivenBack: c.GivenBack, Action: c.Action, At: at.UnixMicro()}
+		Epoch: c.Epoch, GivenBack: c.GivenBack, Action: c.Action, Loads: entryLoads(c), At: at.UnixMicro()}
 	for _, p := range c.Partitions {
 		e.Parts = append(e.Parts, setPart{ID: p.ID, Weight: p.Weight})
 	}

@@ -127,6 +127,7 @@ func (s *Store) Close() error {
 //	G s/<session> the session's liveness: a key on its lease
 //	G r/<id>      a partition's ownership record
 //	G c/<id>      its checkpoint
+//	G o/<id>      its latest load (ReportLoads; store.FormatLoad)
 //	G p/<set>/<n> the partition set, in chunks
 func (s *Store) groupKey(group string) string {
 	return s.prefix + "g/" + url.PathEscape(group) + "/"

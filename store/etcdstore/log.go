@@ -211,6 +211,11 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 			return c, fmt.Errorf("log entry of a request cannot be decoded: %v: %w", err, store.ErrCorrupt)
 		}
 	}
+	if e.Kind == store.LoadsReported {
+		ls, err := changeLoads(e.Loads)
+		c.Loads = ls
+		return c, err
+	}
 	if e.Kind != store.PartitionsSet {
 		return c, nil
 	}

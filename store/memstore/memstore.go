@@ -111,6 +111,7 @@ type group struct {
 	digest     string              // store.Digest of partitions, when partsSet
 	kind       string              // the group's kind, "" if none named yet
 	records    map[string]*record  // every ownership record by partition
+	loads      []store.Load        // latest load per partition, sorted; immutable, shared with snapshots
 
 	// The sorted ownership list is maintained incrementally: sorted holds
 	// the records in partition order, new records wait in pending until the
@@ -354,5 +355,5 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		sessions[i] = store.SessionInfo{ID: ss.id, Member: ss.member, Remaining: ss.expires.Sub(now), Weight: ss.weight}
 	}
 	return &store.Snapshot{Sessions: sessions, Partitions: g.partitions, Owners: g.ownersView(), PartitionSetStored: g.partsSet,
-		Kind: g.kind, Version: g.log.version()}, nil
+		Kind: g.kind, Loads: g.loads, Version: g.log.version()}, nil
 }

@@ -239,6 +239,13 @@ func decodeEntry(v store.Version, kind int16, session, member string, weight *in
 		if err := c.Request().Validate(); err != nil {
 			return bad(err.Error())
 		}
+	case kindLoads:
+		c.Kind = store.LoadsReported
+		ls, err := decodeLoadsEntry(ids)
+		if err != nil || session == "" {
+			return bad(fmt.Sprintf("no session, or loads that do not decode (%v)", err))
+		}
+		c.Loads = ls
 	case kindSet:
 		c.Kind = store.PartitionsSet
 		if len(ids) != len(weights) {

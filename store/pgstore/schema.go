@@ -19,6 +19,7 @@ const (
 	kindRestored = 6
 	kindSet      = 7
 	// kindRequested = 8: request.go
+	// kindLoads = 9: loads.go
 )
 
 // finishSQL is the function finish (of schemaSQL, and replaced by

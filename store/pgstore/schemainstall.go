@@ -69,9 +69,10 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 // that installOnce is to judge.
 func (s *Store) installedAlready(ctx context.Context) (bool, error) {
 	var v *int
-	var hasAt bool // the log's time (logTimeSQL), added to version 2 without a new version
+	var hasAt bool // the log's time (logTimeSQL) and the loads (loadsSQL), added to version 2 without a new version
 	err := s.pool.QueryRow(ctx, "SELECT max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) "+
-		"AND attname = 'at' AND NOT attisdropped) FROM "+s.qschema+".schema_version", s.qschema+".log").Scan(&v, &hasAt)
+		"AND attname = 'at' AND NOT attisdropped) AND to_regclass($2) IS NOT NULL FROM "+s.qschema+".schema_version",
+		s.qschema+".log", s.qschema+".loads").Scan(&v, &hasAt)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // undefined table or schema
@@ -114,8 +115,8 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 	case version == SchemaVersion:
 		// Installed; the log's time is added if it predates it (a no-op
 		// otherwise: another store added it meanwhile).
-		if _, err := tx.Exec(ctx, s.sqlFor(logTimeSQL)); err != nil {
-			return false, fmt.Errorf("adding the log's time: %w", err)
+		if _, err := tx.Exec(ctx, s.sqlFor(logTimeSQL+loadsSQL)); err != nil {
+			return false, fmt.Errorf("adding the log's time and the table of loads: %w", err)
 		}
 		return false, tx.Commit(ctx)
 	case version == 1:
@@ -123,14 +124,14 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 		// functions of locks.go replace their older versions (same
 		// arguments and results: members of version 1 still running keep
 		// working with them).
-		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL+logTimeSQL)); err != nil {
+		if _, err := tx.Exec(ctx, s.sqlFor(upgradeV1SQL+locksSQL+logTimeSQL+loadsSQL)); err != nil {
 			return false, fmt.Errorf("upgrading the schema from version 1: %w", err)
 		}
 	case version != 0:
 		return false, fmt.Errorf("pgstore: schema %q is at version %d, which this herd cannot upgrade (it writes version %d): %w",
 			s.schema, version, SchemaVersion, store.ErrInvalid)
 	default:
-		if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL+locksSQL)); err != nil {
+		if _, err := tx.Exec(ctx, s.sqlFor(schemaSQL+locksSQL+loadsSQL)); err != nil {
 			return false, fmt.Errorf("creating the tables: %w", err)
 		}
 	}

@@ -29,7 +29,10 @@ SELECT '2', p.id, NULL, NULL, NULL, p.weight::text, NULL, NULL
 FROM g JOIN ` + S + `.partitions p ON p.gid = g.gid
 UNION ALL
 SELECT '3', o.partition, o.session, o.member, o.given_back, NULL, NULL, o.epoch::text
-FROM g JOIN ` + S + `.owners o ON o.gid = g.gid`
+FROM g JOIN ` + S + `.owners o ON o.gid = g.gid
+UNION ALL
+SELECT '4', l.partition, NULL, NULL, NULL, NULL, NULL, l.load::text
+FROM g JOIN ` + S + `.loads l ON l.gid = g.gid`
 }
 
 // Snapshot implements store.Store. One round trip: the group's due
@@ -125,12 +128,18 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 				continue
 			}
 			snap.Owners = append(snap.Owners, o)
+		case '4':
+			// A load that does not decode (written by hand) is left out.
+			if l, err := store.ParseLoad(string(f[7])); err == nil && store.ValidateID("partition", id) == nil {
+				snap.Loads = append(snap.Loads, store.Load{Partition: id, Load: l})
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	sortSnapshot(snap)
+	store.SortLoads(snap.Loads)
 	return snap, nil
 }
 

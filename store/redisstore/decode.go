@@ -88,6 +88,7 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 	// A version key this store did not write reads as no log: the next
 	// write starts a new history.
 	snap.Version, _ = parseVersion(r.version)
+	snap.Loads = decodeLoads(r.loads)
 	for p, w := range r.parts {
 		if err := store.ValidateID("partition", p); err != nil {
 			bad(store.MalformedPartition, k.partitions, p, "%v", err)

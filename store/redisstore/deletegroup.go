@@ -40,7 +40,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		return err
 	}
 	k := s.keys(group)
-	ks := []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.partlist, k.givenback, k.setinfo, k.log, k.version}
+	ks := []string{k.sessions, k.members, k.partitions, k.owners, k.checkpoints, k.epochat, k.ckptat, k.partset, k.partlist, k.givenback, k.setinfo, k.loads, k.log, k.version}
 	base := strings.TrimSuffix(k.sessions, "sessions")
 	extra, err := s.scanKeys(ctx, globEscape(base)+"*")
 	if err != nil {

@@ -62,6 +62,7 @@ import (
 //	T\n<partition>\n<epoch>               Restored
 //	P(\n<partition>\n<weight>)*           PartitionsSet (the whole set)
 //	Q\n<action>\n<partition>\n<member>     Requested (request.go)
+//	L\n<session>(\n<partition>\n<load>)+   LoadsReported (loads.go)
 //
 // A script that makes several changes (a batch of claims or releases, the
 // sessions a call found expired) writes them as entries of up to maxGroup

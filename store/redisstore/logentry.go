@@ -114,6 +114,12 @@ func decodeChangeTo(c *store.Change, version store.Version, v string) error {
 			return bad()
 		}
 		*c = store.Change{Version: version, Kind: store.Requested, Action: action, Partition: p, Member: member}
+	case 'L':
+		sess, loads, ok := decodeLoadsEntry(rest)
+		if !ok {
+			return bad()
+		}
+		*c = store.Change{Version: version, Kind: store.LoadsReported, Session: sess, Loads: loads}
 	case 'P':
 		ps, ok := decodeSetEntry(rest)
 		if !ok {

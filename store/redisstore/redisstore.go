@@ -199,7 +199,7 @@ func (s *Store) Close() error {
 type keys struct {
 	sessions, members, partitions, owners, checkpoints string
 	partset, partlist, givenback, setinfo              string // see scripts.go
-	epochat, ckptat                                    string // see scripts.go
+	epochat, ckptat, loads                             string // see scripts.go
 	log, version                                       string // see log.go
 }
 
@@ -217,6 +217,7 @@ func (s *Store) keys(group string) keys {
 		epochat:     base + "epochat",
 		ckptat:      base + "ckptat",
 		givenback:   base + "givenback",
+		loads:       base + "loads",
 		log:         base + "log",
 		version:     base + "version",
 	}

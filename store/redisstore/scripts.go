@@ -42,6 +42,8 @@ import "github.com/redis/go-redis/v9"
 //	                  record's GivenBack mark; no field: no mark). A separate
 //	                  hash, so that owners values keep the form every version
 //	                  of this store reads.
+//	loads       HASH  partition -> its latest load, store.FormatLoad
+//	                  (ReportLoads); read by Snapshot
 //	log         STREAM the group's log (see log.go): ids "<seq>-<tag>",
 //	                  fields "e" = the entry and "t" = the script's
 //	                  TIME in µs (see log.go)

@@ -61,6 +61,7 @@ type groupRead struct {
 	listed  bool              // the set was read from partlist
 	owners  hashReply         // the owners hash, as HGETALL's raw reply
 	marks   map[string]string // givenback
+	loads   map[string]string // the loads hash
 	partset bool              // the partset key exists
 	kind    string            // the group's kind (setinfo), "" if none
 	version string            // "" if none, or not a string
@@ -68,7 +69,7 @@ type groupRead struct {
 
 // readGroup reads the group in one MULTI/EXEC (all its keys share one hash
 // slot): the sessions whose expiry is after after (µs), the members, the
-// partition set, the records, the GivenBack marks and the log's version.
+// partition set, the records, the GivenBack marks, the loads and the log's version.
 // With list, the partition set is read from partlist (one string), and
 // r.listed says whether it could be: partset says partlist holds the set
 // and it decodes; without, from the partitions hash.
@@ -78,7 +79,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 		var (
 			tm                  *redis.TimeCmd
 			live                *redis.ZSliceCmd
-			metas, marks        *redis.MapStringStringCmd
+			metas, marks, loads *redis.MapStringStringCmd
 			parts               *redis.MapStringStringCmd
 			owners              *redis.RawWriteToCmd
 			ownersRaw           replyWriter
@@ -100,6 +101,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 			kind = p.HGet(ctx, k.setinfo, "kind")
 			ver = p.Get(ctx, k.version)
 			marks = p.HGetAll(ctx, k.givenback)
+			loads = p.HGetAll(ctx, k.loads)
 			return nil
 		})
 		// Every command's own error (the transaction's failure is every
@@ -107,7 +109,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 		// did not write (missing, or of another kind) reads as no log, and
 		// the next write starts a new history; partset and partlist are
 		// judged below.
-		cmds := []redis.Cmder{tm, live, metas, owners, marks}
+		cmds := []redis.Cmder{tm, live, metas, owners, marks, loads}
 		if !list {
 			cmds = append(cmds, parts)
 		}
@@ -127,7 +129,7 @@ func (s *Store) readGroup(ctx context.Context, k keys, after string, list bool) 
 		r.version, _ = ver.Result()
 		r.kind, _ = kind.Result()
 		r.now, r.live = tm.Val(), live.Val()
-		r.metas, r.marks = metas.Val(), marks.Val()
+		r.metas, r.marks, r.loads = metas.Val(), marks.Val(), loads.Val()
 		h, err := newHashReply(ownersRaw.b)
 		if err != nil {
 			return s.redirected(err)

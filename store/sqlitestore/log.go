@@ -44,6 +44,9 @@ const defaultChangesBlock = 5 * time.Minute
 // encodePartitions is a PartitionsSet entry's set as stored: lines of
 // "<id>\t<weight>", sorted by id (ids hold no control characters).
 func encodePartitions(c store.Change) string {
+	if c.Kind == store.LoadsReported {
+		return encodeLoads(c.Loads)
+	}
 	if c.Kind != store.PartitionsSet {
 		return ""
 	}
@@ -260,6 +263,10 @@ func decodeEntry(c *store.Change, parts sql.NullString) error {
 		err = id("partition", c.Partition)
 	case store.Requested:
 		err = c.Request().Validate()
+	case store.LoadsReported:
+		if c.Loads, err = decodeLoads(parts.String); err == nil {
+			err = id("session", c.Session)
+		}
 	case store.PartitionsSet:
 		ps, ok := decodePartitions(parts.String)
 		if !ok || !parts.Valid {

@@ -102,6 +102,8 @@ var schemaV1 = []string{
 		at         INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (gid, seq)
 	) STRICT, WITHOUT ROWID`,
+	// The latest load of each partition (loads.go).
+	createLoads,
 }
 
 // herdTables are the tables a herd database of this version must have.
@@ -205,6 +207,9 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 	}
 	if !empty {
 		if err := addKindColumns(ctx, db); err != nil {
+			return err
+		}
+		if err := addLoadsTable(ctx, db); err != nil {
 			return err
 		}
 		return addColumns(ctx, db, "herd_log", "the entries' time", []string{"at"}, []string{

@@ -68,6 +68,9 @@ func (s *Store) readSnapshot(c conn, name string, now int64, stopIfDue bool) (sn
 	snap.PartitionSetStored = rs.partset
 	snap.Kind = g.kind
 	snap.Partitions, snap.Owners = rs.partitions, rs.owners
+	if snap.Loads, err = readLoads(c, g.id); err != nil {
+		return nil, false, err
+	}
 	if len(bad)+len(rs.malformed) > 0 {
 		snap.Malformed = append(bad, rs.malformed...)
 		slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {

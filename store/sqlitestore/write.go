@@ -191,7 +191,7 @@ func (w *wtx) flush() error {
 		parts := encodePartitions(c)
 		tag = chain(tag, c, parts)
 		var p any
-		if c.Kind == store.PartitionsSet {
+		if c.Kind == store.PartitionsSet || c.Kind == store.LoadsReported {
 			p = parts
 		}
 		if _, err := w.exec(qInsertEntry, w.g.id, int64(seq), int64(tag), int64(c.Kind), c.Session, c.Member,

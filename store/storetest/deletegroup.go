@@ -16,6 +16,7 @@ func (e *env) fillGroup() string {
 	e.checkpoint("a", a.Epoch, "pos-a")
 	b := e.claim("b", s)
 	e.release("b", s, b.Epoch)
+	e.report(s, store.Load{Partition: "a", Load: 2}, store.Load{Partition: "b", Load: 1})
 	return s
 }
 
@@ -24,9 +25,9 @@ func (e *env) fillGroup() string {
 func (e *env) wantEmpty(why string) {
 	e.t.Helper()
 	s := e.snap()
-	if len(s.Sessions)+len(s.Partitions)+len(s.Owners) > 0 || s.PartitionSetStored {
-		e.t.Fatalf("%s: Snapshot has %d sessions, %d partitions, %d records, partition set stored %v; want an empty group",
-			why, len(s.Sessions), len(s.Partitions), len(s.Owners), s.PartitionSetStored)
+	if len(s.Sessions)+len(s.Partitions)+len(s.Owners)+len(s.Loads) > 0 || s.PartitionSetStored {
+		e.t.Fatalf("%s: Snapshot has %d sessions, %d partitions, %d records, %d loads, partition set stored %v; want an empty group",
+			why, len(s.Sessions), len(s.Partitions), len(s.Owners), len(s.Loads), s.PartitionSetStored)
 	}
 }
 

@@ -88,7 +88,7 @@ func replay(t *testing.T, from, to *store.Snapshot, cs []store.Change, why strin
 
 // diffSnapshots describes the first difference between a replica and a
 // snapshot, "" if none: sessions by id, member and weight, partitions,
-// records, PartitionSetStored and Version.
+// loads, records, PartitionSetStored and Version.
 func diffSnapshots(r, s *store.Snapshot) string {
 	if r.Version != s.Version {
 		return fmt.Sprintf("version %v, want %v", r.Version, s.Version)
@@ -98,6 +98,9 @@ func diffSnapshots(r, s *store.Snapshot) string {
 	}
 	if !slices.Equal(r.Partitions, s.Partitions) {
 		return fmt.Sprintf("partitions %v, want %v", r.Partitions, s.Partitions)
+	}
+	if !slices.Equal(r.Loads, s.Loads) {
+		return fmt.Sprintf("loads %v, want %v", r.Loads, s.Loads)
 	}
 	if !slices.EqualFunc(r.Sessions, s.Sessions, func(a, b store.SessionInfo) bool {
 		return a.ID == b.ID && a.Member == b.Member && a.Weight == b.Weight

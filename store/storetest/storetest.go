@@ -155,6 +155,10 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"request/logged_changes_nothing", testRequestLogged},
 		{"request/wakes_changes", testRequestWakesChanges},
 		{"request/invalid_rejected", testRequestInvalid},
+		{"loads/reported_and_in_snapshot", testLoadsReported}, // loads.go
+		{"loads/large_report", testLoadsLarge},
+		{"loads/wake_changes", testLoadsWakeChanges},
+		{"loads/invalid_rejected", testLoadsInvalid},
 		// groups.go
 		{"groups/listed", testGroups},
 		// deletegroup.go

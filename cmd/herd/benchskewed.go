@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/herdhq/herd"
+)
+
+// The skewed scenario: member processes whose handlers burn CPU in
+// proportion to a skewed load per partition (Zipf of exponent skewExp over
+// the partitions, the hottest below a fair share), skewCores cores for the
+// whole fleet, less than the machine has, so that the CPU a process
+// receives is the CPU it asks for. It runs twice on the same loads: once
+// with no load published (the count balance), once with loads published
+// every skewInterval (the balance by load), and measures each member
+// process's CPU over skewWindow once settled. The handlers mark their
+// progress once per millisecond of CPU burnt: the loads are measured, as
+// for any library handler, not told.
+const (
+	skewCores    = 0.6
+	skewExp      = 0.8
+	skewInterval = 5 * time.Second
+	skewWindow   = 20 * time.Second
+)
+
+// skewedFigures are the skewed scenario's figures for one balance.
+type skewedFigures struct {
+	Balance        string    `json:"balance"` // "count" or "load"
+	CoresAsked     float64   `json:"cores_asked"`
+	CoresPerMember []float64 `json:"cores_per_member"` // over the window, sorted
+	CPUMaxOverMean float64   `json:"cpu_max_over_mean"`
+	WindowSeconds  float64   `json:"window_seconds"`
+	// LoadReportsPerMemberPerInterval: ReportLoads calls per member per
+	// report interval, from the members' start to the end of the window
+	// (0 for the count balance).
+	LoadReportsPerMemberPerInterval float64 `json:"load_reports_per_member_per_interval"`
+}
+
+// zipfCores is the CPU (cores) each of parts partitions' handler asks
+// for: cores in all, partition i's share in proportion to 1/(i+1)^exp.
+func zipfCores(parts int, cores, exp float64) []float64 {
+	w := make([]float64, parts)
+	var sum float64
+	for i := range w {
+		w[i] = 1 / math.Pow(float64(i+1), exp)
+		sum += w[i]
+	}
+	for i := range w {
+		w[i] *= cores / sum
+	}
+	return w
+}
+
+// burn is a bench member's handler work for the skewed scenario: every 50
+// ms it burns cores x 50 ms of CPU, and marks once per millisecond burnt
+// (the remainder carried to the next period).
+func burn(c *herd.Claim, cores float64) {
+	const period = 50 * time.Millisecond
+	spin := time.Duration(cores * float64(period))
+	var owed time.Duration
+	for c.Context().Err() == nil {
+		start := time.Now()
+		for time.Since(start) < spin {
+		}
+		for owed += spin; owed >= time.Millisecond; owed -= time.Millisecond {
+			_ = c.Mark(nil)
+		}
+		t := time.NewTimer(period - time.Since(start))
+		select {
+		case <-c.Context().Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// runSkewedScenario runs the skewed scenario with each balance.
+func runSkewedScenario(ctx context.Context, conn *connector, sc benchScenario, o benchOpts) ([]benchResult, error) {
+	if conn.mem != nil {
+		return nil, errors.New("the skewed scenario measures member processes' CPU: give it a store they can share (--store redis://...)")
+	}
+	parts := sc.parts
+	if o.partitions > 0 {
+		parts = o.partitions
+	}
+	var rs []benchResult
+	for _, byLoad := range []bool{false, true} {
+		r, err := runSkewedOnce(ctx, conn, sc, parts, o, byLoad)
+		if err != nil {
+			return rs, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts int, o benchOpts, byLoad bool) (_ benchResult, err error) {
+	mode, interval := "count", "0"
+	if byLoad {
+		mode, interval = "load", skewInterval.String()
+	}
+	group := fmt.Sprintf("bench-skewed-%s-%d", mode, time.Now().UnixNano())
+	bf, err := newFleet(conn, group, parts, sc, o)
+	if err != nil {
+		return benchResult{}, err
+	}
+	f := bf.(*procFleet)
+	f.args = func(int) []string {
+		return []string{"--burn-cores", strconv.FormatFloat(skewCores, 'g', -1, 64), "--burn-skew", strconv.FormatFloat(skewExp, 'g', -1, 64),
+			"--load-interval", interval}
+	}
+	defer func() { err = errors.Join(err, f.close()) }()
+	progressf(o, "skewed/%s: %d members, %d partitions asking %.2f cores, on %s", mode, sc.before, parts, skewCores, conn.name())
+	if err := f.setup(ctx); err != nil {
+		return benchResult{}, err
+	}
+	began := time.Now()
+	initial, err := f.measure(ctx, o.ttl+60*time.Second+fleetAllowance(parts, sc.before), func() error { _, err := f.join(sc.before); return err })
+	if err != nil {
+		return benchResult{}, fmt.Errorf("placement: %w", err)
+	}
+	settle := 2 * time.Second
+	if byLoad {
+		// Two intervals to publish the loads, one to plan and move, and
+		// time for the moved partitions' handlers to burn steadily.
+		settle = 5 * skewInterval
+	}
+	if err := sleepCtx(ctx, settle); err != nil {
+		return benchResult{}, err
+	}
+	f.mu.Lock()
+	live := f.liveLocked()
+	f.mu.Unlock()
+	cpu0, t0 := f.cpuOf(live), time.Now()
+	if err := sleepCtx(ctx, skewWindow+2*countsEvery); err != nil {
+		return benchResult{}, err
+	}
+	secs := time.Since(t0).Seconds()
+	f.mu.Lock()
+	c1 := f.countsLocked()
+	f.mu.Unlock()
+	cpus, _ := f.usage(live, cpu0)
+	fig := skewedFigures{Balance: mode, CoresAsked: skewCores, WindowSeconds: secs}
+	var sum float64
+	for _, c := range cpus {
+		fig.CoresPerMember = append(fig.CoresPerMember, c/secs)
+		sum += c
+	}
+	if len(cpus) > 0 && sum > 0 {
+		fig.CPUMaxOverMean = slices.Max(cpus) / (sum / float64(len(cpus)))
+	}
+	if byLoad && len(live) > 0 {
+		fig.LoadReportsPerMemberPerInterval = float64(c1.LoadReports) / float64(len(live)) / (time.Since(began).Seconds() / skewInterval.Seconds())
+	}
+	progressf(o, "skewed/%s: busiest member process over the mean %.2f (cores %v), %.2f load reports per member per interval",
+		mode, fig.CPUMaxOverMean, fig.CoresPerMember, fig.LoadReportsPerMemberPerInterval)
+	r := result("skewed/"+mode, conn, parts, 0, initial, o)
+	r.Skewed = &fig
+	return r, nil
+}
+
+func printSkewedLine(out io.Writer, r benchResult) {
+	s := r.Skewed
+	fmt.Fprintf(out, "\n%s (%d members, %d partitions asking %.2f cores): busiest member process's CPU over the mean %.2f, cores per member %.3f over %.0fs",
+		r.Scenario, r.MembersAfter, r.Partitions, s.CoresAsked, s.CPUMaxOverMean, s.CoresPerMember, s.WindowSeconds)
+	if s.Balance == "load" {
+		fmt.Fprintf(out, ", %.2f load reports per member per %v", s.LoadReportsPerMemberPerInterval, skewInterval)
+	}
+	fmt.Fprintln(out)
+}

@@ -1,0 +1,118 @@
+package herd
+
+// Load reports: each member measures the partitions it runs
+// (internal/loadmeter) and publishes the loads that changed in one store
+// write per Config.LoadReportInterval (store.Store.ReportLoads); every
+// member's copy of the group learns them from the log it follows, and
+// plan balances by them (plan_full.go).
+
+import (
+	"time"
+
+	"github.com/herdhq/herd/store"
+)
+
+// loadGather is how long the log reader waits after a read that brought
+// load reports only, before it reads again: the members report at the same
+// moments (reportLoop), so the reports of the whole fleet come in about two
+// reads and one plan per member and interval, not one each. An entry of
+// another kind that comes meanwhile waits that long at most.
+const loadGather = time.Second
+
+// onlyLoads reports whether cs are load reports only.
+func onlyLoads(cs []store.Change) bool {
+	for _, c := range cs {
+		if c.Kind != store.LoadsReported {
+			return false
+		}
+	}
+	return len(cs) > 0
+}
+
+// reportLoop publishes the measured loads of session s every
+// LoadReportInterval, at multiples of it on the host's clock (members with
+// agreeing clocks report together, so a member following the log reads
+// their reports in few reads), until the session ends.
+func (m *Member) reportLoop(s *session) {
+	iv := m.cfg.LoadReportInterval
+	for {
+		now := time.Now()
+		t := time.NewTimer(now.Truncate(iv).Add(iv).Sub(now))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := m.cfg.gate.Wait(s.ctx); err != nil {
+			return
+		}
+		loads := m.meter.Sample(time.Now(), store.MaxLoads)
+		if len(loads) == 0 {
+			continue
+		}
+		ctx, cancel, ok := s.withFence(s.ctx)
+		if !ok {
+			cancel()
+			return
+		}
+		err := m.st.ReportLoads(ctx, m.cfg.Group, s.id, loads)
+		cancel()
+		if err != nil {
+			m.meter.Unpublish(loads) // published at the next interval
+			if s.ctx.Err() == nil {
+				m.log.Warn("could not publish the partitions' loads; trying again at the next interval", "loads", len(loads), "err", err)
+			}
+		}
+	}
+}
+
+// loadOf is the published load of partition p in the copy (ok false if
+// none), the entries queued and not applied yet included.
+func (r *replica) loadOf(p string) (float64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.pending) - 1; i >= 0; i-- {
+		cs := r.pending[i]
+		for j := len(cs) - 1; j >= 0; j-- {
+			if c := cs[j]; c.Kind == store.LoadsReported {
+				if l, ok := (&store.Snapshot{Loads: c.Loads}).LoadOf(p); ok {
+					return l, true
+				}
+			}
+		}
+	}
+	if r.work == nil {
+		return 0, false
+	}
+	return r.work.LoadOf(p)
+}
+
+// ReportLoad sets the load of the claim's partition, replacing the rate of
+// its Mark and Checkpoint calls, which is its load otherwise: a handler
+// whose items differ in cost reports what it knows (CPU seconds per
+// second, bytes per second...), in the same unit on every member of the
+// group. The latest value is sampled every LoadReportInterval and smoothed
+// (a value more than 1.5 times above or below the smoothed load replaces
+// it; another moves it by 5 % of the difference, so noise does not move
+// partitions); the member publishes the result if it changed by more than
+// 10 %. A value that is not a finite number >= 0 is ignored. Safe for
+// concurrent use; a no-op on a Claim made outside herd.
+func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
+
+// startMeasure begins measuring a started claim's partition, from its
+// published load.
+func (m *Member) startMeasure(c *Claim) {
+	if m.meter == nil {
+		return
+	}
+	l, ok := m.rep.loadOf(c.Partition)
+	m.meter.Start(c.Partition, c.load, time.Now(), l, ok)
+}
+
+// stopMeasure ends it, once the claim's handler has returned for good.
+func (m *Member) stopMeasure(c *Claim) {
+	if m.meter != nil {
+		m.meter.Stop(c.Partition, c.load)
+	}
+}
