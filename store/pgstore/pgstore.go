@@ -154,6 +154,7 @@ type Store struct {
 	q        queries
 	hub      *hub
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
+	ties     tieState     // session ties (tie.go)
 
 	mu     sync.Mutex
 	closed bool
