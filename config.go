@@ -20,7 +20,9 @@ import (
 // Default timings: a crashed member's partitions are taken over within
 // SessionTTL, and a graceful handoff takes milliseconds.
 const (
-	DefaultSessionTTL  = 10 * time.Second
+	DefaultSessionTTL = 10 * time.Second
+	// DefaultTieGrace is Config.TieGrace's default (at most FenceMargin).
+	DefaultTieGrace    = 250 * time.Millisecond
 	DefaultMaxShutdown = 30 * time.Second
 	// DefaultPollInterval: see Config.PollInterval. A member at rest
 	// makes one read each PollInterval besides its renewals, so this sets
@@ -97,6 +99,21 @@ type Config struct {
 	// session. It must cover the clock-rate error between host and store
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
+	// TieSession ties the member's session to a connection of its own when
+	// the store can (store.ConnTied: PostgreSQL), so that when the
+	// member's process dies (kill -9, the OOM killer, a panic) others take
+	// over its partitions TieGrace after the store sees the connection
+	// closed instead of after SessionTTL. If the connection closes while
+	// the member lives, the member cancels its handlers at once, as at its
+	// fence. Host crashes, network cuts and stalls still end the session
+	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
+	// transaction-mode pooler; proxies' timeouts above 3 x SessionTTL).
+	TieSession bool
+	// TieGrace is how long after the store sees a tied connection closed
+	// the session ends: it must cover the member noticing (milliseconds)
+	// and its handlers returning once cancelled. Default 250ms, at most
+	// FenceMargin.
+	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
 	// unless ForceHandoff. Default 30s.
@@ -172,6 +189,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RenewInterval, c.SessionTTL/3)
 	def(&c.RenewTimeout, c.RenewInterval)
 	def(&c.FenceMargin, c.SessionTTL/10)
+	def(&c.TieGrace, min(DefaultTieGrace, c.FenceMargin))
 	def(&c.MaxShutdown, DefaultMaxShutdown)
 	def(&c.PollInterval, min(DefaultPollInterval, 12*c.SessionTTL))
 	def(&c.ResyncInterval, min(DefaultResyncInterval, 60*c.SessionTTL))
@@ -225,7 +243,7 @@ func (c Config) Validate() error {
 		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
 		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
 		{"ResyncInterval", c.ResyncInterval}, {"JoinTimeout", c.JoinTimeout},
-		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval},
+		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval}, {"TieGrace", c.TieGrace},
 	} {
 		if d.v < 0 {
 			bad("config: %s %v is negative", d.name, d.v)
@@ -252,6 +270,9 @@ func (c Config) Validate() error {
 	}
 	if c.RenewTimeout > c.RenewInterval {
 		bad("config: RenewTimeout %v must not exceed RenewInterval %v", c.RenewTimeout, c.RenewInterval)
+	}
+	if c.TieGrace > c.FenceMargin {
+		bad("config: TieGrace %v must not exceed FenceMargin %v: it stands for the fence margin when a tied connection closes", c.TieGrace, c.FenceMargin)
 	}
 	if c.FenceMargin > 0 && c.FenceMargin < c.SessionTTL/100 {
 		bad("config: FenceMargin %v is under 1%% of SessionTTL %v: it must cover clock-rate error between host and store", c.FenceMargin, c.SessionTTL)

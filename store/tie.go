@@ -14,7 +14,9 @@ import (
 //
 // The rule: a tied session ends (as an expiry: SessionExpired is logged
 // by the call that ends it) no earlier than Grace after the store saw
-// the tie's connection closed, and a connection the store sees closed
+// the tie's connection closed, and soon after that without anyone
+// waiting for its TTL (the backend itself calls what ends it, or tells
+// members through KeepAlive's next), and a connection the store sees closed
 // while the member lives is seen closed by the member too (Tie.Lost),
 // which then stops its handlers at once. Host crashes, network cuts and
 // stalls still end sessions by TTL only: a backend must make sure that
@@ -40,10 +42,6 @@ type TieConfig struct {
 	// session ends: it covers the member's noticing and its handlers'
 	// stopping. Above 0 and below TTL.
 	Grace time.Duration
-	// Cut, if not nil, is called (from the tie's own goroutine, so it
-	// must not block) when the tie saw the tie of another session of the
-	// group end: ExpireSessions called after d ends that session.
-	Cut func(d time.Duration)
 }
 
 // Tie is a session's tie to a connection.

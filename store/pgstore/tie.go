@@ -244,10 +244,37 @@ func (t *tie) watch(ctx context.Context) {
 		case status == "gone":
 			t.lose(fmt.Errorf("pgstore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired))
 			return
-		case status == "cut" && next != nil && *next > 0 && t.cfg.Cut != nil:
-			t.cfg.Cut(micros(*next))
+		case status == "cut" && next != nil && *next > 0:
+			if !t.endCut(ctx, micros(*next)) {
+				return
+			}
 		}
 	}
+}
+
+// endCut ends the sessions this tie saw cut, once their grace d has
+// passed: ExpireSessions caps them again (a renewal may have moved their
+// expiry on) and expires them, logged, so the members follow at once and
+// none needs to learn the new expiry first. The ring is not watched
+// meanwhile (at most the grace); ExpireSessions' own cut is the backstop.
+// It reports false if the tie was closed.
+func (t *tie) endCut(ctx context.Context, d time.Duration) bool {
+	for d > 0 {
+		wait := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return false
+		case <-wait.C:
+		}
+		// A failure leaves the sessions to the members' own expiry
+		// calls, as without ties.
+		var err error
+		if d, err = t.s.ExpireSessions(ctx, t.group); err != nil || d > t.cfg.Grace {
+			break
+		}
+	}
+	return ctx.Err() == nil
 }
 
 func (t *tie) lose(err error) {

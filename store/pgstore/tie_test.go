@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,24 +15,14 @@ const (
 	tieGrace = 250 * time.Millisecond
 )
 
-// tied opens a session of member in group and ties it; cuts receives
-// what the tie's Cut reports.
-func tied(ctx context.Context, t *testing.T, s *Store, group, member string, cuts chan time.Duration) (string, store.Tie) {
+// tied opens a session of member in group and ties it.
+func tied(ctx context.Context, t *testing.T, s *Store, group, member string) (string, store.Tie) {
 	t.Helper()
 	id, err := s.OpenSession(ctx, group, member, 1, tieTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := store.TieConfig{TTL: tieTTL, Grace: tieGrace}
-	if cuts != nil {
-		cfg.Cut = func(d time.Duration) {
-			select {
-			case cuts <- d:
-			default:
-			}
-		}
-	}
-	tie, err := s.TieSession(ctx, group, id, cfg)
+	tie, err := s.TieSession(ctx, group, id, store.TieConfig{TTL: tieTTL, Grace: tieGrace})
 	if err != nil {
 		t.Fatalf("TieSession: %v", err)
 	}
@@ -41,55 +30,52 @@ func tied(ctx context.Context, t *testing.T, s *Store, group, member string, cut
 	return id, tie
 }
 
-// liveSessions lists the group's live sessions.
-func liveSessions(ctx context.Context, t *testing.T, s *Store, group string) []string {
+// version is the group's version now.
+func version(ctx context.Context, t *testing.T, s *Store, group string) store.Version {
 	t.Helper()
 	snap, err := s.Snapshot(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	for _, ss := range snap.Sessions {
-		ids = append(ids, ss.ID)
-	}
-	return ids
+	return snap.Version
 }
 
-// waitLive calls ExpireSessions until the group's live sessions are
-// want, for up to within.
-func waitLive(ctx context.Context, t *testing.T, s *Store, group string, want []string, within time.Duration) {
+// waitExpired follows the group's log from v until it shows session's
+// expiry, for up to within, and returns when it read it. The test calls
+// nothing that expires sessions: the ties do.
+func waitExpired(ctx context.Context, t *testing.T, s *Store, group string, v store.Version, session string, within time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
 	for {
-		if _, err := s.ExpireSessions(ctx, group); err != nil {
-			t.Fatal(err)
+		cs, next, err := s.Changes(wctx, group, v, 100)
+		if err != nil || wctx.Err() != nil {
+			t.Fatalf("no expiry of session %s in the log within %v (%v)", session, within, err)
 		}
-		live := liveSessions(ctx, t, s, group)
-		if slices.Equal(live, want) {
-			return
+		for _, c := range cs {
+			if c.Kind == store.SessionExpired && c.Session == session {
+				return time.Now()
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("live sessions: %v; want %v", live, want)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the store's clock
+		v = next
 	}
 }
 
 // The server ends a tied connection (pg_terminate_backend): its tie is
-// lost at once; the session that watches it is told to expire sessions
-// after about the grace; the session stays alive (no claim of its
-// partition succeeds) until then, and ExpireSessions then ends it.
+// lost at once; the session stays alive (no claim of its partition
+// succeeds) for the grace, and is then ended, logged, by the tie that
+// watches it, without anyone calling ExpireSessions.
 func TestTieTerminatedEndsSessionAfterGrace(t *testing.T) {
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "tie-terminate"
-	cuts := make(chan time.Duration, 4)
-	a, tieA := tied(ctx, t, s, group, "a", nil)
-	b, _ := tied(ctx, t, s, group, "b", cuts)
+	a, tieA := tied(ctx, t, s, group, "a")
+	b, _ := tied(ctx, t, s, group, "b")
 	if _, err := store.Claim(ctx, s, group, "p", a); err != nil {
 		t.Fatal(err)
 	}
+	v := version(ctx, t, s, group)
 
 	killed := time.Now()
 	if n := pgtest.Count(t, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) x", tieAppPrefix+a); n != 1 {
@@ -104,83 +90,79 @@ func TestTieTerminatedEndsSessionAfterGrace(t *testing.T) {
 	if !errors.Is(tieA.Err(), store.ErrUnavailable) {
 		t.Errorf("Err = %v; want store.ErrUnavailable", tieA.Err())
 	}
-	var d time.Duration
-	select {
-	case d = <-cuts:
-	case <-time.After(5 * time.Second):
-		t.Fatal("b's tie reported no cut within 5s")
+	_, err := store.Claim(ctx, s, group, "p", b)
+	if early := time.Since(killed) < tieGrace; early && !errors.Is(err, store.ErrClaimed) {
+		t.Errorf("b's claim of a's partition, within the grace of the cut: %v; want ErrClaimed", err)
 	}
-	if d <= 0 || d > tieGrace {
-		t.Errorf("cut reported %v to wait; want in (0, %v]", d, tieGrace)
+	ended := waitExpired(ctx, t, s, group, v, a, 5*time.Second).Sub(killed)
+	if ended < tieGrace {
+		t.Errorf("a's session ended %v after pg_terminate_backend; want no sooner than the grace %v", ended, tieGrace)
 	}
-	// Before the grace has passed, a's record is still a's.
-	if _, err := store.Claim(ctx, s, group, "p", b); !errors.Is(err, store.ErrClaimed) && time.Since(killed) < tieGrace {
-		t.Errorf("b claimed a's partition %v after the cut, within the grace: %v", time.Since(killed), err)
-	}
-	waitLive(ctx, t, s, group, []string{b}, time.Until(killed.Add(d+2*time.Second)))
 	if _, err := store.Claim(ctx, s, group, "p", b); err != nil {
 		t.Fatalf("b could not claim a's partition after a's session ended: %v", err)
 	}
-	t.Logf("a's session ended and its partition was claimed %v after pg_terminate_backend (grace %v)", time.Since(killed).Round(time.Millisecond), tieGrace)
+	t.Logf("a's session ended %v after pg_terminate_backend (grace %v)", ended.Round(time.Millisecond), tieGrace)
 }
 
-// A renewal after the cut does not save the session: ExpireSessions caps
-// its expiry again and ends it.
+// A renewal after the cut does not save the session: the tie that saw
+// the cut caps its expiry again and ends it.
 func TestTieKeepAliveAfterCut(t *testing.T) {
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "tie-renewed"
-	cuts := make(chan time.Duration, 4)
-	a, tieA := tied(ctx, t, s, group, "a", nil)
-	b, _ := tied(ctx, t, s, group, "b", cuts)
+	a, tieA := tied(ctx, t, s, group, "a")
+	tied(ctx, t, s, group, "b")
+	v := version(ctx, t, s, group)
 	_ = tieA.Close() // the same as a dead process, for the store
-	d := <-cuts
+	deadline := time.Now().Add(5 * time.Second)
+	for pgtest.Count(t, "SELECT count(*) FROM "+s.qschema+".ties WHERE id = $1 AND cut IS NOT NULL", a) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a's tie was not cut within 5s of its Close")
+		}
+		time.Sleep(time.Millisecond) // polling the table
+	}
 	if _, err := s.KeepAlive(ctx, group, a, tieTTL); err != nil {
 		t.Fatalf("KeepAlive of a right after the cut: %v", err)
 	}
-	waitLive(ctx, t, s, group, []string{b}, d+2*time.Second)
+	waitExpired(ctx, t, s, group, v, a, 5*time.Second)
 	if _, err := s.KeepAlive(ctx, group, a, tieTTL); !errors.Is(err, store.ErrSessionExpired) {
 		t.Fatalf("KeepAlive of a after its end: %v; want ErrSessionExpired", err)
 	}
 }
 
 // Tied members that live and stay connected keep their sessions: over
-// several watch rounds no tie is lost, none cut, no session ends.
+// more than one watch round nothing is logged and no tie is lost.
 func TestTieLiveMembersKeepSessions(t *testing.T) {
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "tie-live"
-	cuts := make(chan time.Duration, 4)
 	var ties []store.Tie
-	var ids []string
 	for _, m := range []string{"a", "b", "c"} {
-		id, tie := tied(ctx, t, s, group, m, cuts)
-		ids, ties = append(ids, id), append(ties, tie)
+		_, tie := tied(ctx, t, s, group, m)
+		ties = append(ties, tie)
 	}
-	slices.Sort(ids)
-	end := time.After(watchWait + watchWait/2)
-	for done := false; !done; {
-		select {
-		case d := <-cuts:
-			t.Fatalf("a cut was reported (%v) while every member lives", d)
-		case <-end:
-			done = true
+	v := version(ctx, t, s, group)
+	wctx, wcancel := context.WithTimeout(ctx, watchWait+watchWait/2)
+	defer wcancel()
+	for wctx.Err() == nil {
+		cs, next, err := s.Changes(wctx, group, v, 100)
+		if err != nil && wctx.Err() == nil {
+			t.Fatal(err)
 		}
-		for i, tie := range ties {
-			select {
-			case <-tie.Lost():
-				t.Fatalf("tie %d lost: %v", i, tie.Err())
-			default:
-			}
+		for _, c := range cs {
+			t.Errorf("logged while every tied member lives: %v %s", c.Kind, c.Session)
+		}
+		v = next
+	}
+	for i, tie := range ties {
+		if err := tie.Err(); err != nil {
+			t.Errorf("tie %d lost: %v", i, err)
 		}
 	}
-	if _, err := s.ExpireSessions(ctx, group); err != nil {
-		t.Fatal(err)
-	}
-	if live := liveSessions(ctx, t, s, group); !slices.Equal(live, ids) {
-		t.Fatalf("live sessions: %v; want %v", live, ids)
+	if n := pgtest.Count(t, "SELECT count(*) FROM "+s.qschema+".ties WHERE cut IS NOT NULL"); n != 0 {
+		t.Errorf("%d ties cut while every member lives", n)
 	}
 }
 
