@@ -45,6 +45,9 @@ const (
 	// envInTxStall names the child whose next InTx after a SIGUSR1 stops
 	// in the middle of reading a large result (see stallOnce).
 	envInTxStall = "HERD_PROCTEST_INTX_STALL"
+	// envTie "1" ties the child's sessions to a connection
+	// (herd.Config.TieSession).
+	envTie = "HERD_PROCTEST_TIE"
 )
 
 // event is one line a child writes on its stdout. Seq and Recv are set by
@@ -143,6 +146,7 @@ func runChild() error {
 		SessionTTL: ttl,
 		Handler:    handler(out, ttl, interval, write),
 		Logger:     logger,
+		TieSession: os.Getenv(envTie) == "1",
 	})
 	if err != nil {
 		return err
