@@ -168,7 +168,12 @@ func testTieKill9(t *testing.T) {
 func testTieTerminate(t *testing.T) {
 	pf := startTieFleet(t, "terminate")
 	f := pf.fleet
-	var fence, gap []time.Duration
+	t.Cleanup(func() {
+		if t.Failed() {
+			pf.dumpLog(t)
+		}
+	})
+	var fence, gap, margin []time.Duration
 	gone := map[string]int32{}
 	for i := range tieTerminates {
 		victim := pf.members[i%len(pf.members)]
@@ -188,6 +193,7 @@ func testTieTerminate(t *testing.T) {
 			}
 			return true, ""
 		})
+		f.waitBalanced("the fleet to be balanced again", pf.members, 1, 30*time.Second)
 		var lastStop, firstStart time.Duration
 		for _, ev := range f.snapshotEvents()[seq:] {
 			d := time.Unix(0, ev.T).Sub(at)
@@ -203,12 +209,37 @@ func testTieTerminate(t *testing.T) {
 		fence = append(fence, lastStop)
 		if firstStart > 0 {
 			gap = append(gap, firstStart)
+			margin = append(margin, firstStart-lastStop)
 		}
-		f.waitBalanced("the fleet to be balanced again", pf.members, 1, 30*time.Second)
 	}
 	t.Logf("pg_terminate_backend of a live member's tied connection, %d rounds: its handlers all stopped %s after it; "+
-		"its partitions first started again (anywhere) %s after it", tieTerminates, stats(fence), stats(gap))
+		"its partitions first started again (anywhere) %s after it; the first start came after the last stop by %s",
+		tieTerminates, stats(fence), stats(gap), stats(margin))
 	f.stopAll()
 	checkCheckpoints(t, f.snapshotEvents())
 	f.checkExclusive(nil)
+}
+
+// dumpLog logs the group's log, for diagnosis.
+func (pf *pgFleet) dumpLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	S := pgx.Identifier{pf.schema}.Sanitize()
+	rows, err := pf.st.Pool().Query(ctx, `SELECT l.seq, to_char(l.at, 'HH24:MI:SS.US'), l.kind, coalesce(l.session, ''), coalesce(l.member, ''),
+  coalesce(l.partition, ''), coalesce(l.epoch::text, '') FROM `+S+`.log l JOIN `+S+`.groups g ON g.gid = l.gid WHERE g.name = $1 ORDER BY l.seq`, pf.group)
+	if err != nil {
+		t.Logf("log: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var at, sess, member, part, epoch string
+		var kind int16
+		if err := rows.Scan(&seq, &at, &kind, &sess, &member, &part, &epoch); err != nil {
+			t.Logf("log: %v", err)
+			return
+		}
+		t.Logf("log %d %s kind=%d session=%s member=%s partition=%s epoch=%s", seq, at, kind, sess, member, part, epoch)
+	}
 }

@@ -188,7 +188,8 @@ type tie struct {
 	cfg            store.TieConfig
 	conn           *pgx.Conn // used by watch alone, then by Close
 	cancel         context.CancelFunc
-	done           chan struct{} // closed when watch returned
+	done           chan struct{}  // closed when watch returned
+	ending         sync.WaitGroup // endCut calls under way
 	lost           chan struct{}
 	err            error // why lost was closed; written before
 	closeOnce      sync.Once
@@ -211,6 +212,7 @@ func (t *tie) Close() error {
 	t.closeOnce.Do(func() {
 		t.cancel()
 		<-t.done
+		t.ending.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = t.conn.Close(ctx)
@@ -245,9 +247,10 @@ func (t *tie) watch(ctx context.Context) {
 			t.lose(fmt.Errorf("pgstore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired))
 			return
 		case status == "cut" && next != nil && *next > 0:
-			if !t.endCut(ctx, micros(*next)) {
-				return
-			}
+			// In a goroutine of its own: the connection must be read all
+			// the time, or its end would go unnoticed for the grace.
+			d := micros(*next)
+			t.ending.Go(func() { t.endCut(ctx, d) })
 		}
 	}
 }
@@ -255,16 +258,14 @@ func (t *tie) watch(ctx context.Context) {
 // endCut ends the sessions this tie saw cut, once their grace d has
 // passed: ExpireSessions caps them again (a renewal may have moved their
 // expiry on) and expires them, logged, so the members follow at once and
-// none needs to learn the new expiry first. The ring is not watched
-// meanwhile (at most the grace); ExpireSessions' own cut is the backstop.
-// It reports false if the tie was closed.
-func (t *tie) endCut(ctx context.Context, d time.Duration) bool {
+// none needs to learn the new expiry first.
+func (t *tie) endCut(ctx context.Context, d time.Duration) {
 	for d > 0 {
 		wait := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			wait.Stop()
-			return false
+			return
 		case <-wait.C:
 		}
 		// A failure leaves the sessions to the members' own expiry
@@ -274,7 +275,6 @@ func (t *tie) endCut(ctx context.Context, d time.Duration) bool {
 			break
 		}
 	}
-	return ctx.Err() == nil
 }
 
 func (t *tie) lose(err error) {
