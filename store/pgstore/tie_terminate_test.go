@@ -10,7 +10,11 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-func TestTieStressTmp(t *testing.T) {
+// The server ends the tied connection of one of 4 sessions, 20 times over
+// (the session of the last victim's partitions each time): no other
+// session claims the victim's partition within the grace, and one does
+// just after it.
+func TestTieTerminateRepeatedly(t *testing.T) {
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -33,12 +37,16 @@ func TestTieStressTmp(t *testing.T) {
 		if other == victim {
 			other = ids[(i+2)%4]
 		}
+		deadline := time.Now().Add(5 * time.Second)
 		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the victim's partition could not be claimed within 5s", round)
+			}
 			_, err := store.Claim(ctx, s, group, fmt.Sprint("p", i), other)
 			if err == nil {
 				d := time.Since(at)
 				cs, _, _ := s.Changes(ctx, group, v, 100)
-				t.Logf("round %d: claimed %v after terminate", round, d)
+				t.Logf("round %d: claimed %v after pg_terminate_backend", round, d.Round(time.Millisecond))
 				if d < tieGrace {
 					for _, c := range cs {
 						t.Logf("  %v %s at %v", c.Kind, c.Session, c.At.Sub(at))
@@ -47,7 +55,7 @@ func TestTieStressTmp(t *testing.T) {
 				}
 				break
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // polling the claim
 		}
 		for j, o := range owner {
 			if o == victim {
