@@ -28,6 +28,9 @@ const (
 	// tieQuiet is how long a balanced tied fleet is watched for a false
 	// takeover: more than two rounds of the watch statement (2 s each).
 	tieQuiet = 5 * time.Second
+	// envTieDebug, set, logs the group's log after a kill -9 round
+	// slower than 1 s.
+	envTieDebug = "HERD_PROCTEST_TIE_DEBUG"
 )
 
 // TestTiePostgres runs a fleet of 4 member processes with tied sessions
@@ -147,6 +150,10 @@ func testTieKill9(t *testing.T) {
 		}
 		ds = append(ds, worst)
 		t.Logf("round %d: kill -9 of %s (%d partitions): all running elsewhere %v later", i, victim, len(lost), worst.Round(time.Millisecond))
+		if os.Getenv(envTieDebug) != "" && worst > time.Second {
+			t.Logf("killed at %s", killAt.Format("15:04:05.000000"))
+			pf.dumpLog(t)
+		}
 		if worst > 2*time.Second {
 			t.Errorf("round %d: the last of %s's partitions started elsewhere %v after the kill; want under 2s (TTL %v)", i, victim, worst, tieFleetTTL)
 		}

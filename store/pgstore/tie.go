@@ -37,7 +37,7 @@ const watchWait = 2 * time.Second
 const connCheckInterval = 100 * time.Millisecond
 
 // tieQueries are the statements of ties, with the store's schema.
-type tieQueries struct{ tie, watch, cutGroup string }
+type tieQueries struct{ tie, nudge, watch, cutGroup string }
 
 // ensureTies installs the ties' SQL, once per store.
 func (s *Store) ensureTies(ctx context.Context) error {
@@ -46,7 +46,7 @@ func (s *Store) ensureTies(ctx context.Context) error {
 	if s.ties.ready {
 		return nil
 	}
-	text := strings.ReplaceAll(tiesSQL, "{{SCHEMA}}", quoteLiteral(s.schema))
+	text := strings.NewReplacer("{{SCHEMA}}", quoteLiteral(s.schema), "{{TIEAPP}}", quoteLiteral(tieAppPrefix)).Replace(tiesSQL)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(tiesInstallLock)); err != nil {
 			return err
@@ -60,6 +60,7 @@ func (s *Store) ensureTies(ctx context.Context) error {
 	S := s.qschema
 	s.ties.q = tieQueries{
 		tie:      "SELECT " + S + ".tie($1, $2, $3)",
+		nudge:    "SELECT " + S + ".nudge($1, $2)",
 		watch:    "SELECT r_status, r_next FROM " + S + ".watch($1, $2, $3)",
 		cutGroup: "SELECT " + S + ".cut_group($1)",
 	}
@@ -165,6 +166,17 @@ func tieConnection(ctx context.Context, conn *pgx.Conn, q tieQueries, group, ses
 	}
 	var status string
 	err := conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+	if pgCode(err) == "57014" {
+		// Cancelled by another tie made at the same moment, taken for a
+		// watch: once more (the lock, if taken, is taken again: advisory
+		// locks count).
+		err = conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+	}
+	if err == nil && status == "ok" {
+		// Best effort: without it the ring finds the new tie within a
+		// watch's wait.
+		_, _ = conn.Exec(ctx, q.nudge, group, session)
+	}
 	return status, err
 }
 
@@ -235,6 +247,9 @@ func (t *tie) watch(ctx context.Context) {
 		case err != nil && t.conn.IsClosed():
 			t.lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
 			return
+		case pgCode(err) == "57014":
+			// Cancelled by a new tie of the group (tie): watch again
+			// at once, its new successor.
 		case err != nil:
 			pause := time.NewTimer(watchWait / 4)
 			select {

@@ -11,7 +11,8 @@ package pgstore
 // another space than the ties' own two-integer keys).
 const tiesInstallLock = 0x6865726474696573 // "herdties"
 
-// tiesSQL: {{S}} the quoted schema, {{SCHEMA}} its name as a literal.
+// tiesSQL: {{S}} the quoted schema, {{SCHEMA}} its name as a literal,
+// {{TIEAPP}} tieAppPrefix as a literal.
 const tiesSQL = `
 CREATE TABLE IF NOT EXISTS {{S}}.ties (
   gid bigint NOT NULL,
@@ -46,6 +47,20 @@ BEGIN
     RETURN 'taken';
   END IF;
   RETURN 'ok';
+END $$;
+
+-- nudge cancels the watch of the tie before p_id's in the ring, which may
+-- be waiting on the one after it: it starts again and watches p_id's. It
+-- is called once tie has committed, or the watch started again would not
+-- see the new tie yet.
+CREATE OR REPLACE FUNCTION {{S}}.nudge(p_group text, p_id text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_cancel_backend(a.pid) FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.query LIKE '%.watch(%'
+      AND a.application_name = {{TIEAPP}} || (SELECT x.id FROM {{S}}.ties x JOIN {{S}}.groups g ON g.gid = x.gid
+        WHERE g.name = p_group AND x.cut IS NULL AND x.id <> p_id ORDER BY x.id > p_id, x.id DESC LIMIT 1);
+EXCEPTION WHEN insufficient_privilege THEN NULL;
 END $$;
 
 -- cut_ties forgets the ties of ended sessions and those made before the
