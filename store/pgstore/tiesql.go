@@ -49,17 +49,19 @@ BEGIN
   RETURN 'ok';
 END $$;
 
--- nudge cancels the watch of the tie before p_id's in the ring, which may
--- be waiting on the one after it: it starts again and watches p_id's. It
--- is called once tie has committed, or the watch started again would not
--- see the new tie yet.
+-- nudge cancels the watches of the group's other ties, so that the one
+-- before p_id's in the ring, which may be waiting on the one after it,
+-- watches p_id's from now on (all of them start again: a join is rare,
+-- and which tie came before is then not a question of timing). It is
+-- called once tie has committed, or a watch started again would not see
+-- the new tie yet.
 CREATE OR REPLACE FUNCTION {{S}}.nudge(p_group text, p_id text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_cancel_backend(a.pid) FROM pg_stat_activity a
     WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.query LIKE '%.watch(%'
-      AND a.application_name = {{TIEAPP}} || (SELECT x.id FROM {{S}}.ties x JOIN {{S}}.groups g ON g.gid = x.gid
-        WHERE g.name = p_group AND x.cut IS NULL AND x.id <> p_id ORDER BY x.id > p_id, x.id DESC LIMIT 1);
+      AND a.application_name IN (SELECT {{TIEAPP}} || x.id FROM {{S}}.ties x JOIN {{S}}.groups g ON g.gid = x.gid
+        WHERE g.name = p_group AND x.cut IS NULL AND x.id <> p_id);
 EXCEPTION WHEN insufficient_privilege THEN NULL;
 END $$;
 
