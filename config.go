@@ -103,6 +103,26 @@ type Config struct {
 	// session. It must cover the clock-rate error between host and store
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
+	// TieSession ties the member's session to a connection of its own when
+	// the store can (store.ConnTied: PostgreSQL), so that when the
+	// member's process dies (kill -9, the OOM killer, a panic) others take
+	// over its partitions TieGrace after the store sees the connection
+	// closed instead of after SessionTTL. If the connection closes while
+	// the member lives, the member cancels its handlers at once, as at its
+	// fence. Host crashes, network cuts and stalls still end the session
+	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
+	// transaction-mode pooler; proxies' timeouts above 3 x SessionTTL).
+	TieSession bool
+	// TieGrace is how long after the store sees a tied connection closed
+	// the session ends: it must cover the member noticing and its handlers
+	// returning once cancelled, on a starved host too, which is what
+	// FenceMargin covers for a renewal. Default FenceMargin, and at most
+	// that: members of a fleet of 4 race-built processes on a 2-core
+	// machine at load 6-10 noticed the server ending their connection up
+	// to 615 ms late, and a grace of 500 ms let another member start a
+	// partition 1-3 ms before the old handler returned (internal/proctest
+	// TestTiePostgres/terminate).
+	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
 	// unless ForceHandoff. Default 30s.
@@ -190,6 +210,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RenewInterval, c.SessionTTL/3)
 	def(&c.RenewTimeout, c.RenewInterval)
 	def(&c.FenceMargin, c.SessionTTL/10)
+	def(&c.TieGrace, c.FenceMargin)
 	def(&c.MaxShutdown, DefaultMaxShutdown)
 	def(&c.PollInterval, min(DefaultPollInterval, 12*c.SessionTTL))
 	def(&c.ResyncInterval, min(DefaultResyncInterval, 60*c.SessionTTL))
@@ -244,7 +265,7 @@ func (c Config) Validate() error {
 		{"SessionTTL", c.SessionTTL}, {"RenewInterval", c.RenewInterval}, {"RenewTimeout", c.RenewTimeout},
 		{"FenceMargin", c.FenceMargin}, {"MaxShutdown", c.MaxShutdown}, {"PollInterval", c.PollInterval},
 		{"ResyncInterval", c.ResyncInterval}, {"JoinTimeout", c.JoinTimeout},
-		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval},
+		{"RestartDelay", c.RestartDelay}, {"CheckpointInterval", c.CheckpointInterval}, {"TieGrace", c.TieGrace},
 	} {
 		if d.v < 0 {
 			bad("config: %s %v is negative", d.name, d.v)
@@ -277,6 +298,9 @@ func (c Config) Validate() error {
 	}
 	if c.RenewTimeout > c.RenewInterval {
 		bad("config: RenewTimeout %v must not exceed RenewInterval %v", c.RenewTimeout, c.RenewInterval)
+	}
+	if c.TieGrace > c.FenceMargin {
+		bad("config: TieGrace %v must not exceed FenceMargin %v: it stands for the fence margin when a tied connection closes", c.TieGrace, c.FenceMargin)
 	}
 	if c.FenceMargin > 0 && c.FenceMargin < c.SessionTTL/100 {
 		bad("config: FenceMargin %v is under 1%% of SessionTTL %v: it must cover clock-rate error between host and store", c.FenceMargin, c.SessionTTL)

@@ -59,6 +59,7 @@ func (l *runLoop) closeOrphans() {
 		// Close it so that, if the store still thinks it alive (we
 		// fenced early), others need not wait for its TTL.
 		_ = m.closeStoreSession(o.id)
+		m.untie(o)
 	}
 	l.orphans = keep
 }
@@ -125,6 +126,7 @@ func (l *runLoop) closeSession() {
 	if err := m.closeStoreSession(sess.id); err != nil {
 		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
 	}
+	m.untie(sess)
 }
 
 // closeStoreSession closes session id in the store, bounded by RenewTimeout.
@@ -146,6 +148,14 @@ func (l *runLoop) finish(err error) {
 	for len(l.slots) > 0 {
 		sl := <-m.events.slotDone
 		delete(l.slots, sl.claim.Partition)
+	}
+	// Every handler has returned: the ties may go (the store then ends
+	// sessions not closed after TieGrace, as if the process had died).
+	if l.sess != nil {
+		m.untie(l.sess)
+	}
+	for _, o := range l.orphans {
+		m.untie(o)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
 	<-l.relDone

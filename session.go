@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/herdhq/herd/store"
 )
 
 // session is one incarnation of the member in the store.
@@ -22,6 +24,10 @@ type session struct {
 	// renewal succeeds first (the last successful renewal's send time plus
 	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
 	fence atomic.Pointer[time.Time]
+	// tieDone is closed when the tie's goroutine returned (nil if the
+	// session is not tied); tie is the tie it made, read after that.
+	tieDone chan struct{}
+	tie     store.Tie
 }
 
 // setFence records that the session is safe until t.
@@ -84,6 +90,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	if m.meter != nil {
 		go m.reportLoop(s)
 	}
+	m.startTie(s)
 	return s, nil
 }
 

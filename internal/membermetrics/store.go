@@ -12,6 +12,10 @@ import (
 // (Renewed).
 func (mm *Metrics) Store(st store.Store) store.Store { return metricStore{Store: st, mm: mm} }
 
+// Unwrap returns the store the metrics count the calls of, whose optional
+// interfaces (store.ConnTied) the wrapper does not forward.
+func (s metricStore) Unwrap() store.Store { return s.Store }
+
 type metricStore struct {
 	store.Store
 	mm *Metrics

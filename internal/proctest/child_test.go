@@ -45,6 +45,13 @@ const (
 	// envInTxStall names the child whose next InTx after a SIGUSR1 stops
 	// in the middle of reading a large result (see stallOnce).
 	envInTxStall = "HERD_PROCTEST_INTX_STALL"
+	// envTie "1" ties the child's sessions to a connection
+	// (herd.Config.TieSession).
+	envTie = "HERD_PROCTEST_TIE"
+	// envTieGrace, if set (a duration), is the child's
+	// herd.Config.TieGrace; children inherit it from the test's
+	// environment, to measure takeover with another grace.
+	envTieGrace = "HERD_PROCTEST_TIE_GRACE"
 )
 
 // event is one line a child writes on its stdout. Seq and Recv are set by
@@ -135,6 +142,12 @@ func runChild() error {
 		}
 		write = inTxWrite(pst, group, table, newStall(out, member, ttl))
 	}
+	var tieGrace time.Duration
+	if g := os.Getenv(envTieGrace); g != "" {
+		if tieGrace, err = time.ParseDuration(g); err != nil {
+			return fmt.Errorf("%s: %w", envTieGrace, err)
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := herd.Join(context.Background(), st, herd.Config{
 		Group:      group,
@@ -143,6 +156,8 @@ func runChild() error {
 		SessionTTL: ttl,
 		Handler:    handler(out, ttl, interval, write),
 		Logger:     logger,
+		TieSession: os.Getenv(envTie) == "1",
+		TieGrace:   tieGrace,
 	})
 	if err != nil {
 		return err

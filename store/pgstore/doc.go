@@ -40,7 +40,23 @@
 // advisory locks and no session state are used, so the store works behind
 // a pooler in transaction mode (with ?listen=off, and pgx's
 // default_query_exec_mode=exec if the pooler does not keep prepared
-// statements).
+// statements); session ties are the exception.
+//
+// # Session ties
+//
+// TieSession (store.ConnTied, used by herd.Config.TieSession) ties a
+// session to a connection of its own, outside the pool: a session-level
+// advisory lock keyed by the session, and a row of the table ties. The
+// connection then runs watch in a loop, which waits (2 s at a time) for
+// the lock of the next tie of the group, in id order around a ring, and
+// marks cut every tie whose lock is free, capping its session's expiry
+// at the cut plus the tie's grace; the tie that saw the cut calls
+// ExpireSessions when the grace has passed, and ExpireSessions cuts free
+// ties first. One connection per tied member, no N x N connections. The
+// tied connection sets its own timeouts so that a network cut cannot end
+// it on the server's side before the member fenced itself. Ties need
+// session state: never behind a pooler in transaction mode. See
+// docs/takeover.md.
 //
 // All time is the server's clock_timestamp(), read in the function. A
 // session is alive while its expires is later than that. KeepAlive

@@ -301,11 +301,13 @@ func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint
 }
 
 // ExpireSessions implements store.Store. It takes the group's lock only if
-// a session is due.
+// a session is due. On a store that ties sessions it first cuts the ties
+// whose lock is free (tie.go), in a transaction of its own.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
 	if err := s.begin(ctx, "ExpireSessions", store.ValidateGroup(group)); err != nil {
 		return 0, err
 	}
+	s.cutTies(ctx, group)
 	var next int64
 	if err := s.queryRow(ctx, "ExpireSessions", s.q.expire, []any{group, int32(s.cfg.logLimit)}, &next); err != nil {
 		return 0, err

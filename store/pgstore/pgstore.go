@@ -155,6 +155,7 @@ type Store struct {
 	hub      *hub
 	ghosts   store.Ghosts // sessions that failed opens may have opened
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
+	ties     tieState     // session ties (tie.go)
 
 	mu     sync.Mutex
 	closed bool

@@ -1,0 +1,298 @@
+package pgstore
+
+// Session ties (store.ConnTied): a session-level advisory lock held by a
+// connection dedicated to the session, which watches the next tie of the
+// group around a ring. See docs/takeover.md for the design and its safety
+// argument.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herdhq/herd/store"
+)
+
+var _ store.ConnTied = (*Store)(nil)
+
+// tieAppPrefix, followed by the session id, is the application_name of a
+// session's tied connection (an operator finds it in pg_stat_activity).
+const tieAppPrefix = "herd tie "
+
+// watchWait bounds one watch statement: the ring follows joins and leaves
+// within it, and on a server without client_connection_check_interval
+// (PostgreSQL 13) a killed member's backend notices its death within it.
+const watchWait = 2 * time.Second
+
+// connCheckInterval is client_connection_check_interval on the tied
+// connection (PostgreSQL 14+): how soon a backend inside watch notices
+// that its client died, and frees its lock.
+const connCheckInterval = 100 * time.Millisecond
+
+// tieQueries are the statements of ties, with the store's schema.
+type tieQueries struct{ tie, nudge, watch, cutGroup string }
+
+// ensureTies installs the ties' SQL, once per store.
+func (s *Store) ensureTies(ctx context.Context) error {
+	s.ties.mu.Lock()
+	defer s.ties.mu.Unlock()
+	if s.ties.ready {
+		return nil
+	}
+	text := strings.NewReplacer("{{SCHEMA}}", quoteLiteral(s.schema), "{{TIEAPP}}", quoteLiteral(tieAppPrefix)).Replace(tiesSQL)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(tiesInstallLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.sqlFor(text))
+		return err
+	})
+	if err != nil {
+		return s.fail("TieSession: installing the ties table and functions", err)
+	}
+	S := s.qschema
+	s.ties.q = tieQueries{
+		tie:      "SELECT " + S + ".tie($1, $2, $3)",
+		nudge:    "SELECT " + S + ".nudge($1, $2)",
+		watch:    "SELECT r_status, r_next FROM " + S + ".watch($1, $2, $3)",
+		cutGroup: "SELECT " + S + ".cut_group($1)",
+	}
+	s.ties.ready = true
+	return nil
+}
+
+// tieState is what a Store keeps of ties.
+type tieState struct {
+	mu    sync.Mutex
+	ready bool // ensureTies succeeded: q is set, ExpireSessions cuts ties
+	q     tieQueries
+}
+
+// tiesReady reports whether this store installed the ties' SQL, and
+// their queries.
+func (s *Store) tiesReady() (tieQueries, bool) {
+	s.ties.mu.Lock()
+	defer s.ties.mu.Unlock()
+	return s.ties.q, s.ties.ready
+}
+
+// cutTies is ExpireSessions' backstop: it cuts the group's ties whose
+// lock is free, and caps again the expiry of those cut. A failure is
+// left to the next call: the sessions still end by TTL.
+func (s *Store) cutTies(ctx context.Context, group string) {
+	q, ok := s.tiesReady()
+	if !ok {
+		return
+	}
+	_, _ = s.pool.Exec(ctx, q.cutGroup, group)
+}
+
+// tieSettings are the tied connection's own settings: no server-side
+// timeout may end it while its member lives, and none by a network
+// failure before the member has fenced itself (docs/takeover.md: a cut
+// at t0 cannot end it before t0 + 3 TTL). Settings the server does not
+// know (an older version) are skipped.
+func tieSettings(ttl time.Duration) [][2]string {
+	sec := strconv.FormatInt(int64(math.Ceil(ttl.Seconds())), 10)
+	return [][2]string{
+		{"idle_session_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"statement_timeout", "0"},
+		{"tcp_keepalives_idle", sec},
+		{"tcp_keepalives_interval", sec},
+		{"tcp_keepalives_count", "3"},
+		{"tcp_user_timeout", strconv.FormatInt(4*ttl.Milliseconds(), 10)},
+		{"client_connection_check_interval", strconv.FormatInt(connCheckInterval.Milliseconds(), 10)},
+	}
+}
+
+// TieSession implements store.ConnTied: it opens a connection outside the
+// pool, sets its timeouts (tieSettings), takes the session's advisory
+// lock on it and records the tie, then watches the ring on it until
+// Close. A read-only store, and a lock key already taken, give
+// errors.ErrUnsupported.
+func (s *Store) TieSession(ctx context.Context, group, session string, cfg store.TieConfig) (store.Tie, error) {
+	if err := s.begin(ctx, "TieSession", store.ValidateCloseSession(group, session)); err != nil {
+		return nil, err
+	}
+	if cfg.TTL <= 0 || cfg.Grace <= 0 || cfg.Grace >= cfg.TTL {
+		return nil, fmt.Errorf("pgstore: TieSession: grace %v must be above 0 and below the TTL %v: %w", cfg.Grace, cfg.TTL, store.ErrInvalid)
+	}
+	if s.cfg.readOnly {
+		return nil, fmt.Errorf("pgstore: TieSession: the store is read-only: %w", errors.ErrUnsupported)
+	}
+	if err := s.ensureTies(ctx); err != nil {
+		return nil, err
+	}
+	q, _ := s.tiesReady()
+	cc := s.pool.Config().ConnConfig.Copy()
+	cc.RuntimeParams["application_name"] = tieAppPrefix + session
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, s.connectErr(err)
+	}
+	status, err := tieConnection(ctx, conn, q, group, session, cfg)
+	if err == nil && status != "ok" {
+		err = tieRefused(session, status)
+	} else if err != nil {
+		err = s.fail("TieSession", err)
+	}
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		cancel()
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	t := &tie{s: s, q: q, group: group, session: session, cfg: cfg, conn: conn, cancel: cancel,
+		done: make(chan struct{}), lost: make(chan struct{})}
+	go t.watch(wctx)
+	return t, nil
+}
+
+// tieConnection sets the connection's settings and ties the session to it.
+func tieConnection(ctx context.Context, conn *pgx.Conn, q tieQueries, group, session string, cfg store.TieConfig) (string, error) {
+	for _, kv := range tieSettings(cfg.TTL) {
+		if _, err := conn.Exec(ctx, "SELECT set_config(name, $2, false) FROM pg_settings WHERE name = $1", kv[0], kv[1]); err != nil {
+			return "", err
+		}
+	}
+	var status string
+	err := conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+	if pgCode(err) == "57014" {
+		// Cancelled by another tie made at the same moment, taken for a
+		// watch: once more (the lock, if taken, is taken again: advisory
+		// locks count).
+		err = conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+	}
+	if err == nil && status == "ok" {
+		// Best effort: without it the ring finds the new tie within a
+		// watch's wait.
+		_, _ = conn.Exec(ctx, q.nudge, group, session)
+	}
+	return status, err
+}
+
+func tieRefused(session, status string) error {
+	switch status {
+	case "expired":
+		return fmt.Errorf("pgstore: TieSession of session %q: %w", session, store.ErrSessionExpired)
+	case "taken":
+		return fmt.Errorf("pgstore: TieSession of session %q: its lock key is held by another connection (a collision of keys): the session keeps its TTL alone: %w",
+			session, errors.ErrUnsupported)
+	}
+	return unexpected("TieSession", status)
+}
+
+// tie is one session's tie: its connection and the goroutine that watches
+// on it.
+type tie struct {
+	s              *Store
+	q              tieQueries
+	group, session string
+	cfg            store.TieConfig
+	conn           *pgx.Conn // used by watch alone, then by Close
+	cancel         context.CancelFunc
+	done           chan struct{}  // closed when watch returned
+	ending         sync.WaitGroup // endCut calls under way
+	lost           chan struct{}
+	err            error // why lost was closed; written before
+	closeOnce      sync.Once
+}
+
+func (t *tie) Lost() <-chan struct{} { return t.lost }
+
+func (t *tie) Err() error {
+	select {
+	case <-t.lost:
+		return t.err
+	default:
+		return nil
+	}
+}
+
+// Close stops the watch (cancelling its statement ends the connection,
+// pgx's way) and closes the connection, which frees the lock.
+func (t *tie) Close() error {
+	t.closeOnce.Do(func() {
+		t.cancel()
+		<-t.done
+		t.ending.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = t.conn.Close(ctx)
+	})
+	return nil
+}
+
+// watch runs the watch statement until Close, or until the connection
+// ends (lost). An error the server answered with leaves the connection and
+// its lock in place: the statement is tried again after a pause.
+func (t *tie) watch(ctx context.Context) {
+	defer close(t.done)
+	for {
+		var status string
+		var next *int64
+		err := t.conn.QueryRow(ctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && t.conn.IsClosed():
+			t.lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
+			return
+		case pgCode(err) == "57014":
+			// Cancelled by a new tie of the group (tie): watch again
+			// at once, its new successor.
+		case err != nil:
+			pause := time.NewTimer(watchWait / 4)
+			select {
+			case <-ctx.Done():
+				pause.Stop()
+				return
+			case <-pause.C:
+			}
+		case status == "gone":
+			t.lose(fmt.Errorf("pgstore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired))
+			return
+		case status == "cut" && next != nil && *next > 0:
+			// In a goroutine of its own: the connection must be read all
+			// the time, or its end would go unnoticed for the grace.
+			d := micros(*next)
+			t.ending.Go(func() { t.endCut(ctx, d) })
+		}
+	}
+}
+
+// endCut ends the sessions this tie saw cut, once their grace d has
+// passed: ExpireSessions caps them again (a renewal may have moved their
+// expiry on) and expires them, logged, so the members follow at once and
+// none needs to learn the new expiry first.
+func (t *tie) endCut(ctx context.Context, d time.Duration) {
+	for d > 0 {
+		wait := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+		// A failure leaves the sessions to the members' own expiry
+		// calls, as without ties.
+		var err error
+		if d, err = t.s.ExpireSessions(ctx, t.group); err != nil || d > t.cfg.Grace {
+			break
+		}
+	}
+}
+
+func (t *tie) lose(err error) {
+	t.err = err
+	close(t.lost)
+}

@@ -1,0 +1,138 @@
+package pgstore
+
+// The SQL of session ties (store.ConnTied; docs/takeover.md): a table of
+// ties and the functions that make, watch and cut them. It is installed
+// by the first TieSession of a store (CREATE ... IF NOT EXISTS, CREATE OR
+// REPLACE), not with the schema: stores that never tie a session never
+// create it, and the schema's version does not change.
+
+// tiesInstallLock is the key of the transaction-level advisory lock under
+// which stores install the ties' SQL one at a time (a single bigint key:
+// another space than the ties' own two-integer keys).
+const tiesInstallLock = 0x6865726474696573 // "herdties"
+
+// tiesSQL: {{S}} the quoted schema, {{SCHEMA}} its name as a literal,
+// {{TIEAPP}} tieAppPrefix as a literal.
+const tiesSQL = `
+CREATE TABLE IF NOT EXISTS {{S}}.ties (
+  gid bigint NOT NULL,
+  id text COLLATE "C" NOT NULL,     -- the session
+  k1 integer NOT NULL,              -- its advisory lock's key
+  k2 integer NOT NULL,
+  grace_us bigint NOT NULL,         -- how long after the cut the session ends
+  born timestamptz NOT NULL DEFAULT clock_timestamp(),
+  cut timestamptz,                  -- when its lock was first seen free
+  PRIMARY KEY (gid, id)
+);
+
+-- tie takes, for the calling connection, the session-level advisory lock
+-- of session p_id and records the tie: 'ok', 'expired' if the session is
+-- not alive, 'taken' if the lock is held (a key that collides).
+CREATE OR REPLACE FUNCTION {{S}}.tie(p_group text, p_id text, p_grace_us bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE v_gid bigint;
+  v_k1 integer := hashtext({{SCHEMA}} || ' ' || p_group) & 2147483647;
+  v_k2 integer := hashtext(p_id) & 2147483647;
+BEGIN
+  SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
+  IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM {{S}}.sessions s
+      WHERE s.gid = v_gid AND s.id = p_id AND s.expires > clock_timestamp()) THEN
+    RETURN 'expired';
+  END IF;
+  IF NOT pg_try_advisory_lock(v_k1, v_k2) THEN RETURN 'taken'; END IF;
+  INSERT INTO {{S}}.ties (gid, id, k1, k2, grace_us) VALUES (v_gid, p_id, v_k1, v_k2, p_grace_us)
+    ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    PERFORM pg_advisory_unlock(v_k1, v_k2);
+    RETURN 'taken';
+  END IF;
+  RETURN 'ok';
+END $$;
+
+-- nudge cancels the watches of the group's other ties, so that the one
+-- before p_id's in the ring, which may be waiting on the one after it,
+-- watches p_id's from now on (all of them start again: a join is rare,
+-- and which tie came before is then not a question of timing). It is
+-- called once tie has committed, or a watch started again would not see
+-- the new tie yet.
+CREATE OR REPLACE FUNCTION {{S}}.nudge(p_group text, p_id text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_cancel_backend(a.pid) FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.query LIKE '%.watch(%'
+      AND a.application_name IN (SELECT {{TIEAPP}} || x.id FROM {{S}}.ties x JOIN {{S}}.groups g ON g.gid = x.gid
+        WHERE g.name = p_group AND x.cut IS NULL AND x.id <> p_id);
+EXCEPTION WHEN insufficient_privilege THEN NULL;
+END $$;
+
+-- cut_ties forgets the ties of ended sessions and those made before the
+-- server last started (their locks went with it, their members may be
+-- cut off: they keep their TTL), marks cut every tie of the group whose
+-- lock no backend holds, caps each cut session's expiry at cut + grace,
+-- and returns the time in µs until the earliest of those (0 if none, at
+-- least 1 if one is due).
+CREATE OR REPLACE FUNCTION {{S}}.cut_ties(p_gid bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE v_now timestamptz := clock_timestamp(); v_next numeric;
+BEGIN
+  DELETE FROM {{S}}.ties x WHERE x.gid = p_gid AND (x.born < pg_postmaster_start_time()
+    OR NOT EXISTS (SELECT 1 FROM {{S}}.sessions s WHERE s.gid = p_gid AND s.id = x.id));
+  UPDATE {{S}}.ties x SET cut = v_now WHERE x.gid = p_gid AND x.cut IS NULL AND NOT EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+      AND l.classid = x.k1::oid AND l.objid = x.k2::oid AND l.objsubid = 2 AND l.mode = 'ExclusiveLock' AND l.granted);
+  UPDATE {{S}}.sessions s SET expires = x.cut + x.grace_us * interval '1 microsecond'
+    FROM {{S}}.ties x
+    WHERE x.gid = p_gid AND x.cut IS NOT NULL AND s.gid = p_gid AND s.id = x.id
+      AND s.expires > x.cut + x.grace_us * interval '1 microsecond';
+  SELECT min({{S}}.micros(x.cut + x.grace_us * interval '1 microsecond')) - {{S}}.micros(v_now) INTO v_next
+    FROM {{S}}.ties x WHERE x.gid = p_gid AND x.cut IS NOT NULL;
+  IF v_next IS NULL THEN RETURN 0; END IF;
+  RETURN greatest(v_next, 1)::bigint;
+END $$;
+
+-- cut_group runs cut_ties for a group, if it has ties (ExpireSessions'
+-- backstop), and returns what cut_ties returns.
+CREATE OR REPLACE FUNCTION {{S}}.cut_group(p_group text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE v_gid bigint;
+BEGIN
+  SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
+  IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid) THEN RETURN 0; END IF;
+  RETURN {{S}}.cut_ties(v_gid);
+END $$;
+
+-- watch waits, up to p_wait_ms, for the lock of the next tie of the group
+-- after p_id (by id, around the ring) to be free, and then cuts every tie
+-- whose lock is free (cut_ties). r_status: 'cut' (r_next: cut_ties'
+-- answer), 'idle' (the wait ended; call again), 'gone' (p_id's own tie is
+-- no more: its session ended).
+CREATE OR REPLACE FUNCTION {{S}}.watch(p_group text, p_id text, p_wait_ms integer, OUT r_status text, OUT r_next bigint)
+LANGUAGE plpgsql AS $$
+DECLARE v_gid bigint; v_k1 integer; v_k2 integer;
+BEGIN
+  SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
+  IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = p_id AND x.cut IS NULL) THEN
+    r_status := 'gone';
+    RETURN;
+  END IF;
+  SELECT x.k1, x.k2 INTO v_k1, v_k2 FROM {{S}}.ties x
+    WHERE x.gid = v_gid AND x.cut IS NULL AND x.id <> p_id
+    ORDER BY x.id < p_id, x.id LIMIT 1;
+  IF NOT FOUND THEN
+    PERFORM pg_sleep(p_wait_ms / 1000.0);
+    r_status := 'idle';
+    RETURN;
+  END IF;
+  BEGIN
+    PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+    PERFORM pg_advisory_lock_shared(v_k1, v_k2);
+  EXCEPTION WHEN lock_not_available THEN
+    r_status := 'idle';
+    RETURN;
+  END;
+  PERFORM pg_advisory_unlock_shared(v_k1, v_k2);
+  r_next := {{S}}.cut_ties(v_gid);
+  r_status := 'cut';
+END $$;
+`
