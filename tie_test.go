@@ -13,6 +13,7 @@ import (
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // tiedStore is a memstore that ties sessions the way the rule of
@@ -267,6 +268,31 @@ func TestTieOffByDefault(t *testing.T) {
 		}
 		if len(st.ties) != 0 {
 			t.Errorf("%d ties made with TieSession off", len(st.ties))
+		}
+	})
+}
+
+// A member with metrics ties its session too: the metrics' wrapper of its
+// store does not hide the store's ConnTied.
+func TestTieWithMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := &tiedStore{Store: memstore.New()}
+		a, err := herd.Join(ctx, st, herd.Config{Group: "g", Member: "a", Partitions: herd.Numbered(2), TieSession: true,
+			Metrics: prometheus.NewRegistry(),
+			Handler: func(c *herd.Claim) error { <-c.Context().Done(); return nil }, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := a.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st.wg.Wait()
+		if len(st.ties) != 1 {
+			t.Errorf("%d ties made with TieSession on and metrics; want 1", len(st.ties))
 		}
 	})
 }
