@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdhq/herd/internal/loopns"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // An OpenSession given up on while the network is cut leaves nothing for
@@ -77,5 +78,5 @@ func TestOpenSessionGivenUpIsNotSentAfterTheCut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession after the heal: %v", err)
 	}
-	wantSessions(t, s, group, other, id)
+	storetest.WantSessions(t, s, group, other, id)
 }

@@ -40,25 +40,3 @@ func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 	proxy := valve.New(t, u.Host)
 	storetest.RunLostOpenReply(t, openThrough(t, proxy.Addr), proxy.Set)
 }
-
-// wantSessions checks that the group's live sessions are ids (in any order).
-func wantSessions(t *testing.T, s *Store, group string, ids ...string) {
-	t.Helper()
-	snap, err := s.Snapshot(t.Context(), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{}
-	for _, si := range snap.Sessions {
-		got[si.ID] = true
-	}
-	for _, id := range ids {
-		if !got[id] {
-			t.Errorf("session %s is not alive", id)
-		}
-		delete(got, id)
-	}
-	for id := range got {
-		t.Errorf("session %s is alive, opened by a call that failed", id)
-	}
-}

@@ -87,7 +87,7 @@ func TestOpenSessionGivenUpIsNotSentAfterTheCut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession after the heal: %v", err)
 	}
-	wantSessions(t, s, group, id)
+	storetest.WantSessions(t, s, group, id)
 	must(t, s.DeleteGroup(ctx, group, true), "DeleteGroup")
 }
 
@@ -109,28 +109,6 @@ func TestOpenSessionClosesASessionWhoseReplyWasLost(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.RunLostOpenReply(t, s, proxy.Set)
-}
-
-// wantSessions checks that the group's live sessions are ids (in any order).
-func wantSessions(t *testing.T, s *Store, group string, ids ...string) {
-	t.Helper()
-	snap, err := s.Snapshot(t.Context(), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{}
-	for _, si := range snap.Sessions {
-		got[si.ID] = true
-	}
-	for _, id := range ids {
-		if !got[id] {
-			t.Errorf("session %s is not alive", id)
-		}
-		delete(got, id)
-	}
-	for id := range got {
-		t.Errorf("session %s is alive, opened by a call that failed", id)
-	}
 }
 
 // waitForCond waits until cond holds, checking every 10 ms; it fails t

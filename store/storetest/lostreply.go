@@ -45,18 +45,25 @@ func RunLostOpenReply(t *testing.T, s store.Store, hold func(bool)) {
 	if err != nil {
 		t.Fatalf("OpenSession after the reply was lost: %v", err)
 	}
-	live := liveSessions(t, s, group)
-	for _, want := range []string{other, id} {
-		if !live[want] {
-			t.Errorf("session %s is not alive", want)
-		}
-		delete(live, want)
-	}
-	for ghost := range live {
-		t.Errorf("session %s is alive, opened by a call that failed", ghost)
-	}
+	WantSessions(t, s, group, other, id)
 	if err := s.DeleteGroup(ctx, group, true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WantSessions checks that the group's live sessions are ids (in any
+// order): none missing, none other (opened by a call that failed).
+func WantSessions(t *testing.T, s store.Store, group string, ids ...string) {
+	t.Helper()
+	live := liveSessions(t, s, group)
+	for _, id := range ids {
+		if !live[id] {
+			t.Errorf("session %s is not alive", id)
+		}
+		delete(live, id)
+	}
+	for id := range live {
+		t.Errorf("session %s is alive, opened by a call that failed", id)
 	}
 }
 
