@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,36 +121,10 @@ func testTieKill9(t *testing.T) {
 	var ds []time.Duration
 	for i := range tieKills {
 		victim := members[i%len(members)]
-		f.mu.Lock()
-		lost := f.claimsOfLocked(victim)
-		seq := len(f.events)
-		f.mu.Unlock()
-		killAt := time.Now()
-		f.signal(victim, syscall.SIGKILL)
-		if !f.waitExit(victim, 5*time.Second) {
-			t.Fatalf("%s did not die within 5s of SIGKILL", victim)
-		}
-		f.waitFor("the killed child's partitions to run elsewhere", tieFleetTTL+5*time.Second, func() (bool, string) {
-			for p := range lost {
-				if len(f.running[p]) != 1 {
-					return false, fmt.Sprintf("partition %s is run by %v", p, keys(f.running[p]))
-				}
-			}
-			return true, ""
-		})
-		first := firstStarts(f.snapshotEvents(), seq, lost, victim, killAt)
-		var worst time.Duration
-		for p := range lost {
-			ev, ok := first[p]
-			if !ok {
-				t.Fatalf("partition %s runs elsewhere but no start event after the kill", p)
-			}
-			worst = max(worst, time.Unix(0, ev.T).Sub(killAt))
-		}
+		lost, _, worst := f.killAndAwaitTakeover(t, victim, tieFleetTTL+5*time.Second)
 		ds = append(ds, worst)
 		t.Logf("round %d: kill -9 of %s (%d partitions): all running elsewhere %v later", i, victim, len(lost), worst.Round(time.Millisecond))
 		if os.Getenv(envTieDebug) != "" && worst > time.Second {
-			t.Logf("killed at %s", killAt.Format("15:04:05.000000"))
 			pf.dumpLog(t)
 		}
 		if worst > 2*time.Second {

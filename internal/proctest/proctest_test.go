@@ -103,36 +103,7 @@ func testKill9(t *testing.T, raw *redis.Client) {
 func checkKill9(t *testing.T, f *fleet, members []string) {
 	ttl := f.ttl
 	victim := "c1"
-	f.mu.Lock()
-	lost := f.claimsOfLocked(victim)
-	seq := len(f.events)
-	f.mu.Unlock()
-
-	killAt := time.Now()
-	f.signal(victim, syscall.SIGKILL)
-	if !f.waitExit(victim, 5*time.Second) {
-		t.Fatalf("%s did not die within 5s of SIGKILL", victim)
-	}
-	f.waitFor("the killed child's partitions to run elsewhere", ttl+5*time.Second, func() (bool, string) {
-		for p := range lost {
-			if len(f.running[p]) != 1 {
-				return false, fmt.Sprintf("partition %s is run by %v", p, keys(f.running[p]))
-			}
-		}
-		return true, ""
-	})
-	first := firstStarts(f.snapshotEvents(), seq, lost, victim, killAt)
-	var ds []time.Duration
-	var worst time.Duration
-	for p := range lost {
-		ev, ok := first[p]
-		if !ok {
-			t.Fatalf("partition %s runs elsewhere but no start event after the kill", p)
-		}
-		d := time.Unix(0, ev.T).Sub(killAt)
-		ds = append(ds, d)
-		worst = max(worst, d)
-	}
+	lost, ds, worst := f.killAndAwaitTakeover(t, victim, ttl+5*time.Second)
 	t.Logf("kill -9 of %s (%d partitions, TTL %v): taken over after %s", victim, len(lost), ttl, stats(ds))
 	if worst > ttl+time.Second {
 		t.Errorf("the last of the killed child's partitions started elsewhere %v after the kill; want within TTL+1s = %v", worst, ttl+time.Second)
@@ -141,6 +112,41 @@ func checkKill9(t *testing.T, f *fleet, members []string) {
 	t.Logf("survivors balanced %v later: %v", d.Round(time.Millisecond), f.counts())
 	f.stopAll()
 	f.checkExclusive(nil)
+}
+
+// killAndAwaitTakeover kills victim with SIGKILL, waits (at most within)
+// until every partition it ran runs on exactly one other child, and
+// returns those partitions and, for each, how long after the kill its
+// first start elsewhere came.
+func (f *fleet) killAndAwaitTakeover(t *testing.T, victim string, within time.Duration) (lost map[string]uint64, ds []time.Duration, worst time.Duration) {
+	t.Helper()
+	f.mu.Lock()
+	lost = f.claimsOfLocked(victim)
+	seq := len(f.events)
+	f.mu.Unlock()
+	killAt := time.Now()
+	f.signal(victim, syscall.SIGKILL)
+	if !f.waitExit(victim, 5*time.Second) {
+		t.Fatalf("%s did not die within 5s of SIGKILL", victim)
+	}
+	f.waitFor("the killed child's partitions to run elsewhere", within, func() (bool, string) {
+		for p := range lost {
+			if len(f.running[p]) != 1 {
+				return false, fmt.Sprintf("partition %s is run by %v", p, keys(f.running[p]))
+			}
+		}
+		return true, ""
+	})
+	first := firstStarts(f.snapshotEvents(), seq, lost, victim, killAt)
+	for p := range lost {
+		ev, ok := first[p]
+		if !ok {
+			t.Fatalf("partition %s runs elsewhere but no start event after the kill", p)
+		}
+		d := time.Unix(0, ev.T).Sub(killAt)
+		ds, worst = append(ds, d), max(worst, d)
+	}
+	return lost, ds, worst
 }
 
 // 2. Cut one child off from Redis for longer than its TTL: it stops its
