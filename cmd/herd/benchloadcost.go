@@ -10,8 +10,9 @@ import (
 // costs in load reports: whether the batch held load reports only (a read
 // the reports woke), how many load reports it held, and their size as
 // redisstore writes them in its stream, `L\n<session>(\n<partition>\n<load>)+`
-// (the entry's payload, without the stream's and the protocol's framing).
-func loadReadCost(cs []store.Change) (onlyLoads bool, entries, bytes int64) {
+// (the entry's payload, without the stream's and the protocol's framing),
+// and the loads they carry.
+func loadReadCost(cs []store.Change) (onlyLoads bool, entries, bytes, loads int64) {
 	onlyLoads = len(cs) > 0
 	for _, c := range cs {
 		if c.Kind != store.LoadsReported {
@@ -19,10 +20,11 @@ func loadReadCost(cs []store.Change) (onlyLoads bool, entries, bytes int64) {
 			continue
 		}
 		entries++
+		loads += int64(len(c.Loads))
 		bytes += int64(2 + len(c.Session))
 		for _, l := range c.Loads {
 			bytes += int64(2 + len(l.Partition) + len(strconv.FormatFloat(l.Load, 'g', -1, 64)))
 		}
 	}
-	return onlyLoads, entries, bytes
+	return onlyLoads, entries, bytes, loads
 }

@@ -62,6 +62,7 @@ type memberCounts struct {
 	LoadOnlyReads int64 `json:"load_only_reads,omitempty"`
 	LoadsRead     int64 `json:"loads_read,omitempty"`
 	LoadBytesRead int64 `json:"load_bytes_read,omitempty"`
+	LoadValues    int64 `json:"load_values_read,omitempty"` // loads in the reports read
 }
 
 func (c memberCounts) ops() int64 { return c.FullReads + c.RecordReads + c.LogReads + c.Writes }
@@ -323,6 +324,7 @@ type countingStore struct {
 	loadOnly    atomic.Int64 // log reads of load reports only
 	loadsRead   atomic.Int64
 	loadBytes   atomic.Int64
+	loadValues  atomic.Int64
 }
 
 func (s *countingStore) counts() memberCounts {
@@ -330,7 +332,7 @@ func (s *countingStore) counts() memberCounts {
 	full := s.snapshots.Load()
 	return memberCounts{FullReads: full, RecordReads: o.Reads - full, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
 		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load(), LoadReports: s.loadReports.Load(),
-		LoadOnlyReads: s.loadOnly.Load(), LoadsRead: s.loadsRead.Load(), LoadBytesRead: s.loadBytes.Load()}
+		LoadOnlyReads: s.loadOnly.Load(), LoadsRead: s.loadsRead.Load(), LoadBytesRead: s.loadBytes.Load(), LoadValues: s.loadValues.Load()}
 }
 
 func (s *countingStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
@@ -361,12 +363,13 @@ func (s *countingStore) Changes(ctx context.Context, group string, after store.V
 	cs, v, err := s.Store.Changes(ctx, group, after, n)
 	if err == nil && len(cs) > 0 {
 		s.lastReadAt.Store(time.Now().UnixNano())
-		only, n, b := loadReadCost(cs)
+		only, n, b, v := loadReadCost(cs)
 		if only {
 			s.loadOnly.Add(1)
 		}
 		s.loadsRead.Add(n)
 		s.loadBytes.Add(b)
+		s.loadValues.Add(v)
 	}
 	return cs, v, err
 }

@@ -57,6 +57,7 @@ type loadCost struct {
 	LoadReads    float64 `json:"load_only_reads"`
 	LoadsRead    float64 `json:"loads_read"`
 	BytesRead    float64 `json:"load_bytes_read"`
+	ValuesRead   float64 `json:"load_values_read"` // loads in the reports read
 	AllStoreOps  float64 `json:"all_store_ops"`
 	AllLogReads  float64 `json:"all_log_reads"`
 	Members      int     `json:"members"`
@@ -71,7 +72,7 @@ func costBetween(a, b memberCounts, n int, secs float64) loadCost {
 	}
 	per := func(x, y int64) float64 { return float64(y-x) / float64(n) / secs }
 	return loadCost{Writes: per(a.LoadReports, b.LoadReports), LoadReads: per(a.LoadOnlyReads, b.LoadOnlyReads),
-		LoadsRead: per(a.LoadsRead, b.LoadsRead), BytesRead: per(a.LoadBytesRead, b.LoadBytesRead),
+		LoadsRead: per(a.LoadsRead, b.LoadsRead), BytesRead: per(a.LoadBytesRead, b.LoadBytesRead), ValuesRead: per(a.LoadValues, b.LoadValues),
 		AllStoreOps: per(a.ops(), b.ops()), AllLogReads: per(a.LogReads, b.LogReads), Members: n, SecondsCount: secs}
 }
 
@@ -229,7 +230,7 @@ func printSkewedLine(out io.Writer, r benchResult) {
 		name string
 		c    loadCost
 	}{{"once settled", s.Window}, {"whole run", s.Run}} {
-		fmt.Fprintf(out, "  loads' cost per member per second, %s (%.0fs): %.3f load writes, %.3f log reads of load reports only, %.2f load reports read (%.0f bytes); all store operations %.2f, log reads %.2f\n",
-			c.name, c.c.SecondsCount, c.c.Writes, c.c.LoadReads, c.c.LoadsRead, c.c.BytesRead, c.c.AllStoreOps, c.c.AllLogReads)
+		fmt.Fprintf(out, "  loads' cost per member per second, %s (%.0fs): %.3f load writes, %.3f log reads of load reports only, %.2f load reports read (%.1f loads, %.0f bytes); all store operations %.2f, log reads %.2f\n",
+			c.name, c.c.SecondsCount, c.c.Writes, c.c.LoadReads, c.c.LoadsRead, c.c.ValuesRead, c.c.BytesRead, c.c.AllStoreOps, c.c.AllLogReads)
 	}
 }

@@ -31,13 +31,13 @@ func TestZipfCores(t *testing.T) {
 func TestLoadReadCost(t *testing.T) {
 	rep := store.Change{Kind: store.LoadsReported, Session: "s1", Loads: []store.Load{{Partition: "7", Load: 0.125}, {Partition: "12", Load: 3}}}
 	want := int64(len("L\ns1\n7\n0.125\n12\n3"))
-	if only, n, b := loadReadCost([]store.Change{rep}); !only || n != 1 || b != want {
-		t.Errorf("one report: only %v, %d reports, %d bytes; want true, 1, %d", only, n, b, want)
+	if only, n, b, v := loadReadCost([]store.Change{rep}); !only || n != 1 || b != want || v != 2 {
+		t.Errorf("one report: only %v, %d reports, %d bytes, %d loads; want true, 1, %d, 2", only, n, b, v, want)
 	}
-	if only, n, b := loadReadCost([]store.Change{rep, {Kind: store.Claimed}}); only || n != 1 || b != want {
-		t.Errorf("a report and a claim: only %v, %d reports, %d bytes; want false, 1, %d", only, n, b, want)
+	if only, n, b, v := loadReadCost([]store.Change{rep, {Kind: store.Claimed}}); only || n != 1 || b != want || v != 2 {
+		t.Errorf("a report and a claim: only %v, %d reports, %d bytes, %d loads; want false, 1, %d, 2", only, n, b, v, want)
 	}
-	if only, _, _ := loadReadCost(nil); only {
+	if only, _, _, _ := loadReadCost(nil); only {
 		t.Error("no entry counts as load reports only")
 	}
 }

@@ -40,6 +40,7 @@ func (f *procFleet) countsLocked() memberCounts {
 		n.LoadOnlyReads += m.counts.LoadOnlyReads
 		n.LoadsRead += m.counts.LoadsRead
 		n.LoadBytesRead += m.counts.LoadBytesRead
+		n.LoadValues += m.counts.LoadValues
 		n.LastReadAt = max(n.LastReadAt, m.counts.LastReadAt)
 	}
 	return n
