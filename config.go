@@ -187,6 +187,9 @@ type Config struct {
 	// onRequest, if set, receives every request the group's log carries
 	// (request.go): package jobs sets it through reqhook.
 	onRequest func(store.Request)
+	// ownLoads: loads are only those the handlers report, never the rate
+	// of their marks (package jobs sets it through reqhook).
+	ownLoads bool
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -353,4 +356,5 @@ func Numbered(n int) []Partition {
 func init() {
 	pause.SetHerdGate = func(c *Config, g *pause.Gate) { c.gate = g }
 	reqhook.SetHerdHandler = func(c *Config, f func(store.Request)) { c.onRequest = f }
+	reqhook.SetHerdOwnLoads = func(c *Config) { c.ownLoads = true }
 }

@@ -112,6 +112,9 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	m.rel = newReleaser(m)
 	if cfg.LoadReportInterval > 0 {
 		m.meter = loadmeter.New(cfg.LoadReportInterval)
+		if cfg.ownLoads {
+			m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
+		}
 	}
 	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {

@@ -51,6 +51,11 @@ type Run struct {
 	// dashboard's "run now"), outside the schedule: Slot is when its
 	// owner read the request.
 	Requested bool
+	// Period is the length of the schedule's period that holds Slot:
+	// Every's interval, or for a cron schedule the time from its time at
+	// or before Slot to its next (0 if the schedule has none). A run that
+	// used c CPU seconds gives its key a load of c / Period (ReportLoad).
+	Period time.Duration
 
 	claim *herd.Claim
 }
@@ -170,6 +175,13 @@ type Config struct {
 	// before a warning is logged (the key stays owned, and runs nowhere
 	// else, until it returns). Default herd.DefaultMaxShutdown.
 	MaxShutdown time.Duration
+	// LoadReportInterval is how often the member publishes the loads its
+	// runs report (Run.ReportLoad; herd jobs reports its children's CPU
+	// time), in one store write of the loads that changed by more than
+	// 10 % (herd.Config.LoadReportInterval). Default 1 minute; negative:
+	// nothing is published. A key whose runs report no load publishes
+	// none: while no key of the group has one, keys are balanced by count.
+	LoadReportInterval time.Duration
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, receives the member's herd metrics and the jobs

@@ -207,6 +207,7 @@ func (k *keyRun) runOnce(ctx context.Context, p pending) (pending, bool) {
 		s.log.Info("slots missed: running the latest one once", "key", c.Partition, "missed", r.Missed, "slot", last,
 			"superseded_slot", p.slot, "superseded_attempt", p.attempt)
 	}
+	r.Period = k.slots.period(r.Slot)
 
 	rec := k.rec
 	rec.V, rec.Owner, rec.Epoch, rec.Running = RecordVersion, s.member, c.Epoch, true

@@ -80,13 +80,14 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		MaxShutdown:          cfg.MaxShutdown,
 		Logger:               cfg.Logger,
 		Metrics:              cfg.Metrics,
-		// A key's load is not measured yet: the rate of its runs'
-		// checkpoints would show a long run as idle. Keys are balanced
-		// by count.
-		LoadReportInterval: -1,
+		// A key's load is only what its runs report (Run.ReportLoad,
+		// and reqhook.SetHerdOwnLoads below): the rate of its runs'
+		// checkpoints would show a long run as idle.
+		LoadReportInterval: cfg.LoadReportInterval,
 	}
 	pause.SetHerdGate.(func(*herd.Config, *pause.Gate))(&hc, cfg.gate)
 	reqhook.SetHerdHandler.(func(*herd.Config, func(store.Request)))(&hc, s.onRequest)
+	reqhook.SetHerdOwnLoads.(func(*herd.Config))(&hc)
 	if err := hc.Validate(); err != nil {
 		if !errors.Is(err, store.ErrInvalid) {
 			err = fmt.Errorf("%w: %w", err, store.ErrInvalid)

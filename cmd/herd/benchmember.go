@@ -57,6 +57,12 @@ type memberCounts struct {
 	Checkpoints int64 `json:"checkpoints,omitempty"`
 	Owned       int64 `json:"owned,omitempty"`
 	LoadReports int64 `json:"load_reports,omitempty"` // ReportLoads calls
+	// Log reads that brought load reports only, and the load reports read
+	// and their bytes (benchloadcost.go).
+	LoadOnlyReads int64 `json:"load_only_reads,omitempty"`
+	LoadsRead     int64 `json:"loads_read,omitempty"`
+	LoadBytesRead int64 `json:"load_bytes_read,omitempty"`
+	LoadValues    int64 `json:"load_values_read,omitempty"` // loads in the reports read
 }
 
 func (c memberCounts) ops() int64 { return c.FullReads + c.RecordReads + c.LogReads + c.Writes }
@@ -111,6 +117,7 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().IntVar(&jobsKeys, "jobs-keys", 0, "the jobs scheduler sets this many keys (0: the stored ones)")
 	cmd.Flags().Float64Var(&sk.cores, "burn-cores", 0, "handlers burn this many cores in all, skewed over the partitions (0: they do nothing)")
 	cmd.Flags().Float64Var(&sk.skew, "burn-skew", skewExp, "the Zipf exponent of --burn-cores over the partitions")
+	cmd.Flags().DurationVar(&sk.vary, "burn-vary", 0, "every other period of this length, handlers burn 1.6 times as much (0: steady)")
 	cmd.Flags().DurationVar(&sk.loadEvery, "load-interval", herd.DefaultLoadReportInterval, "Config.LoadReportInterval (0: no reports)")
 	return cmd
 }
@@ -207,6 +214,7 @@ func (r *reporter) openStore(ctx context.Context, storeURL string) (closeStore f
 type skewOpts struct {
 	cores, skew float64
 	loadEvery   time.Duration
+	vary        time.Duration // every other period of vary, burn 1.6 times as much
 }
 
 func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration, sk skewOpts) error {
@@ -231,7 +239,7 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 			}
 			r.changed(int32(p), true)
 			if p < len(loads) {
-				burn(c, loads[p])
+				burn(c, loads[p], sk.vary)
 			}
 			<-c.Context().Done()
 			r.changed(int32(p), false)
@@ -313,13 +321,18 @@ type countingStore struct {
 	checkpoints atomic.Int64
 	owned       atomic.Int64 // set by a jobs member before it reports
 	loadReports atomic.Int64
+	loadOnly    atomic.Int64 // log reads of load reports only
+	loadsRead   atomic.Int64
+	loadBytes   atomic.Int64
+	loadValues  atomic.Int64
 }
 
 func (s *countingStore) counts() memberCounts {
 	o := s.fault.Ops()
 	full := s.snapshots.Load()
 	return memberCounts{FullReads: full, RecordReads: o.Reads - full, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
-		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load(), LoadReports: s.loadReports.Load()}
+		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load(), LoadReports: s.loadReports.Load(),
+		LoadOnlyReads: s.loadOnly.Load(), LoadsRead: s.loadsRead.Load(), LoadBytesRead: s.loadBytes.Load(), LoadValues: s.loadValues.Load()}
 }
 
 func (s *countingStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
@@ -350,6 +363,13 @@ func (s *countingStore) Changes(ctx context.Context, group string, after store.V
 	cs, v, err := s.Store.Changes(ctx, group, after, n)
 	if err == nil && len(cs) > 0 {
 		s.lastReadAt.Store(time.Now().UnixNano())
+		only, n, b, v := loadReadCost(cs)
+		if only {
+			s.loadOnly.Add(1)
+		}
+		s.loadsRead.Add(n)
+		s.loadBytes.Add(b)
+		s.loadValues.Add(v)
 	}
 	return cs, v, err
 }

@@ -32,7 +32,7 @@ const (
 
 // skewedFigures are the skewed scenario's figures for one balance.
 type skewedFigures struct {
-	Balance        string    `json:"balance"` // "count" or "load"
+	Balance        string    `json:"balance"` // "count", "load" or "varying" (runSkewedOnce)
 	CoresAsked     float64   `json:"cores_asked"`
 	CoresPerMember []float64 `json:"cores_per_member"` // over the window, sorted
 	CPUMaxOverMean float64   `json:"cpu_max_over_mean"`
@@ -41,6 +41,39 @@ type skewedFigures struct {
 	// report interval, from the members' start to the end of the window
 	// (0 for the count balance).
 	LoadReportsPerMemberPerInterval float64 `json:"load_reports_per_member_per_interval"`
+	// What the loads cost, per member and second: over the window once
+	// settled, and over the whole run (the first reports, every load new,
+	// and the moves included).
+	Window loadCost `json:"load_cost_window"`
+	Run    loadCost `json:"load_cost_run"`
+}
+
+// loadCost is what the loads cost the store, per member and second:
+// ReportLoads writes, log reads that brought load reports only (the
+// reports woke them), load reports read and their bytes (benchloadcost.go),
+// and every store operation for comparison.
+type loadCost struct {
+	Writes       float64 `json:"load_writes"`
+	LoadReads    float64 `json:"load_only_reads"`
+	LoadsRead    float64 `json:"loads_read"`
+	BytesRead    float64 `json:"load_bytes_read"`
+	ValuesRead   float64 `json:"load_values_read"` // loads in the reports read
+	AllStoreOps  float64 `json:"all_store_ops"`
+	AllLogReads  float64 `json:"all_log_reads"`
+	Members      int     `json:"members"`
+	SecondsCount float64 `json:"seconds"`
+}
+
+// costBetween is the loads' cost per member and second from counts a to
+// b, over secs seconds and n members.
+func costBetween(a, b memberCounts, n int, secs float64) loadCost {
+	if n == 0 || secs <= 0 {
+		return loadCost{}
+	}
+	per := func(x, y int64) float64 { return float64(y-x) / float64(n) / secs }
+	return loadCost{Writes: per(a.LoadReports, b.LoadReports), LoadReads: per(a.LoadOnlyReads, b.LoadOnlyReads),
+		LoadsRead: per(a.LoadsRead, b.LoadsRead), BytesRead: per(a.LoadBytesRead, b.LoadBytesRead), ValuesRead: per(a.LoadValues, b.LoadValues),
+		AllStoreOps: per(a.ops(), b.ops()), AllLogReads: per(a.LogReads, b.LogReads), Members: n, SecondsCount: secs}
 }
 
 // zipfCores is the CPU (cores) each of parts partitions' handler asks
@@ -60,13 +93,19 @@ func zipfCores(parts int, cores, exp float64) []float64 {
 
 // burn is a bench member's handler work for the skewed scenario: every 50
 // ms it burns cores x 50 ms of CPU, and marks once per millisecond burnt
-// (the remainder carried to the next period).
-func burn(c *herd.Claim, cores float64) {
+// (the remainder carried to the next period). With vary > 0 it burns 1.6
+// times as much in every other period of vary on the wall clock (the
+// same periods in every process), so that every load changes beyond the
+// threshold of a report every vary.
+func burn(c *herd.Claim, cores float64, vary time.Duration) {
 	const period = 50 * time.Millisecond
-	spin := time.Duration(cores * float64(period))
 	var owed time.Duration
 	for c.Context().Err() == nil {
 		start := time.Now()
+		spin := time.Duration(cores * float64(period))
+		if vary > 0 && start.UnixNano()/int64(vary)%2 == 1 {
+			spin = spin * 8 / 5
+		}
 		for time.Since(start) < spin {
 		}
 		for owed += spin; owed >= time.Millisecond; owed -= time.Millisecond {
@@ -91,8 +130,8 @@ func runSkewedScenario(ctx context.Context, conn *connector, sc benchScenario, o
 		parts = o.partitions
 	}
 	var rs []benchResult
-	for _, byLoad := range []bool{false, true} {
-		r, err := runSkewedOnce(ctx, conn, sc, parts, o, byLoad)
+	for _, mode := range []string{"count", "load", "varying"} {
+		r, err := runSkewedOnce(ctx, conn, sc, parts, o, mode)
 		if err != nil {
 			return rs, err
 		}
@@ -101,10 +140,17 @@ func runSkewedScenario(ctx context.Context, conn *connector, sc benchScenario, o
 	return rs, nil
 }
 
-func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts int, o benchOpts, byLoad bool) (_ benchResult, err error) {
-	mode, interval := "count", "0"
+// runSkewedOnce runs the skewed scenario with the count balance (mode
+// "count": no load published), the balance by load ("load"), or the
+// balance by load with every load 1.6 times higher every other two report
+// intervals ("varying": what the reports cost when every load changes).
+func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts int, o benchOpts, mode string) (_ benchResult, err error) {
+	byLoad, interval, vary := mode != "count", "0", time.Duration(0)
 	if byLoad {
-		mode, interval = "load", skewInterval.String()
+		interval = skewInterval.String()
+	}
+	if mode == "varying" {
+		vary = 2 * skewInterval
 	}
 	group := fmt.Sprintf("bench-skewed-%s-%d", mode, time.Now().UnixNano())
 	bf, err := newFleet(conn, group, parts, sc, o)
@@ -114,7 +160,7 @@ func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts
 	f := bf.(*procFleet)
 	f.args = func(int) []string {
 		return []string{"--burn-cores", strconv.FormatFloat(skewCores, 'g', -1, 64), "--burn-skew", strconv.FormatFloat(skewExp, 'g', -1, 64),
-			"--load-interval", interval}
+			"--load-interval", interval, "--burn-vary", vary.String()}
 	}
 	defer func() { err = errors.Join(err, f.close()) }()
 	progressf(o, "skewed/%s: %d members, %d partitions asking %.2f cores, on %s", mode, sc.before, parts, skewCores, conn.name())
@@ -139,6 +185,9 @@ func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts
 	live := f.liveLocked()
 	f.mu.Unlock()
 	cpu0, t0 := f.cpuOf(live), time.Now()
+	f.mu.Lock()
+	c0 := f.countsLocked()
+	f.mu.Unlock()
 	if err := sleepCtx(ctx, skewWindow+2*countsEvery); err != nil {
 		return benchResult{}, err
 	}
@@ -156,11 +205,14 @@ func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts
 	if len(cpus) > 0 && sum > 0 {
 		fig.CPUMaxOverMean = slices.Max(cpus) / (sum / float64(len(cpus)))
 	}
+	fig.Window = costBetween(c0, c1, len(live), secs)
+	fig.Run = costBetween(memberCounts{}, c1, len(live), time.Since(began).Seconds())
 	if byLoad && len(live) > 0 {
 		fig.LoadReportsPerMemberPerInterval = float64(c1.LoadReports) / float64(len(live)) / (time.Since(began).Seconds() / skewInterval.Seconds())
 	}
 	progressf(o, "skewed/%s: busiest member process over the mean %.2f (cores %v), %.2f load reports per member per interval",
 		mode, fig.CPUMaxOverMean, fig.CoresPerMember, fig.LoadReportsPerMemberPerInterval)
+	progressf(o, "skewed/%s: loads' cost per member per second, window %+v, whole run %+v", mode, fig.Window, fig.Run)
 	r := result("skewed/"+mode, conn, parts, 0, initial, o)
 	r.Skewed = &fig
 	return r, nil
@@ -170,8 +222,15 @@ func printSkewedLine(out io.Writer, r benchResult) {
 	s := r.Skewed
 	fmt.Fprintf(out, "\n%s (%d members, %d partitions asking %.2f cores): busiest member process's CPU over the mean %.2f, cores per member %.3f over %.0fs",
 		r.Scenario, r.MembersAfter, r.Partitions, s.CoresAsked, s.CPUMaxOverMean, s.CoresPerMember, s.WindowSeconds)
-	if s.Balance == "load" {
+	if s.Balance != "count" {
 		fmt.Fprintf(out, ", %.2f load reports per member per %v", s.LoadReportsPerMemberPerInterval, skewInterval)
 	}
 	fmt.Fprintln(out)
+	for _, c := range []struct {
+		name string
+		c    loadCost
+	}{{"once settled", s.Window}, {"whole run", s.Run}} {
+		fmt.Fprintf(out, "  loads' cost per member per second, %s (%.0fs): %.3f load writes, %.3f log reads of load reports only, %.2f load reports read (%.1f loads, %.0f bytes); all store operations %.2f, log reads %.2f\n",
+			c.name, c.c.SecondsCount, c.c.Writes, c.c.LoadReads, c.c.LoadsRead, c.c.ValuesRead, c.c.BytesRead, c.c.AllStoreOps, c.c.AllLogReads)
+	}
 }

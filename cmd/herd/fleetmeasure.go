@@ -37,6 +37,10 @@ func (f *procFleet) countsLocked() memberCounts {
 		n.Renewals += m.counts.Renewals
 		n.Rows += m.counts.Rows
 		n.LoadReports += m.counts.LoadReports
+		n.LoadOnlyReads += m.counts.LoadOnlyReads
+		n.LoadsRead += m.counts.LoadsRead
+		n.LoadBytesRead += m.counts.LoadBytesRead
+		n.LoadValues += m.counts.LoadValues
 		n.LastReadAt = max(n.LastReadAt, m.counts.LastReadAt)
 	}
 	return n

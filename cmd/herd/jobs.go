@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ type jobsOpts struct {
 	ttl           time.Duration
 	maxShutdown   time.Duration
 	metrics       string
+	loadEvery     time.Duration // --load-interval: how often the keys' loads (their runs' CPU) are published; 0: never
 	logger        *slog.Logger
 	args          []string
 	join          memberFlags // --join-timeout, --replace-keys
@@ -63,8 +65,10 @@ key, so that keys are spread over it (--no-spread: all at its start). A
 time to its next time, as --every is). In a zone with daylight saving time
 a cron job at a fixed time runs once on the days the clocks change (the
 repeated hour collapsed; a time in the skipped hour run at the change).
-Keys are spread evenly over the members of the group; when a
-member joins, leaves or crashes, its keys move. Without --store, the members
+Keys are spread evenly over the members of the group, by the CPU time of
+their runs once it differs clearly (a key's load: a run's CPU seconds over
+the schedule's period, published every --load-interval); when a member
+joins, leaves or crashes, its keys move. Without --store, the members
 meet in herd.db, an SQLite file in the working directory (the members of one
 host); give --store for members on several hosts.
 
@@ -141,6 +145,7 @@ func jobsCmdFor(o *jobsOpts) *cobra.Command {
 	f.DurationVar(&o.ttl, "ttl", herd.DefaultSessionTTL, "session TTL: a crashed member's keys, and its runs, are taken over after it, 10ms to 1h")
 	f.DurationVar(&o.maxShutdown, "max-shutdown", 30*time.Second, "time a child gets after SIGTERM before SIGKILL, 0 to 1h")
 	f.StringVar(&o.metrics, "metrics", "", metricsFlagUsage)
+	f.DurationVar(&o.loadEvery, "load-interval", herd.DefaultLoadReportInterval, "how often the member publishes its keys' loads (the CPU time of each key's runs per second of its schedule), 1s to 1h; 0: never (the keys are balanced by count unless other members publish loads)")
 	o.join.add(f, "keys")
 	_ = cmd.MarkFlagRequired("group")
 	return cmd
@@ -203,6 +208,11 @@ func (o jobsOpts) validate() (*connector, []string, error) {
 			return nil, nil, err
 		}
 	}
+	if o.loadEvery != 0 {
+		if err := checkDuration("load-interval", o.loadEvery, time.Second, time.Hour); err != nil {
+			return nil, nil, err
+		}
+	}
 	if len(o.args) == 0 || o.args[0] == "" {
 		return nil, nil, errors.New("no command: write herd jobs [flags] -- COMMAND [ARGS...]")
 	}
@@ -241,6 +251,7 @@ type jobsRunner struct {
 	outMu  sync.Mutex
 	errMu  sync.Mutex
 	force  chan struct{} // closed on a second signal: kill children at once
+	load   jobsLoad      // the keys' CPU loads (jobsload.go)
 }
 
 func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
@@ -256,6 +267,7 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 		o.logger = slog.New(slog.NewTextHandler(errOut, nil))
 	}
 	r := &jobsRunner{o: o, shim: []string{exe, "__child"}, log: o.logger, out: out, errOut: errOut, force: make(chan struct{})}
+	r.load.init(o.loadEvery, r.log)
 	// As in herd run: this handler keeps catching signals after main's
 	// first one, so that a second signal forces the stop.
 	sigs := make(chan os.Signal, 4)
@@ -307,8 +319,9 @@ func (o jobsOpts) config(st store.Store, keys []string, run func(context.Context
 		SessionTTL: o.ttl, ClockSkew: o.clockSkew,
 		// The run kills its child after --max-shutdown; the member's own
 		// watchdog only warns, a little later.
-		MaxShutdown: o.maxShutdown + time.Second,
-		Logger:      log,
+		MaxShutdown:        o.maxShutdown + time.Second,
+		Logger:             log,
+		LoadReportInterval: cmp.Or(o.loadEvery, -1), // 0: no reports
 	}
 }
 
@@ -361,6 +374,7 @@ func (j *jobsRunner) run(ctx context.Context, r jobs.Run) error {
 		return fmt.Errorf("starting the child: %w", err)
 	}
 	j.log.Debug("child started", "key", r.Key, "slot", slot, "attempt", r.Attempt, "pid", p.Pid())
+	defer j.load.watch(r, p)()
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
@@ -373,6 +387,7 @@ func (j *jobsRunner) run(ctx context.Context, r jobs.Run) error {
 		return errors.New("killed: herd jobs was stopped by a second signal")
 	}
 	flush(outs)
+	j.load.ended(r, p)
 	if code, sig := p.Status(); code == 0 && sig == 0 {
 		return nil
 	}

@@ -119,6 +119,21 @@ func Start(spec Spec) (*Process, error) {
 // Pid is the process group's id (the shim's pid).
 func (p *Process) Pid() int { return p.pid }
 
+// CPU returns the CPU time (user and system) the shim used with that of
+// the children it reaped, the command's and what the command reaped, once
+// Done is closed; 0 before.
+func (p *Process) CPU() time.Duration {
+	select {
+	case <-p.done:
+	default:
+		return 0
+	}
+	if p.state == nil {
+		return 0
+	}
+	return p.state.UserTime() + p.state.SystemTime()
+}
+
 // Done is closed once the child and every process of its group have exited
 // and the child has been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }

@@ -84,11 +84,25 @@ type Meter struct {
 	mu    sync.Mutex
 	tau   time.Duration
 	parts map[string]*part
+	// ownOnly: a partition's load is only what its handler reports
+	// (Counter.Report); marks measure nothing (see NewOwnOnly).
+	ownOnly bool
 }
 
 // New returns a meter smoothing over tau (the report interval).
 func New(tau time.Duration) *Meter {
 	return &Meter{tau: max(tau, time.Millisecond), parts: map[string]*part{}}
+}
+
+// NewOwnOnly returns a meter smoothing over tau that counts only the
+// loads the handlers report: a partition whose handler never reports one
+// is not measured, and publishes nothing (its marks say nothing of its
+// load, as for a job's key, which checkpoints twice per run however long
+// the run is).
+func NewOwnOnly(tau time.Duration) *Meter {
+	m := New(tau)
+	m.ownOnly = true
+	return m
 }
 
 // Start begins measuring partition p, run from now on with counter c;
@@ -130,6 +144,7 @@ func (m *Meter) Sample(now time.Time, max int) []store.Load {
 		switch {
 		case pt.c.has.Load():
 			pt.fold(math.Float64frombits(pt.c.own.Load()))
+		case m.ownOnly:
 		case dt >= m.tau/2:
 			n := pt.c.marks.Load()
 			pt.fold(float64(n-pt.seen) / dt.Seconds())

@@ -114,3 +114,24 @@ func TestAlign(t *testing.T) {
 		t.Fatal("Align with one load (the others at its mean) is unequal; want equal")
 	}
 }
+
+// TestOwnOnly: a meter of reported loads only measures nothing from the
+// marks (a job's record checkpoints); a reported load is measured.
+func TestOwnOnly(t *testing.T) {
+	m := NewOwnOnly(30 * time.Second)
+	a, b := &Counter{}, &Counter{}
+	m.Start("a", a, t0, 0, false)
+	m.Start("b", b, t0, 0, false)
+	for range 300 {
+		a.Mark()
+		b.Mark()
+	}
+	b.Report(0.25)
+	got := m.Sample(t0.Add(30*time.Second), store.MaxLoads)
+	if want := []store.Load{{Partition: "b", Load: 0.25}}; !slices.Equal(got, want) {
+		t.Fatalf("Sample = %v; want %v (a's marks are no load)", got, want)
+	}
+	if got := m.Sample(t0.Add(60*time.Second), store.MaxLoads); len(got) != 0 {
+		t.Fatalf("second Sample = %v; want nothing", got)
+	}
+}

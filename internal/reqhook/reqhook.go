@@ -10,3 +10,9 @@ package reqhook
 // entry it reads (a leave request too, after the member has acted on it),
 // and must not block.
 var SetHerdHandler any
+
+// SetHerdOwnLoads is set by package herd: func(*herd.Config). The member
+// then measures a partition's load only from what its handler reports
+// (Claim.ReportLoad), never from its marks: a job's key checkpoints twice
+// per run, however long the run.
+var SetHerdOwnLoads any
