@@ -74,10 +74,15 @@ type LoadOptions struct {
 //     hot on noise.)
 //  3. A dedicated member whose other partitions carry more than Band/2 of
 //     its hot partition's load keeps the smallest of them within Band/4
-//     and gives up the rest. These, and the unowned partitions, are placed
-//     by decreasing load, each on the non-dedicated member whose relative
-//     load after taking it is least (a partition of load 0: the member
-//     with the fewest partitions per capacity).
+//     and gives up the rest. A partition on a non-dedicated member whose
+//     load alone puts that member out of the band (above capacity x
+//     (mu + t), mu as step 2 leaves it and t the round's trigger
+//     distance, below) is too big for it. These, and the unowned
+//     partitions, are placed by decreasing load, each on the
+//     non-dedicated member whose relative load after taking it is least
+//     (a partition of load 0: the member with the fewest partitions per
+//     capacity), so a partition too big for a small member goes at once
+//     to a large one.
 //  4. A round balances the non-dedicated members, below.
 //
 // # Hysteresis of the round
@@ -106,10 +111,14 @@ type LoadOptions struct {
 // does not cut rounds keeps the noise margin.
 //
 // Each move takes, from the member a of highest relative load, the
-// partition that best brings the one of a and the receiver b (the least
-// loaded) further from mu towards it while both stay within the aim;
-// else the largest that keeps b within it; else the one closest to the
-// transfer that would equalise them. When every partition of a is at least
+// partition that best brings the one of a and the receiver b further from
+// mu towards it while both stay within the aim; else, if a and b have the
+// same capacity, the largest that keeps b within it; else the one closest
+// to the transfer that would equalise them. The receiver is the member
+// with the most room (mu x capacity - load) for which there is such a
+// partition or an exchange (below), so a large member that can take a
+// large partition comes before a small one that can take only a small
+// one. When every partition of a is at least
 // twice that transfer, a gives b one partition and b gives a back up to
 // eight smaller ones (an exchange). A move is made only if it lowers the
 // sum over members of capacity x (r - mu)^2, so the round ends. The

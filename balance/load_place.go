@@ -90,14 +90,33 @@ func (lp *loadPlan) widest() int32 {
 	return best
 }
 
-// place is step 3: unowned partitions and those of load > 0 on a dedicated
-// member other than its own are placed on the non-dedicated members.
+// place is step 3: unowned partitions, those of load > 0 on a dedicated
+// member other than its own, and those too big for their member are placed
+// on the non-dedicated members.
 func (lp *loadPlan) place() {
 	var pool []int32
 	others := make([][]int32, len(lp.members)) // of dedicated members
+	// A partition too big for its member: above capacity x (mu + t), with
+	// mu the load of the partitions not put alone over the capacity of the
+	// members not dedicated, and t the round's trigger distance.
+	var R, C float64
+	for i, m := range lp.target {
+		if m < 0 || lp.ded[m] != int32(i) {
+			R += lp.e[i]
+		}
+	}
+	for m := range lp.members {
+		if lp.ded[m] < 0 {
+			C += lp.c[m]
+		}
+	}
+	mu := R / C
+	top := mu + max(float64(lp.band*mu), lp.floor)
 	for i, m := range lp.target {
 		switch {
 		case m < 0:
+			pool = append(pool, int32(i))
+		case lp.ded[m] < 0 && lp.e[i] > float64(top*lp.c[m]):
 			pool = append(pool, int32(i))
 		case lp.ded[m] >= 0 && lp.ded[m] != int32(i) && lp.e[i] > 0:
 			others[m] = append(others[m], int32(i))
@@ -153,8 +172,15 @@ func (lp *loadPlan) place() {
 // partition i (step 3).
 func (lp *loadPlan) better(i int32, m, b int) bool {
 	if lp.e[i] > 0 {
-		rm, rb := (lp.l[m]+lp.e[i])/lp.c[m], (lp.l[b]+lp.e[i])/lp.c[b]
-		return rm < rb
+		// A partition placed from a member not dedicated is still on its
+		// account.
+		after := func(m int) float64 {
+			if lp.target[i] == int32(m) {
+				return lp.l[m] / lp.c[m]
+			}
+			return (lp.l[m] + lp.e[i]) / lp.c[m]
+		}
+		return after(m) < after(b)
 	}
 	// Fewest partitions per capacity: cnt[m]/c[m] < cnt[b]/c[b].
 	return float64(float64(lp.cnt[m])*lp.c[b]) < float64(float64(lp.cnt[b])*lp.c[m])

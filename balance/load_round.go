@@ -77,7 +77,7 @@ func (lp *loadPlan) round() {
 		if a == b || l[a]/lp.c[a] <= aimHi && l[b]/lp.c[b] >= aimLo {
 			break // the aim is reached
 		}
-		give, to := lp.step(lists, l, act, aside, a, b, mu, aimHi, aimLo)
+		give, to := lp.step(lists, l, act, aside, a, mu, aimHi, aimLo)
 		if give == nil {
 			// Nothing narrows the gap of the member out of the aim (a,
 			// else b) with any other: set it aside.
@@ -126,11 +126,12 @@ func (lp *loadPlan) byLoad(a, b int32) int {
 }
 
 // step chooses the next move of the round from member a, the most loaded:
-// a partition for member b, the least loaded (pick), else an exchange with
-// it; else the same with each other member, by increasing relative load
-// (then index). It returns the partitions (a's, then those given back) and
-// the member a exchanges with, or nil.
-func (lp *loadPlan) step(lists [][]int32, l []float64, act []int, aside []bool, a, b int, mu, aimHi, aimLo float64) ([]int32, int) {
+// a partition for another member (pick), else an exchange with it, trying
+// the members by decreasing room, mu x capacity - load (then index): the
+// one that can take the most load first, whatever its capacity. It
+// returns the partitions (a's, then those given back) and the member a
+// exchanges with, or nil.
+func (lp *loadPlan) step(lists [][]int32, l []float64, act []int, aside []bool, a int, mu, aimHi, aimLo float64) ([]int32, int) {
 	try := func(b int) []int32 {
 		ra, rb := l[a]/lp.c[a], l[b]/lp.c[b]
 		if k := lp.pick(lists[a], ra, rb, lp.c[a], lp.c[b], mu, aimHi, aimLo); k >= 0 {
@@ -138,17 +139,15 @@ func (lp *loadPlan) step(lists [][]int32, l []float64, act []int, aside []bool, 
 		}
 		return lp.exchange(lists[a], lists[b], ra, rb, lp.c[a], lp.c[b])
 	}
-	if give := try(b); give != nil {
-		return give, b
-	}
 	others := make([]int, 0, len(act))
 	for _, m := range act {
-		if m != a && m != b && !aside[m] {
+		if m != a && !aside[m] {
 			others = append(others, m)
 		}
 	}
+	room := func(m int) float64 { return float64(mu*lp.c[m]) - l[m] }
 	slices.SortFunc(others, func(x, y int) int {
-		if c := cmp.Compare(l[x]/lp.c[x], l[y]/lp.c[y]); c != 0 {
+		if c := cmp.Compare(room(y), room(x)); c != 0 {
 			return c
 		}
 		return cmp.Compare(x, y)
@@ -189,13 +188,18 @@ func (lp *loadPlan) pick(s []int32, ra, rb, ca, cb, mu, aimHi, aimLo float64) in
 	}
 	if limit > 0 {
 		// Within the aim for both, the load that brings the one further
-		// from mu closest to it; else the largest that keeps b within it.
+		// from mu closest to it; else, between members of equal capacity,
+		// the largest that keeps b within it. Between members of unequal
+		// capacity that fallback gives b one small partition per move
+		// while a holds partitions too large for b's room (dozens of moves
+		// where one near the equalising transfer, and b's own round after
+		// it, do).
 		want := max(need, min(float64((ra-mu)*ca), float64((mu-rb)*cb), limit))
 		if k := closest(want, need, limit); k >= 0 {
 			return k
 		}
 		j := sort.Search(len(s), func(j int) bool { return e[s[j]] > limit }) - 1
-		if j >= 0 && ok(e[s[j]]) {
+		if j >= 0 && ok(e[s[j]]) && ca == cb {
 			return j
 		}
 	}
