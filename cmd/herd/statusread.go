@@ -250,6 +250,27 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 			outside = append(outside, partitionOf(id, false, owners, badRecord, snap, members))
 		}
 	}
+	gs.count(all, outside)
+	gs.list(all, outside, members, q)
+	if err := addRecords(ctx, st, group, gs.Partitions); err != nil {
+		msg := err.Error()
+		gs.Error = &msg
+	}
+	gs.Kind = snap.Kind
+	if showsJobs(snap.Kind, q.jobs) {
+		addJobs(ctx, st, &gs, q)
+	}
+	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
+		if c := strings.Compare(a.Member, b.Member); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Session, b.Session)
+	})
+	return gs
+}
+
+// count counts the partitions of the set (all) by state, and those outside it.
+func (gs *groupStatus) count(all, outside []partitionStatus) {
 	for _, p := range all {
 		gs.Counts.Partitions++
 		switch p.State {
@@ -267,8 +288,11 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 		}
 	}
 	gs.Counts.OutsideSet = len(outside)
+}
 
-	// What to list.
+// list chooses the partitions to list (all of them, or up to q.limit of
+// those not running) and each member's, sorted.
+func (gs *groupStatus) list(all, outside []partitionStatus, members map[string]*memberStatus, q statusQuery) {
 	sortPartitions(all)
 	sortPartitions(outside)
 	for _, p := range all {
@@ -292,21 +316,6 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 		}
 		gs.NotListed = len(all) + len(outside) - len(gs.Partitions)
 	}
-	if err := addRecords(ctx, st, group, gs.Partitions); err != nil {
-		msg := err.Error()
-		gs.Error = &msg
-	}
-	gs.Kind = snap.Kind
-	if showsJobs(snap.Kind, q.jobs) {
-		addJobs(ctx, st, &gs, q)
-	}
-	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
-		if c := strings.Compare(a.Member, b.Member); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Session, b.Session)
-	})
-	return gs
 }
 
 // showsJobs says whether a group of kind is shown as a jobs group: a group
