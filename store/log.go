@@ -216,39 +216,12 @@ func (s *Snapshot) ApplyAll(cs []Change) error { return s.ApplyAllFunc(cs, nil) 
 // it: one lookup of the record for both (looking each record up twice was
 // a sixth of the CPU of 110 members on 100,000 partitions balancing a join).
 func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error {
-	bySession := func(si SessionInfo, id string) int { return strings.Compare(si.ID, id) }
 	var added map[string]*Ownership // records new to s, merged into Owners at the end
-	flush := func() {
-		if len(added) == 0 {
-			return
-		}
-		ps := make([]Ownership, 0, len(added))
-		for _, o := range added {
-			ps = append(ps, *o)
-		}
-		slices.SortFunc(ps, func(a, b Ownership) int { return strings.Compare(a.Partition, b.Partition) })
-		merged := make([]Ownership, 0, len(s.Owners)+len(ps))
-		i, j := 0, 0
-		for i < len(s.Owners) || j < len(ps) {
-			if j == len(ps) || i < len(s.Owners) && s.Owners[i].Partition < ps[j].Partition {
-				merged = append(merged, s.Owners[i])
-				i++
-			} else {
-				merged = append(merged, ps[j])
-				j++
-			}
-		}
-		s.Owners, s.index, added = merged, nil, nil
-	}
 	// Records are looked up lookAhead entries at a time (prelocate): the
-	// positions stay put until flush.
+	// positions stay put until the merge.
 	var pre [lookAhead]int32
 	preFrom, preN := 0, 0
-	// The session of the last claim, found in s.Sessions at sessAt (-1:
-	// not there), while sessKnown: the claims of one batch come together,
-	// and a binary search among the sessions per claim was a tenth of
-	// what applying a join's entries cost.
-	sessID, sessAt, sessKnown := "", -1, false
+	var sc sessionCache
 	for k, c := range cs {
 		switch c.Kind {
 		case Claimed, Released, Restored:
@@ -259,13 +232,12 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 			if err := s.Apply(c); err != nil {
 				return err
 			}
-			sessKnown = false // the sessions may have changed
+			sc.known = false // the sessions may have changed
 			continue
 		}
 		if c.Version.Seq != s.Version.Seq+1 {
 			return fmt.Errorf("apply: entry %v does not follow version %v", c.Version, s.Version)
 		}
-		var cur *Ownership
 		if k >= preFrom+preN {
 			preFrom, preN = k, s.prelocate(cs[k:], pre[:])
 		}
@@ -284,6 +256,13 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 				s.index, s.hits = buildIndex(s.Owners), 0
 			}
 		}
+		var cur *Ownership
+		switch {
+		case found:
+			cur = &s.Owners[i]
+		case added != nil:
+			cur = added[c.Partition]
+		}
 		if seen != nil {
 			if found {
 				seen(c, i)
@@ -291,74 +270,12 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 				seen(c, -1)
 			}
 		}
-		if found {
-			cur = &s.Owners[i]
-		} else if o, ok := added[c.Partition]; ok {
-			cur = o
-		}
-		switch c.Kind {
-		case Claimed:
-			if cur != nil && c.Epoch <= cur.Epoch {
-				return fmt.Errorf("apply: entry %d claims %q at epoch %d, not above %d", c.Version.Seq, c.Partition, c.Epoch, cur.Epoch)
-			}
-			session, member := c.Session, c.Member
-			if !sessKnown || sessID != c.Session {
-				sessID, sessAt, sessKnown = c.Session, -1, true
-				if i, ok := slices.BinarySearchFunc(s.Sessions, c.Session, bySession); ok {
-					sessAt = i
-				}
-			}
-			if i := sessAt; i >= 0 {
-				// The strings s already holds: readers compare them with
-				// others from s, which is quicker when they are the same.
-				session = s.Sessions[i].ID
-				if s.Sessions[i].Member == c.Member {
-					member = s.Sessions[i].Member
-				}
-			}
-			if cur != nil {
-				// In place, field by field: the record keeps its
-				// Partition string, and is not copied whole (96 bytes).
-				cur.GivenBack = keptMark(cur.GivenBack, c.Session)
-				cur.Session, cur.Member, cur.Epoch, cur.Checkpoint = session, member, c.Epoch, nil
-			} else {
-				o := Ownership{Partition: c.Partition, Session: session, Member: member, Epoch: c.Epoch}
-				if added == nil {
-					added = map[string]*Ownership{}
-				}
-				// A copy of its own: taking o's address had every claim
-				// applied allocate its record, 100,000 allocations and
-				// 9.6 MB per 100,000 claims (BenchmarkApplyClaims; about
-				// 10 MB for each member of a fleet on 100,000 partitions
-				// following its placement).
-				n := o
-				added[c.Partition] = &n
-			}
-		case Released:
-			if cur == nil || cur.Epoch != c.Epoch || cur.Session != c.Session {
-				return fmt.Errorf("apply: entry %d releases %q at epoch %d by session %q, which does not hold it", c.Version.Seq, c.Partition, c.Epoch, c.Session)
-			}
-			cur.Session, cur.Member = "", ""
-			if c.GivenBack != "" {
-				cur.GivenBack = c.GivenBack
-			}
-		case Restored:
-			if cur != nil {
-				// Restore writes over a released record with a lower epoch only.
-				if cur.Session != "" || cur.Epoch >= c.Epoch {
-					return fmt.Errorf("apply: entry %d restores %q at epoch %d over a record it may not replace (session %q, epoch %d)", c.Version.Seq, c.Partition, c.Epoch, cur.Session, cur.Epoch)
-				}
-				cur.Epoch, cur.GivenBack = c.Epoch, ""
-				break
-			}
-			if added == nil {
-				added = map[string]*Ownership{}
-			}
-			added[c.Partition] = &Ownership{Partition: c.Partition, Epoch: c.Epoch}
+		if err := s.applyRecord(c, cur, &added, &sc); err != nil {
+			return err
 		}
 		s.Version = c.Version
 	}
-	flush()
+	s.mergeAdded(added)
 	return nil
 }
 
