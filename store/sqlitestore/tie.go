@@ -99,8 +99,8 @@ func (ts *tieState) await(path string, k fileKey) {
 }
 
 // TieSession implements store.ConnTied (see the top of this file). A
-// read-only store, and a system without flock, give
-// errors.ErrUnsupported.
+// read-only store, a store opened with network_fs=allow, and a system
+// without flock give errors.ErrUnsupported.
 func (s *Store) TieSession(ctx context.Context, group, session string, cfg store.TieConfig) (store.Tie, error) {
 	if err := s.begin(ctx, "tie session", store.ValidateCloseSession(group, session)); err != nil {
 		return nil, err
@@ -110,6 +110,11 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 	}
 	if s.cfg.readOnly || !tieLocksSupported {
 		return nil, fmt.Errorf("sqlitestore: tie session: the store is read-only or this system has no flock: %w", errors.ErrUnsupported)
+	}
+	if s.allowNetwork {
+		// A network file system's locks live on its server, which can
+		// drop them (a lease not renewed) while their holder lives.
+		return nil, fmt.Errorf("sqlitestore: tie session: the store allows a network file system (network_fs=allow), whose locks can be lost while their holder lives: the session keeps its TTL: %w", errors.ErrUnsupported)
 	}
 	if !store.IsSessionID(session) {
 		return nil, fmt.Errorf("sqlitestore: tie session %q: %w", session, store.ErrSessionExpired)

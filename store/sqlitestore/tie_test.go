@@ -237,4 +237,8 @@ func TestTieSessionRefuses(t *testing.T) {
 	if _, err := ro.TieSession(ctx, "g", id, cfg); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("TieSession on a read-only store: %v; want errors.ErrUnsupported", err)
 	}
+	nfs := open(t, path+"?network_fs=allow")
+	if _, err := nfs.TieSession(ctx, "g", id, cfg); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("TieSession on a store that allows a network file system: %v; want errors.ErrUnsupported", err)
+	}
 }
