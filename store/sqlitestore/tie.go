@@ -208,6 +208,7 @@ func (t *tie) watch() {
 		select {
 		case <-t.stop:
 		case <-t.s.done:
+		case <-ctx.Done():
 		}
 		cancel()
 	}()
@@ -291,7 +292,18 @@ func (t *tie) follow(ctx context.Context) error {
 // once their grace has passed (in a goroutine: the watch goes on).
 func (t *tie) cut(ctx context.Context) {
 	d, err := t.s.expire(ctx, t.group)
-	if err != nil || d <= 0 {
+	if err != nil {
+		// The lock stays free, so the next wait on it ends at once: not
+		// again before a pause.
+		pause := time.NewTimer(tieCheckEvery)
+		defer pause.Stop()
+		select {
+		case <-ctx.Done():
+		case <-pause.C:
+		}
+		return
+	}
+	if d <= 0 {
 		return
 	}
 	t.ending.Go(func() {
