@@ -21,3 +21,8 @@ func SetFSType(magic int64) (restore func()) {
 // Applied is how many snapshots the store made by applying the log to
 // the records it kept.
 func (s *Store) Applied() int64 { return s.cache.applied.Load() }
+
+// WithPollInterval sets the backstop poll of data_version (inotify stays).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) { c.pollInterval = d }
+}

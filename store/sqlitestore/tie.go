@@ -214,13 +214,18 @@ func (t *tie) watch() {
 	}()
 	check := time.NewTicker(tieCheckEvery)
 	defer check.Stop()
-	for {
-		changed := t.s.notify.next()
-		freed := t.s.ties.freedCh()
-		if gone := t.follow(ctx); gone != nil {
-			t.lose(gone)
-			return
+	var changed, freed <-chan struct{}
+	for follow := true; ; {
+		if follow {
+			// Both before the read: a change or a release after it
+			// wakes the select below.
+			changed, freed = t.s.notify.next(), t.s.ties.freedCh()
+			if gone := t.follow(ctx); gone != nil {
+				t.lose(gone)
+				return
+			}
 		}
+		follow = true
 		select {
 		case <-ctx.Done():
 			return
@@ -229,6 +234,7 @@ func (t *tie) watch() {
 				t.lose(fmt.Errorf("sqlitestore: the lock file %s of session %q was removed or replaced: %w", t.path, t.session, store.ErrUnavailable))
 				return
 			}
+			follow = false
 		case <-changed:
 		case <-freed:
 			t.cut(ctx)

@@ -242,3 +242,39 @@ func TestTieSessionRefuses(t *testing.T) {
 		t.Errorf("TieSession on a store that allows a network file system: %v; want errors.ErrUnsupported", err)
 	}
 }
+
+// A tie that joins the ring and is released at once is seen by the ring
+// (its join rings the doorbell, and the others read the ring again):
+// its session ends after the grace, with nobody calling ExpireSessions.
+// The stores poll data_version once a minute, so only the doorbell wakes
+// the ring.
+func TestTieNewcomerWatchedAtOnce(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herd.db")
+	slow := sqlitestore.WithPollInterval(time.Minute)
+	sa, sb, sn := open(t, path, slow), open(t, path, slow), open(t, path, slow)
+	tied(ctx, t, sa, "g", "a")
+	tied(ctx, t, sb, "g", "b")
+	for range 3 {
+		id, err := sn.OpenSession(ctx, "g", "n", 1, tieTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Not needed for the result: it lets the ring read what the
+		// session's opening rang for before the tie is made, so that
+		// only the tie's own ring can make the others watch it.
+		time.Sleep(100 * time.Millisecond)
+		tn, err := sn.TieSession(ctx, "g", id, store.TieConfig{TTL: tieTTL, Grace: tieGrace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := version(ctx, t, sa, "g")
+		at := time.Now()
+		_ = tn.Close()
+		d := waitExpired(ctx, t, sa, "g", v, id, 5*time.Second).Sub(at)
+		t.Logf("a session tied and released at once ended %v later (grace %v)", d.Round(time.Millisecond), tieGrace)
+		if d > tieGrace+500*time.Millisecond {
+			t.Errorf("a session tied and released at once ended %v later; want within the grace %v and 500ms", d, tieGrace)
+		}
+	}
+}
