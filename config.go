@@ -125,8 +125,8 @@ type Config struct {
 	// TestTiePostgres/terminate). On SQLite a live member cannot lose its
 	// lock, so the grace covers only what outlives a dead member (herd
 	// run's children) and may be far smaller: with 100 ms, a killed
-	// member's partitions ran elsewhere after 0.16 s (median) in the same
-	// fleet on one SQLite file (TestTieSQLite/kill9).
+	// member's partitions ran elsewhere after 0.16 s (median of 20 rounds)
+	// in the same fleet on one SQLite file (TestTieSQLite/kill9).
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
