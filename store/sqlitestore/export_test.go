@@ -26,3 +26,10 @@ func (s *Store) Applied() int64 { return s.cache.applied.Load() }
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) { c.pollInterval = d }
 }
+
+// TieWaits is how many lock files the store's ties wait on now.
+func (s *Store) TieWaits() int {
+	s.ties.mu.Lock()
+	defer s.ties.mu.Unlock()
+	return len(s.ties.waiting)
+}

@@ -277,4 +277,11 @@ func TestTieNewcomerWatchedAtOnce(t *testing.T) {
 			t.Errorf("a session tied and released at once ended %v later; want within the grace %v and 500ms", d, tieGrace)
 		}
 	}
+	// The waits on the newcomers' locks ended with them: a store waits
+	// on no more locks than the group has live ties besides its own.
+	for _, s := range []*sqlitestore.Store{sa, sb} {
+		if n := s.TieWaits(); n > 1 {
+			t.Errorf("a store of one tie waits on %d lock files, after 3 newcomers came and went; want at most 1", n)
+		}
+	}
 }
