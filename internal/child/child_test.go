@@ -224,11 +224,14 @@ func TestParentKilled(t *testing.T) {
 	if n := len(groupAlive(t, pgid)); n < 3 {
 		t.Fatalf("%d processes in the child's group; want the shim, sh and two sleeps", n)
 	}
+	at := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
 	waitGroupGone(t, pgid, 5*time.Second)
+	// What a tied session's grace must cover for herd run (docs/takeover.md).
+	t.Logf("the child's group was gone %v after kill -9 of its parent (seen by a scan of /proc every 10ms)", time.Since(at).Round(time.Millisecond))
 }
 
 func TestLines(t *testing.T) {

@@ -50,7 +50,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 				return err
 			}
 		}
-		for _, table := range []string{"herd_sessions", "herd_partitions", "herd_owners", "herd_checkpoints", "herd_log", "herd_loads"} {
+		for _, table := range []string{"herd_sessions", "herd_partitions", "herd_owners", "herd_checkpoints", "herd_log", "herd_loads", "herd_ties"} {
 			if _, err := w.exec("DELETE FROM "+table+" WHERE gid = ?", w.g.id); err != nil {
 				return err
 			}

@@ -133,6 +133,17 @@
 // without the log (by hand) show at the next full read, at most 10 s
 // later; calls on such a record read its row and see the change at once.
 //
+// # Session ties
+//
+// The Store implements store.ConnTied (tie.go, docs/takeover.md): a tied
+// session's member holds an exclusive flock on <file>-herd-ties/<session>
+// for the tie's life, and the kernel releases it the moment the process
+// dies. Each tie waits in the kernel for the next tie's lock, around a
+// ring of the group's ties, and ExpireSessions tries every tie's lock as
+// the backstop; a session whose lock is free ends the tie's grace later,
+// not its TTL later. A lock file removed or replaced never reads as free:
+// its member fences and the session keeps its TTL.
+//
 // # Limits
 //
 // One writer at a time for the whole file, and every commit waits for the

@@ -104,6 +104,8 @@ var schemaV1 = []string{
 	) STRICT, WITHOUT ROWID`,
 	// The latest load of each partition (loads.go).
 	createLoads,
+	// Sessions tied to a lock file (tie.go).
+	createTies,
 }
 
 // herdTables are the tables a herd database of this version must have.
@@ -210,6 +212,9 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 			return err
 		}
 		if err := addLoadsTable(ctx, db); err != nil {
+			return err
+		}
+		if err := addTiesTable(ctx, db); err != nil {
 			return err
 		}
 		return addColumns(ctx, db, "herd_log", "the entries' time", []string{"at"}, []string{

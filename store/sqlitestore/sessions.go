@@ -81,16 +81,32 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	})
 }
 
-// ExpireSessions implements store.Store: one transaction expires every due
-// session of the group.
+// ExpireSessions implements store.Store: one transaction cuts the
+// group's ties whose lock is free (tie.go) and expires every due session
+// of the group.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
 	if err := s.begin(ctx, "expire sessions", store.ValidateGroup(group)); err != nil {
 		return 0, err
 	}
 	var next time.Duration
 	err := s.write(ctx, "expire sessions", group, false, func(w *wtx) error {
+		if _, err := w.cutTies(); err != nil {
+			return err
+		}
 		var err error
 		next, err = w.nextExpiry()
+		return err
+	})
+	return next, err
+}
+
+// expire is ExpireSessions for a tie that saw a lock released: it returns
+// the time until the earliest end of a cut tie's session (0 if none).
+func (s *Store) expire(ctx context.Context, group string) (time.Duration, error) {
+	var next time.Duration
+	err := s.write(ctx, "expire sessions", group, false, func(w *wtx) error {
+		var err error
+		next, err = w.cutTies()
 		return err
 	})
 	return next, err

@@ -42,6 +42,8 @@ type Store struct {
 
 	cache recordCache // the last records read of each group (cache.go)
 
+	ties tieState // the lock files of ties waited on (tie.go)
+
 	mu     sync.Mutex
 	closed bool
 	// writing counts the writes between the gate and their release of

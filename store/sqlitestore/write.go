@@ -23,6 +23,8 @@ type wtx struct {
 	entries []store.Change
 	flushed int  // entries already appended to the table
 	wake    bool // wake readers even without entries (DeleteGroup)
+	// removeAfter: lock files of ties forgotten, removed after the commit.
+	removeAfter []tieFile
 }
 
 // write runs fn in a write transaction on the group named name. If the
@@ -96,6 +98,7 @@ func (s *Store) writeAs(ctx context.Context, renewal bool, op, name string, crea
 	if err := tx.Commit(); err != nil {
 		return fail(op, err)
 	}
+	removeTieFiles(w.removeAfter)
 	if len(w.entries) > 0 || w.wake {
 		s.notify.wake()
 		f.ring()
