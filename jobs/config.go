@@ -182,6 +182,11 @@ type Config struct {
 	// nothing is published. A key whose runs report no load publishes
 	// none: while no key of the group has one, keys are balanced by count.
 	LoadReportInterval time.Duration
+	// TieSession ties the member's session to a lock of its process, on
+	// stores that can (herd.Config.TieSession, docs/takeover.md): a member
+	// whose process dies is taken over about a second later, not after
+	// SessionTTL. Off by default.
+	TieSession bool
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, receives the member's herd metrics and the jobs

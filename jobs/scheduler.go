@@ -84,6 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Scheduler, error) {
 		// and reqhook.SetHerdOwnLoads below): the rate of its runs'
 		// checkpoints would show a long run as idle.
 		LoadReportInterval: cfg.LoadReportInterval,
+		TieSession:         cfg.TieSession,
 	}
 	pause.SetHerdGate.(func(*herd.Config, *pause.Gate))(&hc, cfg.gate)
 	reqhook.SetHerdHandler.(func(*herd.Config, func(store.Request)))(&hc, s.onRequest)

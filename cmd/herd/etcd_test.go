@@ -38,7 +38,7 @@ func openEtcd(t *testing.T, u string) *etcdstore.Store {
 // herd run on etcd: TestRunE2EKill's three members, one killed.
 func TestRunE2EKillEtcd(t *testing.T) {
 	u, _ := etcdURL(t)
-	testRunE2EKill(t, t.TempDir(), []string{"--store", u})
+	testRunE2EKill(t, t.TempDir(), []string{"--store", u}, 2*time.Second, 3*time.Second)
 }
 
 // herd jobs on etcd: TestJobsE2EKill's three members, one killed.

@@ -294,6 +294,7 @@ func runJobs(ctx context.Context, out, errOut io.Writer, o jobsOpts) error {
 	defer st.Close()
 	cfg := o.config(st, keys, r.run, r.log)
 	cfg.KeepStoredKeys, cfg.JoinTimeout = !o.join.replace, joinLeft
+	cfg.TieSession = o.join.tieSession(conn.scheme)
 	if reg != nil {
 		cfg.Metrics = reg
 	}

@@ -18,6 +18,7 @@ import (
 type memberFlags struct {
 	joinTimeout time.Duration // --join-timeout
 	replace     bool          // --replace-partitions / --replace-keys
+	tie         string        // --tie-session: auto, on or off
 }
 
 // add registers the flags; noun is "partitions" or "keys".
@@ -26,12 +27,28 @@ func (m *memberFlags) add(f *pflag.FlagSet, noun string) {
 		"how long to retry a store that is unreachable or does not answer before giving up (exit status 4), 1ms to 24h")
 	f.BoolVar(&m.replace, "replace-"+noun, false,
 		"replace the group's stored "+noun+" by --"+noun+" (without it the stored ones win: a member given others joins on them and warns)")
+	f.StringVar(&m.tie, "tie-session", "auto",
+		"tie the member's session to a lock of its process, so that a member killed is taken over about a second later instead of after --ttl (docs/takeover.md): auto (on with SQLite, where it is safe without configuration), on (SQLite and PostgreSQL; other stores keep the TTL), or off")
+}
+
+// tieSession is whether the member ties its session on the store of
+// scheme: --tie-session on, or auto and an SQLite store (a lock of the
+// process on the host's file system, which no server can drop while the
+// member lives; on PostgreSQL a server that ends the connection can, and
+// the grace that covers it is not shown safe under load: opt in).
+func (m *memberFlags) tieSession(scheme string) bool {
+	return m.tie == "on" || m.tie == "auto" && scheme == "sqlite"
 }
 
 // check reports a --join-timeout out of bounds.
 func (m *memberFlags) check() error {
 	if m.joinTimeout < time.Millisecond || m.joinTimeout > 24*time.Hour {
 		return withExit(exitUsage, fmt.Errorf("--join-timeout %v: want 1ms to 24h", m.joinTimeout))
+	}
+	switch m.tie {
+	case "auto", "on", "off", "":
+	default:
+		return withExit(exitUsage, fmt.Errorf("--tie-session %q: want auto, on or off", m.tie))
 	}
 	return nil
 }

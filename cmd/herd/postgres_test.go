@@ -82,7 +82,7 @@ func TestGroupDeletePostgres(t *testing.T) {
 // schema of the test's own.
 func TestRunE2EKillPostgres(t *testing.T) {
 	u, _ := pgURL(t)
-	testRunE2EKill(t, t.TempDir(), []string{"--store", u})
+	testRunE2EKill(t, t.TempDir(), []string{"--store", u}, 2*time.Second, 3*time.Second)
 }
 
 // herd jobs on PostgreSQL: TestJobsE2EKill's three members, one killed.

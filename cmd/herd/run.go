@@ -317,6 +317,7 @@ func runRun(ctx context.Context, out, errOut io.Writer, o runOpts) error {
 		MaxShutdown:        o.maxShutdown + time.Second,
 		Logger:             r.log,
 		LoadReportInterval: o.loadEvery,
+		TieSession:         o.join.tieSession(conn.scheme),
 	}
 	if o.loadEvery == 0 {
 		cfg.LoadReportInterval = -1 // no reports

@@ -83,21 +83,32 @@ func current(evs []runEvent) map[string]*partRun {
 // and no saved counter goes backwards.
 func TestRunE2EKill(t *testing.T) {
 	u, _, _ := redisURL(t)
-	testRunE2EKill(t, t.TempDir(), []string{"--store", u})
+	testRunE2EKill(t, t.TempDir(), []string{"--store", u}, 2*time.Second, 3*time.Second)
 }
 
 // The same with no --store, in a fresh directory: the members meet in the
-// default store, the SQLite file herd.db there.
+// default store, the SQLite file herd.db there (their sessions tied to
+// their processes: --tie-session auto).
 func TestRunE2EKillSQLite(t *testing.T) {
 	dir := t.TempDir()
-	testRunE2EKill(t, dir, nil, "HERD_STORE=")
+	testRunE2EKill(t, dir, nil, 2*time.Second, 3*time.Second, "HERD_STORE=")
 	if _, err := os.Stat(filepath.Join(dir, "herd.db")); err != nil {
 		t.Errorf("no herd.db in the working directory of herd run without --store: %v", err)
 	}
 }
 
-// testRunE2EKill runs three members in dir with storeArgs (and env).
-func testRunE2EKill(t *testing.T, dir string, storeArgs []string, env ...string) {
+// On SQLite a member's session is tied to a lock of its process by
+// default (--tie-session auto): with a TTL of 10 s, the killed member's
+// partitions run elsewhere within 3 s, its children dead first.
+func TestRunE2EKillSQLiteTied(t *testing.T) {
+	dir := t.TempDir()
+	testRunE2EKill(t, dir, []string{"--store", "sqlite://" + filepath.Join(dir, "tied.db")}, 10*time.Second, 3*time.Second)
+}
+
+// testRunE2EKill runs three members in dir with storeArgs (and env), the
+// session TTL ttl, and kills one: its partitions must run elsewhere within
+// within of the kill.
+func testRunE2EKill(t *testing.T, dir string, storeArgs []string, ttl, within time.Duration, env ...string) {
 	buildHerd(t)
 	script := filepath.Join(dir, "child.sh")
 	if err := os.WriteFile(script, []byte(e2eChild), 0o644); err != nil {
@@ -105,7 +116,6 @@ func testRunE2EKill(t *testing.T, dir string, storeArgs []string, env ...string)
 	}
 	logPath := filepath.Join(dir, "log")
 	env = append(env, "RUN_LOG="+logPath, "RUN_DIR="+dir)
-	const ttl = 2 * time.Second
 	const parts = 6
 	members := map[string]*member{}
 	metricsAt := freeLoopbackAddr(t) // m1 serves /metrics and /healthz
@@ -146,7 +156,7 @@ func testRunE2EKill(t *testing.T, dir string, storeArgs []string, env ...string)
 	if err := members["m2"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ttl+time.Second-time.Since(killT), "the killed member's partitions running elsewhere", func() bool {
+	eventually(t, within-time.Since(killT), "the killed member's partitions running elsewhere", func() bool {
 		evs := readEvents(t, logPath)
 		for _, p := range moved {
 			found := false
