@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -56,4 +57,37 @@ type Tie interface {
 	// ends after Grace, unless it was closed before: call it once the
 	// session's handlers have returned. Closing twice is harmless.
 	Close() error
+}
+
+// TieLoss is the Lost and Err of a Tie, for backends to embed: Lose
+// closes Lost once, with the reason Err returns from then on. Its zero
+// value is not ready: use NewTieLoss.
+type TieLoss struct {
+	lost chan struct{}
+	once sync.Once
+	err  error // written before lost is closed
+}
+
+// NewTieLoss returns a TieLoss not lost yet.
+func NewTieLoss() *TieLoss { return &TieLoss{lost: make(chan struct{})} }
+
+// Lost is closed when the tie is lost (see Tie).
+func (l *TieLoss) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the tie was lost; nil while it is not.
+func (l *TieLoss) Err() error {
+	select {
+	case <-l.lost:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// Lose marks the tie lost because of err; later calls do nothing.
+func (l *TieLoss) Lose(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.lost)
+	})
 }

@@ -152,7 +152,7 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	t := &tie{s: s, q: q, group: group, session: session, cfg: cfg, conn: conn, cancel: cancel,
-		done: make(chan struct{}), lost: make(chan struct{})}
+		done: make(chan struct{}), TieLoss: store.NewTieLoss()}
 	go t.watch(wctx)
 	return t, nil
 }
@@ -202,20 +202,8 @@ type tie struct {
 	cancel         context.CancelFunc
 	done           chan struct{}  // closed when watch returned
 	ending         sync.WaitGroup // endCut calls under way
-	lost           chan struct{}
-	err            error // why lost was closed; written before
+	*store.TieLoss                // Lost, Err
 	closeOnce      sync.Once
-}
-
-func (t *tie) Lost() <-chan struct{} { return t.lost }
-
-func (t *tie) Err() error {
-	select {
-	case <-t.lost:
-		return t.err
-	default:
-		return nil
-	}
 }
 
 // Close stops the watch (cancelling its statement ends the connection,
@@ -245,7 +233,7 @@ func (t *tie) watch(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil && t.conn.IsClosed():
-			t.lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
+			t.Lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
 			return
 		case pgCode(err) == "57014":
 			// Cancelled by a new tie of the group (tie): watch again
@@ -259,7 +247,7 @@ func (t *tie) watch(ctx context.Context) {
 			case <-pause.C:
 			}
 		case status == "gone":
-			t.lose(fmt.Errorf("pgstore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired))
+			t.Lose(fmt.Errorf("pgstore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired))
 			return
 		case status == "cut" && next != nil && *next > 0:
 			// In a goroutine of its own: the connection must be read all
@@ -290,9 +278,4 @@ func (t *tie) endCut(ctx context.Context, d time.Duration) {
 			break
 		}
 	}
-}
-
-func (t *tie) lose(err error) {
-	t.err = err
-	close(t.lost)
 }

@@ -147,7 +147,7 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 		return nil, err
 	}
 	t := &tie{s: s, group: group, session: session, path: path, f: f, cfg: cfg,
-		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), TieLoss: store.NewTieLoss()}
 	go t.watch()
 	return t, nil
 }
@@ -163,20 +163,8 @@ type tie struct {
 	stop           chan struct{} // closed by Close
 	done           chan struct{} // closed when watch returned
 	ending         sync.WaitGroup
-	lost           chan struct{}
-	err            error // why lost was closed; written before
+	*store.TieLoss // Lost, Err
 	closeOnce      sync.Once
-}
-
-func (t *tie) Lost() <-chan struct{} { return t.lost }
-
-func (t *tie) Err() error {
-	select {
-	case <-t.lost:
-		return t.err
-	default:
-		return nil
-	}
 }
 
 // Close stops the watch and closes the lock file, which releases the
@@ -190,11 +178,6 @@ func (t *tie) Close() error {
 		t.f.Close()
 	})
 	return nil
-}
-
-func (t *tie) lose(err error) {
-	t.err = err
-	close(t.lost)
 }
 
 // watch follows the ring until Close: it waits on the next tie's lock,
@@ -221,7 +204,7 @@ func (t *tie) watch() {
 			// wakes the select below.
 			changed, freed = t.s.notify.next(), t.s.ties.freedCh()
 			if gone := t.follow(ctx); gone != nil {
-				t.lose(gone)
+				t.Lose(gone)
 				return
 			}
 		}
@@ -231,7 +214,7 @@ func (t *tie) watch() {
 			return
 		case <-check.C:
 			if !sameFile(t.path, t.f) {
-				t.lose(fmt.Errorf("sqlitestore: the lock file %s of session %q was removed or replaced: %w", t.path, t.session, store.ErrUnavailable))
+				t.Lose(fmt.Errorf("sqlitestore: the lock file %s of session %q was removed or replaced: %w", t.path, t.session, store.ErrUnavailable))
 				return
 			}
 			follow = false
