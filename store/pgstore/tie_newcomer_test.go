@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // A session that dies right after it was tied is seen at once: its tie
@@ -21,10 +23,10 @@ func TestTieNewcomerWatchedAtOnce(t *testing.T) {
 		// A tie 0-900 ms into the others' waits.
 		time.Sleep(300*time.Millisecond + time.Duration(i)*watchWait/7)
 		id, tn := tied(ctx, t, s, group, "n")
-		v := version(ctx, t, s, group)
+		v := storetest.Version(ctx, t, s, group)
 		at := time.Now()
 		_ = tn.(*tie).conn.PgConn().Conn().Close() // the process's death, for the server
-		d := waitExpired(ctx, t, s, group, v, id, 5*time.Second).Sub(at)
+		d := storetest.WaitExpired(ctx, t, s, group, v, id, 5*time.Second).Sub(at)
 		t.Logf("a session tied and dead at once ended %v later (grace %v)", d.Round(time.Millisecond), tieGrace)
 		if d > tieGrace+watchWait/3 {
 			t.Errorf("a session tied and dead at once ended %v later; want within the grace %v and %v", d, tieGrace, watchWait/3)

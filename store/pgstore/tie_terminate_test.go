@@ -8,6 +8,7 @@ import (
 
 	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // The server ends the tied connection of one of 4 sessions, 20 times over
@@ -29,7 +30,7 @@ func TestTieTerminateRepeatedly(t *testing.T) {
 	owner := map[int]string{0: ids[0], 1: ids[1], 2: ids[2], 3: ids[3]}
 	for round := 0; round < 20; round++ {
 		i := round % 4
-		v := version(ctx, t, s, group)
+		v := storetest.Version(ctx, t, s, group)
 		at := time.Now()
 		victim := owner[i]
 		pgtest.Exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", tieAppPrefix+victim)

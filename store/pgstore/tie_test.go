@@ -8,6 +8,7 @@ import (
 
 	"github.com/herdhq/herd/internal/pgtest"
 	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 const (
@@ -30,37 +31,6 @@ func tied(ctx context.Context, t *testing.T, s *Store, group, member string) (st
 	return id, tie
 }
 
-// version is the group's version now.
-func version(ctx context.Context, t *testing.T, s *Store, group string) store.Version {
-	t.Helper()
-	snap, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap.Version
-}
-
-// waitExpired follows the group's log from v until it shows session's
-// expiry, for up to within, and returns when it read it. The test calls
-// nothing that expires sessions: the ties do.
-func waitExpired(ctx context.Context, t *testing.T, s *Store, group string, v store.Version, session string, within time.Duration) time.Time {
-	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	for {
-		cs, next, err := s.Changes(wctx, group, v, 100)
-		if err != nil || wctx.Err() != nil {
-			t.Fatalf("no expiry of session %s in the log within %v (%v)", session, within, err)
-		}
-		for _, c := range cs {
-			if c.Kind == store.SessionExpired && c.Session == session {
-				return time.Now()
-			}
-		}
-		v = next
-	}
-}
-
 // The server ends a tied connection (pg_terminate_backend): its tie is
 // lost at once; the session stays alive (no claim of its partition
 // succeeds) for the grace, and is then ended, logged, by the tie that
@@ -75,7 +45,7 @@ func TestTieTerminatedEndsSessionAfterGrace(t *testing.T) {
 	if _, err := store.Claim(ctx, s, group, "p", a); err != nil {
 		t.Fatal(err)
 	}
-	v := version(ctx, t, s, group)
+	v := storetest.Version(ctx, t, s, group)
 
 	killed := time.Now()
 	if n := pgtest.Count(t, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) x", tieAppPrefix+a); n != 1 {
@@ -94,7 +64,7 @@ func TestTieTerminatedEndsSessionAfterGrace(t *testing.T) {
 	if early := time.Since(killed) < tieGrace; early && !errors.Is(err, store.ErrClaimed) {
 		t.Errorf("b's claim of a's partition, within the grace of the cut: %v; want ErrClaimed", err)
 	}
-	ended := waitExpired(ctx, t, s, group, v, a, 5*time.Second).Sub(killed)
+	ended := storetest.WaitExpired(ctx, t, s, group, v, a, 5*time.Second).Sub(killed)
 	if ended < tieGrace {
 		t.Errorf("a's session ended %v after pg_terminate_backend; want no sooner than the grace %v", ended, tieGrace)
 	}
@@ -113,7 +83,7 @@ func TestTieKeepAliveAfterCut(t *testing.T) {
 	const group = "tie-renewed"
 	a, tieA := tied(ctx, t, s, group, "a")
 	tied(ctx, t, s, group, "b")
-	v := version(ctx, t, s, group)
+	v := storetest.Version(ctx, t, s, group)
 	_ = tieA.Close() // the same as a dead process, for the store
 	deadline := time.Now().Add(5 * time.Second)
 	for pgtest.Count(t, "SELECT count(*) FROM "+s.qschema+".ties WHERE id = $1 AND cut IS NOT NULL", a) == 0 {
@@ -125,7 +95,7 @@ func TestTieKeepAliveAfterCut(t *testing.T) {
 	if _, err := s.KeepAlive(ctx, group, a, tieTTL); err != nil {
 		t.Fatalf("KeepAlive of a right after the cut: %v", err)
 	}
-	waitExpired(ctx, t, s, group, v, a, 5*time.Second)
+	storetest.WaitExpired(ctx, t, s, group, v, a, 5*time.Second)
 	if _, err := s.KeepAlive(ctx, group, a, tieTTL); !errors.Is(err, store.ErrSessionExpired) {
 		t.Fatalf("KeepAlive of a after its end: %v; want ErrSessionExpired", err)
 	}
@@ -143,7 +113,7 @@ func TestTieLiveMembersKeepSessions(t *testing.T) {
 		_, tie := tied(ctx, t, s, group, m)
 		ties = append(ties, tie)
 	}
-	v := version(ctx, t, s, group)
+	v := storetest.Version(ctx, t, s, group)
 	wctx, wcancel := context.WithTimeout(ctx, watchWait+watchWait/2)
 	defer wcancel()
 	for wctx.Err() == nil {

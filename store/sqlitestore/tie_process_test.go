@@ -16,6 +16,7 @@ import (
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/sqlitestore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // envTieChild, in a child process (TestTieChild), is the database file
@@ -81,12 +82,12 @@ func TestTieProcessKilled(t *testing.T) {
 	if id == "" {
 		t.Fatalf("the child did not tie a session: %v", sc.Err())
 	}
-	v := version(ctx, t, s, "g")
+	v := storetest.Version(ctx, t, s, "g")
 	at := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	d := waitExpired(ctx, t, s, "g", v, id, 5*time.Second).Sub(at)
+	d := storetest.WaitExpired(ctx, t, s, "g", v, id, 5*time.Second).Sub(at)
 	t.Logf("the killed process's session ended %v after kill -9 (grace %v, TTL %v)", d.Round(time.Millisecond), tieGrace, tieTTL)
 	if d < tieGrace || d > tieGrace+time.Second {
 		t.Errorf("the killed process's session ended %v after kill -9; want between the grace %v and a second more", d, tieGrace)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/sqlitestore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 const (
@@ -32,36 +33,6 @@ func tied(ctx context.Context, t *testing.T, s *sqlitestore.Store, group, member
 	return id, tie
 }
 
-// version is the group's version now.
-func version(ctx context.Context, t *testing.T, s store.Store, group string) store.Version {
-	t.Helper()
-	snap, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap.Version
-}
-
-// waitExpired follows the group's log from v until it shows session's
-// expiry, for up to within, and returns when it read it.
-func waitExpired(ctx context.Context, t *testing.T, s store.Store, group string, v store.Version, session string, within time.Duration) time.Time {
-	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	for {
-		cs, next, err := s.Changes(wctx, group, v, 100)
-		if err != nil || wctx.Err() != nil {
-			t.Fatalf("no expiry of session %s in the log within %v (%v)", session, within, err)
-		}
-		for _, c := range cs {
-			if c.Kind == store.SessionExpired && c.Session == session {
-				return time.Now()
-			}
-		}
-		v = next
-	}
-}
-
 // A tie closed (for the store, what a process's death does: its lock is
 // released) ends its session after the grace, logged by the tie that
 // watches it, without anyone calling ExpireSessions; the session's
@@ -76,14 +47,14 @@ func TestTieReleasedEndsSessionAfterGrace(t *testing.T) {
 	if _, err := store.Claim(ctx, sa, group, "p", a); err != nil {
 		t.Fatal(err)
 	}
-	v := version(ctx, t, sb, group)
+	v := storetest.Version(ctx, t, sb, group)
 	at := time.Now()
 	_ = tieA.Close()
 	_, err := store.Claim(ctx, sb, group, "p", b)
 	if time.Since(at) < tieGrace && !errors.Is(err, store.ErrClaimed) {
 		t.Errorf("b's claim of a's partition within the grace: %v; want ErrClaimed", err)
 	}
-	ended := waitExpired(ctx, t, sb, group, v, a, 5*time.Second).Sub(at)
+	ended := storetest.WaitExpired(ctx, t, sb, group, v, a, 5*time.Second).Sub(at)
 	if ended < tieGrace {
 		t.Errorf("a's session ended %v after its lock was released; want no sooner than the grace %v", ended, tieGrace)
 	}
@@ -126,7 +97,7 @@ func TestTieKeepAliveAfterCut(t *testing.T) {
 	sa, sb := open(t, path), open(t, path)
 	a, tieA := tied(ctx, t, sa, "g", "a")
 	tied(ctx, t, sb, "g", "b")
-	v := version(ctx, t, sb, "g")
+	v := storetest.Version(ctx, t, sb, "g")
 	_ = tieA.Close()
 	if _, err := sb.ExpireSessions(ctx, "g"); err != nil { // cut now, if b's watch did not
 		t.Fatal(err)
@@ -134,7 +105,7 @@ func TestTieKeepAliveAfterCut(t *testing.T) {
 	if _, err := sa.KeepAlive(ctx, "g", a, tieTTL); err != nil {
 		t.Fatalf("KeepAlive of a right after the cut: %v", err)
 	}
-	waitExpired(ctx, t, sb, "g", v, a, 5*time.Second)
+	storetest.WaitExpired(ctx, t, sb, "g", v, a, 5*time.Second)
 }
 
 // Tied members that live keep their sessions: ExpireSessions, called
@@ -149,7 +120,7 @@ func TestTieLiveMembersKeepSessions(t *testing.T) {
 		_, tie := tied(ctx, t, s, "g", m)
 		ties, stores = append(ties, tie), append(stores, s)
 	}
-	v := version(ctx, t, stores[0], "g")
+	v := storetest.Version(ctx, t, stores[0], "g")
 	for i := range 20 {
 		if _, err := stores[i%3].ExpireSessions(ctx, "g"); err != nil {
 			t.Fatal(err)
@@ -268,10 +239,10 @@ func TestTieNewcomerWatchedAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := version(ctx, t, sa, "g")
+		v := storetest.Version(ctx, t, sa, "g")
 		at := time.Now()
 		_ = tn.Close()
-		d := waitExpired(ctx, t, sa, "g", v, id, 5*time.Second).Sub(at)
+		d := storetest.WaitExpired(ctx, t, sa, "g", v, id, 5*time.Second).Sub(at)
 		t.Logf("a session tied and released at once ended %v later (grace %v)", d.Round(time.Millisecond), tieGrace)
 		if d > tieGrace+500*time.Millisecond {
 			t.Errorf("a session tied and released at once ended %v later; want within the grace %v and 500ms", d, tieGrace)
