@@ -158,34 +158,10 @@ func testTieTerminate(t *testing.T) {
 	for i := range tieTerminates {
 		victim := pf.members[i%len(pf.members)]
 		pid := pf.tiePID(t, victim, gone[victim])
-		f.mu.Lock()
-		held := f.claimsOfLocked(victim)
-		seq := len(f.events)
-		f.mu.Unlock()
-		at := time.Now()
-		pgtest.Exec(t, "SELECT pg_terminate_backend($1)", pid)
-		gone[victim] = pid
-		f.waitFor("the victim to stop its handlers", 5*time.Second, func() (bool, string) {
-			for p, e := range held {
-				if r, ok := f.running[p][victim]; ok && r.epoch == e {
-					return false, fmt.Sprintf("%s still runs %s at epoch %d", victim, p, e)
-				}
-			}
-			return true, ""
+		lastStop, firstStart := f.cutAndAwaitFence(victim, pf.members, func() {
+			pgtest.Exec(t, "SELECT pg_terminate_backend($1)", pid)
 		})
-		f.waitBalanced("the fleet to be balanced again", pf.members, 1, 30*time.Second)
-		var lastStop, firstStart time.Duration
-		for _, ev := range f.snapshotEvents()[seq:] {
-			d := time.Unix(0, ev.T).Sub(at)
-			_, mine := held[ev.Partition]
-			switch {
-			case !mine:
-			case ev.Ev == "stop" && ev.Member == victim:
-				lastStop = max(lastStop, d)
-			case ev.Ev == "start" && (firstStart == 0 || d < firstStart):
-				firstStart = d
-			}
-		}
+		gone[victim] = pid
 		fence = append(fence, lastStop)
 		if firstStart > 0 {
 			gap = append(gap, firstStart)

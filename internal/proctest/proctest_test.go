@@ -149,6 +149,41 @@ func (f *fleet) killAndAwaitTakeover(t *testing.T, victim string, within time.Du
 	return lost, ds, worst
 }
 
+// cutAndAwaitFence runs cut (something that ends victim's tie while it
+// lives), waits until victim has stopped every handler it ran and the
+// members are balanced again, and returns, counted from the cut, when
+// victim's last handler of those stopped and when the first of them started
+// elsewhere (0: none yet).
+func (f *fleet) cutAndAwaitFence(victim string, members []string, cut func()) (lastStop, firstStart time.Duration) {
+	f.mu.Lock()
+	held := f.claimsOfLocked(victim)
+	seq := len(f.events)
+	f.mu.Unlock()
+	at := time.Now()
+	cut()
+	f.waitFor("the victim to stop its handlers", 5*time.Second, func() (bool, string) {
+		for p, e := range held {
+			if r, ok := f.running[p][victim]; ok && r.epoch == e {
+				return false, fmt.Sprintf("%s still runs %s at epoch %d", victim, p, e)
+			}
+		}
+		return true, ""
+	})
+	f.waitBalanced("the fleet to be balanced again", members, 1, 30*time.Second)
+	for _, ev := range f.snapshotEvents()[seq:] {
+		d := time.Unix(0, ev.T).Sub(at)
+		_, mine := held[ev.Partition]
+		switch {
+		case !mine:
+		case ev.Ev == "stop" && ev.Member == victim:
+			lastStop = max(lastStop, d)
+		case ev.Ev == "start" && (firstStart == 0 || d < firstStart):
+			firstStart = d
+		}
+	}
+	return lastStop, firstStart
+}
+
 // 2. Cut one child off from Redis for longer than its TTL: it stops its
 // handlers before anyone else starts them; restored, it rejoins.
 func testCut(t *testing.T, raw *redis.Client) {

@@ -142,35 +142,11 @@ func testSQLiteTieLockRemoved(t *testing.T) {
 		victim := sf.members[i%len(sf.members)]
 		id := sf.tiedSession(t, victim, prev[victim])
 		prev[victim] = id
-		f.mu.Lock()
-		held := f.claimsOfLocked(victim)
-		seq := len(f.events)
-		f.mu.Unlock()
-		at := time.Now()
-		if err := os.Remove(filepath.Join(sf.path+"-herd-ties", id)); err != nil {
-			t.Fatal(err)
-		}
-		f.waitFor("the victim to stop its handlers", 5*time.Second, func() (bool, string) {
-			for p, e := range held {
-				if r, ok := f.running[p][victim]; ok && r.epoch == e {
-					return false, fmt.Sprintf("%s still runs %s at epoch %d", victim, p, e)
-				}
+		lastStop, firstStart := f.cutAndAwaitFence(victim, sf.members, func() {
+			if err := os.Remove(filepath.Join(sf.path+"-herd-ties", id)); err != nil {
+				t.Fatal(err)
 			}
-			return true, ""
 		})
-		f.waitBalanced("the fleet to be balanced again", sf.members, 1, 30*time.Second)
-		var lastStop, firstStart time.Duration
-		for _, ev := range f.snapshotEvents()[seq:] {
-			d := time.Unix(0, ev.T).Sub(at)
-			_, mine := held[ev.Partition]
-			switch {
-			case !mine:
-			case ev.Ev == "stop" && ev.Member == victim:
-				lastStop = max(lastStop, d)
-			case ev.Ev == "start" && (firstStart == 0 || d < firstStart):
-				firstStart = d
-			}
-		}
 		if firstStart > 0 && firstStart < lastStop {
 			t.Errorf("round %d: a partition of %s started again %v after its lock file was removed, before %s's last handler stopped (%v)", i, victim, firstStart, victim, lastStop)
 		}
