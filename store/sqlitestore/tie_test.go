@@ -21,16 +21,7 @@ const (
 // tied opens a session of member in group and ties it.
 func tied(ctx context.Context, t *testing.T, s *sqlitestore.Store, group, member string) (string, store.Tie) {
 	t.Helper()
-	id, err := s.OpenSession(ctx, group, member, 1, tieTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tie, err := s.TieSession(ctx, group, id, store.TieConfig{TTL: tieTTL, Grace: tieGrace})
-	if err != nil {
-		t.Fatalf("TieSession: %v", err)
-	}
-	t.Cleanup(func() { _ = tie.Close() })
-	return id, tie
+	return storetest.Tied(ctx, t, s, group, member, store.TieConfig{TTL: tieTTL, Grace: tieGrace})
 }
 
 // A tie closed (for the store, what a process's death does: its lock is

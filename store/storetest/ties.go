@@ -38,3 +38,25 @@ func WaitExpired(ctx context.Context, t *testing.T, s store.Store, group string,
 		v = next
 	}
 }
+
+// TiedStore is a store that can tie sessions.
+type TiedStore interface {
+	store.Store
+	store.ConnTied
+}
+
+// Tied opens a session of member in group, ties it with cfg, and closes
+// the tie when the test ends.
+func Tied(ctx context.Context, t *testing.T, s TiedStore, group, member string, cfg store.TieConfig) (string, store.Tie) {
+	t.Helper()
+	id, err := s.OpenSession(ctx, group, member, 1, cfg.TTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tie, err := s.TieSession(ctx, group, id, cfg)
+	if err != nil {
+		t.Fatalf("TieSession: %v", err)
+	}
+	t.Cleanup(func() { _ = tie.Close() })
+	return id, tie
+}
