@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -276,4 +277,29 @@ func OpenWithNewID(op string, open func(id string) (status string, err error)) (
 		}
 	}
 	return "", fmt.Errorf("%s: random session ids collided three times", op)
+}
+
+// CheckOwnership reports what is wrong with an ownership record a backend
+// read, as herd never writes it (nil if nothing is): a partition id
+// ValidateID refuses, epoch 0, a member named by a released record, a
+// session or a GivenBack mark that is not a NewSessionID id, a held record
+// whose member id ValidateID refuses. For a backend whose session ids are
+// NewSessionID's.
+func CheckOwnership(o Ownership) error {
+	if err := ValidateID("partition", o.Partition); err != nil {
+		return err
+	}
+	switch {
+	case o.Epoch == 0:
+		return errors.New("epoch 0")
+	case o.Session == "" && o.Member != "":
+		return fmt.Errorf("released record names member %.40q", o.Member)
+	case o.Session != "" && !IsSessionID(o.Session):
+		return fmt.Errorf("session %.40q is not a session id this store makes", o.Session)
+	case o.Session != "" && ValidateID("member", o.Member) != nil:
+		return ValidateID("member", o.Member)
+	case o.GivenBack != "" && !IsSessionID(o.GivenBack):
+		return fmt.Errorf("given-back mark %.40q is not a session id this store makes", o.GivenBack)
+	}
+	return nil
 }

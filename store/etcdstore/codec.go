@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -191,19 +194,83 @@ func chunkSet(ps []store.Partition, size int) []string {
 	return chunks
 }
 
-// decodeSet decodes the chunks of a set, in key order.
-func decodeSet(kvs []*mvccpb.KeyValue) ([]store.Partition, error) {
-	var ps []store.Partition
+// decodeSet decodes the chunks of a set, in key order; a chunk that is not
+// a list of entries fails the whole set (see setPartitions for entries).
+func decodeSet(kvs []*mvccpb.KeyValue) (ps []store.Partition, bad []store.Malformed, _ error) {
+	var parts []setPart
 	for _, kv := range kvs {
-		var part []setPart
-		if err := json.Unmarshal(kv.Value, &part); err != nil {
-			return nil, fmt.Errorf("partition set chunk %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+		var chunk []setPart
+		if err := json.Unmarshal(kv.Value, &chunk); err != nil {
+			return nil, nil, fmt.Errorf("partition set chunk %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 		}
-		for _, p := range part {
-			ps = append(ps, store.Partition{ID: p.ID, Weight: p.Weight})
-		}
+		parts = append(parts, chunk...)
 	}
-	return ps, nil
+	ps, bad = setPartitions(parts)
+	return ps, bad, nil
+}
+
+// setPartitions is the partition set of parts, sorted by id. An entry
+// herd never writes (an id ValidateID refuses, a negative weight, an id
+// listed twice: a set written by something else) is left out and listed
+// in bad.
+func setPartitions(parts []setPart) (ps []store.Partition, bad []store.Malformed) {
+	ps = make([]store.Partition, 0, len(parts))
+	for _, p := range parts {
+		err := store.ValidateID("partition", p.ID)
+		if err == nil && p.Weight < 0 {
+			err = fmt.Errorf("weight %d is negative", p.Weight)
+		}
+		if err != nil {
+			bad = append(bad, store.Malformed{Kind: store.MalformedPartition, ID: p.ID, Reason: err.Error()})
+			continue
+		}
+		ps = append(ps, store.Partition{ID: p.ID, Weight: p.Weight})
+	}
+	slices.SortStableFunc(ps, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+	n := 0
+	for i, p := range ps {
+		if i > 0 && p.ID == ps[n-1].ID {
+			bad = append(bad, store.Malformed{Kind: store.MalformedPartition, ID: p.ID, Reason: "listed more than once in the set"})
+			continue
+		}
+		ps[n] = p
+		n++
+	}
+	return ps[:n], bad
+}
+
+// ownerOf is the ownership record kv of partition id as a snapshot lists
+// it: an error (the record is listed as malformed) if it does not decode
+// or names what herd never writes.
+func ownerOf(id string, kv *mvccpb.KeyValue) (store.Ownership, error) {
+	r, err := decodeRecord(kv)
+	if err != nil {
+		return store.Ownership{}, err
+	}
+	o := store.Ownership{Partition: id, Session: r.Session, Member: r.Member, Epoch: r.Epoch, GivenBack: r.GivenBack}
+	if err := store.CheckOwnership(o); err != nil {
+		return store.Ownership{}, fmt.Errorf("ownership record %q: %v: %w", kv.Key, err, store.ErrCorrupt)
+	}
+	return o, nil
+}
+
+// sessionOf is the member record kv of session id (key m/): an error (the
+// session is listed as malformed) if it does not decode or names what herd
+// never writes.
+func sessionOf(id string, kv *mvccpb.KeyValue) (sessionInfo, error) {
+	var info sessionInfo
+	if err := json.Unmarshal(kv.Value, &info); err != nil {
+		return info, err
+	}
+	switch {
+	case !store.IsSessionID(id):
+		return info, errors.New("not a session id this store makes (26 characters of A-Z, 2-7)")
+	case store.ValidateID("member", info.Member) != nil:
+		return info, store.ValidateID("member", info.Member)
+	case info.Weight < 0 || info.TTL < 0:
+		return info, fmt.Errorf("weight %d or TTL %s is negative", info.Weight, info.TTL)
+	}
+	return info, nil
 }
 
 func setPrefix(g, set string) string       { return g + "p/" + set + "/" }

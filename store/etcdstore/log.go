@@ -1,13 +1,16 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -144,15 +147,10 @@ func (s *Store) readSequenced(ctx context.Context, g string, after store.Version
 	cs := make([]store.Change, 0, min(max, int(last-after.Seq)))
 	next := after.Seq // the seq of the entry the reader expects next
 	for _, kv := range resp.Kvs {
-		var es []entry // decoded at once: a reader decodes every entry
-		if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
-			return nil, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+		es, first, err := logKeyEntries(g, kv, last)
+		if err != nil {
+			return nil, err
 		}
-		var end uint64
-		if _, err := fmt.Sscanf(strings.TrimPrefix(string(kv.Key), g+"l/"), "%d", &end); err != nil || end < uint64(len(es)) || end > last {
-			return nil, fmt.Errorf("log key %q names no seq up to %d: %w", kv.Key, last, store.ErrCorrupt)
-		}
-		first := end - uint64(len(es)) + 1
 		if next == after.Seq {
 			// The key holding the reader's entry: its tag must be the reader's.
 			if first > after.Seq {
@@ -188,6 +186,20 @@ func (s *Store) readSequenced(ctx context.Context, g string, after store.Version
 	return cs, nil
 }
 
+// logKeyEntries decodes the sequenced log key kv of group key g (l/<seq>,
+// the entries of one sequencing up to seq), the sequence being at last:
+// its entries, and the seq of the first.
+func logKeyEntries(g string, kv *mvccpb.KeyValue, last uint64) (es []entry, first uint64, _ error) {
+	if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
+		return nil, 0, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
+	}
+	end, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), g+"l/"), 10, 64)
+	if err != nil || !bytes.HasPrefix(kv.Key, []byte(g+"l/")) || end < uint64(len(es)) || end > last {
+		return nil, 0, fmt.Errorf("log key %q names no seq up to %d: %w", kv.Key, last, store.ErrCorrupt)
+	}
+	return es, end - uint64(len(es)) + 1, nil
+}
+
 // decodeEntry decodes a log entry read at rev, reading the set a
 // PartitionsSet entry names at that revision (errGone if it is deleted).
 func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev int64) (store.Change, error) {
@@ -206,6 +218,12 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 	if e.At > 0 { // absent (0) in an entry of an older herd: unknown
 		c.At = time.UnixMicro(e.At).UTC()
 	}
+	switch e.Kind {
+	case store.Claimed, store.Released, store.Restored:
+		if e.Epoch == 0 || store.ValidateID("partition", e.Partition) != nil {
+			return c, fmt.Errorf("log entry of a %v names epoch 0 or no valid partition: %w", e.Kind, store.ErrCorrupt)
+		}
+	}
 	if e.Kind == store.Requested {
 		if err := c.Request().Validate(); err != nil {
 			return c, fmt.Errorf("log entry of a request cannot be decoded: %v: %w", err, store.ErrCorrupt)
@@ -220,10 +238,7 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 		return c, nil
 	}
 	if e.Set == "" {
-		c.Partitions = make([]store.Partition, len(e.Parts))
-		for i, p := range e.Parts {
-			c.Partitions[i] = store.Partition{ID: p.ID, Weight: p.Weight}
-		}
+		c.Partitions, _ = setPartitions(e.Parts) // a snapshot lists what it leaves out
 		return c, nil
 	}
 	resp, err := s.c.Get(withLeader(ctx), setPrefix(g, e.Set), clientv3.WithPrefix(), clientv3.WithRev(rev))
@@ -233,7 +248,7 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 	if len(resp.Kvs) != e.Chunks {
 		return c, errGone // replaced since: the reader takes a new snapshot
 	}
-	if c.Partitions, err = decodeSet(resp.Kvs); err != nil {
+	if c.Partitions, _, err = decodeSet(resp.Kvs); err != nil {
 		return c, err
 	}
 	if c.Partitions == nil {

@@ -115,8 +115,8 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 	}
 	for _, kv := range rs[2].GetResponseRange().Kvs {
 		id := strings.TrimPrefix(string(kv.Key), g+"m/")
-		var info sessionInfo
-		if err := json.Unmarshal(kv.Value, &info); err != nil {
+		info, err := sessionOf(id, kv)
+		if err != nil {
 			snap.Malformed = append(snap.Malformed, store.Malformed{Kind: store.MalformedSession, ID: id, Reason: err.Error()})
 			continue
 		}
@@ -129,12 +129,12 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 	}
 	for _, kv := range rs[4].GetResponseRange().Kvs {
 		id := strings.TrimPrefix(string(kv.Key), g+"r/")
-		r, err := decodeRecord(kv)
+		o, err := ownerOf(id, kv)
 		if err != nil {
 			snap.Malformed = append(snap.Malformed, store.Malformed{Kind: store.MalformedOwnership, ID: id, Reason: err.Error()})
 			continue
 		}
-		snap.Owners = append(snap.Owners, store.Ownership{Partition: id, Session: r.Session, Member: r.Member, Epoch: r.Epoch, GivenBack: r.GivenBack})
+		snap.Owners = append(snap.Owners, o)
 	}
 	for _, kv := range rs[7].GetResponseRange().Kvs {
 		// A load that does not decode (written by hand) is left out.
@@ -152,10 +152,11 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 		if len(chunks) != m.Chunks {
 			return nil, nil, false, fmt.Errorf("the group's partition set has %d chunks of %d: %w", len(chunks), m.Chunks, store.ErrCorrupt)
 		}
-		if snap.Partitions, err = decodeSet(chunks); err != nil {
+		var bad []store.Malformed
+		if snap.Partitions, bad, err = decodeSet(chunks); err != nil {
 			return nil, nil, false, err
 		}
-		slices.SortFunc(snap.Partitions, func(a, b store.Partition) int { return strings.Compare(a.ID, b.ID) })
+		snap.Malformed = append(snap.Malformed, bad...)
 	}
 	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
 		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
@@ -199,10 +200,11 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 				continue
 			}
 			r, err := decodeRecord(kvs[0])
-			if err != nil {
+			o, oerr := ownerOf(p, kvs[0])
+			if err != nil || oerr != nil {
 				continue // Snapshot lists it in Malformed
 			}
-			rec := store.Record{Ownership: store.Ownership{Partition: p, Session: r.Session, Member: r.Member, Epoch: r.Epoch, GivenBack: r.GivenBack}}
+			rec := store.Record{Ownership: o}
 			if r.Since != 0 {
 				rec.Since = max(t.Sub(time.UnixMicro(r.Since)), 0)
 			}
