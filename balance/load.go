@@ -60,21 +60,31 @@ type LoadOptions struct {
 //  2. Hot partitions are put alone on a member. A partition is alone on a
 //     member when the member's other partitions carry at most Band/2 of
 //     its load. Let mu be the load of the partitions not yet put alone over
-//     the capacity of the members not yet dedicated, and cmax the largest
-//     such capacity. Partitions are taken by decreasing load. One alone on
-//     its owner, with a load above mu x (1-Band) x the owner's capacity,
-//     stays there if the owner has capacity cmax or the load is at most
-//     mu x (1+Band) x the owner's capacity. Otherwise one with a load above
-//     mu x (1+Band) x cmax is hot: it stays on its owner if that member has
-//     capacity cmax, else goes to the member of largest capacity (then
-//     least relative load, then index). Either way that member is
+//     the capacity of the members not yet dedicated, t the round's trigger
+//     distance for it (below), cmax the largest capacity of those
+//     members, and top the largest relative load of a member dedicated so
+//     far (or of the partition on a member of capacity cmax, if larger):
+//     no assignment has its most loaded member below it. Partitions are
+//     taken by decreasing load. One alone on its owner, with a load above
+//     mu x (1-Band) x the owner's capacity, stays there if its relative
+//     load there is at most top or the load is at most mu x (1+Band) x the
+//     owner's capacity. Otherwise one with a load above (mu + 0.4t) x cmax
+//     (too big for the round's aim on any member) is hot: it stays on its
+//     owner if its relative load there is at most top, else goes to the
+//     member where it is at most top that takes the fewest moves (itself,
+//     and the partitions the member gives up in step 3), among those that
+//     hold no other partition that may be hot, then of largest capacity,
+//     least relative load, smallest index. Either way that member is
 //     dedicated to it and mu is recomputed; at least one member is never
 //     dedicated. (The two thresholds are the hysteresis of this step: a
 //     partition near the fair share neither becomes hot nor stops being
-//     hot on noise.)
+//     hot on noise. A partition hotter than a small member's fair share
+//     but below top on a middle one goes alone to the middle one: a large
+//     member would give up more partitions for it.)
 //  3. A dedicated member whose other partitions carry more than Band/2 of
-//     its hot partition's load keeps the smallest of them within Band/4
-//     and gives up the rest. A partition on a non-dedicated member whose
+//     its hot partition's load keeps the smallest of them within 0.8 x
+//     Band/2 and gives up the rest (0.8: loads published within 10 % of
+//     their value do not put the kept ones above Band/2). A partition on a non-dedicated member whose
 //     load alone puts that member out of the band (above capacity x
 //     (mu + t), mu as step 2 leaves it and t the round's trigger
 //     distance, below) is too big for it. These, and the unowned
@@ -113,8 +123,10 @@ type LoadOptions struct {
 // Each move takes, from the member a of highest relative load, the
 // partition that best brings the one of a and the receiver b further from
 // mu towards it while both stay within the aim; else, if a and b have the
-// same capacity, the largest that keeps b within it; else the one closest
-// to the transfer that would equalise them. The receiver is the member
+// same capacity, the largest that keeps b within it (unless it is below a
+// quarter of what a must give to reach the aim: then the one closest to
+// that which keeps b within the band, if larger; b gives later); else the
+// one closest to the transfer that would equalise them. The receiver is the member
 // with the most room (mu x capacity - load) for which there is such a
 // partition or an exchange (below), so a large member that can take a
 // large partition comes before a small one that can take only a small

@@ -118,3 +118,43 @@ func BenchmarkAssignLoad(b *testing.B) {
 		})
 	}
 }
+
+// TestAssignLoadHotToMiddle: a partition too big for the round's aim on
+// any member, and for the fair share of a small one, goes alone to the
+// member where its relative load stays below the hottest partition's and
+// that gives up the fewest partitions for it: here one of capacity 2 with
+// 10 partitions, not one of capacity 4 with 30 (which gave up all 30).
+func TestAssignLoadHotToMiddle(t *testing.T) {
+	members := []Member{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}, {ID: "c", Weight: 4}, {ID: "d", Weight: 4}}
+	parts := partitions(42)
+	owner := make([]int32, 42)
+	load := make([]float64, 42)
+	owner[0], load[0] = 2, 160 // alone on c: 40 per unit of capacity
+	owner[1], load[1] = 0, 60  // on a; 30 per unit on b, 15 on d
+	for i := 2; i < 42; i++ {
+		owner[i], load[i] = 3, 1
+		if i < 12 {
+			owner[i] = 1
+		}
+	}
+	var a Assigner
+	got, err := a.AssignLoad(members, parts, owner, load, LoadOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 2 || got[1] != 1 {
+		t.Fatalf("the two hot partitions on %s and %s; want c and b", members[got[0]].ID, members[got[1]].ID)
+	}
+	others := 0.0
+	for i := 2; i < 42; i++ {
+		if got[i] == 1 {
+			others += load[i]
+		}
+	}
+	if others > 0.05*load[1] {
+		t.Fatalf("b holds %.0f besides its hot partition", others)
+	}
+	if m := movesOf(owner, got, len(members)); m > 12 {
+		t.Fatalf("%d moves; want at most 12", m)
+	}
+}

@@ -199,6 +199,18 @@ func (lp *loadPlan) pick(s []int32, ra, rb, ca, cb, mu, aimHi, aimLo float64) in
 			return k
 		}
 		j := sort.Search(len(s), func(j int) bool { return e[s[j]] > limit }) - 1
+		if ca == cb && (j < 0 || e[s[j]] < need/4) {
+			// The largest within the aim would leave a more than four
+			// moves from it (a partition a little above b's room, and
+			// dozens of small ones): the one closest to want that keeps
+			// b within the band, if it is larger (b, now above the aim,
+			// gives later, in fewer moves).
+			t := (aimHi - mu) / aim
+			band := min(float64((mu+t-rb)*cb), float64((ra-mu+t)*ca))
+			if k := closest(want, limit, band); k >= 0 && (j < 0 || e[s[k]] > e[s[j]]) {
+				return k
+			}
+		}
 		if j >= 0 && ok(e[s[j]]) && ca == cb {
 			return j
 		}

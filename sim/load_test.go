@@ -9,10 +9,9 @@ import (
 
 // TestLoadStudy runs the load study's scenarios (the large one only with
 // HERDSIM_LARGE=1) with herd and the KCL 3.x model, seed 1, and requires
-// herd to reach the band within two report intervals and to move nothing
-// under noise. The comparison of moves with the model is logged: with
-// members of unequal capacity herd makes more moves than the model's first
-// 10 minutes in some seeds (not seed 1; docs/simulation.md).
+// every criterion: herd in the band within two report intervals, no more
+// moves until then than the model, nothing moved under noise
+// (`herdsim -load -seeds 10` checks seeds 1-10).
 func TestLoadStudy(t *testing.T) {
 	var scs []LoadScenario
 	for _, sc := range LoadScenarios() {
@@ -36,11 +35,7 @@ func TestLoadStudy(t *testing.T) {
 	}
 	t.Log(buf.String())
 	for _, c := range LoadCriteria(scs, results) {
-		switch {
-		case c.OK:
-		case c.Kind == "moves":
-			t.Logf("not met: %s: %s: %s", c.Scenario, c.What, c.Got)
-		default:
+		if !c.OK {
 			t.Errorf("%s: %s: %s", c.Scenario, c.What, c.Got)
 		}
 	}

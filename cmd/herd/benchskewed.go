@@ -32,8 +32,13 @@ const (
 
 // skewedFigures are the skewed scenario's figures for one balance.
 type skewedFigures struct {
-	Balance        string    `json:"balance"` // "count", "load" or "varying" (runSkewedOnce)
-	CoresAsked     float64   `json:"cores_asked"`
+	Balance    string  `json:"balance"` // "count", "load" or "varying" (runSkewedOnce)
+	CoresAsked float64 `json:"cores_asked"`
+	// CoresReceived is the member processes' CPU over the window, in
+	// cores: at least CoresAsked (their own work besides the handlers'
+	// comes on top) unless the machine was too busy to give the handlers
+	// what they asked for.
+	CoresReceived  float64   `json:"cores_received"`
 	CoresPerMember []float64 `json:"cores_per_member"` // over the window, sorted
 	CPUMaxOverMean float64   `json:"cpu_max_over_mean"`
 	WindowSeconds  float64   `json:"window_seconds"`
@@ -92,23 +97,26 @@ func zipfCores(parts int, cores, exp float64) []float64 {
 }
 
 // burn is a bench member's handler work for the skewed scenario: every 50
-// ms it burns cores x 50 ms of CPU, and marks once per millisecond burnt
-// (the remainder carried to the next period). With vary > 0 it burns 1.6
+// ms it burns cores x 50 ms of CPU (of its thread's CPU clock, burnClock:
+// the CPU it receives is the CPU it asks for; on a busy machine the
+// period stretches instead), and marks once per millisecond burnt (the
+// remainder carried to the next period). With vary > 0 it burns 1.6
 // times as much in every other period of vary on the wall clock (the
 // same periods in every process), so that every load changes beyond the
 // threshold of a report every vary.
 func burn(c *herd.Claim, cores float64, vary time.Duration) {
 	const period = 50 * time.Millisecond
+	clock, done := burnClock()
+	defer done()
 	var owed time.Duration
 	for c.Context().Err() == nil {
 		start := time.Now()
-		spin := time.Duration(cores * float64(period))
+		d := time.Duration(cores * float64(period))
 		if vary > 0 && start.UnixNano()/int64(vary)%2 == 1 {
-			spin = spin * 8 / 5
+			d = d * 8 / 5
 		}
-		for time.Since(start) < spin {
-		}
-		for owed += spin; owed >= time.Millisecond; owed -= time.Millisecond {
+		spin(clock, d)
+		for owed += d; owed >= time.Millisecond; owed -= time.Millisecond {
 			_ = c.Mark(nil)
 		}
 		t := time.NewTimer(period - time.Since(start))
@@ -118,6 +126,18 @@ func burn(c *herd.Claim, cores float64, vary time.Duration) {
 		}
 		t.Stop()
 	}
+}
+
+// spin runs until clock has advanced by d.
+func spin(clock func() time.Duration, d time.Duration) {
+	for c0 := clock(); clock()-c0 < d; {
+	}
+}
+
+// wallClock is the wall clock as a burnClock.
+func wallClock() (func() time.Duration, func()) {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }, func() {}
 }
 
 // runSkewedScenario runs the skewed scenario with each balance.
@@ -197,11 +217,15 @@ func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts
 	f.mu.Unlock()
 	cpus, _ := f.usage(live, cpu0)
 	fig := skewedFigures{Balance: mode, CoresAsked: skewCores, WindowSeconds: secs}
+	if vary > 0 {
+		fig.CoresAsked = skewCores * (1 + 1.6) / 2 // 1.6 times as much half of the time
+	}
 	var sum float64
 	for _, c := range cpus {
 		fig.CoresPerMember = append(fig.CoresPerMember, c/secs)
 		sum += c
 	}
+	fig.CoresReceived = sum / secs
 	if len(cpus) > 0 && sum > 0 {
 		fig.CPUMaxOverMean = slices.Max(cpus) / (sum / float64(len(cpus)))
 	}
@@ -220,12 +244,15 @@ func runSkewedOnce(ctx context.Context, conn *connector, sc benchScenario, parts
 
 func printSkewedLine(out io.Writer, r benchResult) {
 	s := r.Skewed
-	fmt.Fprintf(out, "\n%s (%d members, %d partitions asking %.2f cores): busiest member process's CPU over the mean %.2f, cores per member %.3f over %.0fs",
-		r.Scenario, r.MembersAfter, r.Partitions, s.CoresAsked, s.CPUMaxOverMean, s.CoresPerMember, s.WindowSeconds)
+	fmt.Fprintf(out, "\n%s (%d members, %d partitions asking %.2f cores, %.3f received): busiest member process's CPU over the mean %.2f, cores per member %.3f over %.0fs",
+		r.Scenario, r.MembersAfter, r.Partitions, s.CoresAsked, s.CoresReceived, s.CPUMaxOverMean, s.CoresPerMember, s.WindowSeconds)
 	if s.Balance != "count" {
 		fmt.Fprintf(out, ", %.2f load reports per member per %v", s.LoadReportsPerMemberPerInterval, skewInterval)
 	}
 	fmt.Fprintln(out)
+	if s.CoresReceived < 0.95*s.CoresAsked {
+		fmt.Fprintf(out, "  the handlers received less CPU than they asked (the machine was busy, or the bench ran under nice): the ratio above is not the balance's\n")
+	}
 	for _, c := range []struct {
 		name string
 		c    loadCost

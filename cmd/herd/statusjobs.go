@@ -16,26 +16,29 @@ import (
 // fields are documented with the rest of the schema in statusread.go.
 
 type jobStatus struct {
-	Key         string  `json:"key"`
-	Owner       *string `json:"owner"`
-	Epoch       *uint64 `json:"epoch"`
-	RecordError *string `json:"record_error"`
-	RecordOwner *string `json:"record_owner"`
-	RecordEpoch *uint64 `json:"record_epoch"`
-	RecordAgeMS *int64  `json:"record_age_ms"`
-	Running     bool    `json:"running"`
-	Slot        *string `json:"slot"`
-	Attempt     int     `json:"attempt"`
-	LastStart   *string `json:"last_start"`
-	LastStop    *string `json:"last_stop"`
-	Result      *string `json:"result"`
-	Error       *string `json:"error"`
-	NextDue     *string `json:"next_due"`
-	Retry       bool    `json:"retry"`
-	Runs        uint64  `json:"runs"`
-	Failures    uint64  `json:"failures"`
-	Takeovers   uint64  `json:"takeovers"`
-	Missed      uint64  `json:"missed"`
+	Key   string  `json:"key"`
+	Owner *string `json:"owner"`
+	Epoch *uint64 `json:"epoch"`
+	// Load is the latest load published for the key (its run's CPU
+	// time per second: herd jobs), absent if none.
+	Load        *float64 `json:"load,omitempty"`
+	RecordError *string  `json:"record_error"`
+	RecordOwner *string  `json:"record_owner"`
+	RecordEpoch *uint64  `json:"record_epoch"`
+	RecordAgeMS *int64   `json:"record_age_ms"`
+	Running     bool     `json:"running"`
+	Slot        *string  `json:"slot"`
+	Attempt     int      `json:"attempt"`
+	LastStart   *string  `json:"last_start"`
+	LastStop    *string  `json:"last_stop"`
+	Result      *string  `json:"result"`
+	Error       *string  `json:"error"`
+	NextDue     *string  `json:"next_due"`
+	Retry       bool     `json:"retry"`
+	Runs        uint64   `json:"runs"`
+	Failures    uint64   `json:"failures"`
+	Takeovers   uint64   `json:"takeovers"`
+	Missed      uint64   `json:"missed"`
 }
 
 type jobsCounts struct {
@@ -57,8 +60,9 @@ const maxJobErrorText = 4 << 10
 
 // addJobs reads group's blackboard into gs: every key counted, at most
 // q.limit listed unless q.all or the group has no more keys (else only the
-// keys that need a look). An error is the group's.
-func addJobs(ctx context.Context, st store.Store, gs *groupStatus, q statusQuery) {
+// keys that need a look), each with its published load in snap. An error
+// is the group's.
+func addJobs(ctx context.Context, st store.Store, gs *groupStatus, q statusQuery, snap *store.Snapshot) {
 	gs.Jobs, gs.JobsCounts = []jobStatus{}, &jobsCounts{}
 	bb, err := jobs.Blackboard(ctx, st, gs.Group)
 	if err != nil {
@@ -71,6 +75,9 @@ func addJobs(ctx context.Context, st store.Store, gs *groupStatus, q statusQuery
 	all := make([]jobStatus, len(bb))
 	for i, k := range bb {
 		all[i] = jobOf(k)
+		if l, ok := snap.LoadOf(k.Key); ok {
+			all[i].Load = &l
+		}
 	}
 	slices.SortFunc(all, func(a, b jobStatus) int { return compareIDs(a.Key, b.Key) })
 	c := gs.JobsCounts
@@ -195,11 +202,18 @@ func writeJobsGroup(b *strings.Builder, g groupStatus, ts textStyle, now time.Ti
 	if len(g.Jobs) > 0 {
 		b.WriteString("\n")
 		t := newTable()
-		fmt.Fprintf(t.tw, "KEY\tOWNER\t%s\tLAST START\tLAST STOP\t%s\tNEXT DUE\tMISSED\tRUNS\n", ts.paint(ansiPlain, "RUNNING"), ts.paint(ansiPlain, "RESULT"))
+		loadCol := ""
+		if g.loads {
+			loadCol = "LOAD\t"
+		}
+		fmt.Fprintf(t.tw, "KEY\tOWNER\t%s%s\tLAST START\tLAST STOP\t%s\tNEXT DUE\tMISSED\tRUNS\n", loadCol, ts.paint(ansiPlain, "RUNNING"), ts.paint(ansiPlain, "RESULT"))
 		for _, j := range g.Jobs {
 			owner := ptrVal(j.Owner)
 			if owner == "" {
 				owner = "-"
+			}
+			if g.loads {
+				owner += "\t" + fmtLoad(j.Load)
 			}
 			if j.RecordError != nil {
 				fmt.Fprintf(t.tw, "%s\t%s\t%s\t-\t-\t%s\t-\t-\t-\n", j.Key, owner, ts.paint(ansiPlain, "-"), ts.paint(ansiMagenta, "unreadable record"))

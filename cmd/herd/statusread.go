@@ -35,6 +35,8 @@ import (
 //	      "weight": 1,
 //	      "ttl_remaining_ms": 8123,                time left on the session's TTL, on the store's clock
 //	      "owned": 8,                              partitions of the set its session holds
+//	      "load": 2.5,                             the sum of their published loads (absent while the
+//	                                               group has none)
 //	      "partitions": ["0", "1"]                 those partitions, when "listed" is "all"; else null
 //	    } ],
 //	    "listed": "all",                           "all": every partition and record is listed;
@@ -47,6 +49,7 @@ import (
 //	      "member": "web-1-4242",                  the record's owner (null unless running or owner gone)
 //	      "session": "G5TQ...",                    likewise
 //	      "epoch": 1766480000123456,               the record's epoch (null without a record)
+//	      "load": 0.5,                             its published load (absent while none is published)
 //	      "since_ms": 120345,                      time since the record got its epoch (null: unknown)
 //	      "checkpoint_bytes": 12,                  size of the checkpoint (null: none)
 //	      "checkpoint_age_ms": 1034,               time since it was written (null: none or unknown)
@@ -77,6 +80,7 @@ import (
 //	      "key": "westlafcals",
 //	      "owner": "web-1-4242",                   the member that owns the key now (null: none)
 //	      "epoch": 1766480000123456,               its epoch for the key (null: no owner)
+//	      "load": 0.25,                            its published load (absent while none is published)
 //	      "record_error": null,                    why the record cannot be decoded (the fields below are then empty)
 //	      "record_owner": "web-1-4242",            the member that wrote the record (null: no record)
 //	      "record_epoch": 1766480000123456,        its epoch then; "running" with another epoch than "epoch":
@@ -258,7 +262,7 @@ func readGroup(ctx context.Context, st store.Store, group string, q statusQuery)
 	}
 	gs.Kind = snap.Kind
 	if showsJobs(snap.Kind, q.jobs) {
-		addJobs(ctx, st, &gs, q)
+		addJobs(ctx, st, &gs, q, snap)
 	}
 	slices.SortFunc(gs.Members, func(a, b memberStatus) int {
 		if c := strings.Compare(a.Member, b.Member); c != 0 {
