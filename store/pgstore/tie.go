@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -204,6 +205,9 @@ type tie struct {
 	ending         sync.WaitGroup // endCut calls under way
 	*store.TieLoss                // Lost, Err
 	closeOnce      sync.Once
+	// watches counts watch statements that returned, failed those the
+	// server answered with an error other than a cancel.
+	watches, failed atomic.Int64
 }
 
 // Close stops the watch (cancelling its statement ends the connection,
@@ -229,6 +233,7 @@ func (t *tie) watch(ctx context.Context) {
 		var status string
 		var next *int64
 		err := t.conn.QueryRow(ctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+		t.watches.Add(1)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -238,7 +243,14 @@ func (t *tie) watch(ctx context.Context) {
 		case pgCode(err) == "57014":
 			// Cancelled by a new tie of the group (tie): watch again
 			// at once, its new successor.
+		case pgCode(err) == "40P01":
+			// A deadlock: the ring's waits form a cycle, which the
+			// server breaks once a wait outlasts deadlock_timeout.
+			// watch keeps its waits below it, but a wait can start
+			// late: watch again at once.
+			t.failed.Add(1)
 		case err != nil:
+			t.failed.Add(1)
 			pause := time.NewTimer(watchWait / 4)
 			select {
 			case <-ctx.Done():
