@@ -230,12 +230,9 @@ func (t *tie) Close() error {
 func (t *tie) watch(ctx context.Context) {
 	defer close(t.done)
 	for {
-		var status string
-		var next *int64
-		err := t.conn.QueryRow(ctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
-		t.watches.Add(1)
+		status, next, err := t.watchOnce(ctx)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || t.Err() != nil: // closed, or lost by watchOnce's deadline
 			return
 		case err != nil && t.conn.IsClosed():
 			t.Lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
@@ -269,6 +266,30 @@ func (t *tie) watch(ctx context.Context) {
 		}
 	}
 }
+
+// watchOnce runs the watch statement once. An answer later than
+// watchDeadline loses the tie at once, before the statement is cancelled:
+// the connection may be cut where the member cannot see it, and the
+// server may free its lock once something drops its side (see
+// docs/takeover.md).
+func (t *tie) watchOnce(ctx context.Context) (status string, next *int64, err error) {
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	late := time.AfterFunc(watchDeadline(t.cfg.TTL), func() {
+		t.Lose(fmt.Errorf("pgstore: the tied connection of session %q gave no answer within %v (a network cut?): %w",
+			t.session, watchDeadline(t.cfg.TTL), store.ErrUnavailable))
+		cancel()
+	})
+	defer late.Stop()
+	err = t.conn.QueryRow(qctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+	t.watches.Add(1)
+	return status, next, err
+}
+
+// watchDeadline is how long the member waits for an answer to a watch
+// statement (which the server answers within watchWait) before it takes
+// its tied connection for cut: watchWait plus a quarter of the TTL.
+func watchDeadline(ttl time.Duration) time.Duration { return watchWait + ttl/4 }
 
 // endCut ends the sessions this tie saw cut, once their grace d has
 // passed: ExpireSessions caps them again (a renewal may have moved their
