@@ -95,6 +95,16 @@ func (s *Store) cutTies(ctx context.Context, group string) {
 	_, _ = s.pool.Exec(ctx, q.cutGroup, group)
 }
 
+// dropDeletedTies deletes the ties of deleted groups (DeleteGroup's
+// follow-up: the table exists only once a store tied a session, so the
+// group's own statement cannot name it). A failure leaves rows that no
+// statement reads again.
+func (s *Store) dropDeletedTies(ctx context.Context) {
+	S := s.qschema
+	_, _ = s.pool.Exec(ctx, "DO $$ BEGIN IF to_regclass("+quoteLiteral(S+".ties")+") IS NOT NULL THEN "+
+		"DELETE FROM "+S+".ties x WHERE NOT EXISTS (SELECT 1 FROM "+S+".groups g WHERE g.gid = x.gid); END IF; END $$")
+}
+
 // tieSettings are the tied connection's own settings: no server-side
 // timeout may end it while its member lives, and none by a network
 // failure before the member has fenced itself (docs/takeover.md: a cut

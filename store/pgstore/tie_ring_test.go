@@ -40,3 +40,22 @@ func TestTieRingNoDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// Deleting a group deletes its ties' rows.
+func TestTieRowsGoWithGroup(t *testing.T) {
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, tieA := tied(ctx, t, s, "tie-delete", "a")
+	if err := s.DeleteGroup(ctx, "tie-delete", true); err != nil {
+		t.Fatal(err)
+	}
+	_ = tieA.Close()
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.qschema+".ties").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d ties rows left after their group was deleted; want none", n)
+	}
+}
