@@ -112,7 +112,7 @@ type Config struct {
 	// the member lives, the member cancels its handlers at once, as at its
 	// fence. Host crashes, network cuts and stalls still end the session
 	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
-	// transaction-mode pooler; proxies' timeouts above 3 x SessionTTL).
+	// transaction-mode pooler; proxies' timeouts above 2 s + SessionTTL/4).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
 	// the session ends. It must cover what can outlive the member's
@@ -120,12 +120,13 @@ type Config struct {
 	// server ending its connection and its handlers returning once
 	// cancelled; on SQLite only herd run's children dying with their
 	// member (a live member cannot lose its lock). Default FenceMargin/4
-	// (250 ms at the default TTL), and at most FenceMargin. Measured on a
-	// 2-core machine (docs/takeover.md): a herd run member whose
-	// PostgreSQL connection the server ended had its children dead within
-	// tens of milliseconds, and children under the shim die 7-25 ms after
-	// kill -9 of their member. Raise it where handlers take long to return
-	// once cancelled or the host is starved for hundreds of milliseconds.
+	// (250 ms at the default TTL), and at most FenceMargin. On a 2-core
+	// machine at load 25-30 (docs/takeover.md), the server ended a live
+	// herd run member's connection 100 times without two children of one
+	// partition alive at once, and children under the shim die 7-25 ms
+	// after kill -9 of their member. Raise it where handlers take long to
+	// return once cancelled or the host is starved for hundreds of
+	// milliseconds at a time.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
