@@ -281,17 +281,29 @@ func (t *tie) watch(ctx context.Context) {
 // watchDeadline loses the tie at once, before the statement is cancelled:
 // the connection may be cut where the member cannot see it, and the
 // server may free its lock once something drops its side (see
-// docs/takeover.md).
+// docs/takeover.md). The deadline is checked twice, stallRecheck apart:
+// after a stall of the member's own process (SIGSTOP, a long pause) an
+// answer that came meanwhile is read first, and the tie is kept.
 func (t *tie) watchOnce(ctx context.Context) (status string, next *int64, err error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	late := time.AfterFunc(watchDeadline(t.cfg.TTL), func() {
+	answered := make(chan struct{})
+	deadline := watchDeadline(t.cfg.TTL)
+	late := time.AfterFunc(deadline-stallRecheck, func() {
+		recheck := time.NewTimer(stallRecheck)
+		defer recheck.Stop()
+		select {
+		case <-answered:
+			return
+		case <-recheck.C:
+		}
 		t.Lose(fmt.Errorf("pgstore: the tied connection of session %q gave no answer within %v (a network cut?): %w",
-			t.session, watchDeadline(t.cfg.TTL), store.ErrUnavailable))
+			t.session, deadline, store.ErrUnavailable))
 		cancel()
 	})
 	defer late.Stop()
 	err = t.conn.QueryRow(qctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+	close(answered)
 	t.watches.Add(1)
 	return status, next, err
 }
@@ -300,6 +312,10 @@ func (t *tie) watchOnce(ctx context.Context) (status string, next *int64, err er
 // statement (which the server answers within watchWait) before it takes
 // its tied connection for cut: watchWait plus a quarter of the TTL.
 func watchDeadline(ttl time.Duration) time.Duration { return watchWait + ttl/4 }
+
+// stallRecheck is the last part of watchDeadline: the time a member that
+// was stalled has to read an answer that came during its stall.
+const stallRecheck = 250 * time.Millisecond
 
 // endCut ends the sessions this tie saw cut, once their grace d has
 // passed: ExpireSessions caps them again (a renewal may have moved their
