@@ -110,10 +110,11 @@ func TestRunE2EKillSQLiteTied(t *testing.T) {
 // within of the kill.
 func testRunE2EKill(t *testing.T, dir string, storeArgs []string, ttl, within time.Duration, env ...string) {
 	testRunE2EDeath(t, dir, storeArgs, ttl, within, death{kill: func(t *testing.T, m *member) time.Time {
+		at := time.Now()
 		if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		return time.Now()
+		return at
 	}}, env...)
 }
 
