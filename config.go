@@ -112,21 +112,21 @@ type Config struct {
 	// the member lives, the member cancels its handlers at once, as at its
 	// fence. Host crashes, network cuts and stalls still end the session
 	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
-	// transaction-mode pooler; proxies' timeouts above 3 x SessionTTL).
+	// transaction-mode pooler; proxies' timeouts above 2 s + SessionTTL/4).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
-	// the session ends: it must cover the member noticing and its handlers
-	// returning once cancelled, on a starved host too, which is what
-	// FenceMargin covers for a renewal. Default FenceMargin, and at most
-	// that: members of a fleet of 4 race-built processes on a 2-core
-	// machine at load 6-10 noticed the server ending their connection up
-	// to 615 ms late, and a grace of 500 ms let another member start a
-	// partition 1-3 ms before the old handler returned (internal/proctest
-	// TestTiePostgres/terminate). On SQLite a live member cannot lose its
-	// lock, so the grace covers only what outlives a dead member (herd
-	// run's children) and may be far smaller: with 100 ms, a killed
-	// member's partitions ran elsewhere after 0.16 s (median of 20 rounds)
-	// in the same fleet on one SQLite file (TestTieSQLite/kill9).
+	// the session ends. It must cover what can outlive the member's
+	// death or loss of its tie: on PostgreSQL a live member noticing the
+	// server ending its connection and its handlers returning once
+	// cancelled; on SQLite only herd run's children dying with their
+	// member (a live member cannot lose its lock). Default FenceMargin/4
+	// (250 ms at the default TTL), and at most FenceMargin. On a 2-core
+	// machine at load 25-30 (docs/takeover.md), the server ended a live
+	// herd run member's connection 100 times without two children of one
+	// partition alive at once, and children under the shim die 7-25 ms
+	// after kill -9 of their member. Raise it where handlers take long to
+	// return once cancelled or the host is starved for hundreds of
+	// milliseconds at a time.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
@@ -218,7 +218,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RenewInterval, c.SessionTTL/3)
 	def(&c.RenewTimeout, c.RenewInterval)
 	def(&c.FenceMargin, c.SessionTTL/10)
-	def(&c.TieGrace, c.FenceMargin)
+	def(&c.TieGrace, c.FenceMargin/4)
 	def(&c.MaxShutdown, DefaultMaxShutdown)
 	def(&c.PollInterval, min(DefaultPollInterval, 12*c.SessionTTL))
 	def(&c.ResyncInterval, min(DefaultResyncInterval, 60*c.SessionTTL))

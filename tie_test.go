@@ -307,3 +307,33 @@ func TestTieGraceValidated(t *testing.T) {
 		t.Errorf("TieGrace above FenceMargin: %v; want an error naming TieGrace", err)
 	}
 }
+
+// The default grace is FenceMargin/4: 250 ms at the default TTL, so that a
+// killed member is taken over within half a second (docs/takeover.md).
+func TestTieGraceDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := &tiedStore{Store: memstore.New()}
+		quiet := slog.New(slog.DiscardHandler)
+		m, err := herd.Join(ctx, st, herd.Config{Group: "g", Member: "a", Partitions: herd.Numbered(2),
+			Handler: ok, Logger: quiet, TieSession: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		st.mu.Lock()
+		var grace time.Duration
+		if len(st.ties) > 0 {
+			grace = st.ties[0].grace
+		}
+		st.mu.Unlock()
+		if want := herd.DefaultSessionTTL / 40; grace != want {
+			t.Errorf("default tie grace %v; want %v (FenceMargin/4)", grace, want)
+		}
+		if err := m.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st.wg.Wait()
+	})
+}

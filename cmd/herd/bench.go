@@ -24,11 +24,16 @@ type benchResult struct {
 	SecondsToBalance float64 `json:"seconds_to_balance"`
 	// SecondsToSettle: until the last member's copy of the group had read
 	// the last entry of the change (the next change waits for it).
-	SecondsToSettle     float64 `json:"seconds_to_settle"`
-	Moves               int     `json:"moves"`
-	MinMoves            int     `json:"min_moves"`
-	SessionTTLSeconds   float64 `json:"session_ttl_seconds"`
-	MaxConcurrentOwners int     `json:"max_concurrent_owners"`
+	SecondsToSettle   float64 `json:"seconds_to_settle"`
+	Moves             int     `json:"moves"`
+	MinMoves          int     `json:"min_moves"`
+	SessionTTLSeconds float64 `json:"session_ttl_seconds"`
+	// SecondsToTakeover: a crash's, from the kill until every partition
+	// of the killed members ran again elsewhere (member processes only).
+	SecondsToTakeover *float64 `json:"seconds_to_takeover,omitempty"`
+	// TiedSessions: the members tied their sessions (--tie-session).
+	TiedSessions        bool `json:"tied_sessions,omitempty"`
+	MaxConcurrentOwners int  `json:"max_concurrent_owners"`
 	// What the rebalance cost the store, from the change until settled,
 	// per member (after the change): operations (renewals, log reads and
 	// writes included), reads of the whole group among them, and records
@@ -76,6 +81,7 @@ type benchOpts struct {
 	cpuProfile string        // write a CPU profile of the run to this file ("": none)
 	memberProf string        // write each member process's CPU profile into this directory ("": none)
 	memberLogs string        // write each member process's log into this directory ("": none)
+	tie        memberFlags   // its tie alone: --tie-session of the member processes
 	// memberExe is the herd binary the member processes run ("": this
 	// process's own executable).
 	memberExe string
@@ -100,6 +106,9 @@ func (o benchOpts) validate(partitionsSet bool) (*connector, error) {
 		if err := checkDuration("every", o.every, time.Second, 24*time.Hour); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkTie(o.tie.tie); err != nil {
+		return nil, err
 	}
 	for _, s := range o.scenarios {
 		if !slices.ContainsFunc(benchScenarios, func(b benchScenario) bool { return b.name == s }) {
@@ -276,6 +285,8 @@ costs).`,
 	cmd.Flags().DurationVar(&o.every, "every", 0, "the jobs scenario's interval, 1s to 24h (default 1m)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (read it with go tool pprof)")
 	cmd.Flags().StringVar(&o.memberProf, "member-cpuprofile", "", "write each member process's CPU profile to `DIR`/MEMBER.pprof (go tool pprof merges them)")
+	cmd.Flags().StringVar(&o.tie.tie, "tie-session", "auto",
+		"tie each member process's session (as herd run --tie-session): auto or on (SQLite and PostgreSQL), or off; the crash scenarios report the takeover time")
 	cmd.Flags().StringVar(&o.memberLogs, "member-logs", "", "write each member process's log (level info) to `DIR`/MEMBER.log")
 	return cmd
 }

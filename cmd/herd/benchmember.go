@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,6 +80,7 @@ func benchMemberCmd() *cobra.Command {
 	var ttl, jobsEvery, leaveIn time.Duration
 	var partitions, jobsKeys int
 	var sk skewOpts
+	var tie memberFlags
 	cmd := &cobra.Command{
 		Use:    "__bench-member",
 		Short:  "One member of herd bench's fleet (started by herd bench)",
@@ -100,6 +102,14 @@ func benchMemberCmd() *cobra.Command {
 			}
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			r := &reporter{enc: json.NewEncoder(w), w: w}
+			if err := checkTie(tie.tie); err != nil {
+				return err
+			}
+			conn, err := newConnector(storeURL)
+			if err != nil {
+				return err
+			}
+			sk.tie = tie.tieSession(conn.scheme)
 			if jobsEvery > 0 {
 				return runBenchJobsMember(ctx, r, storeURL, group, member, ttl, jobsEvery, jobsKeys, leaveIn)
 			}
@@ -118,6 +128,7 @@ func benchMemberCmd() *cobra.Command {
 	cmd.Flags().Float64Var(&sk.cores, "burn-cores", 0, "handlers burn this many cores in all, skewed over the partitions (0: they do nothing)")
 	cmd.Flags().Float64Var(&sk.skew, "burn-skew", skewExp, "the Zipf exponent of --burn-cores over the partitions")
 	cmd.Flags().DurationVar(&sk.vary, "burn-vary", 0, "every other period of this length, handlers burn 1.6 times as much (0: steady)")
+	cmd.Flags().StringVar(&tie.tie, "tie-session", "off", "tie the member's session: auto, on or off (herd run's --tie-session)")
 	cmd.Flags().DurationVar(&sk.loadEvery, "load-interval", herd.DefaultLoadReportInterval, "Config.LoadReportInterval (0: no reports)")
 	return cmd
 }
@@ -205,6 +216,7 @@ func (r *reporter) openStore(ctx context.Context, storeURL string) (closeStore f
 	}
 	fs := faultstore.Wrap(raw)
 	r.st = &countingStore{Store: fs, fault: fs}
+	r.st.tied, _ = raw.(store.ConnTied)
 	return func() { raw.Close() }, nil
 }
 
@@ -215,6 +227,7 @@ type skewOpts struct {
 	cores, skew float64
 	loadEvery   time.Duration
 	vary        time.Duration // every other period of vary, burn 1.6 times as much
+	tie         bool          // Config.TieSession (not a skew option: the member's options travel here)
 }
 
 func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string, ttl time.Duration, partitions int, leaveIn time.Duration, sk skewOpts) error {
@@ -231,7 +244,7 @@ func runBenchMember(ctx context.Context, r *reporter, storeURL, group, id string
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	var loads []float64 // the skewed scenario's: cores per partition
-	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: logger, LoadReportInterval: sk.loadEvery,
+	cfg := herd.Config{Group: group, Member: id, SessionTTL: ttl, Logger: logger, LoadReportInterval: sk.loadEvery, TieSession: sk.tie,
 		Handler: func(c *herd.Claim) error {
 			p, err := strconv.Atoi(c.Partition)
 			if err != nil {
@@ -315,6 +328,7 @@ func joinUntil(ctx, mctx context.Context, st store.Store, cfg herd.Config) (*her
 type countingStore struct {
 	store.Store
 	fault       *faultstore.Store
+	tied        store.ConnTied // the store's ties, if it has them (nil: none)
 	renewals    atomic.Int64
 	snapshots   atomic.Int64 // faultstore counts them with Records as reads
 	lastReadAt  atomic.Int64
@@ -333,6 +347,15 @@ func (s *countingStore) counts() memberCounts {
 	return memberCounts{FullReads: full, RecordReads: o.Reads - full, LogReads: o.Feeds, Writes: o.Writes, Renewals: s.renewals.Load(), Rows: o.Rows, LastReadAt: s.lastReadAt.Load(),
 		Checkpoints: s.checkpoints.Load(), Owned: s.owned.Load(), LoadReports: s.loadReports.Load(),
 		LoadOnlyReads: s.loadOnly.Load(), LoadsRead: s.loadsRead.Load(), LoadBytesRead: s.loadBytes.Load(), LoadValues: s.loadValues.Load()}
+}
+
+// TieSession ties on the store underneath (faultstore does not pass ties
+// through).
+func (s *countingStore) TieSession(ctx context.Context, group, session string, cfg store.TieConfig) (store.Tie, error) {
+	if s.tied == nil {
+		return nil, fmt.Errorf("bench member: the store cannot tie sessions: %w", errors.ErrUnsupported)
+	}
+	return s.tied.TieSession(ctx, group, session, cfg)
 }
 
 func (s *countingStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {

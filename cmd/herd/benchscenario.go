@@ -53,6 +53,7 @@ func newFleet(conn *connector, group string, parts int, sc benchScenario, o benc
 	}
 	f := newProcFleet(exe, conn.url, group, parts, o.ttl, sc.joinWith, conn.connect, o.progress)
 	f.profileDir, f.logDir = o.memberProf, o.memberLogs
+	f.tie = o.tie.tie
 	return f, nil
 }
 
@@ -94,6 +95,9 @@ func runScenarioWith(ctx context.Context, conn *connector, sc benchScenario, par
 			name += "/" + p.name
 		}
 		progressf(o, "%s: balanced in %.3fs (settled %.3fs), %d moves (minimum %d)", name, p.s.Elapsed.Seconds(), p.s.Settled.Seconds(), p.s.Moves, p.s.MinMoves)
+		if p.s.Takeover > 0 {
+			progressf(o, "%s: taken over in %.3fs", name, p.s.Takeover.Seconds())
+		}
 		rs = append(rs, result(name, conn, parts, p.before, p.s, o))
 	}
 	return rs, nil
@@ -131,6 +135,11 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 		r.RecordReadsPerMember = float64(s.RecordReads) / n
 		r.RowsReadPerMember = float64(s.Rows) / n
 	}
+	if s.Takeover > 0 {
+		sec := s.Takeover.Seconds()
+		r.SecondsToTakeover = &sec
+	}
+	r.TiedSessions = s.Processes && o.tie.tieSession(conn.scheme)
 	if s.ServerCPU != nil {
 		sec := s.ServerCPU.Seconds()
 		r.ServerCPUSeconds = &sec

@@ -70,6 +70,9 @@ type step struct {
 	JoinFailures      int
 	CPUMedian, CPUMax float64
 	PeakRSS           uint64
+	// Takeover: until every partition of the members killed in the step
+	// ran again elsewhere (0: none killed, or not measured).
+	Takeover time.Duration
 }
 
 func newCluster(group string, partitions int, cfg herd.Config, connect func(context.Context) (store.Store, error)) *cluster {

@@ -60,6 +60,8 @@ type procFleet struct {
 	// args, if set, are more arguments for the member of that index; onRuns,
 	// if set, receives a jobs member's runs.
 	args func(idx int) []string
+	// tie: each member's --tie-session ("": the member's default, off).
+	tie string
 	// profileDir: each member process writes its CPU profile there ("": none).
 	profileDir string
 	// logDir: each member process logs at info to DIR/MEMBER.log ("": its
@@ -224,6 +226,9 @@ func (f *procFleet) start() (*memberProc, error) {
 		"--leave-timeout", (f.leaveGrace() - memberLeaveMargin).String()}
 	if f.joinWith {
 		args = append(args, "--join-with", strconv.Itoa(f.parts))
+	}
+	if f.tie != "" {
+		args = append(args, "--tie-session", f.tie)
 	}
 	if f.args != nil {
 		args = append(args, f.args(int(m.idx))...)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ledger is who runs which partition in a fleet of member processes, as
@@ -175,4 +176,30 @@ func (l *ledger) sweep() (moves, maxConcurrent int) {
 		state[e.p] = s
 	}
 	return moves, maxConcurrent
+}
+
+// takeover returns how long after from every partition that a member
+// killed in the step ran (dead) had started again on a member that was not
+// killed: the takeover time of a crash. ok is false if no killed member
+// ran a partition, or one of them has not started again.
+func (l *ledger) takeover(dead func(m int32) bool, from int64) (d time.Duration, ok bool) {
+	orphans := map[int32]int64{} // partition -> its first start elsewhere (0: none yet)
+	for _, e := range l.events {
+		if !e.starts && dead(e.m) {
+			orphans[e.p] = 0
+		}
+	}
+	for _, e := range l.events {
+		if at, orphan := orphans[e.p]; orphan && e.starts && !dead(e.m) && e.at >= from && (at == 0 || e.at < at) {
+			orphans[e.p] = e.at
+		}
+	}
+	var last int64
+	for _, at := range orphans {
+		if at == 0 {
+			return 0, false
+		}
+		last = max(last, at)
+	}
+	return time.Duration(last - from), len(orphans) > 0
 }

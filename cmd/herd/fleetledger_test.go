@@ -77,3 +77,32 @@ func TestOwnReportKeepsOrder(t *testing.T) {
 		t.Fatalf("partition 0 runs on %v after its start and stop; want nowhere", f.led.holders[0])
 	}
 }
+
+// A crash's takeover time is until the last of the killed member's
+// partitions started elsewhere; a start before the kill or on the killed
+// member does not count.
+func TestLedgerTakeover(t *testing.T) {
+	l := newLedger(3)
+	for p := range int32(3) {
+		l.apply(p%2, p, true, 1)
+	}
+	l.reset()
+	dead := func(m int32) bool { return m == 1 }
+	l.drop(1, 100) // member 1 ran partition 1
+	if _, ok := l.takeover(dead, 100); ok {
+		t.Fatal("partition 1 runs nowhere: a takeover time")
+	}
+	l.apply(0, 1, true, 90) // reported out of order, before the kill: not a takeover
+	l.apply(0, 1, false, 95)
+	if _, ok := l.takeover(dead, 100); ok {
+		t.Fatal("partition 1 started before the kill only: a takeover time")
+	}
+	l.apply(2, 1, true, 400)
+	l.apply(0, 1, true, 300)
+	if d, ok := l.takeover(dead, 100); !ok || d != 200 {
+		t.Fatalf("takeover = %v, %v; want 200ns, true", d, ok)
+	}
+	if _, ok := l.takeover(func(int32) bool { return false }, 100); ok {
+		t.Fatal("no member killed: a takeover time")
+	}
+}

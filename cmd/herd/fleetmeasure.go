@@ -124,13 +124,15 @@ func (f *procFleet) measure(ctx context.Context, timeout time.Duration, change f
 		afterIDs[i] = f.all[m].id
 	}
 	moves, maxConc := f.led.sweep()
+	takeover, _ := f.led.takeover(func(m int32) bool { return f.all[m].killedAt >= start.UnixNano() }, start.UnixNano())
 	c1 := f.countsLocked()
 	failures := f.failures
 	f.mu.Unlock()
 	cpus, rss := f.usage(after, cpu0)
 	s := step{Elapsed: balancedAt.Sub(start), Settled: settledAt.Sub(start), Moves: moves, MaxConcurrent: maxConc,
 		Members: len(after), Ops: c1.ops() - c0.ops(), FullReads: c1.FullReads - c0.FullReads, RecordReads: c1.RecordReads - c0.RecordReads, Rows: c1.Rows - c0.Rows,
-		MinMoves: tracker.MinMoves(f.partIDs(), before, afterIDs), JoinFailures: failures, Processes: true, PeakRSS: rss}
+		MinMoves: tracker.MinMoves(f.partIDs(), before, afterIDs), JoinFailures: failures, Processes: true, PeakRSS: rss,
+		Takeover: takeover}
 	if len(cpus) > 0 {
 		s.CPUMedian, s.CPUMax = cpus[len(cpus)/2], cpus[len(cpus)-1]
 	}

@@ -28,16 +28,23 @@ func (m *memberFlags) add(f *pflag.FlagSet, noun string) {
 	f.BoolVar(&m.replace, "replace-"+noun, false,
 		"replace the group's stored "+noun+" by --"+noun+" (without it the stored ones win: a member given others joins on them and warns)")
 	f.StringVar(&m.tie, "tie-session", "auto",
-		"tie the member's session to a lock of its process, so that a member killed is taken over about a second later instead of after --ttl (docs/takeover.md): auto (on with SQLite, where it is safe without configuration), on (SQLite and PostgreSQL; other stores keep the TTL), or off")
+		"tie the member's session to a lock of its process, so that a member killed is taken over within a fraction of a second instead of after --ttl (docs/takeover.md): auto or on (SQLite and PostgreSQL; other stores keep the TTL), or off (no tie: needed behind a transaction-mode pooler such as PgBouncer's pool_mode=transaction)")
 }
 
 // tieSession is whether the member ties its session on the store of
-// scheme: --tie-session on, or auto and an SQLite store (a lock of the
-// process on the host's file system, which no server can drop while the
-// member lives; on PostgreSQL a server that ends the connection can, and
-// the grace that covers it is not shown safe under load: opt in).
+// scheme: auto and on tie on SQLite (a lock of the process on the host's
+// file system) and PostgreSQL (an advisory lock of a connection of the
+// member's own, which it watches: a server ending it while the member
+// lives fences the member before the grace ends); on also passes the
+// request to other stores, which keep the TTL.
 func (m *memberFlags) tieSession(scheme string) bool {
-	return m.tie == "on" || m.tie == "auto" && scheme == "sqlite"
+	switch m.tie {
+	case "on":
+		return true
+	case "auto":
+		return scheme == "sqlite" || scheme == "postgres" || scheme == "postgresql"
+	}
+	return false
 }
 
 // check reports a --join-timeout out of bounds.
@@ -45,12 +52,16 @@ func (m *memberFlags) check() error {
 	if m.joinTimeout < time.Millisecond || m.joinTimeout > 24*time.Hour {
 		return withExit(exitUsage, fmt.Errorf("--join-timeout %v: want 1ms to 24h", m.joinTimeout))
 	}
-	switch m.tie {
+	return checkTie(m.tie)
+}
+
+// checkTie reports a --tie-session value other than auto, on and off.
+func checkTie(tie string) error {
+	switch tie {
 	case "auto", "on", "off", "":
-	default:
-		return withExit(exitUsage, fmt.Errorf("--tie-session %q: want auto, on or off", m.tie))
+		return nil
 	}
-	return nil
+	return withExit(exitUsage, fmt.Errorf("--tie-session %q: want auto, on or off", tie))
 }
 
 // connectMember opens a member's store: it says where it connects, and

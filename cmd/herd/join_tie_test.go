@@ -5,14 +5,14 @@ import (
 	"testing"
 )
 
-// --tie-session: auto ties on SQLite only, on and off say so, anything else
+// --tie-session: auto ties on SQLite and PostgreSQL, on and off say so, anything else
 // is refused.
 func TestTieSessionFlag(t *testing.T) {
 	for _, tc := range []struct {
 		tie, scheme string
 		want        bool
 	}{
-		{"auto", "sqlite", true}, {"auto", "postgres", false}, {"auto", "redis", false},
+		{"auto", "sqlite", true}, {"auto", "postgres", true}, {"auto", "postgresql", true}, {"auto", "redis", false}, {"auto", "etcd", false},
 		{"on", "postgres", true}, {"on", "redis", true}, {"off", "sqlite", false},
 	} {
 		m := memberFlags{joinTimeout: 1e9, tie: tc.tie}

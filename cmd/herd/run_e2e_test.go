@@ -109,6 +109,26 @@ func TestRunE2EKillSQLiteTied(t *testing.T) {
 // session TTL ttl, and kills one: its partitions must run elsewhere within
 // within of the kill.
 func testRunE2EKill(t *testing.T, dir string, storeArgs []string, ttl, within time.Duration, env ...string) {
+	testRunE2EDeath(t, dir, storeArgs, ttl, within, death{kill: func(t *testing.T, m *member) time.Time {
+		at := time.Now()
+		if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}}, env...)
+}
+
+// death is how testRunE2EDeath's member m2 dies: env is added to its
+// environment, started is called once it runs, and kill kills it once the
+// fleet is balanced and returns when it died (at the latest).
+type death struct {
+	env     []string
+	started func(t *testing.T, m *member)
+	kill    func(t *testing.T, m *member) time.Time
+}
+
+// testRunE2EDeath is testRunE2EKill with m2 killed by how.
+func testRunE2EDeath(t *testing.T, dir string, storeArgs []string, ttl, within time.Duration, how death, env ...string) {
 	buildHerd(t)
 	script := filepath.Join(dir, "child.sh")
 	if err := os.WriteFile(script, []byte(e2eChild), 0o644); err != nil {
@@ -126,7 +146,14 @@ func testRunE2EKill(t *testing.T, dir string, storeArgs []string, ttl, within ti
 		if name == "m1" {
 			args = append(args, "--metrics", metricsAt)
 		}
-		members[name] = startRunIn(t, name, dir, env, append(args, "--", "/bin/sh", script)...)
+		menv := env
+		if name == "m2" {
+			menv = append(slices.Clone(env), how.env...)
+		}
+		members[name] = startRunIn(t, name, dir, menv, append(args, "--", "/bin/sh", script)...)
+		if name == "m2" && how.started != nil {
+			how.started(t, members[name])
+		}
 	}
 
 	// Balanced: two partitions each, every child has saved twice.
@@ -152,10 +179,7 @@ func testRunE2EKill(t *testing.T, dir string, storeArgs []string, ttl, within ti
 		}
 	}
 	killedAt := len(readEvents(t, logPath))
-	killT := time.Now()
-	if err := members["m2"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killT := how.kill(t, members["m2"])
 	eventually(t, within-time.Since(killT), "the killed member's partitions running elsewhere", func() bool {
 		evs := readEvents(t, logPath)
 		for _, p := range moved {

@@ -39,7 +39,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // deathSignal is what the kernel sends the shim when its parent's thread
@@ -82,7 +81,7 @@ func Start(spec Spec) (*Process, error) {
 	// A process that left the group and kept the pipes open must not keep
 	// Wait waiting for ever.
 	cmd.WaitDelay = time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSignal}
+	cmd.SysProcAttr = shimAttr()
 
 	p := &Process{done: make(chan struct{})}
 	started := make(chan error, 1)
@@ -202,28 +201,6 @@ func (p *Process) Stop(grace time.Duration) (killed bool) {
 	p.Signal(syscall.SIGKILL)
 	<-p.done
 	return true
-}
-
-// waitExited blocks until process pid has exited, without reaping it
-// (waitid with WEXITED|WNOWAIT).
-func waitExited(pid int) error {
-	const (
-		pPID    = 1
-		wExited = 0x4
-		wNowait = 0x1000000
-	)
-	var info [128]byte // siginfo_t
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), wExited|wNowait, 0, 0)
-		switch e {
-		case 0:
-			return nil
-		case syscall.EINTR:
-			continue
-		default:
-			return fmt.Errorf("waitid: %w", e)
-		}
-	}
 }
 
 // Lines copies what is written to it to out one whole line at a time, each

@@ -45,7 +45,7 @@ func ShimMain(args []string) int {
 	runtime.LockOSThread()
 	cmd := exec.Command(args[2], args[3:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "herd run:", err)
 		return 127

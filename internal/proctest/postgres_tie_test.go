@@ -44,6 +44,7 @@ func TestTiePostgres(t *testing.T) {
 	pgtest.Need(t)
 	t.Run("kill9", testTieKill9)
 	t.Run("terminate", testTieTerminate)
+	t.Run("stall", testTieStall)
 }
 
 // startTieFleet is startPGFleet with tied sessions, a 10 s TTL and 16

@@ -329,6 +329,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 	}
 	switch status {
 	case "ok":
+		s.dropDeletedTies(ctx)
 		return nil
 	case "inuse":
 		var live int64

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,16 @@ func (s *Store) cutTies(ctx context.Context, group string) {
 		return
 	}
 	_, _ = s.pool.Exec(ctx, q.cutGroup, group)
+}
+
+// dropDeletedTies deletes the ties of deleted groups (DeleteGroup's
+// follow-up: the table exists only once a store tied a session, so the
+// group's own statement cannot name it). A failure leaves rows that no
+// statement reads again.
+func (s *Store) dropDeletedTies(ctx context.Context) {
+	S := s.qschema
+	_, _ = s.pool.Exec(ctx, "DO $$ BEGIN IF to_regclass("+quoteLiteral(S+".ties")+") IS NOT NULL THEN "+
+		"DELETE FROM "+S+".ties x WHERE NOT EXISTS (SELECT 1 FROM "+S+".groups g WHERE g.gid = x.gid); END IF; END $$")
 }
 
 // tieSettings are the tied connection's own settings: no server-side
@@ -204,6 +215,9 @@ type tie struct {
 	ending         sync.WaitGroup // endCut calls under way
 	*store.TieLoss                // Lost, Err
 	closeOnce      sync.Once
+	// watches counts watch statements that returned, failed those the
+	// server answered with an error other than a cancel.
+	watches, failed atomic.Int64
 }
 
 // Close stops the watch (cancelling its statement ends the connection,
@@ -226,11 +240,9 @@ func (t *tie) Close() error {
 func (t *tie) watch(ctx context.Context) {
 	defer close(t.done)
 	for {
-		var status string
-		var next *int64
-		err := t.conn.QueryRow(ctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+		status, next, err := t.watchOnce(ctx)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || t.Err() != nil: // closed, or lost by watchOnce's deadline
 			return
 		case err != nil && t.conn.IsClosed():
 			t.Lose(t.s.wrap("pgstore: the tied connection of session "+strconv.Quote(t.session)+" ended", err, store.ErrUnavailable))
@@ -238,7 +250,14 @@ func (t *tie) watch(ctx context.Context) {
 		case pgCode(err) == "57014":
 			// Cancelled by a new tie of the group (tie): watch again
 			// at once, its new successor.
+		case pgCode(err) == "40P01":
+			// A deadlock: the ring's waits form a cycle, which the
+			// server breaks once a wait outlasts deadlock_timeout.
+			// watch keeps its waits below it, but a wait can start
+			// late: watch again at once.
+			t.failed.Add(1)
 		case err != nil:
+			t.failed.Add(1)
 			pause := time.NewTimer(watchWait / 4)
 			select {
 			case <-ctx.Done():
@@ -257,6 +276,46 @@ func (t *tie) watch(ctx context.Context) {
 		}
 	}
 }
+
+// watchOnce runs the watch statement once. An answer later than
+// watchDeadline loses the tie at once, before the statement is cancelled:
+// the connection may be cut where the member cannot see it, and the
+// server may free its lock once something drops its side (see
+// docs/takeover.md). The deadline is checked twice, stallRecheck apart:
+// after a stall of the member's own process (SIGSTOP, a long pause) an
+// answer that came meanwhile is read first, and the tie is kept.
+func (t *tie) watchOnce(ctx context.Context) (status string, next *int64, err error) {
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan struct{})
+	deadline := watchDeadline(t.cfg.TTL)
+	late := time.AfterFunc(deadline-stallRecheck, func() {
+		recheck := time.NewTimer(stallRecheck)
+		defer recheck.Stop()
+		select {
+		case <-answered:
+			return
+		case <-recheck.C:
+		}
+		t.Lose(fmt.Errorf("pgstore: the tied connection of session %q gave no answer within %v (a network cut?): %w",
+			t.session, deadline, store.ErrUnavailable))
+		cancel()
+	})
+	defer late.Stop()
+	err = t.conn.QueryRow(qctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+	close(answered)
+	t.watches.Add(1)
+	return status, next, err
+}
+
+// watchDeadline is how long the member waits for an answer to a watch
+// statement (which the server answers within watchWait) before it takes
+// its tied connection for cut: watchWait plus a quarter of the TTL.
+func watchDeadline(ttl time.Duration) time.Duration { return watchWait + ttl/4 }
+
+// stallRecheck is the last part of watchDeadline: the time a member that
+// was stalled has to read an answer that came during its stall.
+const stallRecheck = 250 * time.Millisecond
 
 // endCut ends the sessions this tie saw cut, once their grace d has
 // passed: ExpireSessions caps them again (a renewal may have moved their

@@ -102,7 +102,9 @@ BEGIN
   RETURN {{S}}.cut_ties(v_gid);
 END $$;
 
--- watch waits, up to p_wait_ms, for the lock of the next tie of the group
+-- watch waits, up to p_wait_ms (and below deadlock_timeout: the ring's
+-- waits form a cycle, which the server would break with an error once a
+-- wait in it outlasts deadlock_timeout), for the lock of the next tie of the group
 -- after p_id (by id, around the ring) to be free, and then cuts every tie
 -- whose lock is free (cut_ties). r_status: 'cut' (r_next: cut_ties'
 -- answer), 'idle' (the wait ended; call again), 'gone' (p_id's own tie is
@@ -110,6 +112,8 @@ END $$;
 CREATE OR REPLACE FUNCTION {{S}}.watch(p_group text, p_id text, p_wait_ms integer, OUT r_status text, OUT r_next bigint)
 LANGUAGE plpgsql AS $$
 DECLARE v_gid bigint; v_k1 integer; v_k2 integer;
+  v_wait integer := least(p_wait_ms, greatest(10,
+    (extract(epoch FROM current_setting('deadlock_timeout')::interval) * 800)::integer));
 BEGIN
   SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
   IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = p_id AND x.cut IS NULL) THEN
@@ -125,7 +129,7 @@ BEGIN
     RETURN;
   END IF;
   BEGIN
-    PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+    PERFORM set_config('lock_timeout', v_wait || 'ms', true);
     PERFORM pg_advisory_lock_shared(v_k1, v_k2);
   EXCEPTION WHEN lock_not_available THEN
     r_status := 'idle';

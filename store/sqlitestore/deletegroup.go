@@ -50,6 +50,9 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 				return err
 			}
 		}
+		if err := w.dropTieFiles(); err != nil {
+			return err
+		}
 		for _, table := range []string{"herd_sessions", "herd_partitions", "herd_owners", "herd_checkpoints", "herd_log", "herd_loads", "herd_ties"} {
 			if _, err := w.exec("DELETE FROM "+table+" WHERE gid = ?", w.g.id); err != nil {
 				return err

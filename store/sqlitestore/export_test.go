@@ -10,14 +10,6 @@ func WithPollOnly(d time.Duration) Option {
 	return func(c *config) { c.noInotify, c.pollInterval = true, d }
 }
 
-// SetFSType replaces the statfs of Open's network file system check until
-// the returned function is called.
-func SetFSType(magic int64) (restore func()) {
-	old := fsType
-	fsType = func(string) (int64, error) { return magic, nil }
-	return func() { fsType = old }
-}
-
 // Applied is how many snapshots the store made by applying the log to
 // the records it kept.
 func (s *Store) Applied() int64 { return s.cache.applied.Load() }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,7 +164,8 @@ type tie struct {
 	stop           chan struct{} // closed by Close
 	done           chan struct{} // closed when watch returned
 	ending         sync.WaitGroup
-	*store.TieLoss // Lost, Err
+	seenCut        map[string]bool // the ring's cut ties seen (watch's own)
+	*store.TieLoss                 // Lost, Err
 	closeOnce      sync.Once
 }
 
@@ -203,9 +205,13 @@ func (t *tie) watch() {
 			// Both before the read: a change or a release after it
 			// wakes the select below.
 			changed, freed = t.s.notify.next(), t.s.ties.freedCh()
-			if gone := t.follow(ctx); gone != nil {
+			gone, cutNew := t.follow(ctx)
+			if gone != nil {
 				t.Lose(gone)
 				return
+			}
+			if cutNew {
+				t.cut(ctx) // ends them after their grace, whoever cut them
 			}
 		}
 		follow = true
@@ -226,8 +232,11 @@ func (t *tie) watch() {
 }
 
 // follow reads the ring and waits on the next tie's lock. It returns an
-// error if this tie is no more (its session ended, or it was cut).
-func (t *tie) follow(ctx context.Context) error {
+// error if this tie is no more (its session ended, or it was cut), and
+// whether the ring has ties cut that this tie has not seen cut before
+// (cut by another store, whose watch may not end their sessions: it may
+// have closed).
+func (t *tie) follow(ctx context.Context) (gone error, cutNew bool) {
 	type ringTie struct {
 		id  string
 		k   fileKey
@@ -253,7 +262,7 @@ func (t *tie) follow(ctx context.Context) error {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil // the store failed: the sessions keep their TTL meanwhile
+		return nil, false // the store failed: the sessions keep their TTL meanwhile
 	}
 	me, next := -1, -1
 	for i, r := range ring {
@@ -261,20 +270,31 @@ func (t *tie) follow(ctx context.Context) error {
 		case r.id == t.session:
 			me = i
 			if r.cut {
-				return fmt.Errorf("sqlitestore: the tie of session %q was cut: %w", t.session, store.ErrSessionExpired)
+				return fmt.Errorf("sqlitestore: the tie of session %q was cut: %w", t.session, store.ErrSessionExpired), false
 			}
 		case r.cut:
+			if !t.seenCut[r.id] {
+				if t.seenCut == nil {
+					t.seenCut = map[string]bool{}
+				}
+				t.seenCut[r.id], cutNew = true, true
+			}
 		case next == -1 || (r.id > t.session && ring[next].id < t.session):
 			next = i
 		}
 	}
 	if me == -1 {
-		return fmt.Errorf("sqlitestore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired)
+		return fmt.Errorf("sqlitestore: the tie of session %q is gone (the session ended): %w", t.session, store.ErrSessionExpired), false
+	}
+	for id := range t.seenCut { // forget those whose session ended
+		if !slices.ContainsFunc(ring, func(r ringTie) bool { return r.id == id }) {
+			delete(t.seenCut, id)
+		}
 	}
 	if next >= 0 {
 		t.s.ties.await(t.s.tiePath(ring[next].id), ring[next].k)
 	}
-	return nil
+	return nil, cutNew
 }
 
 // cut cuts the group's ties whose lock is free, and ends their sessions

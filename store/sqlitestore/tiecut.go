@@ -90,6 +90,27 @@ func (w *wtx) forgetTies() error {
 	return rows.Err()
 }
 
+// dropTieFiles, before a group is deleted, notes the lock files of all its
+// ties, to remove once committed (each if the path still names the file
+// tied): a live member's tie is then lost, as its group is gone.
+func (w *wtx) dropTieFiles() error {
+	rows, err := w.rows(qTies, w.g.id)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var dev, ino int64
+		var cut sql.NullInt64
+		if err := rows.Scan(&id, &dev, &ino, &cut); err != nil {
+			return err
+		}
+		w.removeAfter = append(w.removeAfter, tieFile{path: w.s.tiePath(id), k: fileKey{dev: uint64(dev), ino: uint64(ino)}})
+	}
+	return rows.Err()
+}
+
 // tieFile is a tie's lock file to remove once its row is gone.
 type tieFile struct {
 	path string
