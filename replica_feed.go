@@ -276,16 +276,6 @@ func (f *feed) take(c *logCall) (wake bool) {
 	if freshNow {
 		r.fresh = true
 	}
-	// A claim contested before this call whose entry has not come:
-	// plan reads the group anew (see contestedSince), so wake it.
-	explain := false
-	if c.atEnd {
-		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
-		r.reached = c.began
-		if explain {
-			r.target = nil // plan in full: see contestedSince
-		}
-	}
 	c.asked = r.readAsked || r.work == nil
 	switch {
 	case c.asked || m.runCtx.Err() != nil:
@@ -303,6 +293,20 @@ func (f *feed) take(c *logCall) (wake bool) {
 	// A log that cannot be continued from a read just made (a store
 	// whose snapshots lack their version) is read again with back-off.
 	c.gone = errors.Is(c.err, store.ErrVersionGone) && c.read
+	// A claim contested before this call whose entry has not come, not
+	// even in this answer (queue forgot the contests its entries
+	// explain): plan reads the group anew (see contestedSince), so wake
+	// it. Checked before queue, a contest explained by this very answer
+	// made every member whose claim lost a race plan in full for
+	// nothing (TestContestExplainedNoFullPlan).
+	explain := false
+	if c.atEnd {
+		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
+		r.reached = c.began
+		if explain {
+			r.target = nil // plan in full: see contestedSince
+		}
+	}
 	return freshNow || explain
 }
 
