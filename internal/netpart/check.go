@@ -14,6 +14,9 @@ type History struct {
 	Partitions []string
 	TTL        time.Duration
 	End        time.Time // when the faults ended and the members were told to leave
+	// TieEnds are the server's and the cut member's logs of each LongCut
+	// on PostgreSQL, by its index in Faults.
+	TieEnds map[int]TieEnd
 }
 
 // Bound is how long after a cut a member's partitions must run elsewhere,

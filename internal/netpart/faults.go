@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,7 +28,24 @@ const (
 	// StoreCut cuts the store off from every member: every root-side veth
 	// is set down.
 	StoreCut Kind = "store-cut"
+	// LongCut is a Blackhole held for LongCutHold: longer than a
+	// PostgreSQL server takes to drop the member's tied connection by its
+	// TCP keepalive and user timeout, so the server frees the member's
+	// advisory lock during the cut. Drawn only when asked for
+	// (Config.Kinds).
+	LongCut Kind = "long-cut"
 )
+
+// DefaultKinds are the kinds a schedule draws from unless told otherwise.
+var DefaultKinds = []Kind{LinkDown, Blackhole, Delay, Drop, StoreCut}
+
+// LongCutHold is how long a LongCut lasts: 5 TTL + 4 s (14 s at TTL 2 s).
+// The tied connection's server side gives up on a cut member within
+// 4 TTL + 2 s of the cut (pgstore's tieSettings: tcp_user_timeout 4 TTL
+// from the watch statement's answer, which the server sends within 2 s;
+// or keepalives after TTL idle, 3 probes TTL apart), so the server drops
+// it a TTL + 2 s before the heal or more.
+func LongCutHold(ttl time.Duration) time.Duration { return 5*ttl + 4*time.Second }
 
 // Fault is one fault of a run's schedule: Kind on Member (-1: everyone)
 // from Start to End (set when applied and healed), with its netem
@@ -43,7 +61,7 @@ type Fault struct {
 }
 
 // Cuts says whether the fault cuts Member off from the store entirely.
-func (f Fault) Cuts() bool { return f.Kind == LinkDown || f.Kind == Blackhole }
+func (f Fault) Cuts() bool { return f.Kind == LinkDown || f.Kind == Blackhole || f.Kind == LongCut }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s member=%d hold=%v", f.Kind, f.Member, f.Hold.Round(time.Millisecond))
@@ -56,18 +74,23 @@ func (f Fault) String() string {
 	return s
 }
 
-// Schedule draws n faults for members members from rng. A cut lasts
-// longer than TTL + 1 s, so the checker sees its partitions run elsewhere;
-// a store cut is sometimes shorter than the fence time (nobody notices)
-// and sometimes longer than the TTL (everyone fences itself).
-func Schedule(rng *rand.Rand, n, members int, ttl time.Duration) []Fault {
-	kinds := []Kind{LinkDown, Blackhole, Delay, Drop, StoreCut}
+// Schedule draws n faults of kinds (nil: DefaultKinds) for members
+// members from rng. A cut lasts longer than TTL + 1 s, so the checker sees
+// its partitions run elsewhere; a store cut is sometimes shorter than the
+// fence time (nobody notices) and sometimes longer than the TTL (everyone
+// fences itself).
+func Schedule(rng *rand.Rand, n, members int, ttl time.Duration, kinds []Kind) []Fault {
+	if len(kinds) == 0 {
+		kinds = DefaultKinds
+	}
 	var fs []Fault
 	for i := 0; i < n; i++ {
 		f := Fault{Kind: kinds[rng.Intn(len(kinds))], Member: rng.Intn(members)}
 		switch f.Kind {
 		case LinkDown, Blackhole:
 			f.Hold = ttl + time.Second + time.Duration(rng.Int63n(int64(2*time.Second)))
+		case LongCut:
+			f.Hold = LongCutHold(ttl)
 		case Delay:
 			f.Hold = 2*time.Second + time.Duration(rng.Int63n(int64(3*time.Second)))
 			f.RateKbit = 8 << rng.Intn(4) // 8 to 64 kbit/s
@@ -88,7 +111,7 @@ func (n *Net) Apply(ctx context.Context, f Fault) error {
 	switch f.Kind {
 	case LinkDown:
 		return run(ctx, "ip", "link", "set", n.nodes[f.Member].rootLink, "down")
-	case Blackhole:
+	case Blackhole, LongCut:
 		return n.drop(ctx, f.Member, 100)
 	case Delay:
 		return n.rateLimit(ctx, f.Member, f.RateKbit)
@@ -105,12 +128,29 @@ func (n *Net) Apply(ctx context.Context, f Fault) error {
 	return fmt.Errorf("netpart: unknown fault %q", f.Kind)
 }
 
+// ParseKinds reads a comma-separated list of fault kinds ("long-cut",
+// "blackhole,link-down"); "" is nil, DefaultKinds.
+func ParseKinds(list string) ([]Kind, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var ks []Kind
+	for _, k := range strings.Split(list, ",") {
+		k := Kind(strings.TrimSpace(k))
+		if !slices.Contains(DefaultKinds, k) && k != LongCut {
+			return nil, fmt.Errorf("netpart: unknown fault kind %q: want some of %v, %s", k, DefaultKinds, LongCut)
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
+}
+
 // Heal undoes f.
 func (n *Net) Heal(ctx context.Context, f Fault) error {
 	switch f.Kind {
 	case LinkDown:
 		return run(ctx, "ip", "link", "set", n.nodes[f.Member].rootLink, "up")
-	case Blackhole, Drop:
+	case Blackhole, LongCut, Drop:
 		return run(ctx, "ip", "netns", "exec", n.nodes[f.Member].ns, "nft", "delete", "table", "inet", nftTable)
 	case Delay:
 		nd := n.nodes[f.Member]

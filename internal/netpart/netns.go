@@ -141,6 +141,16 @@ func (n *Net) RootAddrs() []string {
 // RootAddr is the root-side address member i reaches the store on.
 func (n *Net) RootAddr(i int) string { return n.nodes[i].rootAddr }
 
+// NsAddrs are the members' namespace-side addresses, from which they
+// reach the store, by member.
+func (n *Net) NsAddrs() []string {
+	var a []string
+	for _, nd := range n.nodes {
+		a = append(a, nd.nsAddr)
+	}
+	return a
+}
+
 // Namespace is the name of member i's namespace.
 func (n *Net) Namespace(i int) string { return n.nodes[i].ns }
 

@@ -24,6 +24,10 @@ const (
 	// envBackends lists the stores to run each seed on (default: redis,
 	// and postgres where its server programs are installed).
 	envBackends = "HERD_NETPART_BACKENDS"
+	// envKinds lists the kinds of faults the schedules draw from
+	// (default: all but long-cut; "long-cut": docs/takeover.md).
+	envKinds = "HERD_NETPART_KINDS"
+	envKeep  = "HERD_NETPART_KEEP" // "1": keep every run's logs, not only a failed one's
 )
 
 // TestPartitions runs herd run members in network namespaces of their own
@@ -46,6 +50,10 @@ func TestPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kinds, err := ParseKinds(os.Getenv(envKinds))
+	if err != nil {
+		t.Fatalf("%s: %v", envKinds, err)
+	}
 	ctx := context.Background()
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -59,7 +67,7 @@ func TestPartitions(t *testing.T) {
 	}
 	for _, backend := range backends(t) {
 		for _, seed := range seeds {
-			t.Run(fmt.Sprintf("%s/seed=%d", backend, seed), func(t *testing.T) { runSeed(t, ctx, bin, backend, seed) })
+			t.Run(fmt.Sprintf("%s/seed=%d", backend, seed), func(t *testing.T) { runSeed(t, ctx, bin, backend, kinds, seed) })
 		}
 	}
 }
@@ -75,24 +83,36 @@ func backends(t *testing.T) []string {
 	return Backends
 }
 
-func runSeed(t *testing.T, ctx context.Context, bin, backend string, seed int64) {
+func runSeed(t *testing.T, ctx context.Context, bin, backend string, kinds []Kind, seed int64) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("herd-netpart-%d-", seed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rerun := fmt.Sprintf("%s=%s %s=%d go test ./internal/netpart -run TestPartitions -count=1 -v", envBackends, backend, envSeeds, seed)
+	if k := os.Getenv(envKinds); k != "" {
+		rerun = envKinds + "=" + k + " " + rerun
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("seed %d failed; logs kept in %s; rerun: %s", seed, dir, rerun)
 			return
 		}
+		if os.Getenv(envKeep) == "1" {
+			t.Logf("seed %d: logs kept in %s", seed, dir)
+			return
+		}
 		os.RemoveAll(dir)
 	})
-	h, err := Run(ctx, Config{Seed: seed, Backend: backend, HerdBin: bin, Dir: dir, Logf: t.Logf})
+	h, err := Run(ctx, Config{Seed: seed, Backend: backend, Kinds: kinds, HerdBin: bin, Dir: dir, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("seed %d: the run failed: %v", seed, err)
 	}
 	v := Check(h)
+	tv, tfigs := CheckTieEnds(h)
+	v = append(v, tv...)
+	for _, s := range tfigs {
+		t.Logf("NETPART-LONGCUT seed=%d %s", seed, s)
+	}
 	for _, s := range v {
 		t.Errorf("seed %d: %s", seed, s)
 	}

@@ -18,6 +18,7 @@ type Config struct {
 	Partitions int           // partitions 0..Partitions-1 (default 6)
 	Faults     int           // faults in a row (default 3)
 	TTL        time.Duration // the members' --ttl (default 2 s)
+	Kinds      []Kind        // the kinds of faults drawn (nil: DefaultKinds)
 	HerdBin    string        // the herd binary
 	Dir        string        // where the logs, locks and store files go
 	// Logf reports progress (the faults as they are applied); nil: silent.
@@ -111,6 +112,11 @@ func Run(ctx context.Context, cfg Config) (_ *History, err error) {
 		h.Events = append(h.Events, evs...)
 	}
 	SortEvents(h.Events)
+	if cfg.Backend == "postgres" {
+		if h.TieEnds, err = tieEnds(cfg.Dir, h.Faults, n.NsAddrs()); err != nil {
+			return nil, err
+		}
+	}
 	return h, nil
 }
 
@@ -120,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (_ *History, err error) {
 // before returning.
 func playFaults(ctx context.Context, cfg *Config, n *Net) ([]Fault, error) {
 	rng := rand.New(rand.NewSource(cfg.Seed))
-	faults := Schedule(rng, cfg.Faults, cfg.Members, cfg.TTL)
+	faults := Schedule(rng, cfg.Faults, cfg.Members, cfg.TTL, cfg.Kinds)
 	if err := hold(ctx, 1500*time.Millisecond); err != nil {
 		return nil, err
 	}

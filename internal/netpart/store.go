@@ -43,7 +43,7 @@ func startStore(ctx context.Context, backend, dir string, addrs []string) (*serv
 	case "redis":
 		return startRedis(ctx, dir, addrs)
 	case "postgres":
-		return startPostgres(ctx, addrs)
+		return startPostgres(ctx, dir, addrs)
 	case "etcd":
 		return startEtcd(ctx, dir, addrs)
 	}
@@ -78,8 +78,11 @@ func startRedis(ctx context.Context, dir string, addrs []string) (*server, error
 
 // startPostgres makes a cluster of its own (initdb, as the postgres user,
 // in a directory of its own, trust authentication from the run's subnets
-// only) and starts it on addrs.
-func startPostgres(ctx context.Context, addrs []string) (*server, error) {
+// only) and starts it on addrs. Its log goes to logDir/postgres.log, one
+// line per connection's end, stamped in UTC with the backend's pid,
+// client address and application_name (PgLogLinePrefix; ReadTieEnds reads
+// it).
+func startPostgres(ctx context.Context, logDir string, addrs []string) (*server, error) {
 	cred, err := postgresUser()
 	if err != nil {
 		return nil, err
@@ -106,9 +109,10 @@ func startPostgres(ctx context.Context, addrs []string) (*server, error) {
 	}
 	cmd := exec.Command(filepath.Join(pgBin, "postgres"), "-D", data, "-p", postgresPort,
 		"-c", "listen_addresses="+strings.Join(addrs, ","), "-c", "unix_socket_directories="+dir,
-		"-c", "fsync=off", "-c", "max_connections=60", "-c", "logging_collector=off")
+		"-c", "fsync=off", "-c", "max_connections=60", "-c", "logging_collector=off",
+		"-c", "log_disconnections=on", "-c", "log_timezone=UTC", "-c", "log_line_prefix="+pgLogLinePrefix)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
+	logf, err := os.Create(filepath.Join(logDir, "postgres.log"))
 	if err == nil {
 		cmd.Stdout, cmd.Stderr = logf, logf
 		defer logf.Close()
