@@ -110,9 +110,14 @@ func (m *Member) startMeasure(c *Claim) {
 	m.meter.Start(c.Partition, c.load, time.Now(), l, ok)
 }
 
-// stopMeasure ends it, once the claim's handler has returned for good.
+// stopMeasure ends it, once the claim's handler has returned for good,
+// keeping the measure if the session ended (lost: see noteLostLoad).
 func (m *Member) stopMeasure(c *Claim) {
-	if m.meter != nil {
+	switch {
+	case m.meter == nil:
+	case c.sess != nil && c.sess.ctx.Err() != nil:
+		m.meter.StopKeep(c.Partition, c.load)
+	default:
 		m.meter.Stop(c.Partition, c.load)
 	}
 }

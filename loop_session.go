@@ -21,12 +21,14 @@ func (l *runLoop) loseSession() {
 	cause := context.Cause(sess.ctx)
 	sess.cancel(ErrSessionExpired)
 	<-sess.renew
+	m.noteLostLoads(l.slotsOf(sess) > 0)
 	for _, sl := range l.slots {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)
 			if cp := sl.claim.restorePoint(); cp != nil {
 				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
 			}
+			m.noteLostLoad(sl.claim.Partition)
 		}
 	}
 	// The store may have lost its data meanwhile: hold once the next
@@ -78,9 +80,11 @@ func (l *runLoop) openSession() bool {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		if m.loss.holdPending && !m.keptData(m.life.attemptCtx) {
+		lost := m.loss.holdPending && !m.keptData(m.life.attemptCtx)
+		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
+		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen)
 		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
 		m.wakeLoop()
 	case m.runCtx.Err() != nil:

@@ -19,13 +19,14 @@ import (
 // are left alone (holdAfterLoss).
 type lossState struct {
 	restores    []store.Ownership
-	holdFresh   time.Time         // until then, record-less partitions are left alone
-	holdFree    time.Time         // until then, every partition without a live owner too
-	holdPending bool              // a session was lost: hold once the next one opens
-	lossSeen    bool              // since then, the store showed it lost data
-	logMark     *store.Version    // where the log must go on from for no hold (see keptData); nil: hold
-	lastRecords int               // ownership records in the last snapshot
-	lastParts   []store.Partition // the last partition set the store held (possibly emptied)
+	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads)
+	holdFresh   time.Time          // until then, record-less partitions are left alone
+	holdFree    time.Time          // until then, every partition without a live owner too
+	holdPending bool               // a session was lost: hold once the next one opens
+	lossSeen    bool               // since then, the store showed it lost data
+	logMark     *store.Version     // where the log must go on from for no hold (see keptData); nil: hold
+	lastRecords int                // ownership records in the last snapshot
+	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
 // holdAfterLoss makes the member leave partitions alone for SessionTTL when
@@ -161,4 +162,91 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	}
 	m.loss.restores = keep
 	return wrote
+}
+
+// noteLostLoad keeps the load of partition p of a lost session (this
+// member's measure, else the one published), for restoreLoads.
+func (m *Member) noteLostLoad(p string) {
+	if m.meter == nil {
+		return
+	}
+	v, ok := m.meter.Measure(p)
+	if !ok {
+		v, ok = m.rep.loadOf(p)
+	}
+	if ok {
+		m.lossLoads()[p] = v
+	}
+}
+
+// noteLostLoads begins the loads to publish again after session sess,
+// which ran partitions if ran, is lost (restoreLoads): those the copy
+// shows for the partitions no live session holds (handed off and not
+// claimed yet), which no owner would publish again; then loseSession adds
+// its own (noteLostLoad). A session lost during the hold after another
+// (holdAfterLoss) that ran nothing keeps the loads kept then: the store
+// may have lost them again, and the copy, read anew, may not show them.
+func (m *Member) noteLostLoads(ran bool) {
+	if m.meter == nil {
+		return
+	}
+	if ran || time.Now().After(m.loss.holdFresh) {
+		clear(m.loss.loads)
+	}
+	dst := m.lossLoads()
+	r := &m.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.work == nil {
+		return
+	}
+	for _, l := range r.work.Loads {
+		if !r.heldByLive(l.Partition) {
+			dst[l.Partition] = l.Load
+		}
+	}
+}
+
+// lossLoads is m.loss.loads, made if nil.
+func (m *Member) lossLoads() map[string]float64 {
+	if m.loss.loads == nil {
+		m.loss.loads = map[string]float64{}
+	}
+	return m.loss.loads
+}
+
+// restoreLoads publishes again, on session s, the loads of the partitions
+// of the lost sessions (noteLostLoads, noteLostLoad) when the store lost
+// its data (lost): its loads went with it. Without them every partition
+// would count as of the mean load until its next owner had measured it
+// for a report interval, so the fleet would place the partitions by count
+// once the hold ends (holdAfterLoss), then move them for load as their
+// measures come, one report interval after another. Bounded by
+// RenewTimeout; a failure is not retried (the next owners measure the
+// loads anyway).
+func (m *Member) restoreLoads(ctx context.Context, s *session, lost bool) {
+	if m.meter != nil {
+		m.meter.DropKept()
+	}
+	if !lost {
+		clear(m.loss.loads)
+		return
+	}
+	if len(m.loss.loads) == 0 {
+		return
+	}
+	loads := make([]store.Load, 0, len(m.loss.loads))
+	for p, v := range m.loss.loads {
+		loads = append(loads, store.Load{Partition: p, Load: v})
+	}
+	store.SortLoads(loads)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
+	defer cancel()
+	for i := 0; i < len(loads); i += store.MaxLoads {
+		if err := m.st.ReportLoads(ctx, m.cfg.Group, s.id, loads[i:min(i+store.MaxLoads, len(loads))]); err != nil {
+			m.log.Warn("could not publish again the loads the store lost; the partitions' next owners will measure them", "loads", len(loads)-i, "err", err)
+			return
+		}
+	}
+	m.log.Info("published again the loads the store had lost", "loads", len(loads))
 }

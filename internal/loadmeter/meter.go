@@ -84,6 +84,7 @@ type Meter struct {
 	mu    sync.Mutex
 	tau   time.Duration
 	parts map[string]*part
+	kept  map[string]float64 // measures of partitions stopped with StopKeep
 	// ownOnly: a partition's load is only what its handler reports
 	// (Counter.Report); marks measure nothing (see NewOwnOnly).
 	ownOnly bool
@@ -111,6 +112,7 @@ func NewOwnOnly(tau time.Duration) *Meter {
 func (m *Meter) Start(p string, c *Counter, now time.Time, published float64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.kept, p)
 	m.parts[p] = &part{c: c, since: now, seen: c.marks.Load(), ewma: published, primed: ok, published: published, hasPub: ok}
 }
 
@@ -122,6 +124,30 @@ func (m *Meter) Stop(p string, c *Counter) {
 	if pt := m.parts[p]; pt != nil && pt.c == c {
 		delete(m.parts, p)
 	}
+}
+
+// StopKeep is Stop, keeping p's measure for Measure until Start(p) or
+// DropKept: the partition was lost with its member's session, and its
+// load may have to be published again (the store may have lost it).
+func (m *Meter) StopKeep(p string, c *Counter) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pt := m.parts[p]; pt != nil && pt.c == c {
+		delete(m.parts, p)
+		if pt.primed {
+			if m.kept == nil {
+				m.kept = map[string]float64{}
+			}
+			m.kept[p] = round3(pt.ewma)
+		}
+	}
+}
+
+// DropKept forgets the measures StopKeep kept.
+func (m *Meter) DropKept() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.kept)
 }
 
 // Sample folds the window since the last sample into each partition's
@@ -199,6 +225,19 @@ func (m *Meter) Published(p string, v float64) {
 	if pt := m.parts[p]; pt != nil {
 		pt.published, pt.hasPub = v, true
 	}
+}
+
+// Measure is partition p's current measure (or the one StopKeep kept),
+// rounded as Sample publishes it; ok false if p is not measured or has no
+// measure yet.
+func (m *Meter) Measure(p string) (v float64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pt := m.parts[p]; pt != nil && pt.primed {
+		return round3(pt.ewma), true
+	}
+	v, ok = m.kept[p]
+	return v, ok
 }
 
 // Unpublish makes the loads given count as not published (their report

@@ -135,3 +135,42 @@ func TestOwnOnly(t *testing.T) {
 		t.Fatalf("second Sample = %v; want nothing", got)
 	}
 }
+
+// TestStopKeep: the measure of a partition stopped with StopKeep stays
+// for Measure until DropKept or the partition starts again; Stop keeps
+// nothing, and an unprimed partition has no measure.
+func TestStopKeep(t *testing.T) {
+	m := New(10 * time.Second)
+	a, b, c := &Counter{}, &Counter{}, &Counter{}
+	m.Start("a", a, t0, 0.12345, true)
+	m.Start("b", b, t0, 2, true)
+	m.Start("c", c, t0, 0, false)
+	if v, ok := m.Measure("a"); !ok || v != 0.123 {
+		t.Fatalf("Measure(a) running = %v, %v; want 0.123 (rounded as published)", v, ok)
+	}
+	m.StopKeep("a", a)
+	m.Stop("b", b)
+	m.StopKeep("c", c)
+	if v, ok := m.Measure("a"); !ok || v != 0.123 {
+		t.Fatalf("Measure(a) after StopKeep = %v, %v; want 0.123", v, ok)
+	}
+	if _, ok := m.Measure("b"); ok {
+		t.Fatal("Measure(b) after Stop: want none")
+	}
+	if _, ok := m.Measure("c"); ok {
+		t.Fatal("Measure(c), never measured: want none")
+	}
+	if m.Total() != 0 {
+		t.Fatalf("Total after the stops = %v; want 0 (kept measures are not running)", m.Total())
+	}
+	m.DropKept()
+	if _, ok := m.Measure("a"); ok {
+		t.Fatal("Measure(a) after DropKept: want none")
+	}
+	m.Start("a", a, t0, 1, true)
+	m.StopKeep("a", a)
+	m.Start("a", &Counter{}, t0, 0, false)
+	if _, ok := m.Measure("a"); ok {
+		t.Fatal("Measure(a) started again, not measured yet: want none (the kept measure goes)")
+	}
+}

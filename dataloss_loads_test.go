@@ -1,0 +1,62 @@
+package herd_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/store/memstore"
+)
+
+// TestDataLossLoadsPublishedAgain: the store loses its data, the loads
+// the members had published with it. A member that lost its session
+// publishes again the loads of its partitions as its new session opens,
+// before the hold after the loss ends, so that the fleet places the
+// partitions by load at once rather than by count, then again by load
+// once they have run a report interval (seeds 1022, 1030 and 1057 of
+// TestFaultSkewedSchedules at 64 seeds: a move 20 s after the faults
+// ended).
+func TestDataLossLoadsPublishedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := memstore.New()
+		m, err := herd.Join(ctx, st, herd.Config{
+			Group: "g", Member: "m1", Partitions: herd.Numbered(4), LoadReportInterval: 10 * time.Second,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				i, _ := strconv.Atoi(c.Partition)
+				c.ReportLoad(float64(i + 1))
+				<-c.Context().Done()
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		defer func() { cancel(); <-m.Done() }()
+		time.Sleep(22 * time.Second) // virtual: loads published at 10 s and 20 s
+		if snap, err := st.Snapshot(ctx, "g"); err != nil || len(snap.Loads) != 4 {
+			t.Fatalf("before the loss: loads %v (err %v), want 4", snap.Loads, err)
+		}
+		st.Wipe()
+		// The next report is at 30 s, and the partitions are held until
+		// SessionTTL after the new session opened: only loads published
+		// again show by 29 s.
+		time.Sleep(7 * time.Second)
+		snap, err := st.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		for i := range 4 {
+			p := strconv.Itoa(i)
+			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
+				t.Errorf("partition %s after the loss: load %v (published: %v), want %d", p, l, ok, i+1)
+			}
+		}
+	})
+}
