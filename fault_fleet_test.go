@@ -145,8 +145,9 @@ func (f *faultFleet) logf(format string, args ...any) {
 func (f *faultFleet) failNow(format string, args ...any) {
 	f.t.Helper()
 	from := max(0, len(f.steps)-30)
-	f.t.Fatalf("seed %d: %s\nlast steps:\n  %s\nrerun: HERD_FAULT_SEED=%d go test -run TestFaultRandomSchedules -v .",
-		f.seed, fmt.Sprintf(format, args...), strings.Join(f.steps[from:], "\n  "), f.seed)
+	test, _, _ := strings.Cut(f.t.Name(), "/")
+	f.t.Fatalf("seed %d: %s\nlast steps:\n  %s\nrerun: HERD_FAULT_SEED=%d go test -run '^%s$' -v .",
+		f.seed, fmt.Sprintf(format, args...), strings.Join(f.steps[from:], "\n  "), f.seed, test)
 }
 
 func (f *faultFleet) sleep(d time.Duration) {

@@ -48,6 +48,8 @@ func (f *faultFleet) settleRunning(step string, limit time.Duration) {
 // for load while the faults come: the checker's guarantees hold (one
 // handler at a time outside a stall, no checkpoint accepted below another,
 // fenced writes refused), and every partition runs once the faults end.
+// HERD_FAULT_SEEDS=n runs seeds 1001 to 1000+n (default 8); HERD_FAULT_SEED=k
+// runs seed k alone, as a failure's rerun line says.
 func TestFaultSkewedSchedules(t *testing.T) {
 	n := 8
 	if s := os.Getenv("HERD_FAULT_SEEDS"); s != "" {
@@ -55,9 +57,19 @@ func TestFaultSkewedSchedules(t *testing.T) {
 			n = k
 		}
 	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(1001 + i)
+	}
+	if s := os.Getenv("HERD_FAULT_SEED"); s != "" {
+		k, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HERD_FAULT_SEED=%q: want a seed number", s)
+		}
+		seeds = []uint64{k}
+	}
 	dataLoss := os.Getenv("HERD_FAULT_DATALOSS") != "0"
-	for i := 1; i <= n; i++ {
-		seed := uint64(1000 + i)
+	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) { runFaultScheduleWith(t, seed, dataLoss, true) })
