@@ -1,9 +1,7 @@
 package child
 
 import (
-	"fmt"
 	"syscall"
-	"unsafe"
 )
 
 // shimAttr starts the shim as the leader of a new process group, with the
@@ -16,24 +14,5 @@ func shimAttr() *syscall.SysProcAttr {
 // dies.
 func commandAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
 
-// waitExited blocks until process pid has exited, without reaping it
-// (waitid with WEXITED|WNOWAIT).
-func waitExited(pid int) error {
-	const (
-		pPID    = 1
-		wExited = 0x4
-		wNowait = 0x1000000
-	)
-	var info [128]byte // siginfo_t
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), wExited|wNowait, 0, 0)
-		switch e {
-		case 0:
-			return nil
-		case syscall.EINTR:
-			continue
-		default:
-			return fmt.Errorf("waitid: %w", e)
-		}
-	}
-}
+// wNowait is waitid's WNOWAIT (see waitExited).
+const wNowait = 0x1000000
