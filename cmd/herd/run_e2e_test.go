@@ -223,7 +223,15 @@ func testRunE2EDeath(t *testing.T, dir string, storeArgs []string, ttl, within t
 		}
 	}
 
-	evs := readEvents(t, logPath)
+	checkDeathHistory(t, readEvents(t, logPath), "m2")
+}
+
+// checkDeathHistory checks the children's history evs after member dead
+// was killed and the others stopped gracefully: no two live children of a
+// partition, no checkpoint backwards, a stop line for every child of the
+// others, and no process of any child left.
+func checkDeathHistory(t *testing.T, evs []runEvent, dead string) {
+	t.Helper()
 	last := map[string]int{}
 	stopped := map[int]bool{}
 	for _, ev := range evs {
@@ -247,7 +255,7 @@ func testRunE2EDeath(t *testing.T, dir string, storeArgs []string, ttl, within t
 		if ev.kind != "start" {
 			continue
 		}
-		if ev.member != "m2" && !stopped[ev.pid] {
+		if ev.member != dead && !stopped[ev.pid] {
 			t.Errorf("child %d of partition %s on %s got no SIGTERM (no stop line)", ev.pid, ev.part, ev.member)
 		}
 		if left := groupAlive(ev.pgid); len(left) > 0 {
