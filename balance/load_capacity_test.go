@@ -53,20 +53,7 @@ func TestAssignLoadCapacityMoves(t *testing.T) {
 			members, parts, owner, load := capacityFleet(t, c.nm, c.np, seed)
 			cur, moves := settle(t, members, parts, owner, load, LoadOptions{})
 			total += moves
-			top, bound := Spread(members, parts, cur, load)
-			var L, C float64
-			for _, m := range members {
-				C += float64(m.Weight)
-			}
-			for _, x := range load {
-				L += x
-			}
-			if mean := L / C; top > 1.10*mean && top > 1.05*bound {
-				t.Errorf("%d members, seed %d: top %.3f, mean %.3f, bound %.3f", c.nm, seed, top, mean, bound)
-			}
-			if rt, rm := restSpread(members, parts, cur, load); rt > 1.10*rm {
-				t.Errorf("%d members, seed %d: the rest's top %.3f, their mean %.3f", c.nm, seed, rt, rm)
-			}
+			checkInBand(t, fmt.Sprintf("%d members, seed %d", c.nm, seed), members, parts, cur, load)
 		}
 		if total > c.max {
 			t.Errorf("%d members, %d partitions, seeds 1-%d: %d moves to the band; want at most %d", c.nm, c.np, c.seeds, total, c.max)
