@@ -170,13 +170,13 @@ type Store struct {
 //
 // herd's options in the query:
 //
-//	schema=name          the schema of herd's tables (default herd)
-//	listen=on|off        LISTEN/NOTIFY wake-ups of Changes (default on)
-//	poll_interval=500ms  how often a waiting Changes reads without them
-//	log_limit=100000     entries kept of each group's log
-//	tx_idle_timeout=1s   how long an InTx transaction may sit idle
+//	schema=name             the schema of herd's tables (default herd)
+//	listen=on|off           LISTEN/NOTIFY wake-ups of Changes (default on)
+//	poll_interval=500ms     how often a waiting Changes reads without them
+//	log_limit=100000        entries kept of each group's log
+//	tx_idle_timeout=1s      how long an InTx transaction may sit idle
 //	record_lock_timeout=5s  how long Checkpoint and InTx wait for a record's lock
-//	dial_stagger=200ms   how long a TCP connect waits before another attempt
+//	dial_stagger=200ms      how long a TCP connect waits before another attempt
 //
 // Every other option is pgx's (see pgxpool.ParseConfig and
 // pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout
