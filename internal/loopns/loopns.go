@@ -101,6 +101,23 @@ func (n *NS) Loopback(t testing.TB, up bool) {
 	}
 }
 
+// Sysctl writes value to the setting name of n's own (a path under
+// /proc/sys/net, such as "ipv4/tcp_syn_linear_timeouts"); it reports
+// false if the kernel has no such setting.
+func (n *NS) Sysctl(t testing.TB, name, value string) bool {
+	t.Helper()
+	err := n.Do(func() error {
+		return os.WriteFile("/proc/sys/net/"+name, []byte(value), 0)
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("loopns: setting %s to %s: %v", name, value, err)
+	}
+	return true
+}
+
 // Dial connects to addr from n; it has the signature of a dialer's
 // DialContext.
 func (n *NS) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -143,6 +160,7 @@ type Socket struct {
 	Local, Remote int    // ports
 	State         string // "ESTABLISHED", "FIN_WAIT1", ...
 	Unsent        int    // bytes sent and not acknowledged, or not sent yet (tx_queue)
+	Retransmits   int    // timeouts since the last acknowledgement (a SYN_SENT socket: its SYN sent again)
 }
 
 var tcpStates = map[string]string{
@@ -180,7 +198,7 @@ func (n *NS) Sockets(t testing.TB) []Socket {
 }
 
 // parseSocket reads a line of /proc/net/tcp:
-// "sl local_address rem_address st tx_queue:rx_queue ...".
+// "sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt ...".
 func parseSocket(line string) (Socket, error) {
 	f := strings.Fields(line)
 	if len(f) < 5 {
@@ -196,9 +214,13 @@ func parseSocket(line string) (Socket, error) {
 	if err != nil {
 		return Socket{}, fmt.Errorf("a line of /proc/net/tcp: %q", line)
 	}
+	var retrans int64
+	if len(f) > 6 {
+		retrans, _ = strconv.ParseInt(f[6], 16, 32)
+	}
 	state, ok := tcpStates[f[3]]
 	if !ok {
 		state = f[3]
 	}
-	return Socket{Local: port(f[1]), Remote: port(f[2]), State: state, Unsent: int(unsent)}, nil
+	return Socket{Local: port(f[1]), Remote: port(f[2]), State: state, Unsent: int(unsent), Retransmits: int(retrans)}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -62,5 +64,94 @@ func (c *resetConn) resetOn(err error) {
 	if err != nil && errors.As(err, &ne) && ne.Timeout() {
 		_ = c.SetLinger(0)
 		_ = c.Close()
+	}
+}
+
+// DefaultDialStagger is how long a dial waits for its TCP connection
+// before it starts another attempt beside it (see WithDialStagger).
+const DefaultDialStagger = 200 * time.Millisecond
+
+// maxDialAttempts bounds the attempts of one dial under way: 32 cover
+// DefaultConnectTimeout at DefaultDialStagger.
+const maxDialAttempts = 32
+
+// WithDialStagger sets how long a new connection's TCP connect may wait
+// before the store starts another attempt beside it (default
+// DefaultDialStagger, from 10ms to 1h; the URL's dial_stagger option).
+//
+// A SYN lost to a network cut is sent again by the kernel only 1 s after
+// the first, then 3 s, 7 s... (Linux 6.5 and later send the first four
+// 1 s apart). The pool holds a slot for every connection it is making,
+// and a call given up on leaves its dial going on to the connect timeout:
+// after a cut of a second or more the slots are all such dials, and a
+// call made after the heal waited for the kernel's next SYN, up to 1 s or
+// seconds later (a member's OpenSession failed on its deadline so after a
+// heal; docs/partitions.md). With a new attempt every 200 ms, a fleet's
+// member reaches the store within about 200 ms of the heal (0.29 s to a
+// new session against 4.29 s, docs/postgres.md). The earlier attempts go
+// on beside it, so a network slower than the stagger still connects; the
+// first to connect is kept, within the connect timeout as before. Set it
+// above connect_timeout to make one attempt per connection.
+func WithDialStagger(d time.Duration) Option {
+	return func(c *config) {
+		if d >= 10*time.Millisecond && d <= time.Hour {
+			c.dialStagger = d
+		}
+	}
+}
+
+// staggered wraps dial, the store's: a TCP connection is dialed by
+// attempts started every, until one connects, every one has failed, or
+// ctx ends (pgx's connect timeout). A server that refuses the connection
+// fails it at once, as one attempt does.
+func staggered(dial pgconn.DialFunc, every time.Duration) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if every <= 0 || !strings.HasPrefix(network, "tcp") {
+			return dial(ctx, network, addr) // a unix socket connects or fails at once
+		}
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		results := make(chan result)
+		returned := make(chan struct{})
+		defer close(returned)
+		pending := 0
+		start := func() {
+			pending++
+			go func() {
+				c, err := dial(actx, network, addr)
+				select {
+				case results <- result{c, err}:
+				case <-returned: // another attempt connected first
+					if c != nil {
+						_ = c.Close()
+					}
+				}
+			}()
+		}
+		start()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var last error
+		for {
+			select {
+			case r := <-results:
+				pending--
+				if r.err == nil {
+					return r.c, nil
+				}
+				last = r.err
+				if pending == 0 {
+					return nil, last
+				}
+			case <-tick.C:
+				if pending < maxDialAttempts && ctx.Err() == nil {
+					start()
+				}
+			}
+		}
 	}
 }

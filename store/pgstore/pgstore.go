@@ -53,7 +53,8 @@ type config struct {
 	// lockTimeout bounds the waits for a record's lock of Checkpoint
 	// and of InTx (see WithLockTimeout).
 	lockTimeout time.Duration
-	readOnly    bool // WithReadOnly
+	readOnly    bool          // WithReadOnly
+	dialStagger time.Duration // WithDialStagger (Open's pool only)
 }
 
 // WithSchema sets the schema of the store's tables (default "herd"):
@@ -169,11 +170,13 @@ type Store struct {
 //
 // herd's options in the query:
 //
-//	schema=name          the schema of herd's tables (default herd)
-//	listen=on|off        LISTEN/NOTIFY wake-ups of Changes (default on)
-//	poll_interval=500ms  how often a waiting Changes reads without them
-//	log_limit=100000     entries kept of each group's log
-//	tx_idle_timeout=1s   how long an InTx transaction may sit idle
+//	schema=name             the schema of herd's tables (default herd)
+//	listen=on|off           LISTEN/NOTIFY wake-ups of Changes (default on)
+//	poll_interval=500ms     how often a waiting Changes reads without them
+//	log_limit=100000        entries kept of each group's log
+//	tx_idle_timeout=1s      how long an InTx transaction may sit idle
+//	record_lock_timeout=5s  how long Checkpoint and InTx wait for a record's lock
+//	dial_stagger=200ms      how long a TCP connect waits before another attempt
 //
 // Every other option is pgx's (see pgxpool.ParseConfig and
 // pgconn.ParseConfig): pool_max_conns, pool_min_conns, connect_timeout
@@ -214,12 +217,15 @@ func open(ctx context.Context, rawURL string, dial pgconn.DialFunc, opts ...Opti
 	if dial != nil {
 		pc.ConnConfig.DialFunc = dial
 	}
-	listenCfg := pc.ConnConfig.Copy()
-	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
-	cfg := config{schema: DefaultSchema}
+	cfg := config{schema: DefaultSchema, dialStagger: DefaultDialStagger}
 	for _, o := range append(t.opts, opts...) {
 		o(&cfg)
 	}
+	// Every connection (the pool's, LISTEN's, the ties') is dialed by
+	// staggered attempts (WithDialStagger).
+	pc.ConnConfig.DialFunc = staggered(pc.ConnConfig.DialFunc, cfg.dialStagger)
+	listenCfg := pc.ConnConfig.Copy()
+	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
 	// No connection is opened ahead of need (pgx's pool_min_conns is 0
 	// unless the URL sets it): members that start together would each open
 	// spare connections, warmed up (warm.go), while they connect, and the

@@ -16,7 +16,7 @@ import (
 // herdOptions are the query options Open reads itself; every other option
 // is pgx's (pgxpool.ParseConfig: pool_max_conns, connect_timeout, sslmode,
 // default_query_exec_mode, ...).
-var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit", "tx_idle_timeout", "record_lock_timeout"}
+var herdOptions = []string{"schema", "listen", "poll_interval", "log_limit", "tx_idle_timeout", "record_lock_timeout", "dial_stagger"}
 
 // secretOptions are the query options whose values never appear in
 // messages.
@@ -156,7 +156,7 @@ func herdOption(k, v string) (Option, error) {
 		default:
 			return nil, fmt.Errorf("listen=%q: want on or off", abbrev(v))
 		}
-	case "poll_interval", "tx_idle_timeout", "record_lock_timeout":
+	case "poll_interval", "tx_idle_timeout", "record_lock_timeout", "dial_stagger":
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 10*time.Millisecond || d > time.Hour {
 			return nil, fmt.Errorf("%s=%q: want a Go duration from 10ms to 1h, such as 500ms", k, abbrev(v))
@@ -166,6 +166,8 @@ func herdOption(k, v string) (Option, error) {
 			return WithPollInterval(d), nil
 		case "tx_idle_timeout":
 			return WithTxIdleTimeout(d), nil
+		case "dial_stagger":
+			return WithDialStagger(d), nil
 		}
 		return WithLockTimeout(d), nil
 	case "log_limit":
