@@ -6,56 +6,119 @@ import (
 	"time"
 )
 
-// The ring's waits form a cycle (each tie holds its lock and waits for
-// the next one's): watch keeps each wait below deadlock_timeout, so the
-// server never breaks the cycle with a deadlock error, which left the
-// tie it hit unwatched while the watch paused.
-func TestTieRingNoDeadlock(t *testing.T) {
+// A steady ring costs one watch statement per tied member per watchWait,
+// within the steady budget (0.02 store operations per member per second
+// beside renewals), and its waits, a cycle around the ring (each tie holds
+// its lock and waits for the next one's, the last for the first), never
+// end in a deadlock error: four ties, watched over five deadlock_timeout
+// periods, issue no statement at all (before, each asked again every
+// 0.8 s: 1.25 statements per member per second), and each backend's
+// transaction stays short (watch commits every round), so no snapshot is
+// held over the wait.
+func TestTieRingSteadyCost(t *testing.T) {
+	if per := 1 / watchWait.Seconds(); per > 0.02 {
+		t.Fatalf("watchWait %v: %.3f watch statements per member per second at steady state; want at most 0.02", watchWait, per)
+	}
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const group = "tie-ring"
 	var ties []*tie
-	for _, m := range []string{"a", "b", "c"} {
-		_, tt := tied(ctx, t, s, group, m)
+	var apps []string
+	for _, m := range []string{"a", "b", "c", "d"} {
+		id, tt := tied(ctx, t, s, group, m)
 		ties = append(ties, tt.(*tie))
+		apps = append(apps, tieAppPrefix+id)
+	}
+	var dt time.Duration
+	var dtText string
+	if err := s.pool.QueryRow(ctx, "SELECT current_setting('deadlock_timeout')").Scan(&dtText); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := time.ParseDuration(dtText); err == nil {
+		dt = d
+	} else {
+		dt = time.Second
+	}
+	window := 5 * dt
+	// Every tie waits in a watch started after the last join's nudge.
+	const waiting = `SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY($1) AND state = 'active'
+		AND query LIKE '%.watch(%' AND clock_timestamp() - query_start >= make_interval(secs => $2)`
+	settle := time.Now().Add(10 * time.Second)
+	for countRows(ctx, t, s, waiting, apps, 0.2) < int64(len(ties)) {
+		if time.Now().After(settle) {
+			t.Fatalf("the ties' watches did not settle within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	n0 := make([]int64, len(ties))
 	for i, tt := range ties {
 		n0[i] = tt.watches.Load()
 	}
-	// Three waits each after the joins' nudges: each outlasts
-	// deadlock_timeout (1 s by default) unless watch bounds it.
-	for i, tt := range ties {
-		for tt.watches.Load() < n0[i]+3 {
-			if ctx.Err() != nil {
-				t.Fatalf("tie %d: %d watches returned; want 3 more", i, tt.watches.Load()-n0[i])
+	start := time.Now()
+	for countRows(ctx, t, s, waiting, apps, (window+200*time.Millisecond).Seconds()) < int64(len(ties)) {
+		for i, tt := range ties {
+			if n := tt.watches.Load() - n0[i]; n > 0 {
+				t.Fatalf("tie %d: %d watch statements in %v of a steady ring (%.2f per second); want none within watchWait %v",
+					i, n, time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds(), watchWait)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
+		if time.Since(start) > window+10*time.Second {
+			t.Fatalf("the ties' watches did not last %v", window)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Each round of a wait ends with a commit: no transaction (and no
+	// snapshot) as old as the statement.
+	const longXact = `SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY($1)
+		AND clock_timestamp() - xact_start > make_interval(secs => $2)`
+	if n := countRows(ctx, t, s, longXact, apps, (2 * watchBeat).Seconds()); n > 0 {
+		t.Errorf("%d tie backends in a transaction older than %v; want none (watch commits every round)", n, 2*watchBeat)
 	}
 	for i, tt := range ties {
 		if f := tt.failed.Load(); f > 0 {
-			t.Errorf("tie %d: %d watch statements failed (a deadlock of the ring); want none", i, f)
+			t.Errorf("tie %d: %d watch statements failed (a deadlock of the ring?); want none", i, f)
+		}
+		if err := tt.Err(); err != nil {
+			t.Errorf("tie %d lost: %v", i, err)
 		}
 	}
 }
 
-// Deleting a group deletes its ties' rows.
-func TestTieRowsGoWithGroup(t *testing.T) {
+// countRows runs a count query on the store's pool.
+func countRows(ctx context.Context, t *testing.T, s *Store, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := s.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The server sends heartbeats on a tied connection while watch waits, at
+// least every watchBeat: the member's sign that the connection lives,
+// from which it counts its silence deadline.
+func TestTieHeartbeats(t *testing.T) {
 	s := openTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, tieA := tied(ctx, t, s, "tie-delete", "a")
-	if err := s.DeleteGroup(ctx, "tie-delete", true); err != nil {
-		t.Fatal(err)
-	}
-	_ = tieA.Close()
-	var n int
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.qschema+".ties").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Errorf("%d ties rows left after their group was deleted; want none", n)
+	const group = "tie-beat"
+	_, ta := tied(ctx, t, s, group, "a")
+	_, tb := tied(ctx, t, s, group, "b")
+	for i, tt := range []*tie{ta.(*tie), tb.(*tie)} {
+		b0 := tt.beats.Load()
+		deadline := time.Now().Add(10 * watchBeat)
+		for tt.beats.Load() < b0+3 {
+			if q := tt.quiet(); q > watchDeadline(tieTTL) {
+				t.Fatalf("tie %d: silent for %v", i, q)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tie %d: %d heartbeats in %v; want 3", i, tt.beats.Load()-b0, 10*watchBeat)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := tt.Err(); err != nil {
+			t.Errorf("tie %d lost: %v", i, err)
+		}
 	}
 }
