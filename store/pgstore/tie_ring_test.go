@@ -2,8 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // A steady ring costs one watch statement per tied member per watchWait,
@@ -121,4 +124,45 @@ func TestTieHeartbeats(t *testing.T) {
 			t.Errorf("tie %d lost: %v", i, err)
 		}
 	}
+}
+
+// A session that ends while its tied connection lives (its member stalled
+// past the TTL) leaves the ring without a nudge: the tie that watched it
+// moves on to the next within a round of its wait, not at the end of the
+// watch statement (watchWait), so the next one's death is still seen at
+// once.
+func TestTieRingFollowsEndedSession(t *testing.T) {
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "tie-ended"
+	byID := map[string]*tie{}
+	var ids []string
+	for _, m := range []string{"a", "b", "c"} {
+		id, tt := tied(ctx, t, s, group, m)
+		byID[id] = tt.(*tie)
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	// ids[0] watches ids[1], which watches ids[2]. ids[1]'s session ends
+	// (its TTL), its connection lives.
+	if _, err := s.pool.Exec(ctx, "UPDATE "+s.qschema+".sessions SET expires = clock_timestamp() WHERE id = $1", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first ends the session, the second forgets its tie
+		if _, err := s.ExpireSessions(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-byID[ids[1]].Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tie of a session that ended was not lost within 5s")
+	}
+	// ids[0] moves on to ids[2] within a round of its wait.
+	v := storetest.Version(ctx, t, s, group)
+	at := time.Now()
+	_ = byID[ids[2]].conn.PgConn().Conn().Close() // the process's death, for the server
+	d := storetest.WaitExpired(ctx, t, s, group, v, ids[2], 5*time.Second).Sub(at)
+	t.Logf("the next session's death was seen and its session ended %v later (grace %v)", d.Round(time.Millisecond), tieGrace)
 }

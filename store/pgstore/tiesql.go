@@ -113,8 +113,10 @@ END $$;
 --
 -- One call is one statement per p_wait_ms (60 s), however long the ring
 -- lives unchanged: joins cancel it (nudge), a leave or a death frees the
--- lock it waits for. Inside, it waits in rounds of at most p_beat_ms and
--- below deadlock_timeout: the ring's waits form a cycle (each tie holds
+-- lock it waits for, and a round that finds its own tie or the one it
+-- waits for gone ends it ('idle': the caller reads the ring again).
+-- Inside, it waits in rounds of at most p_beat_ms and below
+-- deadlock_timeout: the ring's waits form a cycle (each tie holds
 -- its lock and waits for the next one's), which the server breaks with an
 -- error only once a single wait outlasts deadlock_timeout; a round ends
 -- first, and one that did not (deadlock_timeout below 125 ms) is caught
@@ -130,7 +132,7 @@ END $$;
 CREATE OR REPLACE PROCEDURE {{S}}.watch(p_group text, p_id text, p_wait_ms integer, p_beat_ms integer,
   INOUT r_status text DEFAULT NULL, INOUT r_next bigint DEFAULT NULL)
 LANGUAGE plpgsql AS $$
-DECLARE v_gid bigint; v_k1 integer; v_k2 integer; v_next boolean; v_got boolean;
+DECLARE v_gid bigint; v_k1 integer; v_k2 integer; v_next text; v_got boolean;
   v_round integer := least(p_beat_ms, greatest(100,
     (extract(epoch FROM current_setting('deadlock_timeout')::interval) * 800)::integer));
   v_end timestamptz := clock_timestamp() + p_wait_ms * interval '1 millisecond';
@@ -140,14 +142,13 @@ BEGIN
     r_status := 'gone';
     RETURN;
   END IF;
-  SELECT x.k1, x.k2 INTO v_k1, v_k2 FROM {{S}}.ties x
+  SELECT x.id, x.k1, x.k2 INTO v_next, v_k1, v_k2 FROM {{S}}.ties x
     WHERE x.gid = v_gid AND x.cut IS NULL AND x.id <> p_id
     ORDER BY x.id < p_id, x.id LIMIT 1;
-  v_next := FOUND;
   COMMIT;
   LOOP
     v_got := false;
-    IF v_next THEN
+    IF v_next IS NOT NULL THEN
       BEGIN
         PERFORM set_config('lock_timeout', v_round || 'ms', true);
         PERFORM pg_advisory_lock_shared(v_k1, v_k2);
@@ -165,6 +166,11 @@ BEGIN
       RETURN;
     END IF;
     EXIT WHEN clock_timestamp() >= v_end;
+    -- The tie waited for, or this one, gone (a session ended while its
+    -- connection lives: a member stalled past its TTL): the ring changed
+    -- without a join's nudge, and the caller watches it again.
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = p_id AND x.cut IS NULL)
+      OR (v_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = v_next AND x.cut IS NULL));
     RAISE DEBUG 'herd tie: waiting';
     COMMIT;
   END LOOP;
