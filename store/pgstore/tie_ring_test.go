@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -45,8 +46,7 @@ func TestTieRingSteadyCost(t *testing.T) {
 	}
 	window := 5 * dt
 	// Every tie waits in a watch started after the last join's nudge.
-	const waiting = `SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY($1) AND state = 'active'
-		AND query LIKE '%.watch(%' AND clock_timestamp() - query_start >= make_interval(secs => $2)`
+	waiting := watching
 	settle := time.Now().Add(10 * time.Second)
 	for countRows(ctx, t, s, waiting, apps, 0.2) < int64(len(ties)) {
 		if time.Now().After(settle) {
@@ -87,6 +87,11 @@ func TestTieRingSteadyCost(t *testing.T) {
 		}
 	}
 }
+
+// watching counts the ties among $1 whose watch statement has lasted $2
+// seconds.
+const watching = `SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY($1) AND state = 'active'
+	AND query LIKE '%.watch(%' AND clock_timestamp() - query_start >= make_interval(secs => $2)`
 
 // countRows runs a count query on the store's pool.
 func countRows(ctx context.Context, t *testing.T, s *Store, q string, args ...any) int64 {
@@ -165,4 +170,45 @@ func TestTieRingFollowsEndedSession(t *testing.T) {
 	_ = byID[ids[2]].conn.PgConn().Conn().Close() // the process's death, for the server
 	d := storetest.WaitExpired(ctx, t, s, group, v, ids[2], 5*time.Second).Sub(at)
 	t.Logf("the next session's death was seen and its session ended %v later (grace %v)", d.Round(time.Millisecond), tieGrace)
+}
+
+// The steady rate measured over a window of real time longer than
+// watchWait (HERD_TIE_STEADY_WINDOW, e.g. 180s; skipped without it): four
+// tied members issue at most 0.02 watch statements per member per second.
+func TestTieRingSteadyRate(t *testing.T) {
+	w := os.Getenv("HERD_TIE_STEADY_WINDOW")
+	if w == "" {
+		t.Skip("HERD_TIE_STEADY_WINDOW not set (a window of real time, e.g. 180s)")
+	}
+	window, err := time.ParseDuration(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), window+time.Minute)
+	defer cancel()
+	var ties []*tie
+	var apps []string
+	for _, m := range []string{"a", "b", "c", "d"} {
+		id, tt := tied(ctx, t, s, "tie-rate", m)
+		ties = append(ties, tt.(*tie))
+		apps = append(apps, tieAppPrefix+id)
+	}
+	for countRows(ctx, t, s, watching, apps, 0.2) < int64(len(ties)) { // after the joins' nudges
+		time.Sleep(20 * time.Millisecond)
+	}
+	n0 := make([]int64, len(ties))
+	for i, tt := range ties {
+		n0[i] = tt.watches.Load()
+	}
+	start := time.Now()
+	<-time.After(window) // the measurement's window, not a wait for an event
+	for i, tt := range ties {
+		n := tt.watches.Load() - n0[i]
+		rate := float64(n) / time.Since(start).Seconds()
+		t.Logf("tie %d: %d watch statements in %v: %.4f per second, %d heartbeats", i, n, time.Since(start).Round(time.Second), rate, tt.beats.Load())
+		if rate > 0.02 {
+			t.Errorf("tie %d: %.4f watch statements per second; want at most 0.02", i, rate)
+		}
+	}
 }
