@@ -47,10 +47,11 @@
 // TieSession (store.ConnTied, used by herd.Config.TieSession) ties a
 // session to a connection of its own, outside the pool: a session-level
 // advisory lock keyed by the session, and a row of the table ties. The
-// connection then runs watch in a loop, which waits (2 s at a time) for
-// the lock of the next tie of the group, in id order around a ring, and
-// marks cut every tie whose lock is free, capping its session's expiry
-// at the cut plus the tie's grace; the tie that saw the cut calls
+// connection then runs watch in a loop, which waits (one statement per
+// 60 s while the ring is steady, in rounds that commit and send the
+// member a heartbeat) for the lock of the next tie of the group, in id
+// order around a ring, and marks cut every tie whose lock is free,
+// capping its session's expiry at the cut plus the tie's grace; the tie that saw the cut calls
 // ExpireSessions when the grace has passed, and ExpireSessions cuts free
 // ties first. One connection per tied member, no N x N connections. The
 // tied connection sets its own timeouts so that a network cut cannot end

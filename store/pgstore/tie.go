@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herdhq/herd/store"
 )
@@ -27,10 +28,23 @@ var _ store.ConnTied = (*Store)(nil)
 // session's tied connection (an operator finds it in pg_stat_activity).
 const tieAppPrefix = "herd tie "
 
-// watchWait bounds one watch statement: the ring follows joins and leaves
-// within it, and on a server without client_connection_check_interval
-// (PostgreSQL 13) a killed member's backend notices its death within it.
-const watchWait = 2 * time.Second
+// watchWait bounds one watch statement, which waits for the next tie's
+// lock while the ring stays as it is: joins cancel the wait (nudge), and a
+// leave or a death frees the lock it waits for, so the bound only sets the
+// cost of a steady ring, one statement per tied member per 60 s (0.017/s,
+// within the 0.02 other store operations per member per second a fleet's
+// steady budget allows beside renewals), and how late a member learns
+// that its own tie was cut by someone else ('gone'; its TTL fence acts
+// first). The server holds no snapshot over it (watch commits every round).
+const watchWait = 60 * time.Second
+
+// watchBeat is the longest the server stays silent on a tied connection
+// whose backend lives: during a watch it sends a DEBUG message after each
+// round of its wait (at most watchBeat, and below deadlock_timeout). The
+// member's silence deadline (watchDeadline) counts from the last one; on a
+// server without client_connection_check_interval (PostgreSQL 13) a
+// killed member's backend fails to write one and exits.
+const watchBeat = 2 * time.Second
 
 // connCheckInterval is client_connection_check_interval on the tied
 // connection (PostgreSQL 14+): how soon a backend inside watch notices
@@ -62,7 +76,7 @@ func (s *Store) ensureTies(ctx context.Context) error {
 	s.ties.q = tieQueries{
 		tie:      "SELECT " + S + ".tie($1, $2, $3)",
 		nudge:    "SELECT " + S + ".nudge($1, $2)",
-		watch:    "SELECT r_status, r_next FROM " + S + ".watch($1, $2, $3)",
+		watch:    "CALL " + S + ".watch($1, $2, $3, $4, NULL, NULL)",
 		cutGroup: "SELECT " + S + ".cut_group($1)",
 	}
 	s.ties.ready = true
@@ -121,6 +135,9 @@ func tieSettings(ttl time.Duration) [][2]string {
 		{"tcp_keepalives_count", "3"},
 		{"tcp_user_timeout", strconv.FormatInt(4*ttl.Milliseconds(), 10)},
 		{"client_connection_check_interval", strconv.FormatInt(connCheckInterval.Milliseconds(), 10)},
+		// watch's heartbeats are DEBUG messages: sent to this client, and
+		// not logged by a server at the default log_min_messages.
+		{"client_min_messages", "debug1"},
 	}
 }
 
@@ -145,6 +162,8 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 	q, _ := s.tiesReady()
 	cc := s.pool.Config().ConnConfig.Copy()
 	cc.RuntimeParams["application_name"] = tieAppPrefix + session
+	signs := newSigns()
+	cc.OnNotice = func(*pgconn.PgConn, *pgconn.Notice) { signs.beat() }
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, s.connectErr(err)
@@ -163,7 +182,7 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	t := &tie{s: s, q: q, group: group, session: session, cfg: cfg, conn: conn, cancel: cancel,
-		done: make(chan struct{}), TieLoss: store.NewTieLoss()}
+		done: make(chan struct{}), TieLoss: store.NewTieLoss(), signs: signs}
 	go t.watch(wctx)
 	return t, nil
 }
@@ -218,6 +237,7 @@ type tie struct {
 	// watches counts watch statements that returned, failed those the
 	// server answered with an error other than a cancel.
 	watches, failed atomic.Int64
+	*signs          // what the member heard on the connection, and when
 }
 
 // Close stops the watch (cancelling its statement ends the connection,
@@ -251,14 +271,13 @@ func (t *tie) watch(ctx context.Context) {
 			// Cancelled by a new tie of the group (tie): watch again
 			// at once, its new successor.
 		case pgCode(err) == "40P01":
-			// A deadlock: the ring's waits form a cycle, which the
-			// server breaks once a wait outlasts deadlock_timeout.
-			// watch keeps its waits below it, but a wait can start
-			// late: watch again at once.
+			// A deadlock: watch catches those of its waits (the ring's
+			// waits form a cycle) and keeps them below
+			// deadlock_timeout; counted, and watched again at once.
 			t.failed.Add(1)
 		case err != nil:
 			t.failed.Add(1)
-			pause := time.NewTimer(watchWait / 4)
+			pause := time.NewTimer(watchBeat / 4)
 			select {
 			case <-ctx.Done():
 				pause.Stop()
@@ -277,41 +296,64 @@ func (t *tie) watch(ctx context.Context) {
 	}
 }
 
-// watchOnce runs the watch statement once. An answer later than
-// watchDeadline loses the tie at once, before the statement is cancelled:
-// the connection may be cut where the member cannot see it, and the
-// server may free its lock once something drops its side (see
-// docs/takeover.md). The deadline is checked twice, stallRecheck apart:
-// after a stall of the member's own process (SIGSTOP, a long pause) an
-// answer that came meanwhile is read first, and the tie is kept.
+// watchOnce runs the watch statement once. A silence of the connection
+// (no answer, no heartbeat) longer than watchDeadline loses the tie at
+// once, before the statement is cancelled: the connection may be cut where
+// the member cannot see it, and the server may free its lock once
+// something drops its side (see docs/takeover.md).
 func (t *tie) watchOnce(ctx context.Context) (status string, next *int64, err error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	t.heard() // the statement's start counts as heard: the silence runs from here
 	answered := make(chan struct{})
-	deadline := watchDeadline(t.cfg.TTL)
-	late := time.AfterFunc(deadline-stallRecheck, func() {
-		recheck := time.NewTimer(stallRecheck)
-		defer recheck.Stop()
-		select {
-		case <-answered:
-			return
-		case <-recheck.C:
-		}
-		t.Lose(fmt.Errorf("pgstore: the tied connection of session %q gave no answer within %v (a network cut?): %w",
-			t.session, deadline, store.ErrUnavailable))
-		cancel()
-	})
-	defer late.Stop()
-	err = t.conn.QueryRow(qctx, t.q.watch, t.group, t.session, int32(watchWait/time.Millisecond)).Scan(&status, &next)
+	var judge sync.WaitGroup
+	judge.Go(func() { t.judgeSilence(answered, cancel) })
+	err = t.conn.QueryRow(qctx, t.q.watch, t.group, t.session,
+		int32(watchWait/time.Millisecond), int32(watchBeat/time.Millisecond)).Scan(&status, &next)
 	close(answered)
+	judge.Wait()
 	t.watches.Add(1)
 	return status, next, err
 }
 
-// watchDeadline is how long the member waits for an answer to a watch
-// statement (which the server answers within watchWait) before it takes
-// its tied connection for cut: watchWait plus a quarter of the TTL.
-func watchDeadline(ttl time.Duration) time.Duration { return watchWait + ttl/4 }
+// judgeSilence loses the tie, and cancels the watch, once nothing was
+// heard on the connection for watchDeadline, until answered is closed.
+// The silence is judged twice, stallRecheck apart: after a stall of the
+// member's own process (SIGSTOP, a long pause) the heartbeats and the
+// answer that came meanwhile are read first, and the tie is kept.
+func (t *tie) judgeSilence(answered <-chan struct{}, cancel context.CancelFunc) {
+	deadline := watchDeadline(t.cfg.TTL)
+	timer := time.NewTimer(deadline - stallRecheck)
+	defer timer.Stop()
+	suspect := false
+	for {
+		select {
+		case <-answered:
+			return
+		case <-timer.C:
+		}
+		quiet := t.quiet()
+		switch {
+		case quiet < deadline-stallRecheck:
+			suspect = false
+			timer.Reset(deadline - stallRecheck - quiet)
+		case !suspect:
+			suspect = true
+			timer.Reset(stallRecheck)
+		default:
+			t.Lose(fmt.Errorf("pgstore: the tied connection of session %q was silent for %v (a network cut?): %w",
+				t.session, quiet.Round(time.Millisecond), store.ErrUnavailable))
+			cancel()
+			return
+		}
+	}
+}
+
+// watchDeadline is how long the member hears nothing on its tied
+// connection (on which the server sends something at least every
+// watchBeat) before it takes the connection for cut: watchBeat plus a
+// quarter of the TTL.
+func watchDeadline(ttl time.Duration) time.Duration { return watchBeat + ttl/4 }
 
 // stallRecheck is the last part of watchDeadline: the time a member that
 // was stalled has to read an answer that came during its stall.

@@ -105,7 +105,7 @@ func TestTieLiveMembersKeepSessions(t *testing.T) {
 		ties = append(ties, tie)
 	}
 	v := storetest.Version(ctx, t, s, group)
-	wctx, wcancel := context.WithTimeout(ctx, watchWait+watchWait/2)
+	wctx, wcancel := context.WithTimeout(ctx, watchBeat+watchBeat/2)
 	defer wcancel()
 	for wctx.Err() == nil {
 		cs, next, err := s.Changes(wctx, group, v, 100)

@@ -102,41 +102,78 @@ BEGIN
   RETURN {{S}}.cut_ties(v_gid);
 END $$;
 
--- watch waits, up to p_wait_ms (and below deadlock_timeout: the ring's
--- waits form a cycle, which the server would break with an error once a
--- wait in it outlasts deadlock_timeout), for the lock of the next tie of the group
--- after p_id (by id, around the ring) to be free, and then cuts every tie
--- whose lock is free (cut_ties). r_status: 'cut' (r_next: cut_ties'
--- answer), 'idle' (the wait ended; call again), 'gone' (p_id's own tie is
--- no more: its session ended).
-CREATE OR REPLACE FUNCTION {{S}}.watch(p_group text, p_id text, p_wait_ms integer, OUT r_status text, OUT r_next bigint)
+-- watch waits, up to p_wait_ms, for the lock of the next tie of the
+-- group after p_id (by id, around the ring) to be free, and then cuts
+-- every tie whose lock is free (cut_ties). r_status: 'cut' (r_next:
+-- cut_ties' answer), 'idle' (the wait ended; call again), 'gone' (p_id's
+-- own tie is no more: its session ended). A procedure (herd versions
+-- that asked every 0.8 s called a function watch of three arguments,
+-- which a server may still hold; the nudge of either version cancels
+-- both).
+--
+-- One call is one statement per p_wait_ms (60 s), however long the ring
+-- lives unchanged: joins cancel it (nudge), a leave or a death frees the
+-- lock it waits for, and a round that finds its own tie or the one it
+-- waits for gone ends it ('idle': the caller reads the ring again).
+-- Inside, it waits in rounds of at most p_beat_ms and below
+-- deadlock_timeout: the ring's waits form a cycle (each tie holds
+-- its lock and waits for the next one's), which the server breaks with an
+-- error only once a single wait outlasts deadlock_timeout; a round ends
+-- first, and one that did not (deadlock_timeout below 125 ms) is caught
+-- and waited again. After each round it sends a DEBUG message (the tied
+-- connection sets client_min_messages = debug1): the member's sign that
+-- its connection lives, which it needs at least every p_beat_ms (its
+-- silence deadline, docs/takeover.md), and, for a server without
+-- client_connection_check_interval, a write that fails once the member is
+-- dead, which ends the backend. Each round ends with COMMIT, a procedure's
+-- own (the call is never inside a transaction block), which drops the
+-- snapshot and the tables' locks: the backend holds back vacuum's horizon
+-- (backend_xmin) for one round at most, and no DDL queues behind a wait.
+CREATE OR REPLACE PROCEDURE {{S}}.watch(p_group text, p_id text, p_wait_ms integer, p_beat_ms integer,
+  INOUT r_status text DEFAULT NULL, INOUT r_next bigint DEFAULT NULL)
 LANGUAGE plpgsql AS $$
-DECLARE v_gid bigint; v_k1 integer; v_k2 integer;
-  v_wait integer := least(p_wait_ms, greatest(10,
+DECLARE v_gid bigint; v_k1 integer; v_k2 integer; v_next text; v_got boolean;
+  v_round integer := least(p_beat_ms, greatest(100,
     (extract(epoch FROM current_setting('deadlock_timeout')::interval) * 800)::integer));
+  v_end timestamptz := clock_timestamp() + p_wait_ms * interval '1 millisecond';
 BEGIN
   SELECT gid INTO v_gid FROM {{S}}.groups WHERE name = p_group;
   IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = p_id AND x.cut IS NULL) THEN
     r_status := 'gone';
     RETURN;
   END IF;
-  SELECT x.k1, x.k2 INTO v_k1, v_k2 FROM {{S}}.ties x
+  SELECT x.id, x.k1, x.k2 INTO v_next, v_k1, v_k2 FROM {{S}}.ties x
     WHERE x.gid = v_gid AND x.cut IS NULL AND x.id <> p_id
     ORDER BY x.id < p_id, x.id LIMIT 1;
-  IF NOT FOUND THEN
-    PERFORM pg_sleep(p_wait_ms / 1000.0);
-    r_status := 'idle';
-    RETURN;
-  END IF;
-  BEGIN
-    PERFORM set_config('lock_timeout', v_wait || 'ms', true);
-    PERFORM pg_advisory_lock_shared(v_k1, v_k2);
-  EXCEPTION WHEN lock_not_available THEN
-    r_status := 'idle';
-    RETURN;
-  END;
-  PERFORM pg_advisory_unlock_shared(v_k1, v_k2);
-  r_next := {{S}}.cut_ties(v_gid);
-  r_status := 'cut';
+  COMMIT;
+  LOOP
+    v_got := false;
+    IF v_next IS NOT NULL THEN
+      BEGIN
+        PERFORM set_config('lock_timeout', v_round || 'ms', true);
+        PERFORM pg_advisory_lock_shared(v_k1, v_k2);
+        v_got := true;
+      EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        NULL;
+      END;
+    ELSE
+      PERFORM pg_sleep(v_round / 1000.0);
+    END IF;
+    IF v_got THEN
+      PERFORM pg_advisory_unlock_shared(v_k1, v_k2);
+      r_next := {{S}}.cut_ties(v_gid);
+      r_status := 'cut';
+      RETURN;
+    END IF;
+    EXIT WHEN clock_timestamp() >= v_end;
+    -- The tie waited for, or this one, gone (a session ended while its
+    -- connection lives: a member stalled past its TTL): the ring changed
+    -- without a join's nudge, and the caller watches it again.
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = p_id AND x.cut IS NULL)
+      OR (v_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {{S}}.ties x WHERE x.gid = v_gid AND x.id = v_next AND x.cut IS NULL));
+    RAISE DEBUG 'herd tie: waiting';
+    COMMIT;
+  END LOOP;
+  r_status := 'idle';
 END $$;
 `
