@@ -152,8 +152,11 @@ type Config struct {
 	// long before claiming or handing off, so that members joining at
 	// nearly the same time are balanced in one step and no partition moves
 	// twice. Before a first placement (nothing runs yet) members wait
-	// 3 x JoinSettle (at most SessionTTL/10): a fleet starting on busy
-	// hosts joins over seconds. Leaves and crashes are acted on at once.
+	// longer the longer the fleet's start has lasted: JoinSettle when the
+	// sessions opened together, up to 3 x JoinSettle (at most
+	// SessionTTL/10) for a start spread over JoinSettle or more, as on busy
+	// hosts, and for a member alone in the group (the others' processes may
+	// still be starting). Leaves and crashes are acted on at once.
 	// After reading the whole group, a member also waits for the log to
 	// show what changed during the read, up to as long as the read took (at
 	// most 5 x JoinSettle). Default 100ms; negative means no wait.

@@ -7,6 +7,7 @@ package herd
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -175,7 +176,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// The log has answered since the last read (fresh): it showed the
 	// sessions opened during the read, or waited for them as long as the
 	// read took (see feedLoop's firstWait).
-	if wait := m.joinWait(snap); wait > 0 {
+	if wait := m.joinWait(sess.opened, snap); wait > 0 {
 		// A member just joined: others may be joining with it. Wait for
 		// the membership to settle so the fleet moves once.
 		pl.next = wait
@@ -260,19 +261,57 @@ func planGap(p int, took, limit time.Duration) time.Duration {
 
 // joinWait is how long plan is to wait for the membership to settle after
 // the last session opened: JoinSettle, and before a first placement
-// (nothing runs yet, and more than one member) firstSettle x JoinSettle, at
-// most SessionTTL/10.
-func (m *Member) joinWait(snap *store.Snapshot) time.Duration {
-	settle := m.cfg.JoinSettle
-	wait := time.Until(m.planner.joinedAt.Add(settle))
-	if wait > 0 || settle <= 0 || len(snap.Sessions) < 2 {
+// (nothing runs yet) the quiet period startQuiet gives for how long the
+// fleet's start has lasted so far (startSpan).
+func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration {
+	settle, at := m.cfg.JoinSettle, m.planner.joinedAt
+	wait := time.Until(at.Add(settle))
+	if wait > 0 || settle <= 0 {
 		return wait
 	}
-	first := max(settle, min(firstSettle*settle, m.cfg.SessionTTL/10))
-	if wait = time.Until(m.planner.joinedAt.Add(first)); wait > 0 && nothingRuns(snap) {
-		return wait
+	// nothingRuns scans the records: only within the longest quiet period.
+	limit := m.cfg.SessionTTL / 10
+	if time.Until(at.Add(startQuiet(settle, limit, settle))) <= 0 || !nothingRuns(snap) {
+		return 0
 	}
-	return 0
+	return max(0, time.Until(at.Add(startQuiet(settle, limit, startSpan(snap, opened, at)))))
+}
+
+// startSpan is how long the fleet's start has lasted, as far as a member
+// whose session opened at opened, and that last had news of one at last,
+// knows. The sessions in its read of the group opened over the spread of
+// their Remaining (the store's clock, taken at once; a renewal would show
+// as a later opening, but a start lasts less than RenewInterval); the log
+// brings the others, without a Remaining, up to last. Alone in the group,
+// a member knows of no one starting with it yet: the span is unbounded,
+// and it waits the longest.
+func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
+	if len(snap.Sessions) < 2 {
+		return time.Duration(math.MaxInt64)
+	}
+	var least, most, logged time.Duration
+	for _, s := range snap.Sessions {
+		if s.Remaining <= 0 {
+			logged = max(0, last.Sub(opened))
+			continue
+		}
+		if least == 0 || s.Remaining < least {
+			least = s.Remaining
+		}
+		most = max(most, s.Remaining)
+	}
+	return most - least + logged
+}
+
+// startQuiet is how long the membership is to be quiet, after the last
+// session opened, before a first placement, for a fleet whose start has
+// lasted span so far: settle for sessions opened together, growing with
+// the span to firstSettle x settle for a start spread over settle or more;
+// at most limit (SessionTTL/10), at least settle.
+func startQuiet(settle, limit, span time.Duration) time.Duration {
+	most := max(settle, min(firstSettle*settle, limit))
+	span = min(max(span, 0), settle)
+	return max(settle, min(most, settle+(firstSettle-1)*span))
 }
 
 // nothingRuns reports whether no record of snap is held by a live session:
@@ -287,17 +326,19 @@ func nothingRuns(snap *store.Snapshot) bool {
 }
 
 // firstSettle is how many times JoinSettle the membership is to be quiet
-// before a first placement (nothing runs yet): a member that plans while
-// others are still joining claims what they get, and hands it off again.
-// Waiting costs only the placement's time. 100 member processes started
-// together to place 100,000 partitions (Redis, two cores; docs/benchmarks.md)
-// opened their sessions over about 2 s, a mean of 20 ms apart with pauses
-// of up to 180 ms: waiting JoinSettle (100 ms), every member planned in
-// full about 20 times in the placement, and up to 14,000 partitions moved.
-// TestJoinBurstPlacesOnce replays such a start: 8 full plans per member
-// and 8,099 moves on 4,000 partitions waiting JoinSettle, 1 and none with
-// this. Three times, not more: the wait delays every first placement, a
-// small fleet's too (16 processes on 10,000 partitions, Redis: 0.93 s with
-// it, against 0.52 s for the build that waited JoinSettle, both with 0
-// moves; docs/benchmarks.md).
+// before a first placement (nothing runs yet) when the fleet's start has
+// been spread out: a member that plans while others are still joining
+// claims what they get, and hands it off again. 100 member processes
+// started together to place 100,000 partitions (Redis, two cores;
+// docs/benchmarks.md) opened their sessions over about 2 s, a mean of 20 ms
+// apart with pauses of up to 180 ms: waiting JoinSettle (100 ms), every
+// member planned in full about 20 times in the placement, and up to 14,000
+// partitions moved. TestJoinBurstPlacesOnce replays such a start: 8 full
+// plans per member and 8,099 moves on 4,000 partitions waiting JoinSettle,
+// 1 and none with this. Three times, not more: the wait delays a first
+// placement. Members whose sessions opened together (members of one
+// process, processes started at once on a quiet host) wait only about
+// JoinSettle (startQuiet): the wait grows with how long the start has
+// lasted so far, and a start that has lasted 48 ms (5 of that replay's
+// sessions, 12 ms apart) already waits 196 ms, past its first pause.
 const firstSettle = 3

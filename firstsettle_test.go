@@ -1,0 +1,126 @@
+package herd
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/memstore"
+)
+
+// TestStartQuiet: the quiet period before a first placement grows with how
+// long the fleet's start has lasted so far, from JoinSettle for sessions
+// opened together to firstSettle x JoinSettle, never above SessionTTL/10
+// (nor below JoinSettle).
+func TestStartQuiet(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		settle, limit, span, want time.Duration
+	}{
+		{100 * ms, time.Second, 0, 100 * ms},        // opened together
+		{100 * ms, time.Second, -5 * ms, 100 * ms},  // clocks aside, no less
+		{100 * ms, time.Second, 5 * ms, 110 * ms},   // a burst
+		{100 * ms, time.Second, 48 * ms, 196 * ms},  // trickling in
+		{100 * ms, time.Second, 100 * ms, 300 * ms}, // spread over JoinSettle
+		{100 * ms, time.Second, time.Hour, 300 * ms},
+		{100 * ms, 200 * ms, time.Hour, 200 * ms}, // SessionTTL/10 caps it
+		{100 * ms, 50 * ms, time.Hour, 100 * ms},  // but JoinSettle is the least
+		{10 * ms, time.Second, 5 * ms, 20 * ms},
+	} {
+		if got := startQuiet(c.settle, c.limit, c.span); got != c.want {
+			t.Errorf("startQuiet(%v, %v, %v) = %v; want %v", c.settle, c.limit, c.span, got, c.want)
+		}
+	}
+}
+
+// TestStartSpan: the span of a fleet's start, as a member knows it: the
+// spread of the opening times of the sessions in its read (by their
+// Remaining), plus the time from its own opening to the last news of one
+// the log brought (those have no Remaining).
+func TestStartSpan(t *testing.T) {
+	const ms = time.Millisecond
+	opened := time.Now()
+	read := func(rem ...time.Duration) *store.Snapshot {
+		snap := &store.Snapshot{}
+		for i, r := range rem {
+			snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprint(i), Remaining: r})
+		}
+		return snap
+	}
+	ttl := 10 * time.Second
+	for _, c := range []struct {
+		name string
+		snap *store.Snapshot
+		last time.Time
+		want time.Duration
+	}{
+		{"alone", read(ttl), opened.Add(50 * ms), time.Duration(math.MaxInt64)},
+		{"read together", read(ttl, ttl-2*ms, ttl-ms), opened.Add(50 * ms), 2 * ms},
+		{"read over 48 ms", read(ttl-48*ms, ttl, ttl-12*ms), opened.Add(5 * ms), 48 * ms},
+		{"logged after", read(ttl, 0, 0), opened.Add(36 * ms), 36 * ms},
+		{"both", read(ttl-10*ms, ttl, 0), opened.Add(20 * ms), 30 * ms},
+		{"news before the opening", read(ttl, 0), opened.Add(-ms), 0},
+	} {
+		if got := startSpan(c.snap, opened, c.last); got != c.want {
+			t.Errorf("%s: startSpan = %v; want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestFirstPlacementTogether: members that open their sessions together
+// place the partitions JoinSettle after, not firstSettle x JoinSettle.
+func TestFirstPlacementTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &claimCount{Store: memstore.New()}
+		start := time.Now()
+		ms := []*Member{joinIdle(t, st, "a", 40), joinIdle(t, st, "b", 40), joinIdle(t, st, "c", 40), joinIdle(t, st, "d", 40)}
+		time.Sleep(DefaultJoinSettle + DefaultJoinSettle/2)
+		synctest.Wait()
+		owned := 0
+		for _, m := range ms {
+			owned += len(m.Owned())
+		}
+		if owned != 40 {
+			t.Errorf("%v after 4 members opened their sessions together, %d of 40 partitions run; want all", time.Since(start), owned)
+		}
+		if n := st.n.Load(); n != int64(owned) {
+			t.Errorf("%d claims for %d partitions", n, owned)
+		}
+		for _, m := range ms {
+			if err := m.Leave(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestFirstPlacementLoneWaits: the first member of a fleet, alone in the
+// group, does not place every partition as soon as it can while the next
+// member's process is still starting: b joins 200 ms after a, and each
+// partition is claimed once. Placing alone at JoinSettle (150 ms, when its
+// first call to the log came back empty), a claimed all 40 and handed 20
+// over to b.
+func TestFirstPlacementLoneWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &claimCount{Store: memstore.New()}
+		a := joinIdle(t, st, "a", 40)
+		time.Sleep(200 * time.Millisecond)
+		b := joinIdle(t, st, "b", 40)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if na, nb := len(a.Owned()), len(b.Owned()); na != 20 || nb != 20 {
+			t.Errorf("a runs %d and b %d of 40 partitions; want 20 each", na, nb)
+		}
+		if n := st.n.Load(); n != 40 {
+			t.Errorf("%d claims for 40 partitions: %d moved", n, n-40)
+		}
+		for _, m := range []*Member{a, b} {
+			if err := m.Leave(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
