@@ -32,8 +32,7 @@ type progress struct {
 	stop    error          // set when timed writes end: Mark returns it
 	warned  bool           // a failed write has been logged
 
-	writeMu sync.Mutex                                    // one store write at a time
-	inner   func(ctx context.Context, value []byte) error // the fenced write, made in Member.start
+	writeMu sync.Mutex // one store write at a time
 }
 
 // Mark records value as the partition's progress, in memory, and returns at
@@ -80,7 +79,7 @@ func (c *Claim) Mark(value []byte) error {
 // the claim belongs to a running member. Called with c.mu held.
 func (c *Claim) armFlush() {
 	p := &c.prog
-	if p.timer != nil || p.stop != nil || c.m == nil || p.inner == nil {
+	if p.timer != nil || p.stop != nil || c.m == nil || c.write == nil {
 		return
 	}
 	p.flushes.Add(1)
@@ -110,16 +109,14 @@ func (c *Claim) timedFlush() {
 }
 
 // unwritten reports whether a marked value waits to be written (what flush
-// would write). A partition stopped with nothing to write costs no context
-// with a timeout: each is registered with the member's context, and 6,250
-// handlers returning at once (16 member processes leaving 100,000
-// partitions) made those registrations, contended and growing the stacks
-// of the partitions' goroutines, a tenth of the processes' CPU.
+// would write), so that a partition stopped with nothing to write costs no
+// context with a timeout: 100,000 partitions stopping at once spent a tenth
+// of their members' CPU registering those contexts.
 func (c *Claim) unwritten() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := &c.prog
-	return p.inner != nil && p.markSeq > p.wroteSeq && !p.rejected()
+	return c.write != nil && p.markSeq > p.wroteSeq && !p.rejected()
 }
 
 // flush writes the latest marked value, if the store does not have it or
@@ -130,7 +127,7 @@ func (c *Claim) flush(ctx context.Context) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	c.mu.Lock()
-	if p.inner == nil || p.markSeq <= p.wroteSeq || p.rejected() {
+	if c.write == nil || p.markSeq <= p.wroteSeq || p.rejected() {
 		c.mu.Unlock()
 		return nil
 	}
@@ -164,7 +161,7 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, ke
 	c.mu.Lock()
 	p.sending, p.sendingSeq = kept, seq
 	c.mu.Unlock()
-	err := p.inner(ctx, v)
+	err := c.write(ctx, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.sending, p.sendingSeq = nil, 0
@@ -203,11 +200,9 @@ func (p *progress) reject(c *Claim, err error) {
 }
 
 // claimEnded is what Mark returns once the claim's handler has returned for
-// good. It is set for every partition a member stops running, and formats
-// its message only if a late Mark asks for it: formatting it at once (with
-// fmt.Errorf and %q) was 7% of the CPU of 16 member processes placing
-// 100,000 partitions and leaving, most of it growing the stack of each
-// partition's goroutine to make room for fmt.
+// good. It is set for every partition a member stops running, so it formats
+// its message only if a late Mark asks for it (formatting each at once was
+// 7% of the CPU of a fleet placing 100,000 partitions and leaving).
 type claimEnded struct {
 	partition string
 	epoch     uint64
@@ -223,36 +218,32 @@ func (e claimEnded) Unwrap() error { return ErrNotOwner }
 // rejected reports whether the store has refused one of the claim's writes.
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
-// trackProgress wraps the claim's fenced write (used by Checkpoint) so that
-// Checkpoint and Mark are ordered. Called by Member.start.
-func (c *Claim) trackProgress() {
-	inner := c.write
-	p := &c.prog
-	p.inner = inner
-	c.write = func(ctx context.Context, v []byte) error {
-		if ctx == nil {
-			return errNilContext("checkpoint")
-		}
-		if err := ctx.Err(); err != nil {
-			// Usually c.Context(), cancelled for a handoff.
-			return fmt.Errorf("nothing written, as the context passed is done "+
-				"(c.Context() is cancelled once the partition is being handed off or was lost; "+
-				"record the last position with Mark, or pass a context of your own): %w", err)
-		}
-		c.mu.Lock()
-		p.seq++
-		seq := p.seq
-		c.mu.Unlock()
-		p.writeMu.Lock()
-		defer p.writeMu.Unlock()
-		c.mu.Lock()
-		overtaken := p.wroteSeq > seq
-		c.mu.Unlock()
-		if overtaken {
-			return nil // a later Mark (from another goroutine) is already written
-		}
-		return p.write(ctx, c, v, seq, append([]byte(nil), v...))
+// checkpoint is Checkpoint's write, numbered among the claim's Mark and
+// Checkpoint calls so that the later call wins.
+func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
+	if ctx == nil {
+		return errNilContext("checkpoint")
 	}
+	if err := ctx.Err(); err != nil {
+		// Usually c.Context(), cancelled for a handoff.
+		return fmt.Errorf("nothing written, as the context passed is done "+
+			"(c.Context() is cancelled once the partition is being handed off or was lost; "+
+			"record the last position with Mark, or pass a context of your own): %w", err)
+	}
+	p := &c.prog
+	c.mu.Lock()
+	p.seq++
+	seq := p.seq
+	c.mu.Unlock()
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	c.mu.Lock()
+	overtaken := p.wroteSeq > seq
+	c.mu.Unlock()
+	if overtaken {
+		return nil // a later Mark (from another goroutine) is already written
+	}
+	return p.write(ctx, c, v, seq, append([]byte(nil), v...))
 }
 
 // finishProgress ends a claim's progress recording once its handler has

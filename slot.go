@@ -87,7 +87,6 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		write:     m.claimWrite(sess, part, epoch),
 		load:      &loadmeter.Counter{},
 	}
-	sl.claim.trackProgress()
 	m.startMeasure(sl.claim)
 	slots[part] = sl
 	m.running.mu.Lock()
