@@ -201,9 +201,12 @@ func DeleteGroup(ctx context.Context, st store.Store, group string, force bool) 
 	return nil
 }
 
-func (m *Member) wakeLoop() {
+func (m *Member) wakeLoop() { notify(m.events.wake) }
+
+// notify sends on ch, a channel of capacity 1, unless a signal is pending.
+func notify(ch chan<- struct{}) {
 	select {
-	case m.events.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

@@ -137,7 +137,7 @@ func (c *Claim) flush(ctx context.Context) error {
 
 	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
-		err = p.write(ctx, c, v, seq, v)
+		err = p.write(ctx, c, v, seq)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -153,13 +153,13 @@ func (c *Claim) flush(ctx context.Context) error {
 	return err
 }
 
-// write sends v, numbered seq, through the claim's fenced write, and notes
-// the outcome: kept (a copy the caller will not change) as sending while the
-// write is under way (see restorePoint), then as written, or the claim's
-// writes end if the store refused it. Called with writeMu held.
-func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, kept []byte) error {
+// write sends v (a copy the caller will not change), numbered seq, through
+// the claim's fenced write, and notes it as sending while the write is under
+// way (see restorePoint), then as written, or ends the claim's writes if the
+// store refused it. Called with writeMu held.
+func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
-	p.sending, p.sendingSeq = kept, seq
+	p.sending, p.sendingSeq = v, seq
 	c.mu.Unlock()
 	err := c.write(ctx, v)
 	c.mu.Lock()
@@ -167,7 +167,7 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, ke
 	p.sending, p.sendingSeq = nil, 0
 	switch {
 	case err == nil:
-		p.wrote, p.wroteSeq = kept, seq
+		p.wrote, p.wroteSeq = v, seq
 	case errors.Is(err, store.ErrNotOwner):
 		p.reject(c, err)
 	}
@@ -243,7 +243,7 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	if overtaken {
 		return nil // a later Mark (from another goroutine) is already written
 	}
-	return p.write(ctx, c, v, seq, append([]byte(nil), v...))
+	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
 // finishProgress ends a claim's progress recording once its handler has

@@ -66,14 +66,7 @@ func (r *releaser) arrived(sl *slot) {
 // countOut counts one expected slot out, and wakes the loop after the last.
 func (r *releaser) countOut() {
 	if r.coming.Add(-1) <= 0 {
-		r.signal()
-	}
-}
-
-func (r *releaser) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+		notify(r.wake)
 	}
 }
 
@@ -93,7 +86,7 @@ func (r *releaser) release(sl *slot) {
 	r.queue = append(r.queue, releaseReq{sl: sl, done: done})
 	r.mu.Unlock()
 	r.arrived(sl)
-	r.signal()
+	notify(r.wake)
 	<-done
 }
 
@@ -102,8 +95,7 @@ func (r *releaser) release(sl *slot) {
 // back-off, until it lands or its session ends.
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
+	retry := stoppedTimer()
 	defer retry.Stop()
 	failures := 0 // sends that failed in a row
 	for {
