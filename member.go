@@ -43,11 +43,10 @@ type Member struct {
 	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet             // the partitions with a running handler, and the session
-	released releasedRecords        // released records the replica may still show as ours
-	rel      *releaser              // batches the releases of handed-off slots
-	metrics  *membermetrics.Metrics // nil without Config.Metrics
-	meter    *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
+	running runningSet             // the partitions with a running handler, and the session
+	rel     *releaser              // batches the releases of handed-off slots, and remembers them
+	metrics *membermetrics.Metrics // nil without Config.Metrics
+	meter   *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
 }
 
 // Errors a member reports.
@@ -106,8 +105,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 			slotDone: make(chan *slot),
 			expireAt: make(chan time.Time, 1),
 		},
-		running:  runningSet{owned: map[string]uint64{}},
-		released: releasedRecords{epochs: map[string]uint64{}},
+		running: runningSet{owned: map[string]uint64{}},
 	}
 	m.rel = newReleaser(m)
 	if cfg.LoadReportInterval > 0 {
