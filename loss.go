@@ -19,7 +19,7 @@ import (
 // are left alone (holdAfterLoss).
 type lossState struct {
 	restores    []store.Ownership
-	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads)
+	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
 	holdFresh   time.Time          // until then, record-less partitions are left alone
 	holdFree    time.Time          // until then, every partition without a live owner too
 	holdPending bool               // a session was lost: hold once the next one opens
@@ -135,10 +135,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	}
 	// Several lost sessions may have held one partition: keep the last.
 	slices.SortStableFunc(m.loss.restores, func(a, b store.Ownership) int {
-		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Epoch, a.Epoch)
+		return cmp.Or(strings.Compare(a.Partition, b.Partition), cmp.Compare(b.Epoch, a.Epoch))
 	})
 	m.loss.restores = slices.CompactFunc(m.loss.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
 	keep := m.loss.restores[:0]
@@ -175,7 +172,7 @@ func (m *Member) noteLostLoad(p string) {
 		v, ok = m.rep.loadOf(p)
 	}
 	if ok {
-		m.lossLoads()[p] = v
+		m.loss.loads[p] = v
 	}
 }
 
@@ -193,7 +190,7 @@ func (m *Member) noteLostLoads(ran bool) {
 	if ran || time.Now().After(m.loss.holdFresh) {
 		clear(m.loss.loads)
 	}
-	dst := m.lossLoads()
+	dst := m.loss.loads
 	r := &m.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,14 +202,6 @@ func (m *Member) noteLostLoads(ran bool) {
 			dst[l.Partition] = l.Load
 		}
 	}
-}
-
-// lossLoads is m.loss.loads, made if nil.
-func (m *Member) lossLoads() map[string]float64 {
-	if m.loss.loads == nil {
-		m.loss.loads = map[string]float64{}
-	}
-	return m.loss.loads
 }
 
 // restoreLoads publishes again, on session s, the loads of the partitions

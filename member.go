@@ -105,6 +105,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 			slotDone: make(chan *slot),
 			expireAt: make(chan time.Time, 1),
 		},
+		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}},
 	}
 	m.rel = newReleaser(m)
