@@ -106,7 +106,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 			expireAt: make(chan time.Time, 1),
 		},
 		loss:    lossState{loads: map[string]float64{}},
-		running: runningSet{owned: map[string]uint64{}},
+		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
 	m.rel = newReleaser(m)
 	if cfg.LoadReportInterval > 0 {
