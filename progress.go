@@ -19,7 +19,6 @@ type progress struct {
 	seq      uint64 // numbers Mark and Checkpoint calls
 	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
 	markSeq  uint64
-	shared   bool   // mark has been handed to a write: the next Mark must not reuse it
 	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
 	wroteSeq uint64
 	// sending is the value of the write under way (valid if sendingSeq >
@@ -63,9 +62,6 @@ func (c *Claim) Mark(value []byte) error {
 	p := &c.prog
 	if p.stop != nil {
 		return p.stop
-	}
-	if p.shared {
-		p.mark, p.shared = nil, false
 	}
 	p.mark = append(p.mark[:0], value...)
 	c.load.Mark()
@@ -131,8 +127,7 @@ func (c *Claim) flush(ctx context.Context) error {
 		c.mu.Unlock()
 		return nil
 	}
-	v, seq := p.mark, p.markSeq
-	p.shared = true
+	v, seq := append([]byte(nil), p.mark...), p.markSeq // Mark reuses its buffer
 	c.mu.Unlock()
 
 	err := c.m.cfg.gate.Wait(ctx)
