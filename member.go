@@ -44,7 +44,7 @@ type Member struct {
 	writes atomic.Uint64
 
 	running runningSet             // the partitions with a running handler, and the session
-	rel     *releaser              // batches the releases of handed-off slots, and remembers them
+	rel     *releaser              // batches the releases of handed-off slots; keeps every release (noteReleased)
 	metrics *membermetrics.Metrics // nil without Config.Metrics
 	meter   *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
 }
