@@ -24,8 +24,8 @@ type Claim struct {
 	sess  *session // the session the claim was made under (nil outside herd)
 	m     *Member
 	mu    sync.Mutex
-	last  []byte // the checkpoint when the claim was made (what was recorded since is in prog)
-	write func(ctx context.Context, value []byte) error
+	last  []byte                                        // the checkpoint when the claim was made (what was recorded since is in prog)
+	write func(ctx context.Context, value []byte) error // the fenced write (claimWrite); nil outside herd
 	prog  progress
 	load  *loadmeter.Counter // its marks, or the handler's own load (nil outside herd)
 }
@@ -85,7 +85,7 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 		return fmt.Errorf("herd: checkpoint of partition %q is %d bytes, over the limit of %d: %w",
 			c.Partition, len(value), store.MaxCheckpointLength, store.ErrInvalid)
 	}
-	if err := c.write(ctx, value); err != nil {
+	if err := c.checkpoint(ctx, value); err != nil {
 		if errors.Is(err, store.ErrNotOwner) {
 			return fmt.Errorf("herd: checkpoint of partition %q at epoch %d rejected: "+
 				"this member no longer owns it (another member took it over, or this member's session expired): %w",
@@ -93,10 +93,6 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 		}
 		return fmt.Errorf("herd: checkpoint of partition %q: %w", c.Partition, err)
 	}
-	cp := append([]byte(nil), value...)
-	c.mu.Lock()
-	c.last = cp
-	c.mu.Unlock()
 	return nil
 }
 

@@ -76,23 +76,19 @@ func joinPartitionSet(ctx context.Context, st store.Store, cfg Config) error {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "member", cfg.Member)
 	noun := "partition set"
+	toSet := "set one with herd partitions set, or join with a partition set (herd run --partitions, Config.Partitions)"
+	toReplace := "herd partitions set, or join with herd run --replace-partitions"
 	if cfg.Kind == store.KindKeys {
 		noun = "key set"
+		toSet = "set them with herd jobs --keys, or jobs.Config.Keys"
+		toReplace = "join with herd jobs --replace-keys"
 	}
 	switch {
 	case !res.Stored:
-		what := "set one with herd partitions set, or join with a partition set (herd run --partitions, Config.Partitions)"
-		if cfg.Kind == store.KindKeys {
-			what = "set them with herd jobs --keys, or jobs.Config.Keys"
-		}
-		log.Warn("the group has no "+noun+": this member runs nothing until one is stored; "+what, "kind", cfg.Kind)
+		log.Warn("the group has no "+noun+": this member runs nothing until one is stored; "+toSet, "kind", cfg.Kind)
 	case set.Mode == store.SetIfAbsent && !res.Same:
-		how := "herd partitions set, or join with herd run --replace-partitions"
-		if cfg.Kind == store.KindKeys {
-			how = "join with herd jobs --replace-keys"
-		}
 		log.Warn("the "+noun+" given differs from the one the group holds (or was stored by an older herd): "+
-			"joining on the stored one, which wins; to replace it, use "+how, "given", len(cfg.Partitions))
+			"joining on the stored one, which wins; to replace it, use "+toReplace, "given", len(cfg.Partitions))
 	case res.Replaced:
 		log.Warn("replaced the group's "+noun+", which was different, by the one given", "given", len(cfg.Partitions))
 	}

@@ -1,11 +1,7 @@
 package herd
 
 // The reconcile loop: one goroutine per member that owns the sessions, the
-// slots and the timers, and moves between the member's states (loopState):
-// running a session (planning on the replica, claiming, handing off),
-// between sessions (restoring, then opening one), and leaving. Each turn
-// of the loop (step) settles the state, waits for one event, and plans if
-// the event asks for it.
+// slots and the timers, and moves between the member's states (loopState).
 
 import (
 	"context"
@@ -15,13 +11,9 @@ import (
 // loopEvents is the reconcile loop's inbox: what other goroutines send
 // it besides Leave.
 type loopEvents struct {
-	wake     chan struct{} // coalesced "plan again" signal (the replica changed, a slot ended)
-	slotDone chan *slot    // a partition's goroutine finished
-	// expireAt carries, from the renewal goroutine to the reconcile loop,
-	// when the earliest session of the group expires (KeepAlive's next):
-	// the loop calls ExpireSessions just after, so that a crashed member's
-	// session ends on time and every replica learns it through the log.
-	expireAt chan time.Time
+	wake     chan struct{}  // coalesced "plan again" signal (the replica changed, a slot ended)
+	slotDone chan *slot     // a partition's goroutine finished
+	expireAt chan time.Time // from renewals: when the group's earliest session expires (see runLoop.expire)
 }
 
 // loopState is where the reconcile loop stands.
@@ -53,11 +45,9 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, whether to try (restore, then open a
-	// session) at the next turn of the loop: at once after a loss, then
-	// when the retry timer fires, not on every wake-up (a handler of the
-	// lost session returning, a change event), which would make the
-	// back-off moot and keep the loop from draining slotDone.
+	// openDue: between sessions, try (restore, then open a session) at the
+	// next turn: at once after a loss, then only when retry fires, so that
+	// other wake-ups (a handler returning) do not defeat the back-off.
 	openDue bool
 	backoff time.Duration // the next pause after a failed reconcile
 
@@ -71,14 +61,11 @@ type runLoop struct {
 	// every replica learns it from the log.
 	expire *time.Timer
 	// backstop: the log shows every change herd makes, but not a record
-	// written, broken or repaired by hand. While the replica shows a
-	// record broken that way (malformed, or a claim the store refused
-	// although the replica showed the partition free), the group is read
-	// anew every PollInterval, so that its repair is noticed (see Config).
-	// Otherwise each member checks one batch of its own records every
-	// PollInterval (MaxBatch records, the next batch each time, from
-	// ownFrom; see ownRecordsIntact), and reads the whole group every
-	// ResyncInterval.
+	// written, broken or repaired by hand. While the replica shows one
+	// broken, the group is read every PollInterval, so that its repair is
+	// noticed; otherwise the member checks the next batch of its own
+	// records (ownRecordsIntact, from ownFrom). resync reads the whole
+	// group every ResyncInterval (see Config).
 	backstop *time.Ticker
 	ownFrom  string
 	resync   *time.Ticker

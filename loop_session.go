@@ -1,9 +1,6 @@
 package herd
 
-// The reconcile loop's moves between its states (loopState): a session
-// lost (loseSession, then closeOrphans once its handlers returned), a new
-// one opened (openSession), a leave (startLeaving, closeSession), and the
-// end of the loop (finish).
+// The reconcile loop's moves between its states (loopState).
 
 import (
 	"context"

@@ -19,7 +19,7 @@ import (
 // are left alone (holdAfterLoss).
 type lossState struct {
 	restores    []store.Ownership
-	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads)
+	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
 	holdFresh   time.Time          // until then, record-less partitions are left alone
 	holdFree    time.Time          // until then, every partition without a live owner too
 	holdPending bool               // a session was lost: hold once the next one opens
@@ -70,38 +70,38 @@ func (m *Member) noteLossMark(sess *session) {
 // session was lost: the group's log still goes on from m.loss.logMark (a
 // store that loses data begins a new history of the log). Then no member
 // has anything to restore and holdAfterLoss is skipped, so that handed-off
-// partitions do not sit idle. Called once the next session is open.
+// partitions do not sit idle. Called once the next session is open, so the
+// read returns at once: the new session logged an entry after the mark.
 func (m *Member) keptData(ctx context.Context) bool {
-	if m.loss.logMark == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
-	defer cancel()
-	// Returns at once: the new session logged an entry after the mark.
-	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.loss.logMark, 1)
-	return err == nil
+	return m.readFromMark(ctx, m.cfg.RenewTimeout) == nil
 }
 
 // setMayBeLost reports whether restore is to read the group to see whether
 // the store lost the partition set: unless the log goes on from
 // m.loss.logMark (the store kept its data, as keptData says), or the store
-// does not answer that small call within a fraction of RenewTimeout. A read
-// of the whole group would not be answered either, and it costs the store
-// O(records): when a store too slow to renew sessions made every member of
-// a fleet lose its session at once, every member's read of 100,000 records
-// (on Redis, an HGETALL that holds the server 30 to 600 ms) before each
-// attempt to open a new one kept the store too slow for the new sessions.
-// A set the store did lose is put back by plan too, from the copy.
+// does not answer that small call within RenewTimeout/8. A read of the
+// whole group would not be answered either, and it costs the store
+// O(records) (100,000 records held Redis 30 to 600 ms): a fleet that lost
+// its sessions to a slow store kept it too slow by reading it before each
+// attempt to open a new one. A set the store did lose is put back by plan
+// too, from the copy.
 func (m *Member) setMayBeLost(ctx context.Context) bool {
-	if m.loss.logMark == nil {
-		return true
-	}
 	// Waiting at the log's end until the deadline is an answer too: no
 	// entries, no error (the log is at rest at the mark).
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout/8)
+	return errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone)
+}
+
+// readFromMark reads one entry of the group's log after m.loss.logMark,
+// bounded by d. Without a mark it answers store.ErrVersionGone, as if the
+// store had lost its data.
+func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
+	if m.loss.logMark == nil {
+		return store.ErrVersionGone
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, _, err := m.st.Changes(ctx, m.cfg.Group, *m.loss.logMark, 1)
-	return errors.Is(err, store.ErrVersionGone)
+	return err
 }
 
 // restore puts back the last checkpoint this member wrote for each
@@ -135,10 +135,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	}
 	// Several lost sessions may have held one partition: keep the last.
 	slices.SortStableFunc(m.loss.restores, func(a, b store.Ownership) int {
-		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Epoch, a.Epoch)
+		return cmp.Or(strings.Compare(a.Partition, b.Partition), cmp.Compare(b.Epoch, a.Epoch))
 	})
 	m.loss.restores = slices.CompactFunc(m.loss.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
 	keep := m.loss.restores[:0]
@@ -175,7 +172,7 @@ func (m *Member) noteLostLoad(p string) {
 		v, ok = m.rep.loadOf(p)
 	}
 	if ok {
-		m.lossLoads()[p] = v
+		m.loss.loads[p] = v
 	}
 }
 
@@ -193,7 +190,7 @@ func (m *Member) noteLostLoads(ran bool) {
 	if ran || time.Now().After(m.loss.holdFresh) {
 		clear(m.loss.loads)
 	}
-	dst := m.lossLoads()
+	dst := m.loss.loads
 	r := &m.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,14 +202,6 @@ func (m *Member) noteLostLoads(ran bool) {
 			dst[l.Partition] = l.Load
 		}
 	}
-}
-
-// lossLoads is m.loss.loads, made if nil.
-func (m *Member) lossLoads() map[string]float64 {
-	if m.loss.loads == nil {
-		m.loss.loads = map[string]float64{}
-	}
-	return m.loss.loads
 }
 
 // restoreLoads publishes again, on session s, the loads of the partitions

@@ -43,11 +43,10 @@ type Member struct {
 	// batch of claims); plan waits until the replica shows them.
 	writes atomic.Uint64
 
-	running  runningSet             // the partitions with a running handler, and the session
-	released releasedRecords        // released records the replica may still show as ours
-	rel      *releaser              // batches the releases of handed-off slots
-	metrics  *membermetrics.Metrics // nil without Config.Metrics
-	meter    *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
+	running runningSet             // the partitions with a running handler, and the session
+	rel     *releaser              // batches the releases of handed-off slots; keeps every release (noteReleased)
+	metrics *membermetrics.Metrics // nil without Config.Metrics
+	meter   *loadmeter.Meter       // the running partitions' loads (loadreport.go); nil if LoadReportInterval < 0
 }
 
 // Errors a member reports.
@@ -106,8 +105,8 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 			slotDone: make(chan *slot),
 			expireAt: make(chan time.Time, 1),
 		},
-		running:  runningSet{owned: map[string]uint64{}},
-		released: releasedRecords{epochs: map[string]uint64{}},
+		loss:    lossState{loads: map[string]float64{}},
+		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
 	m.rel = newReleaser(m)
 	if cfg.LoadReportInterval > 0 {
@@ -201,9 +200,12 @@ func DeleteGroup(ctx context.Context, st store.Store, group string, force bool) 
 	return nil
 }
 
-func (m *Member) wakeLoop() {
+func (m *Member) wakeLoop() { notify(m.events.wake) }
+
+// notify sends on ch, a channel of capacity 1, unless a signal is pending.
+func notify(ch chan<- struct{}) {
 	select {
-	case m.events.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

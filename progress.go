@@ -19,7 +19,6 @@ type progress struct {
 	seq      uint64 // numbers Mark and Checkpoint calls
 	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
 	markSeq  uint64
-	shared   bool   // mark has been handed to a write: the next Mark must not reuse it
 	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
 	wroteSeq uint64
 	// sending is the value of the write under way (valid if sendingSeq >
@@ -32,8 +31,7 @@ type progress struct {
 	stop    error          // set when timed writes end: Mark returns it
 	warned  bool           // a failed write has been logged
 
-	writeMu sync.Mutex                                    // one store write at a time
-	inner   func(ctx context.Context, value []byte) error // the fenced write, made in Member.start
+	writeMu sync.Mutex // one store write at a time
 }
 
 // Mark records value as the partition's progress, in memory, and returns at
@@ -65,9 +63,6 @@ func (c *Claim) Mark(value []byte) error {
 	if p.stop != nil {
 		return p.stop
 	}
-	if p.shared {
-		p.mark, p.shared = nil, false
-	}
 	p.mark = append(p.mark[:0], value...)
 	c.load.Mark()
 	p.seq++
@@ -80,7 +75,7 @@ func (c *Claim) Mark(value []byte) error {
 // the claim belongs to a running member. Called with c.mu held.
 func (c *Claim) armFlush() {
 	p := &c.prog
-	if p.timer != nil || p.stop != nil || c.m == nil || p.inner == nil {
+	if p.timer != nil || p.stop != nil || c.m == nil || c.write == nil {
 		return
 	}
 	p.flushes.Add(1)
@@ -110,16 +105,14 @@ func (c *Claim) timedFlush() {
 }
 
 // unwritten reports whether a marked value waits to be written (what flush
-// would write). A partition stopped with nothing to write costs no context
-// with a timeout: each is registered with the member's context, and 6,250
-// handlers returning at once (16 member processes leaving 100,000
-// partitions) made those registrations, contended and growing the stacks
-// of the partitions' goroutines, a tenth of the processes' CPU.
+// would write), so that a partition stopped with nothing to write costs no
+// context with a timeout: 100,000 partitions stopping at once spent a tenth
+// of their members' CPU registering those contexts.
 func (c *Claim) unwritten() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := &c.prog
-	return p.inner != nil && p.markSeq > p.wroteSeq && !p.rejected()
+	return c.write != nil && p.markSeq > p.wroteSeq && !p.rejected()
 }
 
 // flush writes the latest marked value, if the store does not have it or
@@ -130,17 +123,16 @@ func (c *Claim) flush(ctx context.Context) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	c.mu.Lock()
-	if p.inner == nil || p.markSeq <= p.wroteSeq || p.rejected() {
+	if c.write == nil || p.markSeq <= p.wroteSeq || p.rejected() {
 		c.mu.Unlock()
 		return nil
 	}
-	v, seq := p.mark, p.markSeq
-	p.shared = true
+	v, seq := append([]byte(nil), p.mark...), p.markSeq // Mark reuses its buffer
 	c.mu.Unlock()
 
 	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
-		err = p.write(ctx, c, v, seq, v)
+		err = p.write(ctx, c, v, seq)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -156,21 +148,21 @@ func (c *Claim) flush(ctx context.Context) error {
 	return err
 }
 
-// write sends v, numbered seq, through the claim's fenced write, and notes
-// the outcome: kept (a copy the caller will not change) as sending while the
-// write is under way (see restorePoint), then as written, or the claim's
-// writes end if the store refused it. Called with writeMu held.
-func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64, kept []byte) error {
+// write sends v (a copy the caller will not change), numbered seq, through
+// the claim's fenced write, and notes it as sending while the write is under
+// way (see restorePoint), then as written, or ends the claim's writes if the
+// store refused it. Called with writeMu held.
+func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
-	p.sending, p.sendingSeq = kept, seq
+	p.sending, p.sendingSeq = v, seq
 	c.mu.Unlock()
-	err := p.inner(ctx, v)
+	err := c.write(ctx, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.sending, p.sendingSeq = nil, 0
 	switch {
 	case err == nil:
-		p.wrote, p.wroteSeq = kept, seq
+		p.wrote, p.wroteSeq = v, seq
 	case errors.Is(err, store.ErrNotOwner):
 		p.reject(c, err)
 	}
@@ -203,11 +195,9 @@ func (p *progress) reject(c *Claim, err error) {
 }
 
 // claimEnded is what Mark returns once the claim's handler has returned for
-// good. It is set for every partition a member stops running, and formats
-// its message only if a late Mark asks for it: formatting it at once (with
-// fmt.Errorf and %q) was 7% of the CPU of 16 member processes placing
-// 100,000 partitions and leaving, most of it growing the stack of each
-// partition's goroutine to make room for fmt.
+// good. It is set for every partition a member stops running, so it formats
+// its message only if a late Mark asks for it (formatting each at once was
+// 7% of the CPU of a fleet placing 100,000 partitions and leaving).
 type claimEnded struct {
 	partition string
 	epoch     uint64
@@ -223,36 +213,32 @@ func (e claimEnded) Unwrap() error { return ErrNotOwner }
 // rejected reports whether the store has refused one of the claim's writes.
 func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
-// trackProgress wraps the claim's fenced write (used by Checkpoint) so that
-// Checkpoint and Mark are ordered. Called by Member.start.
-func (c *Claim) trackProgress() {
-	inner := c.write
-	p := &c.prog
-	p.inner = inner
-	c.write = func(ctx context.Context, v []byte) error {
-		if ctx == nil {
-			return errNilContext("checkpoint")
-		}
-		if err := ctx.Err(); err != nil {
-			// Usually c.Context(), cancelled for a handoff.
-			return fmt.Errorf("nothing written, as the context passed is done "+
-				"(c.Context() is cancelled once the partition is being handed off or was lost; "+
-				"record the last position with Mark, or pass a context of your own): %w", err)
-		}
-		c.mu.Lock()
-		p.seq++
-		seq := p.seq
-		c.mu.Unlock()
-		p.writeMu.Lock()
-		defer p.writeMu.Unlock()
-		c.mu.Lock()
-		overtaken := p.wroteSeq > seq
-		c.mu.Unlock()
-		if overtaken {
-			return nil // a later Mark (from another goroutine) is already written
-		}
-		return p.write(ctx, c, v, seq, append([]byte(nil), v...))
+// checkpoint is Checkpoint's write, numbered among the claim's Mark and
+// Checkpoint calls so that the later call wins.
+func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
+	if ctx == nil {
+		return errNilContext("checkpoint")
 	}
+	if err := ctx.Err(); err != nil {
+		// Usually c.Context(), cancelled for a handoff.
+		return fmt.Errorf("nothing written, as the context passed is done "+
+			"(c.Context() is cancelled once the partition is being handed off or was lost; "+
+			"record the last position with Mark, or pass a context of your own): %w", err)
+	}
+	p := &c.prog
+	c.mu.Lock()
+	p.seq++
+	seq := p.seq
+	c.mu.Unlock()
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	c.mu.Lock()
+	overtaken := p.wroteSeq > seq
+	c.mu.Unlock()
+	if overtaken {
+		return nil // a later Mark (from another goroutine) is already written
+	}
+	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
 // finishProgress ends a claim's progress recording once its handler has

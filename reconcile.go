@@ -38,13 +38,10 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		// The plan left nothing to look at later but contested claims:
 		// until an entry says otherwise, or the first of those claims is
 		// due, the next plans would find nothing to do (target.go). The
-		// replica checks the entries against the target from now on, its
-		// claims' included: set only once they were made, the target had
-		// every entry that came meanwhile kept, unchecked, and more than
-		// it keeps made the next plan a full one (16 member processes
-		// placing 100,000 partitions on Redis: most members planned in
-		// full twice, as the others' claims came in while theirs were
-		// under way). If the claims or releases below fail, it is dropped.
+		// replica checks entries against the target from now, before the
+		// claims below: the others' claims that come meanwhile would
+		// otherwise pile up unchecked and make the next plan a full one.
+		// If the claims or releases below fail, it is dropped.
 		if pl.next > 0 {
 			m.planner.target.due = time.Now().Add(pl.next)
 		}

@@ -22,7 +22,8 @@ type releaser struct {
 	wake  chan struct{} // capacity 1: there is something in queue, or the last expected slot arrived
 	// coming counts slots handed off (expect) that have not arrived; it may
 	// dip below zero for a moment.
-	coming atomic.Int64
+	coming   atomic.Int64
+	released releasedRecords // released records the replica may still show as ours
 }
 
 // releaseGather is the longest the releaser holds a release back for the
@@ -66,14 +67,7 @@ func (r *releaser) arrived(sl *slot) {
 // countOut counts one expected slot out, and wakes the loop after the last.
 func (r *releaser) countOut() {
 	if r.coming.Add(-1) <= 0 {
-		r.signal()
-	}
-}
-
-func (r *releaser) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+		notify(r.wake)
 	}
 }
 
@@ -83,7 +77,7 @@ type releaseReq struct {
 }
 
 func newReleaser(m *Member) *releaser {
-	return &releaser{m: m, wake: make(chan struct{}, 1)}
+	return &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
 }
 
 // release queues sl's release and waits for it.
@@ -93,7 +87,7 @@ func (r *releaser) release(sl *slot) {
 	r.queue = append(r.queue, releaseReq{sl: sl, done: done})
 	r.mu.Unlock()
 	r.arrived(sl)
-	r.signal()
+	notify(r.wake)
 	<-done
 }
 
@@ -102,8 +96,7 @@ func (r *releaser) release(sl *slot) {
 // back-off, until it lands or its session ends.
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
+	retry := stoppedTimer()
 	defer retry.Stop()
 	failures := 0 // sends that failed in a row
 	for {
@@ -269,10 +262,10 @@ type releasedRecords struct {
 // noteReleased records that this member released the records held (or
 // found them not its own), so that plan does not release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
-	m.released.mu.Lock()
-	defer m.released.mu.Unlock()
+	m.rel.released.mu.Lock()
+	defer m.rel.released.mu.Unlock()
 	for _, r := range held {
-		m.released.epochs[r.Partition] = r.Epoch
+		m.rel.released.epochs[r.Partition] = r.Epoch
 	}
 }
 
@@ -280,11 +273,11 @@ func (m *Member) noteReleased(held []store.Ownership) {
 // epoch (mine: the replica's record names this member's session); it
 // forgets p once the replica shows another record.
 func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
-	m.released.mu.Lock()
-	defer m.released.mu.Unlock()
-	e, ok := m.released.epochs[p]
+	m.rel.released.mu.Lock()
+	defer m.rel.released.mu.Unlock()
+	e, ok := m.rel.released.epochs[p]
 	if ok && (!mine || e != epoch) {
-		delete(m.released.epochs, p)
+		delete(m.rel.released.epochs, p)
 		return false
 	}
 	return ok

@@ -63,22 +63,21 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	var attempts sync.WaitGroup
 	defer attempts.Wait()
 	out := 0 // attempts under way
+	// Before the Wait: the attempts still out send their results.
+	defer func() { drain(results, out) }()
 	next := time.NewTimer(m.cfg.RenewInterval)
 	defer next.Stop()
 	retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
 	for {
 		select {
 		case <-s.ctx.Done():
-			drain(results, out)
 			return
 		case <-next.C:
 			if m.cfg.gate.Wait(s.ctx) != nil {
-				drain(results, out)
 				return
 			}
 			if time.Since(lastSent) >= fenceAfter {
 				fenceNow()
-				drain(results, out)
 				return
 			}
 			out++
@@ -89,7 +88,6 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 			out--
 			switch {
 			case s.ctx.Err() != nil:
-				drain(results, out)
 				return // fenced (or stopped) while the call was under way
 			case r.err == nil:
 				if r.next > 0 {
@@ -104,7 +102,6 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 			case errors.Is(r.err, store.ErrSessionExpired):
 				m.log.Warn("session expired in the store: cancelling handlers", "session", s.id)
 				s.cancel(ErrSessionExpired)
-				drain(results, out)
 				return
 			case out == 0:
 				m.log.Warn("session renewal failed; retrying", "session", s.id, "err", r.err)

@@ -39,9 +39,6 @@ func (m *Member) ownedCount() int {
 func (m *Member) handlerStarted(p string) {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
-	if m.running.handlers == nil {
-		m.running.handlers = map[string]int{}
-	}
 	m.running.handlers[p]++
 }
 

@@ -87,7 +87,6 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		write:     m.claimWrite(sess, part, epoch),
 		load:      &loadmeter.Counter{},
 	}
-	sl.claim.trackProgress()
 	m.startMeasure(sl.claim)
 	slots[part] = sl
 	m.running.mu.Lock()
@@ -160,10 +159,9 @@ func (m *Member) runSlot(sl *slot) {
 // handler being handed off has not returned within MaxShutdown. arm (by
 // handOff, on the reconcile loop) may run after the handler returned and
 // disarm ran, so they share a lock and a flag: an arm after the disarm does
-// nothing, and a timer armed before it is stopped or waited for. It is
-// armed by handOff rather than by the cancellation of the claim's context
-// (context.AfterFunc): that registered a function per partition run, and
-// started a goroutine per partition stopped.
+// nothing, and a timer armed before it is stopped or waited for. (A
+// context.AfterFunc on the claim's context would cost a registration per
+// partition run and a goroutine per partition stopped.)
 type watchdog struct {
 	m  *Member
 	sl *slot
