@@ -38,12 +38,19 @@ type replica struct {
 	// batches Changes returned them in (kept as they came: copying them
 	// into one list cost a tenth of the CPU of 100 members placing
 	// 100,000 partitions), npending how many.
-	pending   [][]store.Change
-	npending  int
-	inPlan    bool   // plan is using work (current .. release)
-	base      uint64 // Member.writes when the read of work's snapshot began
-	err       error  // why the last read failed, nil after one succeeded
-	readAsked bool   // read the group anew (the copy is stale or diverged)
+	pending  [][]store.Change
+	npending int
+	// pendingLoads: how many of the queued entries publish loads. A
+	// handler's start looks its partition's load up in them (loadOf),
+	// and the queue holds up to a group's worth of entries, nearly all
+	// claims during a placement: scanning it for each of a member's
+	// 6,250 starts (16 member processes on 100,000 partitions, Redis)
+	// was 0.12 s of the 0.70 s their starts cost, in all.
+	pendingLoads int
+	inPlan       bool   // plan is using work (current .. release)
+	base         uint64 // Member.writes when the read of work's snapshot began
+	err          error  // why the last read failed, nil after one succeeded
+	readAsked    bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
 	// the copy's version (ErrVersionGone: a new history, the store lost
 	// data, or entries trimmed). See Member.logMark.
@@ -214,7 +221,7 @@ func (r *replica) mark() (store.Version, time.Time) {
 // dropPending empties the queue. r.mu is held.
 func (r *replica) dropPending() {
 	clear(r.pending) // let the entries go
-	r.pending, r.npending = r.pending[:0], 0
+	r.pending, r.npending, r.pendingLoads = r.pending[:0], 0, 0
 }
 
 // resync asks the feed to read the group anew, at once: it cancels the

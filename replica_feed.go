@@ -316,6 +316,11 @@ func (f *feed) queue(cs []store.Change) {
 	r := f.r
 	r.pending = append(r.pending, cs)
 	r.npending += len(cs)
+	for i := range cs {
+		if cs[i].Kind == store.LoadsReported {
+			r.pendingLoads++
+		}
+	}
 	opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
 	if opened {
 		// Members that join together open their sessions within
