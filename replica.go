@@ -47,10 +47,14 @@ type replica struct {
 	// 6,250 starts (16 member processes on 100,000 partitions, Redis)
 	// was 0.12 s of the 0.70 s their starts cost, in all.
 	pendingLoads int
-	inPlan       bool   // plan is using work (current .. release)
-	base         uint64 // Member.writes when the read of work's snapshot began
-	err          error  // why the last read failed, nil after one succeeded
-	readAsked    bool   // read the group anew (the copy is stale or diverged)
+	inPlan       bool // plan is using work (current .. release)
+	// layout counts the reads of the group work was made from: a target
+	// trusts the places of the records in its plan's copy while it is
+	// the same (see hintExact).
+	layout    uint64
+	base      uint64 // Member.writes when the read of work's snapshot began
+	err       error  // why the last read failed, nil after one succeeded
+	readAsked bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
 	// the copy's version (ErrVersionGone: a new history, the store lost
 	// data, or entries trimmed). See Member.logMark.
@@ -134,6 +138,15 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	return r.work, r.base, r.err
 }
 
+// layoutNow returns the count of reads the copy was made from (see
+// layout). Taken before current, it is the layout of the copy current
+// returns, or an older one (never a newer: hintExact is then false).
+func (r *replica) layoutNow() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.layout
+}
+
 // sessionNews returns when the feed last brought news of a session opened
 // (see openedAt).
 func (r *replica) sessionNews() time.Time {
@@ -166,9 +179,12 @@ func (r *replica) applyPending(checkLast bool) bool {
 	for k, cs := range r.pending {
 		var seen func(store.Change, int)
 		if a := r.target; checkLast && k == len(r.pending)-1 && a != nil && !r.offTarget {
+			// Records added by these entries are merged into the copy
+			// at the end of the call: until then, those it has stay put.
+			exact := r.hintExact(a)
 			seen = func(c store.Change, rec int) {
 				if !r.offTarget {
-					ok, claim := a.progressAt(c, rec)
+					ok, claim := a.progressHint(c, rec, exact)
 					r.noteProgress(c.Partition, ok, claim)
 				}
 			}

@@ -173,6 +173,7 @@ func (f *feed) readGroup() bool {
 		// may look free in the new read too.
 		// plan may still hold the old copy: it is left to it.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
+		r.layout++
 		r.openedAt = time.Now()
 		r.target, r.fresh, r.toClaim = nil, false, nil
 		r.forgetUnchecked()
