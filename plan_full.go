@@ -43,6 +43,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.rep.dropTarget()
 	m.planner.target = nil
 	m.planner.plannedAt = time.Now()
+	layout := m.rep.layoutNow() // before the copy: see layoutNow
 	snap, base, err := m.rep.current()
 	defer func() {
 		if snap != nil {
@@ -74,6 +75,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
 	m.planner.target.life = life // its quiet time stays RenewInterval/3
+	m.planner.target.layout = layout
 
 	// Partitions we run: keep, drop (lost) or hand off; the releases of
 	// the handoffs are sent together.

@@ -173,6 +173,7 @@ func (f *feed) readGroup() bool {
 		// may look free in the new read too.
 		// plan may still hold the old copy: it is left to it.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
+		r.layout++
 		r.openedAt = time.Now()
 		r.target, r.fresh, r.toClaim = nil, false, nil
 		r.forgetUnchecked()
@@ -316,6 +317,11 @@ func (f *feed) queue(cs []store.Change) {
 	r := f.r
 	r.pending = append(r.pending, cs)
 	r.npending += len(cs)
+	for i := range cs {
+		if cs[i].Kind == store.LoadsReported {
+			r.pendingLoads++
+		}
+	}
 	opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
 	if opened {
 		// Members that join together open their sessions within

@@ -65,6 +65,9 @@ type planTarget struct {
 	due     time.Time         // when to plan in full again anyway (zero: see life)
 	life    time.Duration     // how long after the first entry it let pass the target lasts
 	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3)
+	// layout: the read of the group the copy plan used descends from
+	// (replica.layout, as it was before plan took the copy).
+	layout uint64
 	// recPart: per record of the copy plan used (by index in its Owners,
 	// placeholders included), the index in parts of its partition (-1: a
 	// record outside the set). The feed finds an entry's record in the
@@ -143,12 +146,25 @@ func (a *planTarget) progress(c store.Change) (ok, claim bool) { return a.progre
 // rec of the copy's records, if rec >= 0: a hint, checked against the
 // partition's id (the records may have moved since the plan).
 func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
+	return a.progressHint(c, rec, false)
+}
+
+// progressHint is progressAt, the hint trusted without checking the
+// partition's id if exact: the copy's records are where they were in the
+// copy plan used (see replica.hintExact). The check read the partition's id
+// in the plan's partition set, at a place of its own in memory for each
+// entry: most of the cost of checking an entry against the target.
+func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false, false
 	}
 	i, found := -1, false
 	if rec >= 0 && rec < len(a.recPart) {
-		if k := int(a.recPart[rec]); k >= 0 && k < len(a.parts) && a.parts[k].ID == c.Partition {
+		k := int(a.recPart[rec])
+		switch {
+		case exact && k < 0:
+			return false, false // a record outside the set planned
+		case k >= 0 && k < len(a.parts) && (exact || a.parts[k].ID == c.Partition):
 			i, found = k, true
 		}
 	}
@@ -171,13 +187,29 @@ func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
 // progressIn is progressAt with the record's index found in the copy snap.
 // Only reads snap: plan may be reading it at the same time.
 func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
+	return a.progressInHint(c, snap, false)
+}
+
+// progressInHint is progressIn, the record's index trusted as progressHint
+// does if exact.
+func (a *planTarget) progressInHint(c store.Change, snap *store.Snapshot, exact bool) (ok, claim bool) {
 	rec := -1
 	if a.recPart != nil && snap != nil && c.Partition != "" {
 		if j, ok := snap.RecordIndex(c.Partition); ok {
 			rec = j
 		}
 	}
-	return a.progressAt(c, rec)
+	return a.progressHint(c, rec, exact)
+}
+
+// hintExact reports whether the copy's records are at the places they had
+// in the copy a's plan used, so that a's hints (recPart) need no check:
+// the copy descends from the same read of the group, and has as many
+// records. A copy only gains records after a read (Snapshot.Apply inserts
+// a record, never removes or moves one but by an insert before it), so
+// one with as many has them all where they were. r.mu is held.
+func (r *replica) hintExact(a *planTarget) bool {
+	return a.recPart != nil && r.work != nil && a.layout == r.layout && len(r.work.Owners) == len(a.recPart)
 }
 
 // noteProgress notes what an entry about partition p, found progress toward the
@@ -249,9 +281,10 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 			return
 		}
 	}
+	exact := r.hintExact(a) // the queued entries are not applied: the records stay put
 	for _, cs := range r.pending {
 		for _, c := range cs {
-			if ok, claim := a.progressIn(c, r.work); !r.noteProgress(c.Partition, ok, claim) {
+			if ok, claim := a.progressInHint(c, r.work, exact); !r.noteProgress(c.Partition, ok, claim) {
 				return
 			}
 			checked++
@@ -321,8 +354,9 @@ func (r *replica) checkTarget(cs []store.Change) {
 	if r.target == nil || r.offTarget {
 		return
 	}
+	exact := r.hintExact(r.target)
 	for _, c := range cs {
-		if ok, claim := r.target.progressIn(c, r.work); !r.noteProgress(c.Partition, ok, claim) {
+		if ok, claim := r.target.progressInHint(c, r.work, exact); !r.noteProgress(c.Partition, ok, claim) {
 			return
 		}
 	}

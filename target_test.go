@@ -269,3 +269,48 @@ func TestPlanOnAimClaims(t *testing.T) {
 		t.Fatal("claim on the aim during a hold after a loss; want a full plan")
 	}
 }
+
+// TestReplicaTrustsHintOfSameLayout: the replica trusts a target's hint
+// into the records (recPart) without checking the partition's id only
+// while the copy has its records where the plan's copy had them (the same
+// read, as many records); a record inserted before them, or a new read
+// of as many records, makes it check again, and an entry off the target
+// is still found off.
+func TestReplicaTrustsHintOfSameLayout(t *testing.T) {
+	sessions := []store.SessionInfo{{ID: "A"}, {ID: "B"}, {ID: "C"}}
+	parts := []store.Partition{{ID: "p1"}, {ID: "p2"}, {ID: "p3"}}
+	owners := []store.Ownership{{Partition: "p1"}, {Partition: "p2"}, {Partition: "p3"}}
+	v := store.Version{Seq: 5, Tag: 1}
+	// p1 -> A (this member), p2 -> B, p3 -> C
+	a := newPlanTarget(nil, "A", sessions, parts, []int32{0, 1, 2}, []int32{0, 1, 2}, time.Minute)
+	a.layout = 1
+	r := &replica{work: &store.Snapshot{Version: v, Partitions: parts, Owners: slices.Clone(owners)}, layout: 1}
+	offP1 := store.Change{Kind: store.Claimed, Partition: "p1", Session: "B", Epoch: 1}
+	check := func(what string, wantExact bool) {
+		t.Helper()
+		if got := r.hintExact(a); got != wantExact {
+			t.Fatalf("%s: hintExact = %v, want %v", what, got, wantExact)
+		}
+		r.setTarget(a, r.work.Version)
+		r.checkTarget([]store.Change{{Kind: store.Claimed, Partition: "p3", Session: "C", Epoch: 1}})
+		if r.offTarget {
+			t.Fatalf("%s: the claim of p3 by its target owner taken off the target", what)
+		}
+		r.checkTarget([]store.Change{offP1})
+		if !r.offTarget {
+			t.Fatalf("%s: a claim of p1 by B (its target is A) taken for progress", what)
+		}
+	}
+	check("the plan's copy", true)
+
+	// A record inserted before the others: p1 is now at the place p2 had.
+	if err := r.work.ApplyAll([]store.Change{{Version: store.Version{Seq: 6, Tag: 1}, Kind: store.Claimed, Partition: "p0", Session: "B", Epoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a record inserted", false)
+
+	// A new read, with as many records as the plan's copy, in other places.
+	r.work = &store.Snapshot{Version: v, Partitions: parts, Owners: []store.Ownership{{Partition: "p0"}, {Partition: "p1"}, {Partition: "p3"}}}
+	r.layout++
+	check("a new read", false)
+}
