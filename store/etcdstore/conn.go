@@ -39,7 +39,8 @@ import (
 // dialStagger while none has connected, so that a dial made during a cut
 // (its SYN lost, sent again 1 s, then 3 s, later) does not hold the
 // connection back after the heal, and gRPC waits at most redialMax
-// between dials that fail.
+// between dials that fail. A connection whose handshake gets no answer is
+// dropped as well (handshake.go).
 //
 // Sessions are not touched: a lease lives in the cluster, not in a
 // connection, and every renewal is a call of its own (KeepAlive). Watches
@@ -78,12 +79,14 @@ type conns struct {
 }
 
 // conn is one of the client's connections; read is when a read last
-// returned bytes (sinceEpoch).
+// returned bytes, connected when it connected (sinceEpoch).
 type conn struct {
 	net.Conn
-	read  atomic.Int64
-	owner *conns
-	once  sync.Once
+	read      atomic.Int64
+	connected int64
+	closed    atomic.Bool
+	owner     *conns
+	once      sync.Once
 }
 
 func (c *conn) Read(b []byte) (int, error) {
@@ -96,6 +99,7 @@ func (c *conn) Read(b []byte) (int, error) {
 
 func (c *conn) Close() error {
 	c.once.Do(func() {
+		c.closed.Store(true)
 		c.owner.mu.Lock()
 		delete(c.owner.open, c.LocalAddr().String())
 		c.owner.mu.Unlock()
@@ -136,9 +140,10 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 		err error
 	}
 	results := make(chan result)
-	pending := 0
+	pending, started := 0, 0
 	start := func() {
 		pending++
+		started++
 		go func() {
 			c, err := cs.attempt(ctx, addr)
 			select {
@@ -151,6 +156,7 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 		}()
 	}
 	start()
+	begun := time.Now()
 	tick := time.NewTicker(dialStagger)
 	defer tick.Stop()
 	var last error
@@ -159,10 +165,14 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 		case r := <-results:
 			pending--
 			if r.err == nil {
-				return cs.track(r.c), nil
+				logConn("connected", r.c, "took", time.Since(begun), "attempts", started)
+				c := cs.track(r.c)
+				go cs.watchHandshake(c)
+				return c, nil
 			}
 			last = r.err
 			if pending == 0 {
+				logConn("dial failed", nil, "took", time.Since(begun), "err", last)
 				return nil, last // gRPC dials again after its back-off
 			}
 		case <-tick.C:
@@ -173,6 +183,7 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 			if last == nil {
 				last = ctx.Err()
 			}
+			logConn("dial ended", nil, "took", time.Since(begun), "err", last)
 			return nil, last
 		}
 	}
@@ -191,8 +202,8 @@ func (cs *conns) attempt(ctx context.Context, addr string) (net.Conn, error) {
 }
 
 func (cs *conns) track(nc net.Conn) *conn {
-	c := &conn{Conn: nc, owner: cs}
-	c.read.Store(sinceEpoch())
+	c := &conn{Conn: nc, owner: cs, connected: sinceEpoch()}
+	c.read.Store(c.connected)
 	cs.mu.Lock()
 	if cs.open == nil {
 		cs.open = map[string]*conn{}
@@ -207,11 +218,16 @@ func (cs *conns) track(nc net.Conn) *conn {
 // if the call failed on its deadline, nothing has arrived on it since,
 // and the kernel is sending again what the server has not acknowledged or
 // the call waited silentMax.
-func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
-	if err == nil || p == nil || p.LocalAddr == nil {
+func (cs *conns) failed(method string, err error, p *peer.Peer, sent int64) {
+	if err == nil {
 		return
 	}
 	if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	if p == nil || p.LocalAddr == nil {
+		logConn("call failed on its deadline before it had a connection", nil, "method", method,
+			"waited", time.Duration(sinceEpoch()-sent))
 		return
 	}
 	cs.mu.Lock()
@@ -220,7 +236,12 @@ func (cs *conns) failed(err error, p *peer.Peer, sent int64) {
 	if c == nil || c.read.Load() >= sent {
 		return
 	}
-	if lossy, _ := retransmitting(c.Conn); lossy || sinceEpoch()-sent >= int64(silentMax) {
+	lossy, _ := retransmitting(c.Conn)
+	waited := time.Duration(sinceEpoch() - sent)
+	drop := lossy || waited >= silentMax
+	logConn("call failed on its deadline with no answer", c.Conn, "method", method, "waited", waited,
+		"silent", time.Duration(sinceEpoch()-c.read.Load()), "lossy", lossy, "drop", drop)
+	if drop {
 		c.reset()
 	}
 }
@@ -238,6 +259,7 @@ func (cs *conns) dropStalled() {
 	cs.mu.Unlock()
 	for _, c := range open {
 		if stalled(c.Conn) {
+			logConn("dropping a stalled connection before a call", c.Conn)
 			c.reset()
 		}
 	}
@@ -248,7 +270,7 @@ func (cs *conns) unary(ctx context.Context, method string, req, reply any, cc *g
 	var p peer.Peer
 	sent := sinceEpoch()
 	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
-	cs.failed(err, &p, sent)
+	cs.failed(method, err, &p, sent)
 	return err
 }
 
@@ -258,7 +280,7 @@ func (cs *conns) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	if err != nil {
 		return nil, err
 	}
-	w := &watchedStream{ClientStream: s, owner: cs}
+	w := &watchedStream{ClientStream: s, owner: cs, method: method}
 	w.sent.Store(sinceEpoch())
 	return w, nil
 }
@@ -267,8 +289,9 @@ func (cs *conns) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 // a unary call's are, from its last message sent.
 type watchedStream struct {
 	grpc.ClientStream
-	owner *conns
-	sent  atomic.Int64
+	owner  *conns
+	method string
+	sent   atomic.Int64
 }
 
 func (w *watchedStream) SendMsg(m any) error {
@@ -289,6 +312,6 @@ func (w *watchedStream) check(err error) {
 		return
 	}
 	if p, ok := peer.FromContext(w.ClientStream.Context()); ok {
-		w.owner.failed(err, p, w.sent.Load())
+		w.owner.failed(w.method, err, p, w.sent.Load())
 	}
 }

@@ -83,6 +83,7 @@ type Store struct {
 	conflicts atomic.Int64
 
 	beforeOpenCommit func() // tests: called before an open's transaction
+	afterCloseCommit func() // tests: called after a close's transaction
 }
 
 // lease is what a store remembers of a session it renewed: the lease that

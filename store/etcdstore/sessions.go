@@ -184,7 +184,8 @@ func (s *Store) regrant(ctx context.Context, g, session string, old lease, ttl t
 	return lease{id: nl.ID, ttl: ttl}, nil
 }
 
-// CloseSession implements store.Store.
+// CloseSession implements store.Store. It returns once the session's
+// keys are deleted; its lease is revoked in the background.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	const op = "close session"
 	if err := store.ValidateCloseSession(group, session); err != nil {
@@ -226,7 +227,14 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		return ok, nil
 	})
 	if err == nil && found {
-		s.revoke(info.Lease)
+		if s.afterCloseCommit != nil {
+			s.afterCloseCommit()
+		}
+		// The session's keys are gone: its lease holds none and ends with
+		// its TTL anyway. Revoking it in the background keeps the caller
+		// to its deadline (an open that closes a session a failed open
+		// may have opened has its own calls to make).
+		go s.revoke(info.Lease)
 	}
 	s.forget(session)
 	return err

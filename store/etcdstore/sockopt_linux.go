@@ -62,3 +62,23 @@ func stalled(c net.Conn) bool {
 	info := tcpInfo(c)
 	return info != nil && info.Unacked > 0 && info.Backoff >= 2
 }
+
+// unackedFor reports whether the kernel holds data of c that the other
+// end has not acknowledged, sent again, or sent d ago at least.
+func unackedFor(c net.Conn, d time.Duration) bool {
+	info := tcpInfo(c)
+	return info != nil && info.Unacked > 0 &&
+		(info.Retransmits > 0 || info.Backoff > 0 || info.Lost > 0 || time.Duration(info.Last_data_sent)*time.Millisecond >= d)
+}
+
+// tcpState is c's TCP state as log attributes (none if it cannot be read).
+func tcpState(c net.Conn) []any {
+	info := tcpInfo(c)
+	if info == nil {
+		return nil
+	}
+	return []any{"unacked", info.Unacked, "retransmits", info.Retransmits, "backoff", info.Backoff,
+		"lost", info.Lost, "rto", time.Duration(info.Rto) * time.Microsecond,
+		"last_data_recv", time.Duration(info.Last_data_recv) * time.Millisecond,
+		"last_ack_recv", time.Duration(info.Last_ack_recv) * time.Millisecond}
+}

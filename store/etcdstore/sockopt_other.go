@@ -19,3 +19,9 @@ func retransmitting(net.Conn) (lossy, known bool) { return false, false }
 
 // stalled cannot read a connection's TCP state here.
 func stalled(net.Conn) bool { return false }
+
+// unackedFor cannot read a connection's TCP state here.
+func unackedFor(net.Conn, time.Duration) bool { return false }
+
+// tcpState cannot read a connection's TCP state here.
+func tcpState(net.Conn) []any { return nil }
