@@ -82,6 +82,12 @@ type Store struct {
 	// came between their read and their transaction).
 	conflicts atomic.Int64
 
+	// background counts the revocations under way (revokeLater); closing
+	// is cancelled by Close, which then waits for them.
+	background sync.WaitGroup
+	closing    context.Context
+	close      context.CancelFunc
+
 	beforeOpenCommit func() // tests: called before an open's transaction
 	afterCloseCommit func() // tests: called after a close's transaction
 }
@@ -101,15 +107,19 @@ var (
 // New returns a store on client c, which the caller keeps and closes.
 func New(c *clientv3.Client, opts ...Option) *Store {
 	s := &Store{c: c, prefix: DefaultPrefix, logLimit: DefaultLogLimit, leases: map[string]lease{}}
+	s.closing, s.close = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-// Close closes the client if the store opened it (Open). Sessions are
-// not touched: they end with their TTL.
+// Close cancels the lease revocations under way and waits for them, then
+// closes the client if the store opened it (Open). Sessions are not
+// touched: they end with their TTL.
 func (s *Store) Close() error {
+	s.close()
+	s.background.Wait()
 	if s.own {
 		return s.c.Close()
 	}

@@ -65,7 +65,7 @@ func (s *Store) create(ctx context.Context, group, id, member string, weight int
 	// The session's keys are new: the write compares nothing.
 	resp, err := s.c.Get(withLeader(ctx), g+"q")
 	if err != nil {
-		go s.revoke(l.ID)
+		s.revokeLater(l.ID)
 		return err
 	}
 	w := &write{g: g, group: group, seq: seqOf(resp.Kvs)}
@@ -76,7 +76,7 @@ func (s *Store) create(ctx context.Context, group, id, member string, weight int
 		s.beforeOpenCommit()
 	}
 	if _, err := s.commit(ctx, w); err != nil {
-		go s.revoke(l.ID)
+		s.revokeLater(l.ID)
 		return err
 	}
 	s.mu.Lock()
@@ -85,9 +85,21 @@ func (s *Store) create(ctx context.Context, group, id, member string, weight int
 	return nil
 }
 
-// revoke revokes a lease, bounded by 5 s, for a call that is done with it.
+// revokeLater revokes a lease in a goroutine of the store's own, so that
+// the call done with it keeps to its deadline; Close cancels and waits for
+// it.
+func (s *Store) revokeLater(id clientv3.LeaseID) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		s.revoke(id)
+	}()
+}
+
+// revoke revokes a lease, bounded by 5 s and by Close, for a call that is
+// done with it.
 func (s *Store) revoke(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(s.closing, 5*time.Second)
 	defer cancel()
 	_, _ = s.c.Revoke(ctx, id)
 }
@@ -234,7 +246,7 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 		// its TTL anyway. Revoking it in the background keeps the caller
 		// to its deadline (an open that closes a session a failed open
 		// may have opened has its own calls to make).
-		go s.revoke(info.Lease)
+		s.revokeLater(info.Lease)
 	}
 	s.forget(session)
 	return err
