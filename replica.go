@@ -193,7 +193,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 			break
 		}
 		if seen != nil {
-			r.reachedTarget(cs)
+			r.reachedTarget(len(cs))
 		}
 		if r.target == nil {
 			r.noteUnchecked(cs) // for the target of the plan under way
