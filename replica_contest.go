@@ -25,7 +25,9 @@ func (r *replica) contestLocked(p string, now time.Time) {
 		r.contested = map[string]time.Time{}
 	}
 	r.contested[p] = now
-	r.lastContest = latest(r.lastContest, now)
+	if now.After(r.lastContest) {
+		r.lastContest = now
+	}
 }
 
 // contestClaims notes that claims of ps failed (ErrClaimed) although the
