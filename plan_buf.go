@@ -12,11 +12,9 @@ import (
 )
 
 // reconcileBuf is plan's working memory, O(P) for P partitions, like the
-// replica. The member keeps it from one full plan to the next
-// (plannerState.buf) so that a plan of a large group allocates next to
-// nothing: about 10 MB on 100,000 partitions, which a sync.Pool lost to
-// the garbage collections between two plans, so that every plan of a
-// rebalance allocated it again and brought the next collection closer.
+// replica: about 10 MB on 100,000 partitions, which the member keeps from
+// one full plan to the next (plannerState.buf) so that a rebalance's plans
+// do not allocate it again each time.
 type reconcileBuf struct {
 	sessIdx  map[string]int32 // live session id -> index in members
 	members  []balance.Member // live sessions, sorted by id
@@ -167,16 +165,28 @@ func resize[T any](s []T, n int) []T {
 
 // partIndex returns the index of partition p in parts (sorted by ID) and
 // whether it is there, trying *at first (where it was found last time; the
-// set seldom changes) and storing the answer there: a member runs a
-// thousand partitions or more, and searching each in 100,000 twice per plan
-// cost more than the rest of the loop over them.
+// set seldom changes) and storing the answer there: searching each of a
+// member's partitions in 100,000 twice per plan cost more than the rest of
+// the loop over them.
 func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
 	if i := int(*at); i < len(parts) && parts[i].ID == p {
 		return i, true
 	}
-	i, ok := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+	i, ok := searchPartition(parts, p)
 	if ok {
 		*at = int32(i)
 	}
 	return i, ok
+}
+
+// searchPartition returns the index of partition p in parts (sorted by ID)
+// and whether it is there.
+func searchPartition(parts []store.Partition, p string) (int, bool) {
+	return slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+}
+
+// searchRecord returns the index of partition p's record in rs (sorted by
+// partition) and whether it is there.
+func searchRecord(rs []store.Ownership, p string) (int, bool) {
+	return slices.BinarySearchFunc(rs, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
 }

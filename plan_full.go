@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/balance"
@@ -188,7 +187,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			if r := b.rec[i]; r >= 0 {
 				rec = &owners[r] // b.rec leaves placeholders out
 			}
-		} else if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok && owners[r].Epoch > 0 {
+		} else if r, ok := searchRecord(owners, p); ok && owners[r].Epoch > 0 {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
@@ -198,11 +197,8 @@ func (m *Member) planRunning(fp *fullPlan) {
 			// target gives the partition to another, hand it off now all
 			// the same: the release is fenced by our claim's epoch, and
 			// its entry follows the claim's in the log. Waiting for the
-			// replica to show the claim left the partition where it was
-			// until a later full plan: with 100 members on 100,000
-			// partitions, a member whose copy was seconds behind the placement's log
-			// kept partitions the others waited for until its target
-			// expired (RenewInterval), and the placement took 12 s.
+			// replica to show the claim would keep the partition from
+			// the others until a later full plan (RenewInterval).
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)

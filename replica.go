@@ -6,8 +6,6 @@ package herd
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -290,7 +288,7 @@ func (r *replica) epochOf(p string) uint64 {
 	if r.work == nil {
 		return 0
 	}
-	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	i, ok := searchRecord(r.work.Owners, p)
 	if !ok {
 		return 0
 	}

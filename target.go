@@ -35,7 +35,6 @@ package herd
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -141,7 +140,7 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 		}
 	}
 	if !found {
-		i, found = slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+		i, found = searchPartition(a.parts, c.Partition)
 	}
 	if !found || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
 		return false, false
