@@ -33,17 +33,13 @@ type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read
 	// pending: the entries after work.Version not applied yet, in the
-	// batches Changes returned them in (kept as they came: copying them
-	// into one list cost a tenth of the CPU of 100 members placing
-	// 100,000 partitions), npending how many.
+	// batches Changes returned them in (not copied into one list),
+	// npending how many.
 	pending  [][]store.Change
 	npending int
-	// pendingLoads: how many of the queued entries publish loads. A
-	// handler's start looks its partition's load up in them (loadOf),
-	// and the queue holds up to a group's worth of entries, nearly all
-	// claims during a placement: scanning it for each of a member's
-	// 6,250 starts (16 member processes on 100,000 partitions, Redis)
-	// was 0.12 s of the 0.70 s their starts cost, in all.
+	// pendingLoads: how many of the queued entries publish loads, so that
+	// a handler's start (loadOf) scans the queue, up to a group's worth of
+	// entries, only when one does.
 	pendingLoads int
 	inPlan       bool // plan is using work (current .. release)
 	// layout counts the reads of the group work was made from: a target
@@ -82,13 +78,12 @@ type replica struct {
 	// set, which it claims without a full plan (see onTarget).
 	toClaim []string
 	// unchecked: batches applied to the copy while no target was set (a plan
-	// under way), nunchecked their entries, for setTarget to check;
-	// uncheckedOver: more than it keeps were applied.
-	unchecked     [][]store.Change
-	nunchecked    int
-	uncheckedOver bool
-	targetFirst   time.Time // when the first entry checked against target arrived (zero: none yet)
-	targetLast    time.Time // when the last one did
+	// under way), nunchecked their entries (more than changesPerRead: too
+	// many to keep, unchecked is empty), for setTarget to check.
+	unchecked   [][]store.Change
+	nunchecked  int
+	targetFirst time.Time // when the first entry checked against target arrived (zero: none yet)
+	targetLast  time.Time // when the last one did
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
@@ -123,10 +118,7 @@ func maxPending(snap *store.Snapshot) int {
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.work == nil || r.distrusted {
-		return nil, 0, r.err
-	}
-	if !r.applyPending(false) {
+	if r.work == nil || r.distrusted || !r.applyPending(false) {
 		return nil, 0, r.err
 	}
 	if r.target == nil {

@@ -46,13 +46,10 @@ const (
 // that takes longer than JoinSettle, and a member that planned before the
 // others' sessions showed would claim more than its share, to hand the
 // surplus off again a moment later. A log that shows changes answers at
-// once: then the sessions opened during the read are among them (herd
-// bench --scenario large: 10 members joining 100 read 100,000 records in
-// 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
-// the log's answer). A fleet of separate processes needs it as much: the
+// once: then the sessions opened during the read are among them. The
 // read's time is the store's (on Redis, one core serving every joining
 // member's read of the group in turn, about 0.1 s each at 100,000
-// records), not the members' CPU.
+// records).
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
@@ -112,24 +109,21 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 }
 
 // pause waits after a failure, the back-off doubling up to RenewInterval,
-// unless a read is asked for meanwhile.
+// unless a read is asked for meanwhile (a new session's, most often, after
+// an outage that had the back-off grow): it is made at once.
 func (f *feed) pause() {
-	select {
-	case <-f.m.runCtx.Done():
-	case <-time.After(f.backoff):
-	case <-f.r.wakeFeed:
-		// A read was asked for (a new session's, most often, after an
-		// outage that had the back-off grow): make it at once.
+	if f.wait(f.backoff) {
 		f.backoff = firstBackoff
 		return
 	}
 	f.backoff = min(2*f.backoff, f.m.cfg.RenewInterval)
 }
 
-// wait spaces reads (readPace); a read asked for ends it.
-func (f *feed) wait(d time.Duration) {
+// wait waits d (spacing reads, or a back-off), and reports true if a read
+// asked for ended it first.
+func (f *feed) wait(d time.Duration) bool {
 	if d <= 0 {
-		return
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -137,7 +131,9 @@ func (f *feed) wait(d time.Duration) {
 	case <-f.m.runCtx.Done():
 	case <-t.C:
 	case <-f.r.wakeFeed:
+		return true
 	}
+	return false
 }
 
 // readDue reports whether the group is to be read (there is no copy, or a
@@ -327,30 +323,23 @@ func (f *feed) queue(cs []store.Change) {
 		// Members that join together open their sessions within
 		// moments, but a store busy with their reads of the group
 		// may log the last of them later than JoinSettle after the
-		// first: on Redis, each read of 100,000 records holds the
-		// server for tens of milliseconds, and with ten joining
-		// 100 members on 100,000 partitions half of ten new
-		// sessions were logged
-		// 130 ms after the others, so that the hundred members
-		// planned for 105 sessions, then again for 110. The copy
-		// is fresh again once the log has answered one more call
-		// (within JoinSettle, or later if the store is late):
-		// that shows every session the store had begun to open
-		// by then.
+		// first (on Redis, each read of 100,000 records holds the
+		// server for tens of milliseconds). The copy is fresh again
+		// once the log has answered one more call (within
+		// JoinSettle, or later if the store is late): that shows
+		// every session the store had begun to open by then.
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
 	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
-		// Applied now rather than by the next plan when plan does
-		// not hold the copy (in place: about a microsecond an
-		// entry, the copy having a record for every partition):
-		// the entries an target lets pass (a placement's 100,000)
-		// would otherwise wait for the plan of the next
+		// Applied now (in place, about a microsecond an entry)
+		// rather than by the next plan when plan does not hold
+		// the copy: the entries a target lets pass (a placement's
+		// 100,000) would otherwise wait for the plan of the next
 		// membership change, and delay it. They are checked
 		// against the target as they are applied. Fewer than a
-		// batch's worth are only checked, and left queued for
-		// the next plan (one call's entries: the common case at
-		// rest and in small changes).
+		// batch's worth (the common case at rest) are only
+		// checked, and left queued for the next plan.
 		r.applyPending(true)
 	} else {
 		r.checkTarget(cs)

@@ -195,12 +195,12 @@ func (r *replica) noteProgress(p string, ok, claim bool) bool {
 // plan under way), for setTarget to check: up to changesPerRead entries,
 // beyond which the next target is off. r.mu is held.
 func (r *replica) noteUnchecked(cs []store.Change) {
-	if r.uncheckedOver {
+	if r.nunchecked > changesPerRead {
 		return
 	}
 	if r.nunchecked += len(cs); r.nunchecked > changesPerRead {
 		clear(r.unchecked)
-		r.unchecked, r.uncheckedOver = r.unchecked[:0], true
+		r.unchecked = r.unchecked[:0]
 		return
 	}
 	r.unchecked = append(r.unchecked, cs)
@@ -209,7 +209,7 @@ func (r *replica) noteUnchecked(cs []store.Change) {
 // forgetUnchecked empties what noteUnchecked kept. r.mu is held.
 func (r *replica) forgetUnchecked() {
 	clear(r.unchecked)
-	r.unchecked, r.nunchecked, r.uncheckedOver = r.unchecked[:0], 0, false
+	r.unchecked, r.nunchecked = r.unchecked[:0], 0
 }
 
 // setTarget makes a the target, for a full plan of the copy at version v. The
@@ -241,7 +241,7 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 				checked++
 			}
 		}
-		if r.uncheckedOver || next != r.work.Version.Seq+1 {
+		if r.nunchecked > changesPerRead || next != r.work.Version.Seq+1 {
 			r.offTarget = true
 			return
 		}
