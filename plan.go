@@ -137,6 +137,30 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		pl.expired = true
 		return pl, false, nil
 	}
+	m.noteSessions(snap)
+	// The log has answered since the last read (fresh): it showed the
+	// sessions opened during the read, or waited for them as long as the
+	// read took (see feedLoop's firstWait).
+	if wait := m.joinWait(sess.opened, snap); wait > 0 {
+		// A member just joined: others may be joining with it. Wait for
+		// the membership to settle so the fleet moves once.
+		pl.next = wait
+		return pl, false, nil
+	}
+	if !m.planner.endedAt.IsZero() {
+		if wait := m.expirySettle(time.Now()); wait > 0 {
+			pl.next = wait
+			return pl, false, nil
+		}
+		m.planner.endedAt = time.Time{}
+	}
+	return pl, true, nil
+}
+
+// noteSessions compares the live sessions of snap with those of the last
+// plan: one new moves joinedAt to when the feed brought the last session
+// opened, one gone sets endedAt if no plan counted an end yet.
+func (m *Member) noteSessions(snap *store.Snapshot) {
 	if m.planner.sessions == nil {
 		m.planner.sessions = map[string]bool{}
 	}
@@ -162,23 +186,6 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	for _, s := range snap.Sessions {
 		m.planner.sessions[s.ID] = true
 	}
-	// The log has answered since the last read (fresh): it showed the
-	// sessions opened during the read, or waited for them as long as the
-	// read took (see feedLoop's firstWait).
-	if wait := m.joinWait(sess.opened, snap); wait > 0 {
-		// A member just joined: others may be joining with it. Wait for
-		// the membership to settle so the fleet moves once.
-		pl.next = wait
-		return pl, false, nil
-	}
-	if !m.planner.endedAt.IsZero() {
-		if wait := m.expirySettle(time.Now()); wait > 0 {
-			pl.next = wait
-			return pl, false, nil
-		}
-		m.planner.endedAt = time.Time{}
-	}
-	return pl, true, nil
 }
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
