@@ -42,8 +42,7 @@ func newReconcileBuf() *reconcileBuf { return &reconcileBuf{sessIdx: map[string]
 // already checked (the same read-only slice, shared between snapshots; the
 // member keeps it in *checked) is not checked again.
 func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
-	ss, ps := snap.Sessions, snap.Partitions
-	ss = sortedByID(ss, sessionID)
+	ss, ps := sortedByID(snap.Sessions, sessionID), snap.Partitions
 	if !sameSlice(ps, *checked) {
 		*checked = nil
 		ps = sortedByID(ps, partitionID)

@@ -19,15 +19,11 @@ const changesPerRead = 10 * store.MaxBatch
 
 // readPace spaces a member's reads of the log, per live session of the
 // group. Every change wakes every member, and each read costs the store a
-// call (on Redis a script and an XREAD, about 20 µs of its one core:
-// faultstore.RedisCost): members that read again at once would ask
-// members x 20 µs of it per change, which 1,000 members handing off
-// partitions one release at a time turn into more than a core. After a
-// read that returned entries, a member waits sessions x readPace before
-// the next, so that the fleet reads at most about once per readPace
-// (20,000 reads a second, 0.4 of a Redis core), whatever its size: 1 ms
-// between reads at 20 members, 5 ms at 100, 50 ms at 1,000. The entries
-// that arrive meanwhile come in the next read.
+// call (on Redis about 20 µs of its one core: faultstore.RedisCost), so
+// after a read that returned entries a member waits sessions x readPace
+// before the next: the fleet reads at most about once per readPace (0.4 of
+// a Redis core) whatever its size, 5 ms apart per member at 100 members.
+// The entries that arrive meanwhile come in the next read.
 const readPace = 50 * time.Microsecond
 
 // freshWait is the least bound of the feed's first call to the log after a
@@ -155,9 +151,8 @@ func (f *feed) readGroup() bool {
 	// Writes this member completed before the read began are in
 	// what it returns (see Member.writes).
 	base := m.writes.Load()
-	// A read of a large group is long (100,000 records: about
-	// 0.1 s of a Redis core), and one given up on is read again
-	// from the start: give it the TTL, not a renewal's time.
+	// A read of a large group is long, and one given up on is read
+	// again from the start: give it the TTL, not a renewal's time.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -242,12 +237,11 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
 	// A store answers a call at rest by its deadline with no entries
 	// and no error (store.Store.Changes); a call cut by the deadline
-	// is one the store did not answer in time (on Redis, a server
-	// busy with a hundred reads of the group): its log may hold the
-	// sessions of members that joined meanwhile, so it does not make
-	// the copy fresh, and the next call may take twice as long. Past
-	// maxFreshWait it does (a backend that answers a deadline with
-	// its error).
+	// is one the store did not answer in time (a server busy with the
+	// joining members' reads): its log may hold their sessions, so it
+	// does not make the copy fresh, and the next call may take twice
+	// as long. Past maxFreshWait it does (a backend that answers a
+	// deadline with its error).
 	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
 	if c.late {
 		if f.first < maxFreshWait {
@@ -291,11 +285,9 @@ func (f *feed) take(c *logCall) (wake bool) {
 	// whose snapshots lack their version) is read again with back-off.
 	c.gone = errors.Is(c.err, store.ErrVersionGone) && c.read
 	// A claim contested before this call whose entry has not come, not
-	// even in this answer (queue forgot the contests its entries
+	// even in this answer (queue, above, forgot the contests its entries
 	// explain): plan reads the group anew (see contestedSince), so wake
-	// it. Checked before queue, a contest explained by this very answer
-	// made every member whose claim lost a race plan in full for
-	// nothing (TestContestExplainedNoFullPlan).
+	// it (TestContestExplainedNoFullPlan).
 	explain := false
 	if c.atEnd {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
