@@ -75,7 +75,7 @@ type replica struct {
 	target    *planTarget
 	offTarget bool
 	// toClaim: partitions released toward this member since the target was
-	// set, which it claims without a full plan (see onTarget).
+	// set, which it claims without a full plan (see onTargetRunning).
 	toClaim []string
 	// unchecked: batches applied to the copy while no target was set (a plan
 	// under way), nunchecked their entries (more than changesPerRead: too

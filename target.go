@@ -285,7 +285,7 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 		return 0, nil, false
 	}
 	claims, r.toClaim = r.toClaim, nil
-	next = a.life // nothing to do: look again then (onTarget is cheap)
+	next = a.life // nothing to do: look again then (this is cheap)
 	if !r.targetFirst.IsZero() {
 		end := r.targetFirst.Add(a.life)
 		if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
