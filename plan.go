@@ -189,21 +189,15 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 }
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
-// m.planner.endedAt), for the next session to expire, so that members that
-// crashed together are planned for in few plans; 0: not at all. It waits
-// when the store said when the next session expires (m.planner.expireDue),
-// and when that is past but this member's own call to expire it is still
-// to come (its answer says when the next is due: another member's call, or
-// the log, may have brought the news first). The wait ends when the next
-// expiry's entry comes (the feed wakes the loop), or just after the loop
-// asked the store to expire it, and all such waits together last at most
-// a tenth of SessionTTL from the first session ended: a crashed member's
-// partitions run again at most that much after its session expired.
-//
-// Members that crash together expire one after the other over up to
-// RenewInterval (each SessionTTL after its last renewal), and each
-// expiry's plan costs every other member O(P): TestCrashesPlannedTogether
-// counts 5 plans per member for 10 crashes with this, 11 without.
+// m.planner.endedAt), for the next session to expire (m.planner.expireDue,
+// as the store last said, until just after this member's own call to expire
+// it); 0: not at all. Members that crash together expire one after the
+// other over up to RenewInterval, and each expiry's plan costs every other
+// member O(P): waiting plans them together (TestCrashesPlannedTogether: 5
+// plans per member for 10 crashes, 11 without). The wait ends when the
+// expiry's entry comes (the feed wakes the loop), and the waits last at
+// most a tenth of SessionTTL from the first session ended, so a crashed
+// member's partitions run again at most that much after its session expired.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {

@@ -282,16 +282,12 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 }
 
 // contestWait is how long to wait before claiming p, free in the copy,
-// because a claim of it failed (0: claim it now).
-//
-// A claim of it failed although the replica showed it free, and the
-// replica has shown nothing about it since: wait for the entry that
-// explains it. That entry was in the log before the claim failed: if the
-// feed has read the log to its end since, and RenewInterval has passed, it
-// is not coming (the record was written by hand): read the group anew and
-// claim again. A replica still behind the log (its member busy, the log
-// long) is not stale, and reading the whole group would only put it
-// further behind; the feed wakes plan when it reaches the end.
+// because a claim of it failed (0: claim it now): the entry that explains
+// the failure was in the log before it. Once the feed has read the log to
+// its end since, and RenewInterval has passed, it is not coming (the
+// record was written by hand): read the group anew and claim again. A
+// replica still behind the log is not stale (reading the whole group would
+// put it further behind); the feed wakes plan when it reaches the end.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {

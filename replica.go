@@ -14,21 +14,17 @@ import (
 
 // replica is the member's copy of the group: one Snapshot, taken when a
 // session opens (and again whenever the log cannot be continued, or the
-// store contradicts the copy), then kept up to date with the group's log.
-// plan reads it instead of reading the group from the store, so a rebalance
-// costs the store the entries of its changes, not one read of every record
-// per member per change.
+// store contradicts the copy), then kept up to date with the group's log,
+// so that a rebalance costs the store the entries of its changes, not one
+// read of every record per member per change.
 //
 // The feed goroutine (feedLoop) reads the log and queues its entries
 // (pending); plan applies what is queued when it takes the copy (current),
-// all at once, and uses it in place until it hands it back (release). So a
-// burst of entries costs one pass over the records per plan, however many
-// batches the log delivered them in (a first placement of 100,000
-// partitions arrives in a hundred batches of claims: merging each into the
-// records would cost a hundred passes), and a plan never copies the
-// records. The feed applies the queue itself only when it grows large
-// while no plan takes it (the member is between sessions or waiting):
-// then it works on a copy if plan holds the current one.
+// all at once, and uses it in place until it hands it back (release): a
+// burst of entries (a first placement's hundred batches of claims) costs
+// one pass over the records per plan, and a plan never copies them. The
+// feed applies the queue itself only when it grows large while no plan
+// takes it, on a copy if plan holds the current one.
 type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read

@@ -38,14 +38,11 @@ const (
 // took took, for a member with JoinSettle settle: as long as the read took,
 // at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
 // that join together open their sessions while the first of them read the
-// group; on a large group (100,000 partitions: a tenth of a second or more)
-// that takes longer than JoinSettle, and a member that planned before the
-// others' sessions showed would claim more than its share, to hand the
-// surplus off again a moment later. A log that shows changes answers at
-// once: then the sessions opened during the read are among them. The
-// read's time is the store's (on Redis, one core serving every joining
-// member's read of the group in turn, about 0.1 s each at 100,000
-// records).
+// group, which on a large group (about 0.1 s of a Redis core per read at
+// 100,000 records) takes longer than JoinSettle: a member that planned
+// before the others' sessions showed would claim more than its share, to
+// hand it off again. A log that shows changes answers at once, with the
+// sessions opened during the read among them.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait

@@ -338,11 +338,9 @@ func (r *replica) reachedTarget(n int) {
 // no record of this member's outside the set, and this member running
 // (runs) the partitions the copy says it holds and no other (running).
 // Balance keeps such an assignment as it is, so a full plan of the copy
-// would find the same target and do nothing. r.mu is held, the pending
-// entries applied.
-//
-// It saves every member a full plan (O(P)) after each rebalance: the plan
-// the target's quiet time ends in (see the file's comment).
+// would find the same target and do nothing: every member saves the full
+// plan its target's quiet time would end in after each rebalance. r.mu is
+// held, the pending entries applied.
 func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
