@@ -18,13 +18,10 @@ import (
 // plannerState is what plan keeps from one plan to the next; the
 // reconcile loop owns it.
 type plannerState struct {
-	// checkedParts: the last partition set plan found sorted (see
-	// reconcileBuf.sorted).
-	checkedParts []store.Partition
-	buf          *reconcileBuf   // plan's working memory (nil until the first full plan)
-	sessions     map[string]bool // live sessions at the last reconcile
-	joinedAt     time.Time       // when a new session was last seen
-	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	buf      reconcileBuf    // plan's working memory
+	sessions map[string]bool // live sessions at the last reconcile
+	joinedAt time.Time       // when a new session was last seen
+	endedAt  time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
 	// expireDue is when the earliest session of the group expires unless
 	// renewed, as the store last said (zero: unknown); the reconcile loop
 	// calls ExpireSessions just after.

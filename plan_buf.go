@@ -30,27 +30,26 @@ type reconcileBuf struct {
 	marked   int               // records of partitions in the set with a GivenBack mark
 	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
 	from     []store.Partition // the partition set parts was made from
+	checked  []store.Partition // the last partition set found sorted (see sorted)
 	assigner balance.Assigner
 }
-
-func newReconcileBuf() *reconcileBuf { return &reconcileBuf{sessIdx: map[string]int32{}} }
 
 // sorted returns the snapshot's sessions and partitions, each sorted by id
 // without duplicates, as the store contract promises (join checks the
 // records). A backend that breaks the promise costs a sorted copy, in which
 // the first of duplicates is kept, as balance.Assign does. A partition set
-// already checked (the same read-only slice, shared between snapshots; the
-// member keeps it in *checked) is not checked again.
-func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
+// already checked (the same read-only slice, shared between snapshots:
+// b.checked) is not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition) {
 	ss, ps := sortedByID(snap.Sessions, sessionID), snap.Partitions
-	if !sameSlice(ps, *checked) {
-		*checked = nil
+	if !sameSlice(ps, b.checked) {
+		b.checked = nil
 		ps = sortedByID(ps, partitionID)
 		if sameSlice(ps, snap.Partitions) {
-			*checked = ps
+			b.checked = ps
 		}
 	}
-	return ss, ps, snap.Owners
+	return ss, ps
 }
 
 // sortedOwners returns a copy of rs sorted by partition, keeping the last

@@ -56,10 +56,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	defer m.rep.release()
 	m.planner.full.Add(1)
 
-	if m.planner.buf == nil {
-		m.planner.buf = newReconcileBuf()
-	}
-	b := m.planner.buf
+	b := &m.planner.buf
 	fp := &fullPlan{sess: sess, slots: slots, base: base, b: b}
 	if err := m.assign(fp, snap); err != nil {
 		return pl, err
@@ -106,8 +103,11 @@ func (pl *reconcilePlan) lookAgainIn(wait time.Duration) {
 // the target assignment (fp.b.target).
 func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	b, sess := fp.b, fp.sess
-	sessions, parts, owners := b.sorted(snap, &m.planner.checkedParts)
-	parts = unplaceable(parts, snap.Malformed)
+	sessions, parts := b.sorted(snap)
+	parts, owners := unplaceable(parts, snap.Malformed), snap.Owners
+	if b.sessIdx == nil {
+		b.sessIdx = map[string]int32{}
+	}
 	clear(b.sessIdx)
 	b.members = b.members[:0]
 	for i, s := range sessions {
