@@ -76,7 +76,6 @@ type logCall struct {
 	atEnd     bool // the call read the log to its end
 	late      bool // the store did not answer within the first call's bound
 	asked     bool // a read of the group was asked for meanwhile
-	gone      bool // the log cannot be continued from a read just made
 }
 
 // feedLoop keeps the replica up to date until the member stops: it reads
@@ -278,9 +277,6 @@ func (f *feed) take(c *logCall) (wake bool) {
 		r.readAsked = true
 		r.goneAt = time.Now()
 	}
-	// A log that cannot be continued from a read just made (a store
-	// whose snapshots lack their version) is read again with back-off.
-	c.gone = errors.Is(c.err, store.ErrVersionGone) && c.read
 	// A claim contested before this call whose entry has not come, not
 	// even in this answer (queue, above, forgot the contests its entries
 	// explain): plan reads the group anew (see contestedSince), so wake
@@ -368,7 +364,9 @@ func (f *feed) pace(c *logCall) bool {
 		}
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
-	case c.gone:
+	case c.read && errors.Is(c.err, store.ErrVersionGone):
+		// A log that cannot be continued from a read just made (a store
+		// whose snapshots lack their version): read again with back-off.
 		f.pause()
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)
