@@ -246,16 +246,10 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 			return
 		}
 	}
-	exact := r.hintExact(a) // the queued entries are not applied: the records stay put
-	for _, cs := range r.pending {
-		for _, c := range cs {
-			if ok, claim := a.progressInHint(c, r.work, exact); !r.noteProgress(c.Partition, ok, claim) {
-				return
-			}
-			checked++
-		}
-	}
 	r.reachedTarget(checked)
+	for _, cs := range r.pending {
+		r.checkTarget(cs)
+	}
 }
 
 // dropTarget makes the next plan a full one.
@@ -307,7 +301,8 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	return next, claims, true
 }
 
-// checkTarget checks entries that just arrived against the target. r.mu is held.
+// checkTarget checks entries not applied yet against the target (the
+// records stay where they are). r.mu is held.
 func (r *replica) checkTarget(cs []store.Change) {
 	if r.target == nil || r.offTarget {
 		return
