@@ -186,20 +186,14 @@ func (f *feed) follow(read bool) bool {
 	ctx, cancel := context.WithCancel(m.runCtx)
 	c := logCall{read: read}
 	r.mu.Lock()
-	again := r.readAsked || r.work == nil
-	if !again {
-		c.after = r.version()
-		r.cancel = cancel
-	}
-	c.firstCall = !r.fresh
-	if r.work != nil {
-		c.sessions = len(r.work.Sessions)
-	}
-	r.mu.Unlock()
-	if again {
+	if r.readAsked || r.work == nil {
+		r.mu.Unlock()
 		cancel()
-		return true
+		return true // the read first
 	}
+	c.after, c.firstCall, c.sessions = r.version(), !r.fresh, len(r.work.Sessions)
+	r.cancel = cancel
+	r.mu.Unlock()
 	f.call(ctx, &c)
 	cancel()
 	if f.take(&c) {
