@@ -97,23 +97,11 @@ const maxTargetLife = 4
 // same reports whether a (nil: none) is the target sess found for these
 // sessions and partitions (both sorted by id).
 func (a *planTarget) same(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32) bool {
-	if a == nil || a.sess != sess || len(a.members) != len(sessions) || len(a.parts) != len(parts) || !slices.Equal(a.target, target) {
+	if a == nil || a.sess != sess || !slices.Equal(a.target, target) {
 		return false
 	}
-	for i, s := range sessions {
-		if a.members[i] != s.ID {
-			return false
-		}
-	}
-	if sameSlice(a.parts, parts) {
-		return true
-	}
-	for i := range parts {
-		if a.parts[i].ID != parts[i].ID {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a.members, sessions, func(id string, s store.SessionInfo) bool { return id == s.ID }) &&
+		(sameSlice(a.parts, parts) || slices.EqualFunc(a.parts, parts, func(x, y store.Partition) bool { return x.ID == y.ID }))
 }
 
 // progressHint reports whether entry c only carries out the target: a claim
