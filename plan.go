@@ -18,13 +18,10 @@ import (
 // plannerState is what plan keeps from one plan to the next; the
 // reconcile loop owns it.
 type plannerState struct {
-	// checkedParts: the last partition set plan found sorted (see
-	// reconcileBuf.sorted).
-	checkedParts []store.Partition
-	buf          *reconcileBuf   // plan's working memory (nil until the first full plan)
-	sessions     map[string]bool // live sessions at the last reconcile
-	joinedAt     time.Time       // when a new session was last seen
-	endedAt      time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	buf      reconcileBuf    // plan's working memory
+	sessions map[string]bool // live sessions at the last reconcile
+	joinedAt time.Time       // when a new session was last seen
+	endedAt  time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
 	// expireDue is when the earliest session of the group expires unless
 	// renewed, as the store last said (zero: unknown); the reconcile loop
 	// calls ExpireSessions just after.
@@ -101,14 +98,6 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 	return pl, true
 }
 
-// latest returns the later of a and b.
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // planChecks is what plan checks on the copy snap (from replica.current,
 // with its base and error) before it plans in full: ok false, with what to
 // return, if it must not (the copy is not ready, this session has ended, or
@@ -145,34 +134,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		pl.expired = true
 		return pl, false, nil
 	}
-	if m.planner.sessions == nil {
-		m.planner.sessions = map[string]bool{}
-	}
-	// The membership settles JoinSettle after the feed brought the last
-	// session opened, not after plan first saw it: a plan that came late
-	// (spaced by planGap, or busy with a large group) while the entries
-	// came would otherwise wait again (100 members on 100,000 partitions,
-	// measured with the members in one process: a member that had claimed
-	// twice its share on a partial view handed it back 3 s later than it
-	// could have).
-	present, joined := 0, 0
-	for _, s := range snap.Sessions {
-		if !m.planner.sessions[s.ID] {
-			joined++
-		} else {
-			present++
-		}
-	}
-	if joined > 0 {
-		m.planner.joinedAt = m.rep.sessionNews()
-	}
-	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
-		m.planner.endedAt = time.Now()
-	}
-	clear(m.planner.sessions)
-	for _, s := range snap.Sessions {
-		m.planner.sessions[s.ID] = true
-	}
+	m.noteSessions(snap)
 	// The log has answered since the last read (fresh): it showed the
 	// sessions opened during the read, or waited for them as long as the
 	// read took (see feedLoop's firstWait).
@@ -192,26 +154,47 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	return pl, true, nil
 }
 
+// noteSessions compares the live sessions of snap with those of the last
+// plan: one new moves joinedAt to when the feed brought the last session
+// opened, one gone sets endedAt if no plan counted an end yet.
+func (m *Member) noteSessions(snap *store.Snapshot) {
+	if m.planner.sessions == nil {
+		m.planner.sessions = map[string]bool{}
+	}
+	// The membership settles JoinSettle after the feed brought the last
+	// session opened, not after plan first saw it: a plan that came late
+	// (spaced by planGap, or busy with a large group) would otherwise wait
+	// again, and hand back late what it claimed on a partial view.
+	present, joined := 0, 0
+	for _, s := range snap.Sessions {
+		if !m.planner.sessions[s.ID] {
+			joined++
+		} else {
+			present++
+		}
+	}
+	if joined > 0 {
+		m.planner.joinedAt = m.rep.sessionNews()
+	}
+	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
+		m.planner.endedAt = time.Now()
+	}
+	clear(m.planner.sessions)
+	for _, s := range snap.Sessions {
+		m.planner.sessions[s.ID] = true
+	}
+}
+
 // expirySettle is how long plan waits, after sessions ended (first seen at
-// m.planner.endedAt), for the next session to expire, so that members that
-// crashed together are planned for in few plans; 0: not at all. It waits
-// when the store said when the next session expires (m.planner.expireDue),
-// and when that is past but this member's own call to expire it is still
-// to come (its answer says when the next is due: another member's call, or
-// the log, may have brought the news first). The wait ends when the next
-// expiry's entry comes (the feed wakes the loop), or just after the loop
-// asked the store to expire it, and all such waits together last at most
-// a tenth of SessionTTL from the first session ended: a crashed member's
-// partitions run again at most that much after its session expired.
-//
-// Members that crash together expire one after the other over up to
-// RenewInterval (each SessionTTL after its last renewal), and each
-// expiry's plan costs every other member O(P). 10 member processes killed
-// among 110 on 100,000 partitions (Redis, two cores; docs/benchmarks.md)
-// took 14-16.5 s to run every partition again, for a TTL of 10 s: the
-// surviving processes planned once per expiry. TestCrashesPlannedTogether
-// counts the plans: 11 per member for 10 crashes when only an expiry due
-// within a fortieth of the TTL was waited for, 5 with this.
+// m.planner.endedAt), for the next session to expire (m.planner.expireDue,
+// as the store last said, until just after this member's own call to expire
+// it); 0: not at all. Members that crash together expire one after the
+// other over up to RenewInterval, and each expiry's plan costs every other
+// member O(P): waiting plans them together (TestCrashesPlannedTogether: 5
+// plans per member for 10 crashes, 11 without). The wait ends when the
+// expiry's entry comes (the feed wakes the loop), and the waits last at
+// most a tenth of SessionTTL from the first session ended, so a crashed
+// member's partitions run again at most that much after its session expired.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -222,7 +205,7 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	switch {
 	case due.After(now):
 		wait = due.Sub(now) + settle
-	case !due.After(now) && now.Before(due.Add(settle)):
+	case now.Before(due.Add(settle)):
 		// Due, and this member's call to expire it about to be made.
 		wait = due.Add(settle).Sub(now)
 	default:
@@ -239,10 +222,7 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 // time is already late by the renewal's reply (KeepAlive says when on the
 // store's clock, as a duration counted by the member from the reply), so
 // the delay only absorbs timer slack: a thousandth of the TTL, 10 ms by
-// default. It was a hundredth, which a crash's takeover waited for in
-// full (10 crashes among 110 members on 100,000 partitions: the crashed
-// sessions' partitions ran again 0.65-0.8 s after they were due, 0.1 s of
-// it this delay).
+// default, as a crash's takeover waits for it in full.
 func expireDelay(ttl time.Duration) time.Duration {
 	return max(ttl/1000, 5*time.Millisecond)
 }
@@ -329,16 +309,11 @@ func nothingRuns(snap *store.Snapshot) bool {
 // before a first placement (nothing runs yet) when the fleet's start has
 // been spread out: a member that plans while others are still joining
 // claims what they get, and hands it off again. 100 member processes
-// started together to place 100,000 partitions (Redis, two cores;
-// docs/benchmarks.md) opened their sessions over about 2 s, a mean of 20 ms
-// apart with pauses of up to 180 ms: waiting JoinSettle (100 ms), every
-// member planned in full about 20 times in the placement, and up to 14,000
-// partitions moved. TestJoinBurstPlacesOnce replays such a start: 8 full
-// plans per member and 8,099 moves on 4,000 partitions waiting JoinSettle,
-// 1 and none with this. Three times, not more: the wait delays a first
-// placement. Members whose sessions opened together (members of one
-// process, processes started at once on a quiet host) wait only about
+// started together opened their sessions over about 2 s, with pauses of up
+// to 180 ms between them: TestJoinBurstPlacesOnce replays such a start (8
+// full plans per member and 8,099 moves on 4,000 partitions waiting
+// JoinSettle, 1 and none with this). Three times, not more: the wait delays
+// a first placement. Members whose sessions opened together wait only about
 // JoinSettle (startQuiet): the wait grows with how long the start has
-// lasted so far, and a start that has lasted 48 ms (5 of that replay's
-// sessions, 12 ms apart) already waits 196 ms, past its first pause.
+// lasted so far.
 const firstSettle = 3

@@ -12,11 +12,9 @@ import (
 )
 
 // reconcileBuf is plan's working memory, O(P) for P partitions, like the
-// replica. The member keeps it from one full plan to the next
-// (plannerState.buf) so that a plan of a large group allocates next to
-// nothing: about 10 MB on 100,000 partitions, which a sync.Pool lost to
-// the garbage collections between two plans, so that every plan of a
-// rebalance allocated it again and brought the next collection closer.
+// replica: about 10 MB on 100,000 partitions, which the member keeps from
+// one full plan to the next (plannerState.buf) so that a rebalance's plans
+// do not allocate it again each time.
 type reconcileBuf struct {
 	sessIdx  map[string]int32 // live session id -> index in members
 	members  []balance.Member // live sessions, sorted by id
@@ -32,28 +30,26 @@ type reconcileBuf struct {
 	marked   int               // records of partitions in the set with a GivenBack mark
 	avoid    []int32           // per partition: index in members of the live session that gave it back, or -1 (avoidGivers)
 	from     []store.Partition // the partition set parts was made from
+	checked  []store.Partition // the last partition set found sorted (see sorted)
 	assigner balance.Assigner
 }
-
-func newReconcileBuf() *reconcileBuf { return &reconcileBuf{sessIdx: map[string]int32{}} }
 
 // sorted returns the snapshot's sessions and partitions, each sorted by id
 // without duplicates, as the store contract promises (join checks the
 // records). A backend that breaks the promise costs a sorted copy, in which
 // the first of duplicates is kept, as balance.Assign does. A partition set
-// already checked (the same read-only slice, shared between snapshots; the
-// member keeps it in *checked) is not checked again.
-func (b *reconcileBuf) sorted(snap *store.Snapshot, checked *[]store.Partition) ([]store.SessionInfo, []store.Partition, []store.Ownership) {
-	ss, ps := snap.Sessions, snap.Partitions
-	ss = sortedByID(ss, sessionID)
-	if !sameSlice(ps, *checked) {
-		*checked = nil
+// already checked (the same read-only slice, shared between snapshots:
+// b.checked) is not checked again.
+func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition) {
+	ss, ps := sortedByID(snap.Sessions, sessionID), snap.Partitions
+	if !sameSlice(ps, b.checked) {
+		b.checked = nil
 		ps = sortedByID(ps, partitionID)
 		if sameSlice(ps, snap.Partitions) {
-			*checked = ps
+			b.checked = ps
 		}
 	}
-	return ss, ps, snap.Owners
+	return ss, ps
 }
 
 // sortedOwners returns a copy of rs sorted by partition, keeping the last
@@ -167,16 +163,28 @@ func resize[T any](s []T, n int) []T {
 
 // partIndex returns the index of partition p in parts (sorted by ID) and
 // whether it is there, trying *at first (where it was found last time; the
-// set seldom changes) and storing the answer there: a member runs a
-// thousand partitions or more, and searching each in 100,000 twice per plan
-// cost more than the rest of the loop over them.
+// set seldom changes) and storing the answer there: searching each of a
+// member's partitions in 100,000 twice per plan cost more than the rest of
+// the loop over them.
 func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
 	if i := int(*at); i < len(parts) && parts[i].ID == p {
 		return i, true
 	}
-	i, ok := slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+	i, ok := searchPartition(parts, p)
 	if ok {
 		*at = int32(i)
 	}
 	return i, ok
+}
+
+// searchPartition returns the index of partition p in parts (sorted by ID)
+// and whether it is there.
+func searchPartition(parts []store.Partition, p string) (int, bool) {
+	return slices.BinarySearchFunc(parts, p, func(x store.Partition, id string) int { return strings.Compare(x.ID, id) })
+}
+
+// searchRecord returns the index of partition p's record in rs (sorted by
+// partition) and whether it is there.
+func searchRecord(rs []store.Ownership, p string) (int, bool) {
+	return slices.BinarySearchFunc(rs, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/balance"
@@ -57,10 +56,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	defer m.rep.release()
 	m.planner.full.Add(1)
 
-	if m.planner.buf == nil {
-		m.planner.buf = newReconcileBuf()
-	}
-	b := m.planner.buf
+	b := &m.planner.buf
 	fp := &fullPlan{sess: sess, slots: slots, base: base, b: b}
 	if err := m.assign(fp, snap); err != nil {
 		return pl, err
@@ -107,8 +103,11 @@ func (pl *reconcilePlan) lookAgainIn(wait time.Duration) {
 // the target assignment (fp.b.target).
 func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	b, sess := fp.b, fp.sess
-	sessions, parts, owners := b.sorted(snap, &m.planner.checkedParts)
-	parts = unplaceable(parts, snap.Malformed)
+	sessions, parts := b.sorted(snap)
+	parts, owners := unplaceable(parts, snap.Malformed), snap.Owners
+	if b.sessIdx == nil {
+		b.sessIdx = map[string]int32{}
+	}
 	clear(b.sessIdx)
 	b.members = b.members[:0]
 	for i, s := range sessions {
@@ -188,7 +187,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			if r := b.rec[i]; r >= 0 {
 				rec = &owners[r] // b.rec leaves placeholders out
 			}
-		} else if r, ok := slices.BinarySearchFunc(owners, p, func(x store.Ownership, id string) int { return strings.Compare(x.Partition, id) }); ok && owners[r].Epoch > 0 {
+		} else if r, ok := searchRecord(owners, p); ok && owners[r].Epoch > 0 {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
@@ -198,11 +197,8 @@ func (m *Member) planRunning(fp *fullPlan) {
 			// target gives the partition to another, hand it off now all
 			// the same: the release is fenced by our claim's epoch, and
 			// its entry follows the claim's in the log. Waiting for the
-			// replica to show the claim left the partition where it was
-			// until a later full plan: with 100 members on 100,000
-			// partitions, a member whose copy was seconds behind the placement's log
-			// kept partitions the others waited for until its target
-			// expired (RenewInterval), and the placement took 12 s.
+			// replica to show the claim would keep the partition from
+			// the others until a later full plan (RenewInterval).
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
@@ -286,16 +282,12 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 }
 
 // contestWait is how long to wait before claiming p, free in the copy,
-// because a claim of it failed (0: claim it now).
-//
-// A claim of it failed although the replica showed it free, and the
-// replica has shown nothing about it since: wait for the entry that
-// explains it. That entry was in the log before the claim failed: if the
-// feed has read the log to its end since, and RenewInterval has passed, it
-// is not coming (the record was written by hand): read the group anew and
-// claim again. A replica still behind the log (its member busy, the log
-// long) is not stale, and reading the whole group would only put it
-// further behind; the feed wakes plan when it reaches the end.
+// because a claim of it failed (0: claim it now): the entry that explains
+// the failure was in the log before it. Once the feed has read the log to
+// its end since, and RenewInterval has passed, it is not coming (the
+// record was written by hand): read the group anew and claim again. A
+// replica still behind the log is not stale (reading the whole group would
+// put it further behind); the feed wakes plan when it reaches the end.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {

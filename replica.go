@@ -6,8 +6,6 @@ package herd
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,36 +14,28 @@ import (
 
 // replica is the member's copy of the group: one Snapshot, taken when a
 // session opens (and again whenever the log cannot be continued, or the
-// store contradicts the copy), then kept up to date with the group's log.
-// plan reads it instead of reading the group from the store, so a rebalance
-// costs the store the entries of its changes, not one read of every record
-// per member per change.
+// store contradicts the copy), then kept up to date with the group's log,
+// so that a rebalance costs the store the entries of its changes, not one
+// read of every record per member per change.
 //
 // The feed goroutine (feedLoop) reads the log and queues its entries
 // (pending); plan applies what is queued when it takes the copy (current),
-// all at once, and uses it in place until it hands it back (release). So a
-// burst of entries costs one pass over the records per plan, however many
-// batches the log delivered them in (a first placement of 100,000
-// partitions arrives in a hundred batches of claims: merging each into the
-// records would cost a hundred passes), and a plan never copies the
-// records. The feed applies the queue itself only when it grows large
-// while no plan takes it (the member is between sessions or waiting):
-// then it works on a copy if plan holds the current one.
+// all at once, and uses it in place until it hands it back (release): a
+// burst of entries (a first placement's hundred batches of claims) costs
+// one pass over the records per plan, and a plan never copies them. The
+// feed applies the queue itself only when it grows large while no plan
+// takes it, on a copy if plan holds the current one.
 type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read
 	// pending: the entries after work.Version not applied yet, in the
-	// batches Changes returned them in (kept as they came: copying them
-	// into one list cost a tenth of the CPU of 100 members placing
-	// 100,000 partitions), npending how many.
+	// batches Changes returned them in (not copied into one list),
+	// npending how many.
 	pending  [][]store.Change
 	npending int
-	// pendingLoads: how many of the queued entries publish loads. A
-	// handler's start looks its partition's load up in them (loadOf),
-	// and the queue holds up to a group's worth of entries, nearly all
-	// claims during a placement: scanning it for each of a member's
-	// 6,250 starts (16 member processes on 100,000 partitions, Redis)
-	// was 0.12 s of the 0.70 s their starts cost, in all.
+	// pendingLoads: how many of the queued entries publish loads, so that
+	// a handler's start (loadOf) scans the queue, up to a group's worth of
+	// entries, only when one does.
 	pendingLoads int
 	inPlan       bool // plan is using work (current .. release)
 	// layout counts the reads of the group work was made from: a target
@@ -81,16 +71,15 @@ type replica struct {
 	target    *planTarget
 	offTarget bool
 	// toClaim: partitions released toward this member since the target was
-	// set, which it claims without a full plan (see onTarget).
+	// set, which it claims without a full plan (see onTargetRunning).
 	toClaim []string
 	// unchecked: batches applied to the copy while no target was set (a plan
-	// under way), nunchecked their entries, for setTarget to check;
-	// uncheckedOver: more than it keeps were applied.
-	unchecked     [][]store.Change
-	nunchecked    int
-	uncheckedOver bool
-	targetFirst   time.Time // when the first entry checked against target arrived (zero: none yet)
-	targetLast    time.Time // when the last one did
+	// under way), nunchecked their entries (more than changesPerRead: too
+	// many to keep, unchecked is empty), for setTarget to check.
+	unchecked   [][]store.Change
+	nunchecked  int
+	targetFirst time.Time // when the first entry checked against target arrived (zero: none yet)
+	targetLast  time.Time // when the last one did
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
@@ -125,10 +114,7 @@ func maxPending(snap *store.Snapshot) int {
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.work == nil || r.distrusted {
-		return nil, 0, r.err
-	}
-	if !r.applyPending(false) {
+	if r.work == nil || r.distrusted || !r.applyPending(false) {
 		return nil, 0, r.err
 	}
 	if r.target == nil {
@@ -193,7 +179,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 			break
 		}
 		if seen != nil {
-			r.reachedTarget(cs)
+			r.reachedTarget(len(cs))
 		}
 		if r.target == nil {
 			r.noteUnchecked(cs) // for the target of the plan under way
@@ -290,7 +276,7 @@ func (r *replica) epochOf(p string) uint64 {
 	if r.work == nil {
 		return 0
 	}
-	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	i, ok := searchRecord(r.work.Owners, p)
 	if !ok {
 		return 0
 	}

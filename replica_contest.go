@@ -5,11 +5,7 @@ package herd
 // that explains them, or reads the group anew.
 
 import (
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/herdhq/herd/store"
 )
 
 // contest marks p contested from now: plan leaves it alone until an entry
@@ -25,7 +21,9 @@ func (r *replica) contestLocked(p string, now time.Time) {
 		r.contested = map[string]time.Time{}
 	}
 	r.contested[p] = now
-	r.lastContest = latest(r.lastContest, now)
+	if now.After(r.lastContest) {
+		r.lastContest = now
+	}
 }
 
 // contestClaims notes that claims of ps failed (ErrClaimed) although the
@@ -62,7 +60,7 @@ func (r *replica) heldByLive(p string) bool {
 	if r.work == nil {
 		return false
 	}
-	i, ok := slices.BinarySearchFunc(r.work.Owners, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+	i, ok := searchRecord(r.work.Owners, p)
 	if !ok || r.work.Owners[i].Session == "" {
 		return false
 	}

@@ -19,15 +19,11 @@ const changesPerRead = 10 * store.MaxBatch
 
 // readPace spaces a member's reads of the log, per live session of the
 // group. Every change wakes every member, and each read costs the store a
-// call (on Redis a script and an XREAD, about 20 µs of its one core:
-// faultstore.RedisCost): members that read again at once would ask
-// members x 20 µs of it per change, which 1,000 members handing off
-// partitions one release at a time turn into more than a core. After a
-// read that returned entries, a member waits sessions x readPace before
-// the next, so that the fleet reads at most about once per readPace
-// (20,000 reads a second, 0.4 of a Redis core), whatever its size: 1 ms
-// between reads at 20 members, 5 ms at 100, 50 ms at 1,000. The entries
-// that arrive meanwhile come in the next read.
+// call (on Redis about 20 µs of its one core: faultstore.RedisCost), so
+// after a read that returned entries a member waits sessions x readPace
+// before the next: the fleet reads at most about once per readPace (0.4 of
+// a Redis core) whatever its size, 5 ms apart per member at 100 members.
+// The entries that arrive meanwhile come in the next read.
 const readPace = 50 * time.Microsecond
 
 // freshWait is the least bound of the feed's first call to the log after a
@@ -42,17 +38,11 @@ const (
 // took took, for a member with JoinSettle settle: as long as the read took,
 // at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
 // that join together open their sessions while the first of them read the
-// group; on a large group (100,000 partitions: a tenth of a second or more)
-// that takes longer than JoinSettle, and a member that planned before the
-// others' sessions showed would claim more than its share, to hand the
-// surplus off again a moment later. A log that shows changes answers at
-// once: then the sessions opened during the read are among them (herd
-// bench --scenario large: 10 members joining 100 read 100,000 records in
-// 0.2-2.7 s, and each then waited 0.5 s more when that wait did not end with
-// the log's answer). A fleet of separate processes needs it as much: the
-// read's time is the store's (on Redis, one core serving every joining
-// member's read of the group in turn, about 0.1 s each at 100,000
-// records), not the members' CPU.
+// group, which on a large group (about 0.1 s of a Redis core per read at
+// 100,000 records) takes longer than JoinSettle: a member that planned
+// before the others' sessions showed would claim more than its share, to
+// hand it off again. A log that shows changes answers at once, with the
+// sessions opened during the read among them.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
@@ -86,7 +76,6 @@ type logCall struct {
 	atEnd     bool // the call read the log to its end
 	late      bool // the store did not answer within the first call's bound
 	asked     bool // a read of the group was asked for meanwhile
-	gone      bool // the log cannot be continued from a read just made
 }
 
 // feedLoop keeps the replica up to date until the member stops: it reads
@@ -112,24 +101,21 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 }
 
 // pause waits after a failure, the back-off doubling up to RenewInterval,
-// unless a read is asked for meanwhile.
+// unless a read is asked for meanwhile (a new session's, most often, after
+// an outage that had the back-off grow): it is made at once.
 func (f *feed) pause() {
-	select {
-	case <-f.m.runCtx.Done():
-	case <-time.After(f.backoff):
-	case <-f.r.wakeFeed:
-		// A read was asked for (a new session's, most often, after an
-		// outage that had the back-off grow): make it at once.
+	if f.wait(f.backoff) {
 		f.backoff = firstBackoff
 		return
 	}
 	f.backoff = min(2*f.backoff, f.m.cfg.RenewInterval)
 }
 
-// wait spaces reads (readPace); a read asked for ends it.
-func (f *feed) wait(d time.Duration) {
+// wait waits d (spacing reads, or a back-off), and reports true if a read
+// asked for ended it first.
+func (f *feed) wait(d time.Duration) bool {
 	if d <= 0 {
-		return
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -137,7 +123,9 @@ func (f *feed) wait(d time.Duration) {
 	case <-f.m.runCtx.Done():
 	case <-t.C:
 	case <-f.r.wakeFeed:
+		return true
 	}
+	return false
 }
 
 // readDue reports whether the group is to be read (there is no copy, or a
@@ -159,9 +147,8 @@ func (f *feed) readGroup() bool {
 	// Writes this member completed before the read began are in
 	// what it returns (see Member.writes).
 	base := m.writes.Load()
-	// A read of a large group is long (100,000 records: about
-	// 0.1 s of a Redis core), and one given up on is read again
-	// from the start: give it the TTL, not a renewal's time.
+	// A read of a large group is long, and one given up on is read
+	// again from the start: give it the TTL, not a renewal's time.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -199,20 +186,14 @@ func (f *feed) follow(read bool) bool {
 	ctx, cancel := context.WithCancel(m.runCtx)
 	c := logCall{read: read}
 	r.mu.Lock()
-	again := r.readAsked || r.work == nil
-	if !again {
-		c.after = r.version()
-		r.cancel = cancel
-	}
-	c.firstCall = !r.fresh
-	if r.work != nil {
-		c.sessions = len(r.work.Sessions)
-	}
-	r.mu.Unlock()
-	if again {
+	if r.readAsked || r.work == nil {
+		r.mu.Unlock()
 		cancel()
-		return true
+		return true // the read first
 	}
+	c.after, c.firstCall, c.sessions = r.version(), !r.fresh, len(r.work.Sessions)
+	r.cancel = cancel
+	r.mu.Unlock()
 	f.call(ctx, &c)
 	cancel()
 	if f.take(&c) {
@@ -246,12 +227,11 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
 	// A store answers a call at rest by its deadline with no entries
 	// and no error (store.Store.Changes); a call cut by the deadline
-	// is one the store did not answer in time (on Redis, a server
-	// busy with a hundred reads of the group): its log may hold the
-	// sessions of members that joined meanwhile, so it does not make
-	// the copy fresh, and the next call may take twice as long. Past
-	// maxFreshWait it does (a backend that answers a deadline with
-	// its error).
+	// is one the store did not answer in time (a server busy with the
+	// joining members' reads): its log may hold their sessions, so it
+	// does not make the copy fresh, and the next call may take twice
+	// as long. Past maxFreshWait it does (a backend that answers a
+	// deadline with its error).
 	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
 	if c.late {
 		if f.first < maxFreshWait {
@@ -291,15 +271,10 @@ func (f *feed) take(c *logCall) (wake bool) {
 		r.readAsked = true
 		r.goneAt = time.Now()
 	}
-	// A log that cannot be continued from a read just made (a store
-	// whose snapshots lack their version) is read again with back-off.
-	c.gone = errors.Is(c.err, store.ErrVersionGone) && c.read
 	// A claim contested before this call whose entry has not come, not
-	// even in this answer (queue forgot the contests its entries
+	// even in this answer (queue, above, forgot the contests its entries
 	// explain): plan reads the group anew (see contestedSince), so wake
-	// it. Checked before queue, a contest explained by this very answer
-	// made every member whose claim lost a race plan in full for
-	// nothing (TestContestExplainedNoFullPlan).
+	// it (TestContestExplainedNoFullPlan).
 	explain := false
 	if c.atEnd {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
@@ -327,30 +302,23 @@ func (f *feed) queue(cs []store.Change) {
 		// Members that join together open their sessions within
 		// moments, but a store busy with their reads of the group
 		// may log the last of them later than JoinSettle after the
-		// first: on Redis, each read of 100,000 records holds the
-		// server for tens of milliseconds, and with ten joining
-		// 100 members on 100,000 partitions half of ten new
-		// sessions were logged
-		// 130 ms after the others, so that the hundred members
-		// planned for 105 sessions, then again for 110. The copy
-		// is fresh again once the log has answered one more call
-		// (within JoinSettle, or later if the store is late):
-		// that shows every session the store had begun to open
-		// by then.
+		// first (on Redis, each read of 100,000 records holds the
+		// server for tens of milliseconds). The copy is fresh again
+		// once the log has answered one more call (within
+		// JoinSettle, or later if the store is late): that shows
+		// every session the store had begun to open by then.
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
 	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
-		// Applied now rather than by the next plan when plan does
-		// not hold the copy (in place: about a microsecond an
-		// entry, the copy having a record for every partition):
-		// the entries an target lets pass (a placement's 100,000)
-		// would otherwise wait for the plan of the next
+		// Applied now (in place, about a microsecond an entry)
+		// rather than by the next plan when plan does not hold
+		// the copy: the entries a target lets pass (a placement's
+		// 100,000) would otherwise wait for the plan of the next
 		// membership change, and delay it. They are checked
 		// against the target as they are applied. Fewer than a
-		// batch's worth are only checked, and left queued for
-		// the next plan (one call's entries: the common case at
-		// rest and in small changes).
+		// batch's worth (the common case at rest) are only
+		// checked, and left queued for the next plan.
 		r.applyPending(true)
 	} else {
 		r.checkTarget(cs)
@@ -390,7 +358,9 @@ func (f *feed) pace(c *logCall) bool {
 		}
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
-	case c.gone:
+	case c.read && errors.Is(c.err, store.ErrVersionGone):
+		// A log that cannot be continued from a read just made (a store
+		// whose snapshots lack their version): read again with back-off.
 		f.pause()
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)

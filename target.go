@@ -1,56 +1,40 @@
 package herd
 
-// The plan's target: what the last full plan decided, so that the entries that only
-// carry it out cost no plan.
+// The plan's target: what the last full plan decided, so that the entries
+// that only carry it out cost no plan.
 //
-// A full plan costs O(P) for P partitions: applying the log's entries to
-// the replica, joining the records with the partition set, computing the
-// target. During a rebalance nearly every entry is progress toward the
-// target every member computed: a claim of a partition by its target owner,
-// or the release of a partition by an owner that hands it to another.
-// Such an entry changes nothing this member has to do, and the target
-// computed after it is the same (balance keeps every partition's target
-// while the moves to it are carried out, in any order: see balance's
-// TestPartialFillKeepsTarget for a fill and TestHandoffKeepsTarget for a
-// rebalance). So the feed checks each entry
-// against the target as it arrives (O(log P)), and plan runs in full only when
-// an entry is not such progress: a session opened, closed or expired, a
-// claim by another member than the target, a release of a partition whose
-// target is this member (it is to claim it), a give-back, a restore, a new
-// partition set. A 100,000-partition first placement then costs each
-// member a few full plans instead of one per batch of entries.
+// A full plan costs O(P) for P partitions. During a rebalance nearly every
+// entry is progress toward the target every member computed: a claim of a
+// partition by its target owner, or the release of a partition by an owner
+// that hands it to another. Such an entry changes nothing this member has to
+// do, and the target computed after it is the same (balance keeps every
+// partition's target while the moves to it are carried out, in any order:
+// balance's TestPartialFillKeepsTarget and TestHandoffKeepsTarget). So the
+// feed checks each entry against the target as it arrives (O(log P)), and
+// plan runs in full only when an entry is not such progress: a session
+// opened, closed or expired, a claim by another member than the target, a
+// release of a partition whose target is this member (it is to claim it), a
+// give-back, a restore, a new partition set.
 //
 // The target is dropped, and the next plan is full, whenever something else
 // may call for action: a read of the group, a plan that left something to
 // look at later (a hold, JoinSettle), a session lost, the log read to its
-// end with a contested claim still unexplained. A contested claim (one that
-// failed although the copy showed the partition free) waits for the entry
-// that explains it, which is not progress: the target then lasts until the
-// claim is due to be looked at again (see plan), not longer.
-// It also expires RenewInterval after the first entry it let pass (twice
-// that after a full plan found it unchanged, up to maxTargetLife), so that
-// a target that did change after all (an assumption the check cannot prove
-// for every input) or a record of this member's that it does not run (a
-// claim whose reply was lost) is acted on within that bound. It expires
-// sooner, a third of that after the last entry it let pass, once the log
-// has gone quiet: the rebalance is over, or stuck on a partition some
-// member holds for a target that no longer holds, which only that
-// member's full plan can see. Members that planned on different copies
-// (one that saw 94 of 100 sessions in a first placement, and claimed 64
-// partitions too many) can compute different targets for a partition:
-// with 100 members on 100,000 partitions the one holding it kept it until its target
-// expired, twice, and the placement took 10.6 s instead of 4. A target whose
-// life ends while the copy shows it carried out (every partition held by
-// its target owner: met) lasts on instead, as a full plan would find it
-// again: a rebalance then costs each member one full plan, not two. A target no
-// entry has reached does not expire: a plan of the same copy would find
-// the same (a fleet at rest made every member plan in full every
-// RenewInterval for nothing, and in the large bench those plans, which
-// fell together, delayed the join that followed the placement).
+// end with a contested claim still unexplained; with a contested claim
+// waiting for the entry that explains it, it lasts until the claim is due
+// to be looked at again (due), not longer. It also
+// expires RenewInterval after the first entry it let pass (twice that after
+// a full plan found it unchanged, up to maxTargetLife), and a third of that
+// after the last one once the log has gone quiet, so that what the check
+// cannot see is acted on within that bound: a target that did change after
+// all, a record of this member's it does not run (a claim whose reply was
+// lost), a partition held for the target of a member that planned on
+// another copy. A target whose life ends while the copy shows it carried
+// out (met) lasts on, as a full plan would find it again; a target no entry
+// has reached does not expire, as a plan of the same copy would find the
+// same.
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -81,9 +65,8 @@ type planTarget struct {
 // them (sorted by id), target as balance computed it and recPart (nil: none)
 // as join found it (both copied), and how long it lasts once an entry has
 // reached it. The lists of prev (nil: none), the member's previous target, are
-// reused: prev must be nobody else's any more (the replica's target was
-// dropped). A new target and hint per plan were 800 KB on 100,000
-// partitions, a twentieth of the CPU of 100 members placing them.
+// reused (800 KB on 100,000 partitions): prev must be nobody else's any
+// more (the replica's target was dropped).
 func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *planTarget {
 	a := prev
 	if a == nil {
@@ -105,55 +88,31 @@ func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, 
 // maxTargetLife bounds a target's life, in RenewIntervals: a full plan that
 // finds the same target as the last (its life ended while the entries
 // kept coming, a long placement carried out) gives the next one twice its
-// life, up to this. A placement of 100,000 partitions on 100 member
-// processes takes seconds, and a full plan of it tens of milliseconds of
-// every member's CPU (20 to 25 ms each, 16 member processes on Redis): a
-// placement of 100,000 partitions on 100 member processes took 13 to 23 s,
-// four to seven full plans each at one per RenewInterval. The quiet time
-// does not grow: once the entries stop, a full plan comes as soon as
-// before.
+// life, up to this: a placement of 100,000 partitions on 100 member
+// processes takes seconds, and each full plan of it 20 to 25 ms of every
+// member's CPU. The quiet time does not grow: once the entries stop, a
+// full plan comes as soon as before.
 const maxTargetLife = 4
 
 // same reports whether a (nil: none) is the target sess found for these
 // sessions and partitions (both sorted by id).
 func (a *planTarget) same(sess string, sessions []store.SessionInfo, parts []store.Partition, target []int32) bool {
-	if a == nil || a.sess != sess || len(a.members) != len(sessions) || len(a.parts) != len(parts) || !slices.Equal(a.target, target) {
+	if a == nil || a.sess != sess || !slices.Equal(a.target, target) {
 		return false
 	}
-	for i, s := range sessions {
-		if a.members[i] != s.ID {
-			return false
-		}
-	}
-	if sameSlice(a.parts, parts) {
-		return true
-	}
-	for i := range parts {
-		if a.parts[i].ID != parts[i].ID {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a.members, sessions, func(id string, s store.SessionInfo) bool { return id == s.ID }) &&
+		(sameSlice(a.parts, parts) || slices.EqualFunc(a.parts, parts, func(x, y store.Partition) bool { return x.ID == y.ID }))
 }
 
-// progress reports whether entry c only carries out the target: a claim by
-// the partition's target owner, or a plain release by an owner that is not
-// its target owner; claim, whether it is such a release of a partition
-// whose target owner is this member, which it is to claim.
-func (a *planTarget) progress(c store.Change) (ok, claim bool) { return a.progressAt(c, -1) }
-
-// progressAt is progress for an entry whose partition's record is at index
-// rec of the copy's records, if rec >= 0: a hint, checked against the
-// partition's id (the records may have moved since the plan).
-func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
-	return a.progressHint(c, rec, false)
-}
-
-// progressHint is progressAt, the hint trusted without checking the
-// partition's id if exact: the copy's records are where they were in the
-// copy plan used (see replica.hintExact). The check read the partition's id
-// in the plan's partition set, at a place of its own in memory for each
-// entry: most of the cost of checking an entry against the target.
+// progressHint reports whether entry c only carries out the target: a claim
+// by the partition's target owner, or a plain release by an owner that is
+// not its target owner; claim, whether it is such a release of a partition
+// whose target owner is this member, which it is to claim. rec, if >= 0, is
+// the index of the partition's record in the copy's records: a hint,
+// checked against the partition's id unless exact (the copy's records are
+// where they were in the copy plan used: see replica.hintExact), as that
+// check, a read at a place of its own in memory per entry, is most of an
+// entry's cost.
 func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false, false
@@ -169,7 +128,7 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 		}
 	}
 	if !found {
-		i, found = slices.BinarySearchFunc(a.parts, c.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+		i, found = searchPartition(a.parts, c.Partition)
 	}
 	if !found || int(a.target[i]) < 0 || int(a.target[i]) >= len(a.members) {
 		return false, false
@@ -184,14 +143,8 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 	return true, t == a.sess
 }
 
-// progressIn is progressAt with the record's index found in the copy snap.
-// Only reads snap: plan may be reading it at the same time.
-func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
-	return a.progressInHint(c, snap, false)
-}
-
-// progressInHint is progressIn, the record's index trusted as progressHint
-// does if exact.
+// progressInHint is progressHint with the record's index found in the copy
+// snap. Only reads snap: plan may be reading it at the same time.
 func (a *planTarget) progressInHint(c store.Change, snap *store.Snapshot, exact bool) (ok, claim bool) {
 	rec := -1
 	if a.recPart != nil && snap != nil && c.Partition != "" {
@@ -230,12 +183,12 @@ func (r *replica) noteProgress(p string, ok, claim bool) bool {
 // plan under way), for setTarget to check: up to changesPerRead entries,
 // beyond which the next target is off. r.mu is held.
 func (r *replica) noteUnchecked(cs []store.Change) {
-	if r.uncheckedOver {
+	if r.nunchecked > changesPerRead {
 		return
 	}
 	if r.nunchecked += len(cs); r.nunchecked > changesPerRead {
 		clear(r.unchecked)
-		r.unchecked, r.uncheckedOver = r.unchecked[:0], true
+		r.unchecked = r.unchecked[:0]
 		return
 	}
 	r.unchecked = append(r.unchecked, cs)
@@ -244,7 +197,7 @@ func (r *replica) noteUnchecked(cs []store.Change) {
 // forgetUnchecked empties what noteUnchecked kept. r.mu is held.
 func (r *replica) forgetUnchecked() {
 	clear(r.unchecked)
-	r.unchecked, r.nunchecked, r.uncheckedOver = r.unchecked[:0], 0, false
+	r.unchecked, r.nunchecked = r.unchecked[:0], 0
 }
 
 // setTarget makes a the target, for a full plan of the copy at version v. The
@@ -268,7 +221,7 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 				if c.Version.Seq < next {
 					continue // in the plan's copy
 				}
-				if ok, claim := a.progress(c); c.Version.Seq != next || !r.noteProgress(c.Partition, ok, claim) {
+				if ok, claim := a.progressHint(c, -1, false); c.Version.Seq != next || !r.noteProgress(c.Partition, ok, claim) {
 					r.offTarget = true
 					return
 				}
@@ -276,23 +229,14 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 				checked++
 			}
 		}
-		if r.uncheckedOver || next != r.work.Version.Seq+1 {
+		if r.nunchecked > changesPerRead || next != r.work.Version.Seq+1 {
 			r.offTarget = true
 			return
 		}
 	}
-	exact := r.hintExact(a) // the queued entries are not applied: the records stay put
+	r.reachedTarget(checked)
 	for _, cs := range r.pending {
-		for _, c := range cs {
-			if ok, claim := a.progressInHint(c, r.work, exact); !r.noteProgress(c.Partition, ok, claim) {
-				return
-			}
-			checked++
-		}
-	}
-	if checked > 0 {
-		r.targetFirst = time.Now()
-		r.targetLast = r.targetFirst
+		r.checkTarget(cs)
 	}
 }
 
@@ -304,18 +248,14 @@ func (r *replica) dropTarget() {
 	r.mu.Unlock()
 }
 
-// onTarget reports whether every entry since the last full plan was progress
-// toward its target, so that plan has nothing to do but claim the partitions
-// released toward this member since (claims, taken: each is returned
-// once), and if so how long until the target expires.
-func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
-	return r.onTargetRunning(sess, now, nil, nil)
-}
-
-// onTargetRunning is onTarget for a member that runs (runs) running()
-// partitions of this session: when the target's life ends, it lasts on
-// (its life starts again with the next entry) if the copy shows it carried
-// out (met), as a full plan would find the same. runs nil: it ends.
+// onTargetRunning reports whether every entry since the last full plan was
+// progress toward its target, so that plan has nothing to do but claim the
+// partitions released toward this member since (claims, taken: each is
+// returned once), and if so how long until the target expires. For a
+// member that runs (runs) running() partitions of this session, a target
+// whose life ends lasts on (its life starts again with the next entry) if
+// the copy shows it carried out (met), as a full plan would find the same;
+// runs nil: it ends.
 func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running func() int) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -327,7 +267,7 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 		return 0, nil, false
 	}
 	claims, r.toClaim = r.toClaim, nil
-	next = a.life // nothing to do: look again then (onTarget is cheap)
+	next = a.life // nothing to do: look again then (this is cheap)
 	if !r.targetFirst.IsZero() {
 		end := r.targetFirst.Add(a.life)
 		if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
@@ -349,7 +289,8 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	return next, claims, true
 }
 
-// checkTarget checks entries that just arrived against the target. r.mu is held.
+// checkTarget checks entries not applied yet against the target (the
+// records stay where they are). r.mu is held.
 func (r *replica) checkTarget(cs []store.Change) {
 	if r.target == nil || r.offTarget {
 		return
@@ -360,15 +301,14 @@ func (r *replica) checkTarget(cs []store.Change) {
 			return
 		}
 	}
-	r.reachedTarget(cs)
+	r.reachedTarget(len(cs))
 }
 
-// reachedTarget notes that the entries cs, checked, were all progress toward
-// the target (if it is still on): the target's life starts with the first, and
-// its quiet time with the last.
-// r.mu is held.
-func (r *replica) reachedTarget(cs []store.Change) {
-	if r.target != nil && !r.offTarget && len(cs) > 0 {
+// reachedTarget notes that n entries, checked, were all progress toward the
+// target (if it is still on): the target's life starts with the first, and
+// its quiet time with the last. r.mu is held.
+func (r *replica) reachedTarget(n int) {
+	if r.target != nil && !r.offTarget && n > 0 {
 		r.targetLast = time.Now()
 		if r.targetFirst.IsZero() {
 			r.targetFirst = r.targetLast
@@ -381,11 +321,9 @@ func (r *replica) reachedTarget(cs []store.Change) {
 // no record of this member's outside the set, and this member running
 // (runs) the partitions the copy says it holds and no other (running).
 // Balance keeps such an assignment as it is, so a full plan of the copy
-// would find the same target and do nothing. r.mu is held, the pending
-// entries applied.
-//
-// It saves every member a full plan (O(P)) after each rebalance: the plan
-// the target's quiet time ends in (see the file's comment).
+// would find the same target and do nothing: every member saves the full
+// plan its target's quiet time would end in after each rebalance. r.mu is
+// held, the pending entries applied.
 func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {

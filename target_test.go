@@ -314,3 +314,22 @@ func TestReplicaTrustsHintOfSameLayout(t *testing.T) {
 	r.layout++
 	check("a new read", false)
 }
+
+// progress is progressHint without a hint.
+func (a *planTarget) progress(c store.Change) (ok, claim bool) { return a.progressHint(c, -1, false) }
+
+// progressAt is progressHint with a hint that is checked.
+func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
+	return a.progressHint(c, rec, false)
+}
+
+// progressIn is progressInHint with the hint checked.
+func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
+	return a.progressInHint(c, snap, false)
+}
+
+// onTarget is onTargetRunning for a member that runs nothing: a target
+// whose life ends, ends.
+func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
+	return r.onTargetRunning(sess, now, nil, nil)
+}
