@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/herdhq/herd/internal/stagger"
 )
 
 // The client's connections. The etcd client sends every call to an
@@ -133,60 +135,18 @@ func (cs *conns) dialOptions(connectTimeout time.Duration) []grpc.DialOption {
 // dialStagger while none has connected, until one connects, every attempt
 // has failed, or ctx ends (gRPC's connect deadline).
 func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	results := make(chan result)
-	pending, started := 0, 0
-	start := func() {
-		pending++
-		started++
-		go func() {
-			c, err := cs.attempt(ctx, addr)
-			select {
-			case results <- result{c, err}:
-			case <-ctx.Done():
-				if c != nil {
-					_ = c.Close()
-				}
-			}
-		}()
-	}
-	start()
 	begun := time.Now()
-	tick := time.NewTicker(dialStagger)
-	defer tick.Stop()
-	var last error
-	for {
-		select {
-		case r := <-results:
-			pending--
-			if r.err == nil {
-				logConn("connected", r.c, "took", time.Since(begun), "attempts", started)
-				c := cs.track(r.c)
-				go cs.watchHandshake(c)
-				return c, nil
-			}
-			last = r.err
-			if pending == 0 {
-				logConn("dial failed", nil, "took", time.Since(begun), "err", last)
-				return nil, last // gRPC dials again after its back-off
-			}
-		case <-tick.C:
-			if pending < maxDials {
-				start()
-			}
-		case <-ctx.Done():
-			if last == nil {
-				last = ctx.Err()
-			}
-			logConn("dial ended", nil, "took", time.Since(begun), "err", last)
-			return nil, last
-		}
+	c, started, err := stagger.Dial(ctx, dialStagger, maxDials, func(ctx context.Context) (net.Conn, error) {
+		return cs.attempt(ctx, addr)
+	})
+	if err != nil {
+		logConn("dial failed", nil, "took", time.Since(begun), "attempts", started, "err", err)
+		return nil, err // gRPC dials again after its back-off
 	}
+	logConn("connected", c, "took", time.Since(begun), "attempts", started)
+	tc := cs.track(c)
+	go cs.watchHandshake(tc)
+	return tc, nil
 }
 
 // attempt is one connection attempt.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/herdhq/herd/internal/stagger"
 )
 
 // resetOnTimeout wraps dial, the pool's: a TCP connection it makes is
@@ -109,49 +111,9 @@ func staggered(dial pgconn.DialFunc, every time.Duration) pgconn.DialFunc {
 		if every <= 0 || !strings.HasPrefix(network, "tcp") {
 			return dial(ctx, network, addr) // a unix socket connects or fails at once
 		}
-		actx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		results := make(chan result)
-		returned := make(chan struct{})
-		defer close(returned)
-		pending := 0
-		start := func() {
-			pending++
-			go func() {
-				c, err := dial(actx, network, addr)
-				select {
-				case results <- result{c, err}:
-				case <-returned: // another attempt connected first
-					if c != nil {
-						_ = c.Close()
-					}
-				}
-			}()
-		}
-		start()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var last error
-		for {
-			select {
-			case r := <-results:
-				pending--
-				if r.err == nil {
-					return r.c, nil
-				}
-				last = r.err
-				if pending == 0 {
-					return nil, last
-				}
-			case <-tick.C:
-				if pending < maxDialAttempts && ctx.Err() == nil {
-					start()
-				}
-			}
-		}
+		c, _, err := stagger.Dial(ctx, every, maxDialAttempts, func(ctx context.Context) (net.Conn, error) {
+			return dial(ctx, network, addr)
+		})
+		return c, err
 	}
 }
