@@ -81,7 +81,7 @@ func (l *runLoop) openSession() bool {
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
-		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen)
+		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen, lost && len(m.loss.restores) > 0)
 		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
 		m.wakeLoop()
 	case m.runCtx.Err() != nil:
