@@ -18,7 +18,7 @@ func (l *runLoop) loseSession() {
 	cause := context.Cause(sess.ctx)
 	sess.cancel(ErrSessionExpired)
 	<-sess.renew
-	m.noteLostLoads(l.slotsOf(sess) > 0)
+	m.noteLostLoads(l.slotsOf(sess) > 0, sess.opened)
 	for _, sl := range l.slots {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)

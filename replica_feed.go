@@ -290,6 +290,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
+		r.keepFreeLoads()
 	}
 	// A log that cannot be continued from a read just made (a store
 	// whose snapshots lack their version) is read again with back-off.
