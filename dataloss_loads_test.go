@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -130,6 +131,71 @@ func TestDataLossLoadsPublishedOnceSeen(t *testing.T) {
 			p := strconv.Itoa(i)
 			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
 				t.Errorf("partition %s after the loss: load %v (published: %v), want %d", p, l, ok, i+1)
+			}
+		}
+	})
+}
+
+// TestDataLossFreeLoadsPublishedAgain: the store loses its data while
+// partitions are handed off and not claimed yet (their next owner is
+// stalled). No owner publishes their loads again, and the member that
+// lost its session has already read the emptied store anew when it
+// notices: it publishes again the loads its copy showed of them as the
+// log went gone (HERD_FAULT_SEED=1057 of TestFaultSkewedSchedules).
+func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := memstore.New()
+		cfg := herd.Config{
+			Group: "g", Member: "m1", Partitions: herd.Numbered(4), LoadReportInterval: 10 * time.Second,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				i, _ := strconv.Atoi(c.Partition)
+				c.ReportLoad(float64(i + 1))
+				_ = c.Checkpoint(c.Context(), []byte{1}) // something to restore
+				<-c.Context().Done()
+				return nil
+			},
+		}
+		m1, err := herd.Join(ctx, st, cfg)
+		if err != nil {
+			t.Fatalf("join m1: %v", err)
+		}
+		defer func() { cancel(); <-m1.Done() }()
+		time.Sleep(22 * time.Second) // virtual: loads published at 10 s and 20 s
+		gate := &herdtest.Gate{}
+		cfg.Member = "m2"
+		herdtest.WithGate(&cfg, gate)
+		m2, err := herd.Join(ctx, st, cfg)
+		if err != nil {
+			t.Fatalf("join m2: %v", err)
+		}
+		gate.Pause() // stalled before it claims anything
+		defer func() { gate.Resume(); cancel(); <-m2.Done() }()
+		time.Sleep(2 * time.Second)
+		snap, err := st.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		var free []string
+		for _, o := range snap.Owners {
+			if o.Session == "" {
+				free = append(free, o.Partition)
+			}
+		}
+		if len(free) == 0 || len(snap.Loads) != 4 {
+			t.Fatalf("before the loss: free %v, loads %v: the scenario did not happen", free, snap.Loads)
+		}
+		st.Wipe()
+		time.Sleep(5 * time.Second) // m1 renews, finds its session gone, opens another
+		if snap, err = st.Snapshot(ctx, "g"); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		for _, p := range free {
+			i, _ := strconv.Atoi(p)
+			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
+				t.Errorf("partition %s, free at the loss: load %v (published: %v), want %d", p, l, ok, i+1)
 			}
 		}
 	})
