@@ -147,11 +147,10 @@ func (m *Member) runSlot(sl *slot) {
 	}
 	sl.watch.disarm() // armed by handOff
 	mode := sl.mode.Load()
-	handing := mode == modeHandoff || mode == modeGiveBack
-	m.stopMeasure(c, handing)
+	m.stopMeasure(c, mode == modeHandoff || mode == modeGiveBack)
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
-	if handing {
+	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
 		m.releasedMeasure(c)
 	}
