@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/herdhq/herd"
+	"github.com/herdhq/herd/herdtest"
+	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
 
@@ -56,6 +58,144 @@ func TestDataLossLoadsPublishedAgain(t *testing.T) {
 			p := strconv.Itoa(i)
 			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
 				t.Errorf("partition %s after the loss: load %v (published: %v), want %d", p, l, ok, i+1)
+			}
+		}
+	})
+}
+
+// TestDataLossLoadsPublishedOnceSeen: a member cut off from the store as
+// it loses its data fences itself (its session is not known to have
+// expired), and opens its next session while its restores still time
+// out: nothing shows it yet that the store lost its data. When a restore
+// does write, the loads it kept are published again then, before the
+// hold after the loss ends; dropped, the fleet placed the member's
+// partitions by count, then moved them for load over two report
+// intervals (HERD_FAULT_SEED=1072 of TestFaultSkewedSchedules, 40 s
+// without a still minute after the faults ended).
+func TestDataLossLoadsPublishedOnceSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := memstore.New()
+		fs := faultstore.Wrap(st)
+		m, err := herd.Join(ctx, fs, herd.Config{
+			Group: "g", Member: "m1", Partitions: herd.Numbered(4), LoadReportInterval: 10 * time.Second,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				i, _ := strconv.Atoi(c.Partition)
+				c.ReportLoad(float64(i + 1))
+				_ = c.Checkpoint(c.Context(), []byte{1}) // something to restore
+				<-c.Context().Done()
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		defer func() { cancel(); fs.SetCut(false); fs.SetLatency(0); <-m.Done() }()
+		time.Sleep(22 * time.Second) // virtual: loads published at 10 s and 20 s
+		if snap, err := st.Snapshot(ctx, "g"); err != nil || len(snap.Loads) != 4 {
+			t.Fatalf("before the loss: loads %v (err %v), want 4", snap.Loads, err)
+		}
+		fs.SetCut(true)
+		time.Sleep(10 * time.Second) // the member fences itself
+		st.Wipe()
+		// Slow enough that a restore times out (the first after a read of
+		// RenewTimeout/8), fast enough that the session opens.
+		fs.SetLatency(3100 * time.Millisecond)
+		fs.SetCut(false)
+		for {
+			if snap, err := st.Snapshot(ctx, "g"); err == nil && len(snap.Sessions) > 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		fs.SetLatency(0)
+		// The restores write within a RenewTimeout or two; the hold after
+		// the loss lasts SessionTTL from then, and only then do the
+		// handlers run and measure.
+		time.Sleep(8 * time.Second)
+		snap, err := st.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if len(snap.Owners) == 0 {
+			t.Fatalf("no restore written: the scenario did not happen")
+		}
+		for _, o := range snap.Owners {
+			if o.Session != "" {
+				t.Fatalf("partition %s claimed during the hold: the scenario did not happen", o.Partition)
+			}
+		}
+		for i := range 4 {
+			p := strconv.Itoa(i)
+			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
+				t.Errorf("partition %s after the loss: load %v (published: %v), want %d", p, l, ok, i+1)
+			}
+		}
+	})
+}
+
+// TestDataLossFreeLoadsPublishedAgain: the store loses its data while
+// partitions are handed off and not claimed yet (their next owner is
+// stalled). No owner publishes their loads again, and the member that
+// lost its session has already read the emptied store anew when it
+// notices: it publishes again the loads its copy showed of them as the
+// log went gone (HERD_FAULT_SEED=1057 of TestFaultSkewedSchedules).
+func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st := memstore.New()
+		cfg := herd.Config{
+			Group: "g", Member: "m1", Partitions: herd.Numbered(4), LoadReportInterval: 10 * time.Second,
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				i, _ := strconv.Atoi(c.Partition)
+				c.ReportLoad(float64(i + 1))
+				_ = c.Checkpoint(c.Context(), []byte{1}) // something to restore
+				<-c.Context().Done()
+				return nil
+			},
+		}
+		m1, err := herd.Join(ctx, st, cfg)
+		if err != nil {
+			t.Fatalf("join m1: %v", err)
+		}
+		defer func() { cancel(); <-m1.Done() }()
+		time.Sleep(22 * time.Second) // virtual: loads published at 10 s and 20 s
+		gate := &herdtest.Gate{}
+		cfg.Member = "m2"
+		herdtest.WithGate(&cfg, gate)
+		m2, err := herd.Join(ctx, st, cfg)
+		if err != nil {
+			t.Fatalf("join m2: %v", err)
+		}
+		gate.Pause() // stalled before it claims anything
+		defer func() { gate.Resume(); cancel(); <-m2.Done() }()
+		time.Sleep(2 * time.Second)
+		snap, err := st.Snapshot(ctx, "g")
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		var free []string
+		for _, o := range snap.Owners {
+			if o.Session == "" {
+				free = append(free, o.Partition)
+			}
+		}
+		if len(free) == 0 || len(snap.Loads) != 4 {
+			t.Fatalf("before the loss: free %v, loads %v: the scenario did not happen", free, snap.Loads)
+		}
+		st.Wipe()
+		time.Sleep(5 * time.Second) // m1 renews, finds its session gone, opens another
+		if snap, err = st.Snapshot(ctx, "g"); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		for _, p := range free {
+			i, _ := strconv.Atoi(p)
+			if l, ok := snap.LoadOf(p); !ok || l != float64(i+1) {
+				t.Errorf("partition %s, free at the loss: load %v (published: %v), want %d", p, l, ok, i+1)
 			}
 		}
 	})

@@ -1,9 +1,11 @@
 package herd_test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -34,7 +36,7 @@ func (f *faultFleet) settleRunning(step string, limit time.Duration) {
 			break
 		}
 		if time.Now().After(deadline) {
-			f.failNow("%s: partitions not all running, still, within %v:\n%s", step, limit, now)
+			f.failNow("%s: partitions not all running, still, within %v:\n%s%s", step, limit, now, f.storeDump())
 		}
 		f.sleep(500 * time.Millisecond)
 	}
@@ -75,4 +77,24 @@ func TestFaultSkewedSchedules(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runFaultScheduleWith(t, seed, dataLoss, true) })
 		})
 	}
+}
+
+// storeDump shows the store's sessions, records and loads, for a failure.
+func (f *faultFleet) storeDump() string {
+	snap, err := f.st.Snapshot(f.ctx, faultGroup)
+	if err != nil {
+		return fmt.Sprintf("store: %v\n", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "store: %d partitions (set stored: %v)\n", len(snap.Partitions), snap.PartitionSetStored)
+	for _, s := range snap.Sessions {
+		fmt.Fprintf(&b, "  session %s of %s\n", s.ID, s.Member)
+	}
+	for _, o := range snap.Owners {
+		fmt.Fprintf(&b, "  record %s: session %q member %q epoch %d given back %q\n", o.Partition, o.Session, o.Member, o.Epoch, o.GivenBack)
+	}
+	for _, l := range snap.Loads {
+		fmt.Fprintf(&b, "  load %s: %.4f\n", l.Partition, l.Load)
+	}
+	return b.String()
 }

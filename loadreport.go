@@ -111,13 +111,26 @@ func (m *Member) startMeasure(c *Claim) {
 }
 
 // stopMeasure ends it, once the claim's handler has returned for good,
-// keeping the measure if the session ended (lost: see noteLostLoad).
-func (m *Member) stopMeasure(c *Claim) {
+// keeping the measure if the session ended (lost: see noteLostLoad), or
+// until the release of a handoff is answered (handing: releasedMeasure):
+// a session lost meanwhile, as the store lost its data, leaves this member
+// the only one that knows the partition's load (HERD_FAULT_SEED=1057 of
+// TestFaultSkewedSchedules: partitions a stalled member was handing off
+// placed by count, then moved for load a report interval later).
+func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:
-	case c.sess != nil && c.sess.ctx.Err() != nil:
+	case handing || (c.sess != nil && c.sess.ctx.Err() != nil):
 		m.meter.StopKeep(c.Partition, c.load)
 	default:
 		m.meter.Stop(c.Partition, c.load)
+	}
+}
+
+// releasedMeasure forgets the measure stopMeasure kept for a handoff once
+// its release was answered, unless the session ended meanwhile.
+func (m *Member) releasedMeasure(c *Claim) {
+	if m.meter != nil && c.sess != nil && c.sess.ctx.Err() == nil {
+		m.meter.Forget(c.Partition)
 	}
 }

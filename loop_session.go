@@ -18,7 +18,7 @@ func (l *runLoop) loseSession() {
 	cause := context.Cause(sess.ctx)
 	sess.cancel(ErrSessionExpired)
 	<-sess.renew
-	m.noteLostLoads(l.slotsOf(sess) > 0)
+	m.noteLostLoads(l.slotsOf(sess) > 0, sess.opened)
 	for _, sl := range l.slots {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)
@@ -81,7 +81,7 @@ func (l *runLoop) openSession() bool {
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
-		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen)
+		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen, lost && len(m.loss.restores) > 0)
 		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
 		m.wakeLoop()
 	case m.runCtx.Err() != nil:

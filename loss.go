@@ -183,7 +183,11 @@ func (m *Member) noteLostLoad(p string) {
 // its own (noteLostLoad). A session lost during the hold after another
 // (holdAfterLoss) that ran nothing keeps the loads kept then: the store
 // may have lost them again, and the copy, read anew, may not show them.
-func (m *Member) noteLostLoads(ran bool) {
+//
+// The copy may already be a read of the store made after it lost its
+// data: the loads it showed of the free partitions as the log went gone
+// during the session (opened then) are taken too (keepFreeLoads).
+func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
 	}
@@ -194,6 +198,12 @@ func (m *Member) noteLostLoads(ran bool) {
 	r := &m.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.goneAt.Before(opened) {
+		for _, l := range r.freeLoads {
+			dst[l.Partition] = l.Load
+		}
+	}
+	r.freeLoads = nil
 	if r.work == nil {
 		return
 	}
@@ -201,6 +211,24 @@ func (m *Member) noteLostLoads(ran bool) {
 		if !r.heldByLive(l.Partition) {
 			dst[l.Partition] = l.Load
 		}
+	}
+}
+
+// keepFreeLoads keeps, as the log went gone, the copy's loads of the
+// partitions no live session holds (freeLoads), unless it has none: a
+// copy read anew from the emptied store, whose log went gone again, does
+// not replace those kept from the copy before. r.mu is held.
+func (r *replica) keepFreeLoads() {
+	var free []store.Load
+	if r.work != nil {
+		for _, l := range r.work.Loads {
+			if !r.heldByLive(l.Partition) {
+				free = append(free, l)
+			}
+		}
+	}
+	if len(free) > 0 {
+		r.freeLoads = free
 	}
 }
 
@@ -213,12 +241,22 @@ func (m *Member) noteLostLoads(ran bool) {
 // measures come, one report interval after another. Bounded by
 // RenewTimeout; a failure is not retried (the next owners measure the
 // loads anyway).
-func (m *Member) restoreLoads(ctx context.Context, s *session, lost bool) {
+//
+// maybe: the loss is not shown yet (a session that fenced itself, whose
+// restores the store did not answer in time): the loads are kept, for
+// planChecks to publish once a restore shows the store lost its data. A
+// member that was stalled or cut off as the store lost its data is the
+// only one that knows its partitions' loads: dropped, the fleet placed
+// them by count, then moved them for load twice over two report
+// intervals (HERD_FAULT_SEED=1072 of TestFaultSkewedSchedules).
+func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool) {
 	if m.meter != nil {
 		m.meter.DropKept()
 	}
 	if !lost {
-		clear(m.loss.loads)
+		if !maybe {
+			clear(m.loss.loads)
+		}
 		return
 	}
 	if len(m.loss.loads) == 0 {

@@ -122,6 +122,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
 	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
 		m.holdAfterLoss(true)
+		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}
 	// A linear scan, not snap.Alive: that trusts the store's sort order,
 	// which sorted (below) checks only later. The replica shows this

@@ -146,11 +146,13 @@ func (m *Member) runSlot(sl *slot) {
 		}
 	}
 	sl.watch.disarm() // armed by handOff
-	m.stopMeasure(c)
+	mode := sl.mode.Load()
+	m.stopMeasure(c, mode == modeHandoff || mode == modeGiveBack)
 	m.handlerReturned(c.Partition)
 	m.finishProgress(sl) // the last Mark is written before the release
 	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
+		m.releasedMeasure(c)
 	}
 	m.rel.arrived(sl) // if not released (lost, given back)
 }

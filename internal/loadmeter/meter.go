@@ -143,6 +143,13 @@ func (m *Meter) StopKeep(p string, c *Counter) {
 	}
 }
 
+// Forget forgets the measure StopKeep kept of p.
+func (m *Meter) Forget(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.kept, p)
+}
+
 // DropKept forgets the measures StopKeep kept.
 func (m *Meter) DropKept() {
 	m.mu.Lock()
