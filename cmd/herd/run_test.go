@@ -91,7 +91,14 @@ func startHerdIn(t *testing.T, name, dir string, env []string, args ...string) *
 	m := &member{name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	m.cmd = exec.Command(filepath.Join(bin, "herd"), args...)
 	m.cmd.Dir = dir
-	m.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), env...)
+	// A member killed by a test leaves its checkpoint socket's directory in
+	// TMPDIR: a short one of the test's own, removed when the test ends.
+	tmp, err := os.MkdirTemp("", "hrt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	m.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "TMPDIR="+tmp), env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
