@@ -47,6 +47,7 @@ func startMember(cfg *Config, n *Net, i int, storeURL string) (*member, error) {
 		"PATH="+filepath.Dir(cfg.HerdBin)+":"+os.Getenv("PATH"),
 		"NETPART_LOG="+filepath.Join(cfg.Dir, fmt.Sprintf("m%d.log", i)),
 		"NETPART_DIR="+cfg.Dir,
+		"TMPDIR="+cfg.Dir, // a member killed leaves its checkpoint socket's directory in the run's
 		"HERD_LOG_LEVEL=debug")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
