@@ -19,6 +19,13 @@ func Listen(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("blackhole: listen: %v", err)
 	}
+	return Serve(t, ln)
+}
+
+// Serve is Listen on a listener of the caller's (one in a network
+// namespace, say): it accepts on ln until the test ends, then closes ln and
+// the connections, and returns ln's address.
+func Serve(t testing.TB, ln net.Listener) string {
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -36,12 +43,12 @@ func Listen(t testing.TB) string {
 		}
 	})
 	t.Cleanup(func() {
-		ln.Close()
+		_ = ln.Close()
 		wg.Wait()
 		mu.Lock()
 		defer mu.Unlock()
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
 	})
 	return ln.Addr().String()

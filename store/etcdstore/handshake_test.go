@@ -5,10 +5,10 @@ package etcdstore
 import (
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/internal/blackhole"
 	"github.com/herdhq/herd/internal/loopns"
 )
 
@@ -65,30 +65,5 @@ func silentServer(t *testing.T, ns *loopns.NS) string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return blackhole.Serve(t, ln)
 }
