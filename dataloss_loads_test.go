@@ -10,6 +10,7 @@ import (
 
 	"github.com/herdhq/herd"
 	"github.com/herdhq/herd/herdtest"
+	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
 )
@@ -163,7 +164,7 @@ func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
 			t.Fatalf("join m1: %v", err)
 		}
 		defer func() { cancel(); <-m1.Done() }()
-		time.Sleep(22 * time.Second) // virtual: loads published at 10 s and 20 s
+		waitLoads(t, st, 4, 30*time.Second) // published at 10 s
 		gate := &herdtest.Gate{}
 		cfg.Member = "m2"
 		herdtest.WithGate(&cfg, gate)
@@ -173,24 +174,41 @@ func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
 		}
 		gate.Pause() // stalled before it claims anything
 		defer func() { gate.Resume(); cancel(); <-m2.Done() }()
-		time.Sleep(2 * time.Second)
-		snap, err := st.Snapshot(ctx, "g")
-		if err != nil {
-			t.Fatalf("snapshot: %v", err)
-		}
+		// Wipe as soon as m1 has handed a partition off to m2 (released,
+		// not claimed) with every load published.
 		var free []string
-		for _, o := range snap.Owners {
-			if o.Session == "" {
-				free = append(free, o.Partition)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			snap, err := st.Snapshot(ctx, "g")
+			if err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
+			free = free[:0]
+			for _, o := range snap.Owners {
+				if o.Session == "" {
+					free = append(free, o.Partition)
+				}
+			}
+			if len(free) > 0 && len(snap.Loads) == 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("before the loss: free %v, loads %v: the scenario did not happen", free, snap.Loads)
 			}
 		}
-		if len(free) == 0 || len(snap.Loads) != 4 {
-			t.Fatalf("before the loss: free %v, loads %v: the scenario did not happen", free, snap.Loads)
-		}
 		st.Wipe()
-		time.Sleep(5 * time.Second) // m1 renews, finds its session gone, opens another
-		if snap, err = st.Snapshot(ctx, "g"); err != nil {
-			t.Fatalf("snapshot: %v", err)
+		// m1 renews, finds its session gone, opens another and publishes
+		// the loads again; the partitions are held until SessionTTL after
+		// it opened, and their next report is 10 s after that at least:
+		// only loads published again show within 8 s.
+		var snap *store.Snapshot
+		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var err error
+			if snap, err = st.Snapshot(ctx, "g"); err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
+			if len(snap.Loads) == 4 || time.Now().After(deadline) {
+				break
+			}
 		}
 		for _, p := range free {
 			i, _ := strconv.Atoi(p)
@@ -199,4 +217,28 @@ func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// waitLoads waits, in virtual time, until st shows the loads of partitions
+// 0 to n-1 of group g as the handlers of these tests report them (i+1), at
+// most d.
+func waitLoads(t *testing.T, st *memstore.Store, n int, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
+		snap, err := st.Snapshot(t.Context(), "g")
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		all := true
+		for i := range n {
+			l, ok := snap.LoadOf(strconv.Itoa(i))
+			all = all && ok && l == float64(i+1)
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loads %v after %v, want those of %d partitions", snap.Loads, d, n)
+		}
+	}
 }
