@@ -178,15 +178,16 @@ func (m *Member) noteLostLoad(p string) {
 
 // noteLostLoads begins the loads to publish again after session sess,
 // which ran partitions if ran, is lost (restoreLoads): those the copy
-// shows for the partitions no live session holds (handed off and not
-// claimed yet), which no owner would publish again; then loseSession adds
-// its own (noteLostLoad). A session lost during the hold after another
-// (holdAfterLoss) that ran nothing keeps the loads kept then: the store
-// may have lost them again, and the copy, read anew, may not show them.
+// shows of the partitions no live session holds (handed off and not
+// claimed yet), which no owner would publish again, and of this member's
+// (lostLoads); then loseSession adds its measures (noteLostLoad). A
+// session lost during the hold after another (holdAfterLoss) that ran
+// nothing keeps the loads kept then: the store may have lost them again,
+// and the copy, read anew, may not show them.
 //
 // The copy may already be a read of the store made after it lost its
-// data: the loads it showed of the free partitions as the log went gone
-// during the session (opened then) are taken too (keepFreeLoads).
+// data: the loads it showed as the log went gone during the session
+// (opened then) are taken too (keepFreeLoads).
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -204,32 +205,41 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 		}
 	}
 	r.freeLoads = nil
-	if r.work == nil {
-		return
-	}
-	for _, l := range r.work.Loads {
-		if !r.heldByLive(l.Partition) {
-			dst[l.Partition] = l.Load
-		}
+	for _, l := range r.lostLoads(m.cfg.Member) {
+		dst[l.Partition] = l.Load
 	}
 }
 
-// keepFreeLoads keeps, as the log went gone, the copy's loads of the
-// partitions no live session holds (freeLoads), unless it has none: a
-// copy read anew from the emptied store, whose log went gone again, does
-// not replace those kept from the copy before. r.mu is held.
-func (r *replica) keepFreeLoads() {
-	var free []store.Load
-	if r.work != nil {
-		for _, l := range r.work.Loads {
-			if !r.heldByLive(l.Partition) {
-				free = append(free, l)
-			}
-		}
-	}
-	if len(free) > 0 {
+// keepFreeLoads keeps, as the log went gone, the copy's loads to publish
+// again if the store lost its data (lostLoads, in freeLoads), unless it
+// has none: a copy read anew from the emptied store, whose log went gone
+// again, does not replace those kept from the copy before. r.mu is held.
+func (r *replica) keepFreeLoads(member string) {
+	if free := r.lostLoads(member); len(free) > 0 {
 		r.freeLoads = free
 	}
+}
+
+// lostLoads returns the copy's loads that the member named member
+// publishes again if the store lost its data: those of the partitions no
+// live session holds (handed off, not claimed yet), which no owner
+// publishes again, and of the partitions its own records hold. These
+// include those it has just handed off: its meter forgot them once the
+// release was answered, and the copy shows them its own until the
+// release's entry is applied, or for good if the log went gone before
+// the entry was read (TestDataLossFreeLoadsPublishedAgain). r.mu is held.
+func (r *replica) lostLoads(member string) []store.Load {
+	if r.work == nil {
+		return nil
+	}
+	var lost []store.Load
+	for _, l := range r.work.Loads {
+		i, ok := searchRecord(r.work.Owners, l.Partition)
+		if !ok || r.work.Owners[i].Member == member || !r.heldByLive(l.Partition) {
+			lost = append(lost, l)
+		}
+	}
+	return lost
 }
 
 // restoreLoads publishes again, on session s, the loads of the partitions

@@ -50,9 +50,9 @@ type replica struct {
 	// data, or entries trimmed). See Member.logMark.
 	goneAt time.Time
 	// freeLoads: the loads the copy showed, as the log went gone, of the
-	// partitions no live session held (handed off, not claimed yet): if
-	// the store lost its data, no owner publishes them again
-	// (noteLostLoads takes them).
+	// partitions no live session held (handed off, not claimed yet) or
+	// this member's records did (lostLoads): if the store lost its data,
+	// no owner publishes them again (noteLostLoads takes them).
 	freeLoads []store.Load
 	// distrusted: plan must not use the copy until a read succeeds (the
 	// store showed that its keys broke in a way the log cannot show).

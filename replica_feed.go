@@ -270,7 +270,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
-		r.keepFreeLoads()
+		r.keepFreeLoads(m.cfg.Member)
 	}
 	// A claim contested before this call whose entry has not come, not
 	// even in this answer (queue, above, forgot the contests its entries
