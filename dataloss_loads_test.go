@@ -137,12 +137,14 @@ func TestDataLossLoadsPublishedOnceSeen(t *testing.T) {
 	})
 }
 
-// TestDataLossFreeLoadsPublishedAgain: the store loses its data while
-// partitions are handed off and not claimed yet (their next owner is
+// TestDataLossFreeLoadsPublishedAgain: the store loses its data right
+// after partitions are handed off, not claimed yet (their next owner is
 // stalled). No owner publishes their loads again, and the member that
 // lost its session has already read the emptied store anew when it
 // notices: it publishes again the loads its copy showed of them as the
-// log went gone (HERD_FAULT_SEED=1057 of TestFaultSkewedSchedules).
+// log went gone, although the copy had not applied the releases' entries
+// yet and showed them its own (HERD_FAULT_SEED=1057 of
+// TestFaultSkewedSchedules).
 func TestDataLossFreeLoadsPublishedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
