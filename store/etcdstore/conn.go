@@ -76,8 +76,14 @@ type conns struct {
 	userTimeout time.Duration                                   // TCP_USER_TIMEOUT of each connection (0: the system's)
 	netDial     func(context.Context, string) (net.Conn, error) // one attempt (nil: net.Dialer's)
 
-	mu   sync.Mutex
-	open map[string]*conn
+	mu      sync.Mutex
+	open    map[string]*conn
+	stopped bool // stop was called: a connection dialled since is closed
+
+	// watchers counts the handshake watchers (watchHandshake), which end
+	// when done is closed (stop).
+	watchers sync.WaitGroup
+	done     chan struct{}
 }
 
 // conn is one of the client's connections; read is when a read last
@@ -144,9 +150,33 @@ func (cs *conns) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, err // gRPC dials again after its back-off
 	}
 	logConn("connected", c, "took", time.Since(begun), "attempts", started)
-	tc := cs.track(c)
-	go cs.watchHandshake(tc)
+	tc, ok := cs.track(c)
+	if !ok {
+		_ = c.Close()
+		return nil, errors.New("etcdstore: the store is closed; open another")
+	}
 	return tc, nil
+}
+
+// stop ends the handshake watchers and waits for them; a connection
+// dialled from then on is closed at once. Called once the client is
+// closed (Store.Close), or the open of a store failed.
+func (cs *conns) stop() {
+	cs.mu.Lock()
+	if !cs.stopped {
+		cs.stopped = true
+		close(cs.doneChan())
+	}
+	cs.mu.Unlock()
+	cs.watchers.Wait()
+}
+
+// doneChan returns done, made on first use. cs.mu is held.
+func (cs *conns) doneChan() chan struct{} {
+	if cs.done == nil {
+		cs.done = make(chan struct{})
+	}
+	return cs.done
 }
 
 // attempt is one connection attempt.
@@ -161,16 +191,23 @@ func (cs *conns) attempt(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func (cs *conns) track(nc net.Conn) *conn {
-	c := &conn{Conn: nc, owner: cs, connected: sinceEpoch()}
+// track keeps nc among the open connections and starts the watcher of
+// its handshake, unless stop was called (ok false).
+func (cs *conns) track(nc net.Conn) (c *conn, ok bool) {
+	c = &conn{Conn: nc, owner: cs, connected: sinceEpoch()}
 	c.read.Store(c.connected)
 	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.stopped {
+		return nil, false
+	}
 	if cs.open == nil {
 		cs.open = map[string]*conn{}
 	}
 	cs.open[nc.LocalAddr().String()] = c
-	cs.mu.Unlock()
-	return c
+	done := cs.doneChan()
+	cs.watchers.Go(func() { cs.watchHandshake(c, done) }) // counted under cs.mu: stop waits for it
+	return c, true
 }
 
 // failed handles a call that ended with err on the connection of p, whose

@@ -115,15 +115,20 @@ func New(c *clientv3.Client, opts ...Option) *Store {
 }
 
 // Close cancels the lease revocations under way and waits for them, then
-// closes the client if the store opened it (Open). Sessions are not
-// touched: they end with their TTL.
+// closes the client if the store opened it (Open), and ends the watchers
+// of its connections' handshakes (conn.go). Sessions are not touched:
+// they end with their TTL.
 func (s *Store) Close() error {
 	s.close()
 	s.background.Wait()
+	var err error
 	if s.own {
-		return s.c.Close()
+		err = s.c.Close()
 	}
-	return nil
+	if s.conns != nil {
+		s.conns.stop()
+	}
+	return err
 }
 
 // Keys. Under the store's prefix P, a group's keys begin with its own

@@ -25,11 +25,16 @@ import "time"
 const handshakeCheck = 50 * time.Millisecond
 
 // watchHandshake drops c if its handshake is lost (see above); it returns
-// once c has read something or is closed.
-func (cs *conns) watchHandshake(c *conn) {
+// once c has read something or is closed, or done is closed (conns.stop).
+func (cs *conns) watchHandshake(c *conn, done <-chan struct{}) {
 	t := time.NewTicker(handshakeCheck)
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
 		if c.closed.Load() || c.read.Load() > c.connected {
 			return
 		}

@@ -30,6 +30,7 @@ func TestLostHandshakeDropped(t *testing.T) {
 			ns := loopns.New(t)
 			addr := silentServer(t, ns)
 			cs := &conns{netDial: func(ctx context.Context, addr string) (net.Conn, error) { return ns.Dial(ctx, "tcp", addr) }}
+			defer cs.stop()
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			c, err := cs.dial(ctx, addr)

@@ -51,6 +51,9 @@ func open(ctx context.Context, rawURL string, dial func(context.Context, string)
 	cs := &conns{userTimeout: cfg.DialKeepAliveTimeout, netDial: dial}
 	cfg.DialOptions = cs.dialOptions(cfg.DialTimeout)
 	c, err := clientv3.New(cfg)
+	if err != nil {
+		cs.stop()
+	}
 	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
 		return nil, fmt.Errorf("etcdstore: etcd at %s: authentication failed for user %q: %w (%v); check the user and password (HERD_ETCD_PASSWORD)",
 			strings.Join(cfg.Endpoints, ","), cfg.Username, store.ErrUnavailable, err)
@@ -60,6 +63,7 @@ func open(ctx context.Context, rawURL string, dial func(context.Context, string)
 	}
 	if err := probe(ctx, c, cfg, prefix); err != nil {
 		_ = c.Close()
+		cs.stop()
 		return nil, err
 	}
 	if prefix != "" {
