@@ -83,10 +83,13 @@ type Store struct {
 	conflicts atomic.Int64
 
 	// background counts the revocations under way (revokeLater); closing
-	// is cancelled by Close, which then waits for them.
-	background sync.WaitGroup
-	closing    context.Context
-	close      context.CancelFunc
+	// is cancelled by Close, which then waits for them. closed (under
+	// backgroundMu) keeps a revocation from starting once Close waits.
+	backgroundMu sync.Mutex
+	closed       bool
+	background   sync.WaitGroup
+	closing      context.Context
+	close        context.CancelFunc
 
 	beforeOpenCommit func() // tests: called before an open's transaction
 	afterCloseCommit func() // tests: called after a close's transaction
@@ -119,6 +122,9 @@ func New(c *clientv3.Client, opts ...Option) *Store {
 // of its connections' handshakes (conn.go). Sessions are not touched:
 // they end with their TTL.
 func (s *Store) Close() error {
+	s.backgroundMu.Lock()
+	s.closed = true
+	s.backgroundMu.Unlock()
 	s.close()
 	s.background.Wait()
 	var err error

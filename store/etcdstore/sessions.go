@@ -87,8 +87,13 @@ func (s *Store) create(ctx context.Context, group, id, member string, weight int
 
 // revokeLater revokes a lease in a goroutine of the store's own, so that
 // the call done with it keeps to its deadline; Close cancels and waits for
-// it.
+// it. Once Close has begun, the lease is left to its TTL.
 func (s *Store) revokeLater(id clientv3.LeaseID) {
+	s.backgroundMu.Lock()
+	defer s.backgroundMu.Unlock()
+	if s.closed {
+		return
+	}
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
