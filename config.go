@@ -23,9 +23,8 @@ import (
 const (
 	DefaultSessionTTL  = 10 * time.Second
 	DefaultMaxShutdown = 30 * time.Second
-	// DefaultPollInterval: see Config.PollInterval. A member at rest
-	// makes one read each PollInterval besides its renewals, so this sets
-	// most of what it costs the store: 0.008 reads a second.
+	// DefaultPollInterval: see Config.PollInterval. Besides renewals, a
+	// member at rest costs the store one read per interval (0.008 a second).
 	DefaultPollInterval = 2 * time.Minute
 	// DefaultResyncInterval: see Config.ResyncInterval.
 	DefaultResyncInterval = 10 * time.Minute
@@ -34,10 +33,8 @@ const (
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
-	// DefaultLoadReportInterval: see Config.LoadReportInterval. A report
-	// costs the store at most one write by each member, and each member
-	// about two reads of the log that carries the fleet's reports: 0.05
-	// operations per member per second at one minute (docs/loads.md).
+	// DefaultLoadReportInterval: see Config.LoadReportInterval. Reports
+	// cost about 0.05 store operations per member per second (docs/loads.md).
 	DefaultLoadReportInterval = time.Minute
 )
 
@@ -103,30 +100,25 @@ type Config struct {
 	// session. It must cover the clock-rate error between host and store
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
-	// TieSession ties the member's session to a connection of its own when
-	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock the
-	// member's process holds on a file of the session's own), so that when the
-	// member's process dies (kill -9, the OOM killer, a panic) others take
-	// over its partitions TieGrace after the store sees the connection
-	// closed instead of after SessionTTL. If the connection closes while
-	// the member lives, the member cancels its handlers at once, as at its
-	// fence. Host crashes, network cuts and stalls still end the session
-	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
-	// transaction-mode pooler; proxies' timeouts above 2 s + SessionTTL/4).
+	// TieSession ties the member's session to a connection of its own where
+	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock on a file
+	// of the session's own), so that when the member's process dies
+	// (kill -9, the OOM killer, a panic) others take over its partitions
+	// TieGrace after the store sees the connection closed, not after
+	// SessionTTL. If the connection closes while the member lives, the
+	// member cancels its handlers at once, as at its fence. Host crashes,
+	// network cuts and stalls still end the session by TTL. Off by default;
+	// it assumes no transaction-mode pooler and proxies' timeouts above
+	// 2 s + SessionTTL/4 (docs/takeover.md).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
-	// the session ends. It must cover what can outlive the member's
-	// death or loss of its tie: on PostgreSQL a live member noticing the
-	// server ending its connection and its handlers returning once
-	// cancelled; on SQLite only herd run's children dying with their
-	// member (a live member cannot lose its lock). Default FenceMargin/4
-	// (250 ms at the default TTL), and at most FenceMargin. On a 2-core
-	// machine at load 25-30 (docs/takeover.md), the server ended a live
-	// herd run member's connection 100 times without two children of one
-	// partition alive at once, and children under the shim die 7-25 ms
-	// after kill -9 of their member. Raise it where handlers take long to
-	// return once cancelled or the host is starved for hundreds of
-	// milliseconds at a time.
+	// the session ends. It must cover what can outlive the member's death
+	// or the loss of its tie: on PostgreSQL, a live member noticing and its
+	// handlers returning once cancelled; on SQLite, herd run's children
+	// dying with their member (7-25 ms after kill -9, docs/takeover.md).
+	// Default FenceMargin/4 (250 ms at the default TTL), at most
+	// FenceMargin; raise it where handlers are slow to return or the host
+	// stalls for hundreds of milliseconds.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
@@ -149,17 +141,14 @@ type Config struct {
 	// longer. Default 10m, or 60 x SessionTTL if that is shorter.
 	ResyncInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
-	// long before claiming or handing off, so that members joining at
-	// nearly the same time are balanced in one step and no partition moves
-	// twice. Before a first placement (nothing runs yet) members wait
-	// longer the longer the fleet's start has lasted: JoinSettle when the
-	// sessions opened together, up to 3 x JoinSettle (at most
-	// SessionTTL/10) for a start spread over JoinSettle or more, as on busy
-	// hosts, and for a member alone in the group (the others' processes may
-	// still be starting). Leaves and crashes are acted on at once.
-	// After reading the whole group, a member also waits for the log to
-	// show what changed during the read, up to as long as the read took (at
-	// most 5 x JoinSettle). Default 100ms; negative means no wait.
+	// long before claiming or handing off, so that members joining together
+	// are balanced in one step and no partition moves twice; leaves and
+	// crashes are acted on at once. Before a first placement the wait grows
+	// with the spread of the fleet's start, up to 3 x JoinSettle (at most
+	// SessionTTL/10); a member alone in the group waits that long too.
+	// After reading the whole group, a member waits for the log to show
+	// what changed during the read, up to as long as the read took (at most
+	// 5 x JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
@@ -347,9 +336,8 @@ func errNilContext(op string) error {
 type Partition = store.Partition
 
 // Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it
-// returns an empty, non-nil set, which Config.Validate (and so Join) rejects
-// with a message saying so: an empty Config.Partitions would remove every
-// partition of the group, where nil means "follow the set already stored".
+// returns an empty, non-nil set, which Config.Validate rejects: an empty
+// Config.Partitions would remove every partition of the group.
 func Numbered(n int) []Partition {
 	ps := make([]Partition, max(n, 0))
 	for i := range ps {
