@@ -228,6 +228,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// retryPause is the pause before a failed renewal or session opening is
+// tried again, and the longest between two tries of a release.
+func (c Config) retryPause() time.Duration { return min(c.RenewInterval/4, 500*time.Millisecond) }
+
 // Validate reports the first problem with c (after defaults are applied):
 // missing fields, bad ids, or timings that would let a session expire in the
 // store before the member notices.

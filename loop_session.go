@@ -5,7 +5,6 @@ package herd
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/herdhq/herd/store"
 )
@@ -92,7 +91,7 @@ func (l *runLoop) openSession() bool {
 		m.log.Warn("cannot open a session; retrying", "err", err)
 		// As often as renewals: others may be waiting for this
 		// member's restores (holdAfterLoss).
-		l.retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+		l.retry.Reset(m.cfg.retryPause())
 	}
 	return true
 }

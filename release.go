@@ -112,18 +112,17 @@ func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 			failures = 0
 			continue
 		}
-		retry.Reset(releaseBackoff(failures, r.m.cfg.RenewInterval))
+		retry.Reset(r.backoff(failures))
 		failures++
 	}
 }
 
-// releaseBackoff is the wait before a failed release is sent again, after
-// failures failed sends in a row: 20 ms, doubling up to RenewInterval/4
-// (500 ms at most), as for a failed renewal. The partition is idle until
-// its release lands, so retries go on while the session lives.
-func releaseBackoff(failures int, renew time.Duration) time.Duration {
-	d := 20 * time.Millisecond << min(failures, 10)
-	return min(d, renew/4, 500*time.Millisecond)
+// backoff is the wait before a failed release is sent again, after
+// failures failed sends in a row: 20 ms, doubling up to Config.retryPause.
+// The partition is idle until its release lands, so retries go on while the
+// session lives.
+func (r *releaser) backoff(failures int) time.Duration {
+	return min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause())
 }
 
 // gather waits until every slot expected has arrived, a batch is full, or

@@ -1,8 +1,5 @@
 package herd
 
-// A session: one incarnation of the member in the store, its renewal
-// goroutine and its fence time.
-
 import (
 	"context"
 	"fmt"
@@ -12,7 +9,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// session is one incarnation of the member in the store.
+// session is one incarnation of the member in the store, with its renewal
+// goroutine (renew.go) and its fence time.
 type session struct {
 	id     string
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
