@@ -8,7 +8,7 @@ import (
 )
 
 // runningSet is what the reconcile loop and the handlers' goroutines report
-// of the partitions being run, under mu, for Owned, Session and Leave.
+// of the partitions being run, for Owned, Session and Leave.
 type runningSet struct {
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
@@ -35,7 +35,7 @@ func (m *Member) ownedCount() int {
 	return len(m.running.owned)
 }
 
-// handlerStarted and handlerReturned keep m.running.handlers.
+// handlerStarted and handlerReturned count the handlers of p.
 func (m *Member) handlerStarted(p string) {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
