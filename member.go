@@ -107,7 +107,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
-	m.rel = newReleaser(m)
+	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
 	if cfg.LoadReportInterval > 0 {
 		m.meter = loadmeter.New(cfg.LoadReportInterval)
 		if cfg.ownLoads {

@@ -76,10 +76,6 @@ type releaseReq struct {
 	done chan struct{} // closed when the store answered, or the member stopped
 }
 
-func newReleaser(m *Member) *releaser {
-	return &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
-}
-
 // release queues sl's release and waits for it.
 func (r *releaser) release(sl *slot) {
 	done := make(chan struct{})

@@ -15,27 +15,17 @@ import (
 // opens a new session.
 var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
 
-// connTied returns the store's ConnTied, if the member ties sessions and
-// the store can.
-func (m *Member) connTied() (store.ConnTied, bool) {
-	if !m.cfg.TieSession {
-		return nil, false
-	}
+// startTie ties session s, if the member ties sessions and the store can,
+// in a goroutine of its own (waited for by untie) that watches the tie until
+// the session ends. Until the tie is made, or if it cannot be (logged), the
+// session ends by TTL alone.
+func (m *Member) startTie(s *session) {
 	st := m.st
 	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
 		st = w.Unwrap() // the metrics' wrapper
 	}
 	ct, ok := st.(store.ConnTied)
-	return ct, ok
-}
-
-// startTie ties session s, if the member ties sessions, in a goroutine of
-// its own (waited for by untie) that watches the tie until the session
-// ends. Until the tie is made, or if it cannot be (logged), the session
-// ends by TTL alone.
-func (m *Member) startTie(s *session) {
-	ct, ok := m.connTied()
-	if !ok {
+	if !m.cfg.TieSession || !ok {
 		return
 	}
 	s.tieDone = make(chan struct{})
