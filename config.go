@@ -77,9 +77,8 @@ type Config struct {
 	// each other's work.
 	Kind string
 	// JoinTimeout bounds how long Join retries an unavailable store (errors
-	// wrapping store.ErrUnavailable), with back-off and jitter and a WARN
-	// per retry; then Join returns the last error. Default 1m
-	// (DefaultJoinTimeout).
+	// wrapping store.ErrUnavailable; RetryUnavailable); then Join returns
+	// the last error. Default 1m.
 	JoinTimeout time.Duration
 	// Handler runs once per owned partition. Required.
 	Handler Handler
@@ -128,17 +127,15 @@ type Config struct {
 	// handler has not returned: the new owner may run beside it, and the
 	// epoch rejects the old handler's checkpoints. Off by default.
 	ForceHandoff bool
-	// PollInterval is how often a member checks its own records
-	// (Store.Records), and, while a record in the group is broken (written
-	// or broken by hand, which the group's log cannot show), reads the whole
-	// group, so that the repair is noticed. Each check reads one batch of
-	// store.MaxBatch of the member's records, the next batch each time.
-	// Default 2m, or 12 x SessionTTL if that is shorter.
+	// PollInterval is how often a member checks the next store.MaxBatch of
+	// its own records (Store.Records) and, while a record of the group is
+	// broken by hand (which the group's log cannot show), reads the whole
+	// group to notice the repair. Default 2m, or 12 x SessionTTL if shorter.
 	PollInterval time.Duration
 	// ResyncInterval is the slow backstop: a member reads the whole group
 	// this often even if nothing looks broken, so that a record broken by
-	// hand elsewhere cannot keep its plan apart from the others' for
-	// longer. Default 10m, or 60 x SessionTTL if that is shorter.
+	// hand cannot keep its plan apart from the others' for longer.
+	// Default 10m, or 60 x SessionTTL if shorter.
 	ResyncInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
 	// long before claiming or handing off, so that members joining together
@@ -157,17 +154,15 @@ type Config struct {
 	// progress recorded with Claim.Mark (plus once when the handler returns
 	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
-	// LoadReportInterval is how often the member publishes the loads of
-	// the partitions it runs (one store write, only the loads that changed
-	// by more than 10 %; see Claim.ReportLoad for what a load is). Members
-	// balance by the published loads when they are not all equal.
-	// Default 1m; negative: this member measures and publishes nothing
-	// (it still balances by the others' loads).
+	// LoadReportInterval is how often the member publishes the loads of its
+	// partitions (one store write, of the loads that changed by more than
+	// 10 %; Claim.ReportLoad says what a load is); members balance by the
+	// published loads once they differ. Default 1m; negative: this member
+	// publishes nothing (it still balances by the others' loads).
 	LoadReportInterval time.Duration
 	// LoadBalance is the hysteresis and move budget of the balance by load
-	// (see balance.Assigner.AssignLoad); the zero value is its defaults.
-	// Every member of a group must use the same, as they must compute the
-	// same plan.
+	// (balance.Assigner.AssignLoad); the zero value is its defaults. Every
+	// member of a group must use the same, to compute the same plan.
 	LoadBalance balance.LoadOptions
 
 	// Logger receives the member's logs; default slog.Default().

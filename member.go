@@ -92,27 +92,17 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		st:     st,
 		log:    cfg.Logger.With("group", cfg.Group, "member", cfg.Member),
 		runCtx: runCtx,
-		life: lifecycle{
-			stop:        stop,
-			attemptCtx:  attemptCtx,
-			stopAttempt: stopAttempt,
-			leaveCh:     make(chan struct{}),
-			done:        make(chan struct{}),
-		},
-		events: loopEvents{
-			wake:     make(chan struct{}, 1),
-			slotDone: make(chan *slot),
-			expireAt: make(chan time.Time, 1),
-		},
+		life: lifecycle{stop: stop, attemptCtx: attemptCtx, stopAttempt: stopAttempt,
+			leaveCh: make(chan struct{}), done: make(chan struct{})},
+		events:  loopEvents{wake: make(chan struct{}, 1), slotDone: make(chan *slot), expireAt: make(chan time.Time, 1)},
 		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
 	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
-	if cfg.LoadReportInterval > 0 {
+	if cfg.LoadReportInterval > 0 && cfg.ownLoads {
+		m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
+	} else if cfg.LoadReportInterval > 0 {
 		m.meter = loadmeter.New(cfg.LoadReportInterval)
-		if cfg.ownLoads {
-			m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
-		}
 	}
 	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {

@@ -205,6 +205,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	if err == nil && len(errs) != len(held) {
 		err = errors.New("the store answered a different number of results")
 	}
+	failed = map[*slot]bool{}
 	switch {
 	case errors.Is(err, store.ErrCorrupt):
 		// The group's keys broke (by hand): the next read reports it.
@@ -215,7 +216,6 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 		return nil // the session ended: its records are free
 	case err != nil:
 		m.log.Warn("release failed; retrying", "partitions", len(held), "err", err)
-		failed = make(map[*slot]bool, len(batch))
 		for _, q := range batch {
 			failed[q.sl] = true
 		}
@@ -233,9 +233,6 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 			corrupt = true
 		default:
 			m.log.Warn("release failed; retrying", "partition", held[i].Partition, "err", e)
-			if failed == nil {
-				failed = map[*slot]bool{}
-			}
 			failed[batch[i].sl] = true
 		}
 	}
