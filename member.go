@@ -20,9 +20,10 @@ import (
 //
 // Goroutines, each with one owner: the reconcile loop (started by Join,
 // waited for by Done) owns the sessions and partitions and starts and waits
-// for the others: one renewal goroutine per session, which nothing else can
-// delay; one reader of the group's log, which feeds the replica; one
-// goroutine per partition run (its handler, then its release).
+// for the others: per session, its renewal goroutine, which nothing else can
+// delay, and its load reporter and tie watcher where set; one reader of the
+// group's log, which feeds the replica; the releaser; one goroutine per
+// partition run (its handler, then its release).
 type Member struct {
 	cfg Config
 	st  store.Store
