@@ -227,7 +227,7 @@ func (c Config) withDefaults() Config {
 // tried again, and the longest between two tries of a release.
 func (c Config) retryPause() time.Duration { return min(c.RenewInterval/4, 500*time.Millisecond) }
 
-// Validate reports the first problem with c (after defaults are applied):
+// Validate reports every problem with c (after defaults are applied), joined:
 // missing fields, bad ids, or timings that would let a session expire in the
 // store before the member notices.
 func (c Config) Validate() error {
