@@ -145,49 +145,6 @@ func (m *Member) Owned() []string {
 	return slices.Sorted(maps.Keys(m.running.owned))
 }
 
-// runningSet is what the reconcile loop and the handlers' goroutines report
-// of the partitions being run, for Owned, Session and Leave.
-type runningSet struct {
-	mu    sync.Mutex
-	owned map[string]uint64 // partitions with a running handler -> epoch
-	// handlers counts, per partition, the handler goroutines that have not
-	// returned, those cancelled for a handoff or a loss included.
-	handlers map[string]int
-	sess     string // current session id, "" if none
-	// live is the last session opened, for SessionLive (read without mu).
-	live atomic.Pointer[session]
-}
-
-// handlersRunning lists, sorted, the partitions whose handlers have not
-// returned, those being handed off included.
-func (m *Member) handlersRunning() []string {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	return slices.Sorted(maps.Keys(m.running.handlers))
-}
-
-// ownedCount is len(Owned()).
-func (m *Member) ownedCount() int {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	return len(m.running.owned)
-}
-
-// handlerStarted and handlerReturned count the handlers of p.
-func (m *Member) handlerStarted(p string) {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	m.running.handlers[p]++
-}
-
-func (m *Member) handlerReturned(p string) {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	if m.running.handlers[p]--; m.running.handlers[p] <= 0 {
-		delete(m.running.handlers, p)
-	}
-}
-
 // KnownEpoch is the epoch of partition p's ownership record in the member's
 // copy of the group, 0 if it has none. It costs no store call and the store
 // may hold a later epoch: it tells a fenced writer which epoch superseded
