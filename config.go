@@ -23,9 +23,8 @@ import (
 const (
 	DefaultSessionTTL  = 10 * time.Second
 	DefaultMaxShutdown = 30 * time.Second
-	// DefaultPollInterval: see Config.PollInterval. A member at rest
-	// makes one read each PollInterval besides its renewals, so this sets
-	// most of what it costs the store: 0.008 reads a second.
+	// DefaultPollInterval: see Config.PollInterval. Besides renewals, a
+	// member at rest costs the store one read per interval (0.008 a second).
 	DefaultPollInterval = 2 * time.Minute
 	// DefaultResyncInterval: see Config.ResyncInterval.
 	DefaultResyncInterval = 10 * time.Minute
@@ -34,10 +33,8 @@ const (
 	// DefaultCheckpointInterval is how often a value recorded with
 	// Claim.Mark is written, like the 5 s auto-commit of Kafka clients.
 	DefaultCheckpointInterval = 5 * time.Second
-	// DefaultLoadReportInterval: see Config.LoadReportInterval. A report
-	// costs the store at most one write by each member, and each member
-	// about two reads of the log that carries the fleet's reports: 0.05
-	// operations per member per second at one minute (docs/loads.md).
+	// DefaultLoadReportInterval: see Config.LoadReportInterval. Reports
+	// cost about 0.05 store operations per member per second (docs/loads.md).
 	DefaultLoadReportInterval = time.Minute
 )
 
@@ -80,9 +77,8 @@ type Config struct {
 	// each other's work.
 	Kind string
 	// JoinTimeout bounds how long Join retries an unavailable store (errors
-	// wrapping store.ErrUnavailable), with back-off and jitter and a WARN
-	// per retry; then Join returns the last error. Default 1m
-	// (DefaultJoinTimeout).
+	// wrapping store.ErrUnavailable; RetryUnavailable); then Join returns
+	// the last error. Default 1m.
 	JoinTimeout time.Duration
 	// Handler runs once per owned partition. Required.
 	Handler Handler
@@ -103,30 +99,25 @@ type Config struct {
 	// session. It must cover the clock-rate error between host and store
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
-	// TieSession ties the member's session to a connection of its own when
-	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock the
-	// member's process holds on a file of the session's own), so that when the
-	// member's process dies (kill -9, the OOM killer, a panic) others take
-	// over its partitions TieGrace after the store sees the connection
-	// closed instead of after SessionTTL. If the connection closes while
-	// the member lives, the member cancels its handlers at once, as at its
-	// fence. Host crashes, network cuts and stalls still end the session
-	// by TTL. Off by default; see docs/takeover.md for what it assumes (no
-	// transaction-mode pooler; proxies' timeouts above 2 s + SessionTTL/4).
+	// TieSession ties the member's session to a connection of its own where
+	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock on a file
+	// of the session's own), so that when the member's process dies
+	// (kill -9, the OOM killer, a panic) others take over its partitions
+	// TieGrace after the store sees the connection closed, not after
+	// SessionTTL. If the connection closes while the member lives, the
+	// member cancels its handlers at once, as at its fence. Host crashes,
+	// network cuts and stalls still end the session by TTL. Off by default;
+	// it assumes no transaction-mode pooler and proxies' timeouts above
+	// 2 s + SessionTTL/4 (docs/takeover.md).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
-	// the session ends. It must cover what can outlive the member's
-	// death or loss of its tie: on PostgreSQL a live member noticing the
-	// server ending its connection and its handlers returning once
-	// cancelled; on SQLite only herd run's children dying with their
-	// member (a live member cannot lose its lock). Default FenceMargin/4
-	// (250 ms at the default TTL), and at most FenceMargin. On a 2-core
-	// machine at load 25-30 (docs/takeover.md), the server ended a live
-	// herd run member's connection 100 times without two children of one
-	// partition alive at once, and children under the shim die 7-25 ms
-	// after kill -9 of their member. Raise it where handlers take long to
-	// return once cancelled or the host is starved for hundreds of
-	// milliseconds at a time.
+	// the session ends. It must cover what can outlive the member's death
+	// or the loss of its tie: on PostgreSQL, a live member noticing and its
+	// handlers returning once cancelled; on SQLite, herd run's children
+	// dying with their member (7-25 ms after kill -9, docs/takeover.md).
+	// Default FenceMargin/4 (250 ms at the default TTL), at most
+	// FenceMargin; raise it where handlers are slow to return or the host
+	// stalls for hundreds of milliseconds.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
@@ -136,30 +127,25 @@ type Config struct {
 	// handler has not returned: the new owner may run beside it, and the
 	// epoch rejects the old handler's checkpoints. Off by default.
 	ForceHandoff bool
-	// PollInterval is how often a member checks its own records
-	// (Store.Records), and, while a record in the group is broken (written
-	// or broken by hand, which the group's log cannot show), reads the whole
-	// group, so that the repair is noticed. Each check reads one batch of
-	// store.MaxBatch of the member's records, the next batch each time.
-	// Default 2m, or 12 x SessionTTL if that is shorter.
+	// PollInterval is how often a member checks the next store.MaxBatch of
+	// its own records (Store.Records) and, while a record of the group is
+	// broken by hand (which the group's log cannot show), reads the whole
+	// group to notice the repair. Default 2m, or 12 x SessionTTL if shorter.
 	PollInterval time.Duration
 	// ResyncInterval is the slow backstop: a member reads the whole group
 	// this often even if nothing looks broken, so that a record broken by
-	// hand elsewhere cannot keep its plan apart from the others' for
-	// longer. Default 10m, or 60 x SessionTTL if that is shorter.
+	// hand cannot keep its plan apart from the others' for longer.
+	// Default 10m, or 60 x SessionTTL if shorter.
 	ResyncInterval time.Duration
 	// JoinSettle: after a member joins the group, every member waits this
-	// long before claiming or handing off, so that members joining at
-	// nearly the same time are balanced in one step and no partition moves
-	// twice. Before a first placement (nothing runs yet) members wait
-	// longer the longer the fleet's start has lasted: JoinSettle when the
-	// sessions opened together, up to 3 x JoinSettle (at most
-	// SessionTTL/10) for a start spread over JoinSettle or more, as on busy
-	// hosts, and for a member alone in the group (the others' processes may
-	// still be starting). Leaves and crashes are acted on at once.
-	// After reading the whole group, a member also waits for the log to
-	// show what changed during the read, up to as long as the read took (at
-	// most 5 x JoinSettle). Default 100ms; negative means no wait.
+	// long before claiming or handing off, so that members joining together
+	// are balanced in one step and no partition moves twice; leaves and
+	// crashes are acted on at once. Before a first placement the wait grows
+	// with the spread of the fleet's start, up to 3 x JoinSettle (at most
+	// SessionTTL/10); a member alone in the group waits that long too.
+	// After reading the whole group, a member waits for the log to show
+	// what changed during the read, up to as long as the read took (at most
+	// 5 x JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
@@ -168,17 +154,15 @@ type Config struct {
 	// progress recorded with Claim.Mark (plus once when the handler returns
 	// for good): a crash loses at most this much. Default 5s; at least 1ms.
 	CheckpointInterval time.Duration
-	// LoadReportInterval is how often the member publishes the loads of
-	// the partitions it runs (one store write, only the loads that changed
-	// by more than 10 %; see Claim.ReportLoad for what a load is). Members
-	// balance by the published loads when they are not all equal.
-	// Default 1m; negative: this member measures and publishes nothing
-	// (it still balances by the others' loads).
+	// LoadReportInterval is how often the member publishes the loads of its
+	// partitions (one store write, of the loads that changed by more than
+	// 10 %; Claim.ReportLoad says what a load is); members balance by the
+	// published loads once they differ. Default 1m; negative: this member
+	// publishes nothing (it still balances by the others' loads).
 	LoadReportInterval time.Duration
 	// LoadBalance is the hysteresis and move budget of the balance by load
-	// (see balance.Assigner.AssignLoad); the zero value is its defaults.
-	// Every member of a group must use the same, as they must compute the
-	// same plan.
+	// (balance.Assigner.AssignLoad); the zero value is its defaults. Every
+	// member of a group must use the same, to compute the same plan.
 	LoadBalance balance.LoadOptions
 
 	// Logger receives the member's logs; default slog.Default().
@@ -239,7 +223,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first problem with c (after defaults are applied):
+// retryPause is the pause before a failed renewal or session opening is
+// tried again, and the longest between two tries of a release.
+func (c Config) retryPause() time.Duration { return min(c.RenewInterval/4, 500*time.Millisecond) }
+
+// Validate reports every problem with c (after defaults are applied), joined:
 // missing fields, bad ids, or timings that would let a session expire in the
 // store before the member notices.
 func (c Config) Validate() error {
@@ -347,9 +335,8 @@ func errNilContext(op string) error {
 type Partition = store.Partition
 
 // Numbered returns partitions "0" .. "n-1", each of weight 1. For n <= 0 it
-// returns an empty, non-nil set, which Config.Validate (and so Join) rejects
-// with a message saying so: an empty Config.Partitions would remove every
-// partition of the group, where nil means "follow the set already stored".
+// returns an empty, non-nil set, which Config.Validate rejects: an empty
+// Config.Partitions would remove every partition of the group.
 func Numbered(n int) []Partition {
 	ps := make([]Partition, max(n, 0))
 	for i := range ps {

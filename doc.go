@@ -32,20 +32,16 @@
 //
 // # How it works
 //
-// Each member holds one session in the store, renewed by its own goroutine
-// every SessionTTL/3. Each partition has one ownership record: owning
-// session, epoch, checkpoint. Every member keeps a replica of the group
-// (sessions, partition set, owners): one read when its session opens, then
-// fed by the group's log, to which the store appends every change atomically.
-// Every member runs the same pure function, balance.Assign, on its replica;
-// it claims (in batches) the free partitions the result gives it, and hands
-// off those it gives to others: it cancels the handler, waits for it to
-// return, then releases the record. A member whose renewal shows an expired
-// session asks the store to expire it, which logs the expiry for every
-// replica. A handler that keeps failing can give its partition back by
-// returning an error wrapping ErrGiveBack: while its session lives, the
-// partition goes to another member if there is one. docs/design.md has the
-// details.
+// Each member holds one session in the store, renewed every SessionTTL/3.
+// Each partition has one ownership record: owning session, epoch,
+// checkpoint. Every member keeps a replica of the group (sessions, partition
+// set, owners): one read when its session opens, then fed by the group's
+// log, to which the store appends every change atomically. Every member runs
+// the same pure function, balance.Assign, on its replica; it claims the free
+// partitions the result gives it, and hands off those it gives to others:
+// it cancels the handler, waits for it to return, then releases the record.
+// A member whose renewal shows an expired session asks the store to end it,
+// which logs the expiry for every replica. docs/design.md has the details.
 //
 // # What is guaranteed
 //
@@ -85,8 +81,7 @@
 //     for SessionTTL so that other previous owners can restore first. A
 //     checkpoint whose owner does not come back in time is lost, and a
 //     member that joins less than SessionTTL after the loss cannot tell and
-//     holds nothing back. The random fault test (fault_test.go) checks
-//     exactly these limits.
+//     holds nothing back.
 //   - Processing is at least once: work after the last checkpoint is
 //     repeated by the next owner.
 //

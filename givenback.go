@@ -11,23 +11,21 @@ import (
 
 // ErrGiveBack, returned by a Handler (wrapped or not), gives the partition
 // back instead of having the handler started again: the member writes the
-// last value recorded with Claim.Mark, then releases the partition with
-// store.Store.GiveBack, which marks its record as given back by this
-// member's session (Ownership.GivenBack, shown by herd status). While that
-// session lives, every member places the partition on another live member
-// if there is one; if this member is the only one alive, it claims the
-// partition again and the mark is cleared. A handler that fails the same way
-// every time on one member (a missing file, a bad disk) returns it after as
-// many failures as it sees fit; herd run does so after --max-failures.
+// last Mark, then releases the partition with its record marked as given
+// back by this member's session (Ownership.GivenBack, shown by herd status).
+// While that session lives, the partition goes to another live member if
+// there is one; else this member claims it again and the mark is cleared. A
+// handler that fails the same way every time on one member (a missing file,
+// a bad disk) returns it after as many failures as it sees fit; herd run
+// does so after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
 // avoidGivers changes target, the assignment balance computed, so that a
-// partition whose record is marked given back by a live session is not
-// placed on that session while there is another live member (balance.Avoid).
-// rec[i] is the index in owners of parts[i]'s record or -1, sessIdx maps
-// live sessions to their index in members; buf is scratch memory, returned
-// for reuse; moved counts the partitions placed elsewhere. O(P) to find the
-// marks; every member gets the same plan from the same snapshot.
+// partition marked given back by a live session is not placed on it while
+// another member lives (balance.Avoid). rec[i] is the index in owners of
+// parts[i]'s record or -1, sessIdx maps live sessions to their index in
+// members; buf is scratch memory, returned for reuse; moved counts the
+// partitions placed elsewhere. Deterministic: every member gets the same.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
@@ -71,9 +69,9 @@ func (m *Member) giveBack(sl *slot, err error) bool {
 }
 
 // sendGiveBack gives a slot's partition back in the store, on the slot's
-// goroutine, after its last Mark was written (one by one, not batched).
-// The partition is marked contested first, so that plan does not claim it
-// again (clearing the mark) before the replica shows the release.
+// goroutine, after its last Mark was written. The partition is marked
+// contested first, so that plan does not claim it again (clearing the mark)
+// before the replica shows the release.
 func (m *Member) sendGiveBack(sl *slot) {
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return

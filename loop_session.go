@@ -5,14 +5,12 @@ package herd
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/herdhq/herd/store"
 )
 
-// loseSession forgets the session: every handler of it is cancelled (the
-// session context already is), and it is closed in the store once they
-// returned (closeOrphans).
+// loseSession forgets the session: its handlers are cancelled, and it is
+// closed in the store once they returned (closeOrphans).
 func (l *runLoop) loseSession() {
 	m, sess := l.m, l.sess
 	cause := context.Cause(sess.ctx)
@@ -55,8 +53,8 @@ func (l *runLoop) closeOrphans() {
 			keep = append(keep, o)
 			continue
 		}
-		// Close it so that, if the store still thinks it alive (we
-		// fenced early), others need not wait for its TTL.
+		// If the store still thinks it alive (we fenced early), others
+		// need not wait for its TTL.
 		_ = m.closeStoreSession(o.id)
 		m.untie(o)
 	}
@@ -64,8 +62,8 @@ func (l *runLoop) closeOrphans() {
 }
 
 // openSession, between sessions, restores what the lost session left to
-// restore and opens a new session. It reports false if the member stops
-// (Join's context ended); a failure otherwise arms the retry timer.
+// restore and opens a new session. It reports false if the member stops;
+// a failure otherwise arms the retry timer.
 func (l *runLoop) openSession() bool {
 	m := l.m
 	// Both calls are bounded by RenewTimeout and cancelled by Leave.
@@ -92,7 +90,7 @@ func (l *runLoop) openSession() bool {
 		m.log.Warn("cannot open a session; retrying", "err", err)
 		// As often as renewals: others may be waiting for this
 		// member's restores (holdAfterLoss).
-		l.retry.Reset(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+		l.retry.Reset(m.cfg.retryPause())
 	}
 	return true
 }
@@ -138,8 +136,7 @@ func (m *Member) closeStoreSession(id string) error {
 }
 
 // finish ends the loop: it stops the session's renewal, waits for every
-// slot, the releaser and the log reader, and records why the member
-// stopped.
+// slot, the releaser and the log reader, and records why the member stopped.
 func (l *runLoop) finish(err error) {
 	m := l.m
 	if l.sess != nil {

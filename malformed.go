@@ -8,23 +8,20 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// malformedReports is what has been reported of malformed records and a
-// corrupt group, so that each is reported once; owned by the reconcile loop.
+// malformedReports is what has been reported of malformed records
+// (store.Snapshot.Malformed: each costs at most its own partition) and of a
+// corrupt group (store.ErrCorrupt: retried with back-off), so that each is
+// reported once; owned by the reconcile loop.
 type malformedReports struct {
 	malformed   map[string]bool // malformed records already reported
 	corruptSeen string          // the corrupt-group error already reported, "" if none
 }
 
-// A malformed record (store.Snapshot.Malformed) costs at most its own
-// partition; a corrupt group (store.ErrCorrupt) is retried with back-off.
-// Neither stops the member.
-
 // maxLogID is how much of an id read from the store a log line shows.
 const maxLogID = 64
 
 // reportMalformed logs at WARN each malformed record of the last snapshot
-// that the previous one did not list (so a record repaired and broken again
-// is reported again).
+// that the previous one did not list.
 func (m *Member) reportMalformed(ms []store.Malformed) {
 	if len(ms) == 0 && len(m.reports.malformed) == 0 {
 		return
@@ -55,7 +52,7 @@ func logID(s string) string {
 
 // unplaceable returns parts without the partitions whose ownership record
 // is malformed (no member claims them); parts itself when there are none,
-// so the reconcile buffers keep recognising the shared slice.
+// so that plan's buffers recognise the shared slice.
 func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
 	var bad map[string]bool
 	for _, x := range ms {

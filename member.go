@@ -20,10 +20,10 @@ import (
 //
 // Goroutines, each with one owner: the reconcile loop (started by Join,
 // waited for by Done) owns the sessions and partitions and starts and waits
-// for the others; one renewal goroutine per session, which only renews and
-// fences, so nothing else can delay a renewal; one reader of the group's log,
-// which feeds the replica; and one goroutine per partition run (its handler,
-// then its release).
+// for the others: per session, its renewal goroutine, which nothing else can
+// delay, and its load reporter and tie watcher where set; one reader of the
+// group's log, which feeds the replica; the releaser; one goroutine per
+// partition run (its handler, then its release).
 type Member struct {
 	cfg Config
 	st  store.Store
@@ -93,36 +93,25 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		st:     st,
 		log:    cfg.Logger.With("group", cfg.Group, "member", cfg.Member),
 		runCtx: runCtx,
-		life: lifecycle{
-			stop:        stop,
-			attemptCtx:  attemptCtx,
-			stopAttempt: stopAttempt,
-			leaveCh:     make(chan struct{}),
-			done:        make(chan struct{}),
-		},
-		events: loopEvents{
-			wake:     make(chan struct{}, 1),
-			slotDone: make(chan *slot),
-			expireAt: make(chan time.Time, 1),
-		},
+		life: lifecycle{stop: stop, attemptCtx: attemptCtx, stopAttempt: stopAttempt,
+			leaveCh: make(chan struct{}), done: make(chan struct{})},
+		events:  loopEvents{wake: make(chan struct{}, 1), slotDone: make(chan *slot), expireAt: make(chan time.Time, 1)},
 		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
-	m.rel = newReleaser(m)
-	if cfg.LoadReportInterval > 0 {
+	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
+	if cfg.LoadReportInterval > 0 && cfg.ownLoads {
+		m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
+	} else if cfg.LoadReportInterval > 0 {
 		m.meter = loadmeter.New(cfg.LoadReportInterval)
-		if cfg.ownLoads {
-			m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
-		}
 	}
 	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err
 	}
-	// The first session may take longer to open than a renewal (often the
-	// first call on a new connection), and only Join waits on it: up to
-	// SessionTTL-FenceMargin, since its fence time counts from the send.
+	// The first opening (often the first call on a new connection) may take
+	// up to SessionTTL-FenceMargin, as its fence time counts from the send.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -149,20 +138,17 @@ func (m *Member) Session() string {
 }
 
 // Owned lists, sorted, the partitions this member owns and runs a handler
-// for. Those being handed off or dropped are left out from the moment their
-// handlers are cancelled (a Leave that times out names those whose handlers
-// have not returned).
+// for, without those whose handlers are cancelled for a handoff or a loss.
 func (m *Member) Owned() []string {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
 	return slices.Sorted(maps.Keys(m.running.owned))
 }
 
-// KnownEpoch is the epoch of partition p's ownership record as the
-// member's copy of the group shows it (what it has read of the group's
-// log), 0 if the copy has no record of p. It costs no store call, and the
-// store may already hold a later epoch: it tells a fenced writer which
-// epoch superseded its own, it is no fence itself.
+// KnownEpoch is the epoch of partition p's ownership record in the member's
+// copy of the group, 0 if it has none. It costs no store call and the store
+// may hold a later epoch: it tells a fenced writer which epoch superseded
+// its own, it is no fence itself.
 func (m *Member) KnownEpoch(p string) uint64 { return m.rep.epochOf(p) }
 
 // SetPartitions replaces the group's partition set for every member.
@@ -186,10 +172,9 @@ var ErrGroupInUse = store.ErrGroupInUse
 
 // DeleteGroup deletes everything st holds for group: sessions, partition set,
 // ownership records and checkpoints. It refuses with ErrGroupInUse while a
-// member's session is alive, unless force is set. Forcing while members run
-// is rarely what you want: they find their sessions gone, as after a store
-// that lost its data, and write back the partition set and the checkpoints
-// they hold. Make them Leave first, or stop them and force.
+// member's session is alive, unless force is set. Members still running
+// find their sessions gone, as after a store that lost its data, and write
+// back the partition set and their checkpoints: make them Leave first.
 func DeleteGroup(ctx context.Context, st store.Store, group string, force bool) error {
 	if err := store.ValidateID("group", group); err != nil {
 		return fmt.Errorf("herd: delete group: %w", err)
@@ -210,8 +195,8 @@ func notify(ch chan<- struct{}) {
 	}
 }
 
-// lifecycle is what Join, Leave and the reconcile loop use to stop the
-// member and to say that it stopped and why.
+// lifecycle is how Join, Leave and the reconcile loop stop the member and
+// say that it stopped and why.
 type lifecycle struct {
 	stop context.CancelFunc // cancels Member.runCtx: a crash (Join's ctx) or the end of Leave
 	// attemptCtx bounds the store calls made between sessions (restores,
@@ -223,9 +208,7 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	// leaveRequested: the leave was started by a request in the group's
-	// log (request.go), so Err says ErrLeaveRequested rather than ErrLeft.
-	leaveRequested atomic.Bool
+	leaveRequested atomic.Bool // by the group's log (request.go): Err says ErrLeaveRequested
 
 	errMu sync.Mutex
 	err   error // why the member stopped, for Leave/Err

@@ -12,7 +12,6 @@ import (
 
 // registerMetrics registers the member's metrics (internal/membermetrics)
 // with Config.Metrics, if set, and counts its store calls from then on.
-// Called by Join.
 func (m *Member) registerMetrics() error {
 	if m.cfg.Metrics == nil {
 		return nil
@@ -51,11 +50,9 @@ func (m *Member) registerMetrics() error {
 }
 
 // SessionLive reports whether the member holds a live session: open, not
-// lost or fenced, and renewed recently enough that its fence time (the last
-// successful renewal's send time plus SessionTTL-FenceMargin) has not come.
-// It is false between sessions (after a loss, while the member opens a new
-// one) and once the member has stopped. A health check can report it:
-// while it is false the member runs no handler it could not be sure to own.
+// lost or fenced, and its fence time not come. It is false between sessions
+// and once the member has stopped. A health check can report it: while it
+// is false the member runs no handler it could not be sure to own.
 func (m *Member) SessionLive() bool {
 	s := m.running.live.Load()
 	return s != nil && s.ctx.Err() == nil && !s.pastFence()

@@ -29,6 +29,7 @@ type progress struct {
 	timer   *time.Timer    // armed while a marked value waits for its timed write
 	flushes sync.WaitGroup // armed timers whose function has not returned
 	stop    error          // set when timed writes end: Mark returns it
+	refused bool           // the store refused a write of this claim (stop says so)
 	warned  bool           // a failed write has been logged
 
 	writeMu sync.Mutex // one store write at a time
@@ -93,9 +94,7 @@ func (c *Claim) timedFlush() {
 	if stopped {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.m.runCtx, c.m.cfg.RenewTimeout)
-	defer cancel()
-	if err := c.flush(ctx); err != nil {
+	if err := c.flush(); err != nil {
 		c.mu.Lock()
 		if c.prog.markSeq > c.prog.wroteSeq {
 			c.armFlush() // try again an interval later (and after the handler returns)
@@ -104,32 +103,26 @@ func (c *Claim) timedFlush() {
 	}
 }
 
-// unwritten reports whether a marked value waits to be written (what flush
-// would write), so that a partition stopped with nothing to write costs no
-// context with a timeout: 100,000 partitions stopping at once spent a tenth
-// of their members' CPU registering those contexts.
-func (c *Claim) unwritten() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := &c.prog
-	return c.write != nil && p.markSeq > p.wroteSeq && !p.rejected()
-}
-
-// flush writes the latest marked value, if the store does not have it or
-// something newer yet. A first failure is logged as a warning; ErrNotOwner
-// ends the claim's writes quietly (the handler is being cancelled).
-func (c *Claim) flush(ctx context.Context) error {
+// flush writes the latest marked value, bounded by RenewTimeout, if the
+// store does not have it or something newer yet. The timeout's context is
+// made only when there is a value to write: 100,000 partitions stopping at
+// once spent a tenth of their members' CPU registering such contexts. A
+// first failure is logged as a warning; ErrNotOwner ends the claim's writes
+// quietly (the handler is being cancelled).
+func (c *Claim) flush() error {
 	p := &c.prog
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	c.mu.Lock()
-	if c.write == nil || p.markSeq <= p.wroteSeq || p.rejected() {
+	if c.write == nil || p.markSeq <= p.wroteSeq || p.refused {
 		c.mu.Unlock()
 		return nil
 	}
 	v, seq := append([]byte(nil), p.mark...), p.markSeq // Mark reuses its buffer
 	c.mu.Unlock()
 
+	ctx, cancel := context.WithTimeout(c.m.runCtx, c.m.cfg.RenewTimeout)
+	defer cancel()
 	err := c.m.cfg.gate.Wait(ctx)
 	if err == nil {
 		err = p.write(ctx, c, v, seq)
@@ -182,22 +175,20 @@ func (c *Claim) restorePoint() []byte {
 	return c.lastLocked()
 }
 
-// errRejected marks p.stop when the store refused one of the claim's writes.
-var errRejected = errors.New("a write was refused")
-
 // reject ends the claim's writes after the store refused one with err.
 // Called with c.mu held.
 func (p *progress) reject(c *Claim, err error) {
-	if p.stop == nil || !errors.Is(p.stop, errRejected) {
-		p.stop = fmt.Errorf("herd: progress of partition %q at epoch %d not recorded: %w, this member no longer owns the partition: %w",
-			c.Partition, c.Epoch, errRejected, err)
+	if !p.refused {
+		p.refused = true
+		p.stop = fmt.Errorf("herd: progress of partition %q at epoch %d not recorded: a write was refused, this member no longer owns the partition: %w",
+			c.Partition, c.Epoch, err)
 	}
 }
 
 // claimEnded is what Mark returns once the claim's handler has returned for
-// good. It is set for every partition a member stops running, so it formats
-// its message only if a late Mark asks for it (formatting each at once was
-// 7% of the CPU of a fleet placing 100,000 partitions and leaving).
+// good. It formats its message only if a late Mark asks for it: formatting
+// one for every partition stopped was 7% of the CPU of a fleet placing
+// 100,000 partitions and leaving.
 type claimEnded struct {
 	partition string
 	epoch     uint64
@@ -209,9 +200,6 @@ func (e claimEnded) Error() string {
 }
 
 func (e claimEnded) Unwrap() error { return ErrNotOwner }
-
-// rejected reports whether the store has refused one of the claim's writes.
-func (p *progress) rejected() bool { return p.stop != nil && errors.Is(p.stop, errRejected) }
 
 // checkpoint is Checkpoint's write, numbered among the claim's Mark and
 // Checkpoint calls so that the later call wins.
@@ -259,10 +247,8 @@ func (m *Member) finishProgress(sl *slot) {
 		p.flushes.Done() // its function will not run
 	}
 	p.flushes.Wait()
-	if sl.mode.Load() == modeLost || sl.sess.ctx.Err() != nil || m.runCtx.Err() != nil || !c.unwritten() {
+	if sl.mode.Load() == modeLost || sl.sess.ctx.Err() != nil || m.runCtx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
-	defer cancel()
-	_ = c.flush(ctx) // a failure is logged by flush
+	_ = c.flush() // a failure is logged by flush
 }

@@ -1,8 +1,5 @@
 package herd
 
-// One reconcile: from the plan to the store calls that carry it out
-// (claims and releases in batches).
-
 import (
 	"context"
 	"errors"
@@ -13,14 +10,10 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// reconcile computes the target assignment from the replica and moves
-// this member toward it: drops partitions it lost, hands off those the
-// target gives to others, claims free ones the target gives it. It returns
-// when to look again (0: when the replica changes).
-//
-// Planning (plan) costs O(P) time for P partitions, whatever the share of
-// this member, and no store operation: the replica is fed by the group's
-// log. Claiming and releasing go to the store in batches.
+// reconcile plans from the replica (no store operation) and carries the
+// plan out: drops partitions this member lost, hands off those the target
+// gives to others, and claims, in batches, free ones the target gives it.
+// It returns when to look again (0: when the replica changes).
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Duration, err error) {
 	defer m.logStep()
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
@@ -35,20 +28,18 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		return pl.next, err
 	}
 	if m.planner.target != nil && !pl.held && !pl.onTarget {
-		// The plan left nothing to look at later but contested claims:
-		// until an entry says otherwise, or the first of those claims is
-		// due, the next plans would find nothing to do (target.go). The
-		// replica checks entries against the target from now, before the
-		// claims below: the others' claims that come meanwhile would
-		// otherwise pile up unchecked and make the next plan a full one.
-		// If the claims or releases below fail, it is dropped.
+		// Nothing is left to look at later but contested claims: until an
+		// entry says otherwise, or the first of those claims is due, the
+		// next plans would find nothing to do (target.go). The replica
+		// checks entries against the target from before the claims below,
+		// so that the others' claims meanwhile do not make the next plan a
+		// full one. If the claims or releases below fail, it is dropped.
 		if pl.next > 0 {
 			m.planner.target.due = time.Now().Add(pl.next)
 		}
 		m.rep.setTarget(m.planner.target, m.planner.targetAt)
 	}
 
-	// Partitions the target gives us and that are free, in ID order.
 	if done, err := m.claimAll(ctx, sess, slots, pl.claim); done || err != nil {
 		m.rep.dropTarget()
 		return pl.next, err
@@ -74,9 +65,8 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 			}
 			return pl.next, fmt.Errorf("release %d records: %w", n, err)
 		}
-		// Each is released, or no longer ours (ErrNotOwner), or
-		// malformed (ErrCorrupt, listed at the next read): none is to be
-		// released again, whatever the replica shows until its entry.
+		// Each is released, not ours (ErrNotOwner) or malformed
+		// (ErrCorrupt, listed at the next read): none is released again.
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
@@ -116,15 +106,13 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 				m.start(sess, slots, r.Ownership, seq)
 				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
-				// Someone got there first: our replica has not shown it
-				// yet. Its entry is on its way; if it does not come, the
-				// replica is stale and plan reads the group anew.
+				// Another got there first; its entry is on its way, and if
+				// it does not come, plan reads the group anew.
 				claimed = append(claimed, p)
 			case errors.Is(r.Err, store.ErrCorrupt):
-				// Its record broke since the read: it costs this partition
-				// only. The log does not show that (nothing herd wrote), so
-				// read the group: it lists the record as malformed
-				// (reported once, not placed).
+				// Its record broke since the read, which the log cannot
+				// show: the group's read lists it as malformed (reported
+				// once, not placed).
 				m.rep.contest(p, time.Now())
 				m.rep.resync()
 			default:

@@ -76,10 +76,6 @@ type releaseReq struct {
 	done chan struct{} // closed when the store answered, or the member stopped
 }
 
-func newReleaser(m *Member) *releaser {
-	return &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
-}
-
 // release queues sl's release and waits for it.
 func (r *releaser) release(sl *slot) {
 	done := make(chan struct{})
@@ -112,18 +108,17 @@ func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 			failures = 0
 			continue
 		}
-		retry.Reset(releaseBackoff(failures, r.m.cfg.RenewInterval))
+		retry.Reset(r.backoff(failures))
 		failures++
 	}
 }
 
-// releaseBackoff is the wait before a failed release is sent again, after
-// failures failed sends in a row: 20 ms, doubling up to RenewInterval/4
-// (500 ms at most), as for a failed renewal. The partition is idle until
-// its release lands, so retries go on while the session lives.
-func releaseBackoff(failures int, renew time.Duration) time.Duration {
-	d := 20 * time.Millisecond << min(failures, 10)
-	return min(d, renew/4, 500*time.Millisecond)
+// backoff is the wait before a failed release is sent again, after
+// failures failed sends in a row: 20 ms, doubling up to Config.retryPause.
+// The partition is idle until its release lands, so retries go on while the
+// session lives.
+func (r *releaser) backoff(failures int) time.Duration {
+	return min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause())
 }
 
 // gather waits until every slot expected has arrived, a batch is full, or
@@ -210,6 +205,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	if err == nil && len(errs) != len(held) {
 		err = errors.New("the store answered a different number of results")
 	}
+	failed = map[*slot]bool{}
 	switch {
 	case errors.Is(err, store.ErrCorrupt):
 		// The group's keys broke (by hand): the next read reports it.
@@ -220,7 +216,6 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 		return nil // the session ended: its records are free
 	case err != nil:
 		m.log.Warn("release failed; retrying", "partitions", len(held), "err", err)
-		failed = make(map[*slot]bool, len(batch))
 		for _, q := range batch {
 			failed[q.sl] = true
 		}
@@ -238,9 +233,6 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 			corrupt = true
 		default:
 			m.log.Warn("release failed; retrying", "partition", held[i].Partition, "err", e)
-			if failed == nil {
-				failed = map[*slot]bool{}
-			}
 			failed[batch[i].sl] = true
 		}
 	}

@@ -1,8 +1,5 @@
 package herd
 
-// The renewal goroutine of a session: renewals, and self-fencing when
-// none has succeeded in time.
-
 import (
 	"errors"
 	"sync"
@@ -18,23 +15,19 @@ type renewal struct {
 	err  error
 }
 
-// renewLoop keeps one session alive, never waiting on handlers or the
-// reconcile loop. If no renewal has succeeded for SessionTTL-FenceMargin
-// since the last successful one was sent, it cancels the session's context,
-// and with it every handler, before the store can expire the session
-// (self-fencing). The fence is a timer of its own, as a renewal call can
-// return well after its deadline.
+// renewLoop is the renewal goroutine of session s, which waits on nothing
+// else. If no renewal has succeeded for SessionTTL-FenceMargin since the
+// last successful one was sent, it cancels the session's context, and with
+// it every handler, before the store can expire the session (self-fencing);
+// the fence is a timer of its own, as a call can return after its deadline.
 //
-// An attempt may take until the fence: a store that is slow to answer
-// (Redis behind other members' reads of a large group; a member process
-// starved of CPU that reads the answer late) still renews the session,
-// and cutting the call at RenewTimeout would throw that renewal away and
-// queue another behind the same backlog. Once an attempt has been out for
-// RenewTimeout, another starts beside it (on another connection: the first
-// may be stuck on a cut one), so a few may be out at once, at most about
-// (SessionTTL-FenceMargin)/RenewTimeout. Whichever succeeds moves the
-// fence to its own send time plus SessionTTL-FenceMargin: the store renewed
-// the session after that send.
+// An attempt may take until the fence: a slow store still renews the
+// session, and cutting the call at RenewTimeout would throw that renewal
+// away and queue another behind the same backlog. Once an attempt has been
+// out for RenewTimeout another starts beside it (the first may be stuck on
+// a cut connection), so at most about (SessionTTL-FenceMargin)/RenewTimeout
+// are out at once. Whichever succeeds moves the fence to its send time plus
+// SessionTTL-FenceMargin: the store renewed the session after that send.
 func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	defer close(s.renew)
 	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
@@ -63,11 +56,14 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	var attempts sync.WaitGroup
 	defer attempts.Wait()
 	out := 0 // attempts under way
-	// Before the Wait: the attempts still out send their results.
-	defer func() { drain(results, out) }()
+	// Before the Wait: take the results of those still out.
+	defer func() {
+		for range out {
+			<-results
+		}
+	}()
 	next := time.NewTimer(m.cfg.RenewInterval)
 	defer next.Stop()
-	retry := min(m.cfg.RenewInterval/4, 500*time.Millisecond)
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -105,7 +101,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 				return
 			case out == 0:
 				m.log.Warn("session renewal failed; retrying", "session", s.id, "err", r.err)
-				next.Reset(retry)
+				next.Reset(m.cfg.retryPause())
 			default:
 				m.log.Warn("session renewal failed; another attempt is under way", "session", s.id, "err", r.err)
 			}
@@ -113,21 +109,13 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	}
 }
 
-// renew is one renewal attempt. The fence bounds it: it cancels the
-// session's context. Not the fence time when the attempt starts: an
-// attempt out beside an earlier one may succeed after that time, once
-// the earlier one moved the fence on.
+// renew is one renewal attempt, bounded by the session's context (which the
+// fence cancels), not by the fence time when it starts: an attempt out
+// beside an earlier one may succeed after that time, once the earlier one
+// moved the fence on.
 func (m *Member) renew(s *session) renewal {
 	sent := time.Now()
 	next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
 	m.metrics.Renewed(s.ctx, time.Since(sent), err)
 	return renewal{sent: sent, next: next, err: err}
-}
-
-// drain takes the results of the n attempts still under way, so that none
-// blocks on a full channel; their calls end with the session's context.
-func drain(results <-chan renewal, n int) {
-	for range n {
-		<-results
-	}
 }

@@ -12,13 +12,10 @@ import (
 // such a leave, and errors.Is(err, ErrLeft) holds for it too.
 var ErrLeaveRequested = fmt.Errorf("herd: leave requested through the group's log: %w", ErrLeft)
 
-// takeRequests acts on the requests among the entries call c read (see
-// store.Request): a request to leave that names this member starts a
-// graceful leave, as Leave does; every request goes to the handler the jobs
-// scheduler set, if any. The entries come from the log the member follows
-// anyway, so requests cost no store operation of their own. A request read
-// while the member is between sessions is acted on all the same: it was
-// logged, and the member is the one it names.
+// takeRequests acts on the requests (store.Request) among the log entries
+// call c read, at no store operation of their own: a request to leave that
+// names this member starts a graceful leave, even between sessions; every
+// request goes to the jobs scheduler's handler, if set.
 func (f *feed) takeRequests(c *logCall) {
 	if c.err != nil || c.cancelled {
 		return

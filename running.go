@@ -8,7 +8,7 @@ import (
 )
 
 // runningSet is what the reconcile loop and the handlers' goroutines report
-// of the partitions being run, under mu, for Owned, Session and Leave.
+// of the partitions being run, for Owned, Session and Leave.
 type runningSet struct {
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch

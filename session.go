@@ -1,8 +1,5 @@
 package herd
 
-// A session: one incarnation of the member in the store, its renewal
-// goroutine and its fence time.
-
 import (
 	"context"
 	"fmt"
@@ -12,7 +9,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// session is one incarnation of the member in the store.
+// session is one incarnation of the member in the store, with its renewal
+// goroutine (renew.go) and its fence time.
 type session struct {
 	id     string
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
@@ -40,13 +38,13 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time, whatever ctx
-// is: every store call made for the session's handlers goes through it, so
-// none can keep a handler inside herd past the time after which another
-// member may start its partition. It returns ok false, and the call must not
-// be made, once that time has come or the session is lost or fenced (then
-// there is no fence time left to bound the call by). A handoff cancels the
-// handler's context, not the session's: its final checkpoint goes through.
+// withFence returns ctx bounded by the session's fence time: every store
+// call made for the session's handlers goes through it, so none can keep a
+// handler inside herd past the time after which another member may start
+// its partition. It returns ok false, and the call must not be made, once
+// that time has come or the session is lost or fenced. A handoff cancels
+// the handler's context, not the session's: its final checkpoint goes
+// through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil {
 		return ctx, func() {}, false
@@ -62,9 +60,8 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 	return fctx, cancel, true
 }
 
-// openSession opens a session and starts its renewal goroutine. ctx and
-// bound (at most) bound the attempt only; the session lives until the
-// member stops.
+// openSession opens a session and starts its goroutines. ctx and bound
+// bound the attempt only; the session lives until lost or the member stops.
 func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
 	if err := m.cfg.gate.Wait(ctx); err != nil {
 		return nil, err

@@ -1,11 +1,6 @@
 package herd
 
-// A session's tie to a connection of the member's own (Config.TieSession,
-// store.ConnTied; docs/takeover.md): when the member's process dies, the
-// store ends its session TieGrace after it sees the connection closed,
-// not after SessionTTL. When the connection closes while the member
-// lives, the member cancels the session's handlers at once: the store
-// ends the session no sooner than TieGrace after the close.
+// A session's tie to a connection of the member's own: Config.TieSession.
 
 import (
 	"context"
@@ -15,39 +10,28 @@ import (
 )
 
 // ErrTieLost is the cause of a session's context when its tied connection
-// closed while the member lives (the server ended it, a proxy
-// restarted). It wraps ErrFenced: the member stopped its handlers, as at
-// its fence, and opens a new session.
+// closed while the member lives (the server ended it, a proxy restarted).
+// It wraps ErrFenced: the member stopped its handlers, as at its fence, and
+// opens a new session.
 var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
 
-// connTied returns the store's ConnTied, if the member ties sessions and
-// the store can.
-func (m *Member) connTied() (store.ConnTied, bool) {
-	if !m.cfg.TieSession {
-		return nil, false
-	}
+// startTie ties session s, if the member ties sessions and the store can,
+// in a goroutine of its own (waited for by untie) that watches the tie until
+// the session ends. Until the tie is made, or if it cannot be (logged), the
+// session ends by TTL alone.
+func (m *Member) startTie(s *session) {
 	st := m.st
 	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
 		st = w.Unwrap() // the metrics' wrapper
 	}
 	ct, ok := st.(store.ConnTied)
-	return ct, ok
-}
-
-// startTie ties session s, if the member ties sessions, in a goroutine of
-// its own: the session is open and renewed meanwhile, by TTL alone until
-// the tie is made. untie waits for that goroutine.
-func (m *Member) startTie(s *session) {
-	ct, ok := m.connTied()
-	if !ok {
+	if !m.cfg.TieSession || !ok {
 		return
 	}
 	s.tieDone = make(chan struct{})
 	go m.tieLoop(s, ct)
 }
 
-// tieLoop makes the tie and watches it until the session ends. A tie that
-// cannot be made leaves the session to its TTL alone (logged).
 func (m *Member) tieLoop(s *session, ct store.ConnTied) {
 	defer close(s.tieDone)
 	if m.cfg.gate.Wait(s.ctx) != nil {
