@@ -30,6 +30,13 @@ func Begin(ctx context.Context, backend, op string, args error, closed bool) err
 	return nil
 }
 
+// InUseError is DeleteGroup's error for a group with live sessions and no
+// force: it wraps ErrGroupInUse. The caller says what to do (herd group
+// delete: stop the members, or --force).
+func InUseError(group string, live int) error {
+	return fmt.Errorf("group %q has %d live session(s): %w", group, live, ErrGroupInUse)
+}
+
 // CheckSession reports what is wrong with a live session a backend read,
 // as herd never writes it (nil if nothing is): an id that is not a
 // NewSessionID id, or a member id ValidateID refuses. For a backend whose
