@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -88,6 +89,31 @@ func ParseLoad(s string) (float64, error) {
 		return 0, fmt.Errorf("load %q is not a number from 0 to %g: %w", short(s), MaxLoad, ErrCorrupt)
 	}
 	return v, nil
+}
+
+// LoadEntry is one load of a report's log entry as a backend that
+// writes it as text keeps it (pgstore, sqlitestore): "<partition>\t<load>"
+// (FormatLoad). A partition id holds no control character (ValidateID).
+func LoadEntry(l Load) string { return l.Partition + "\t" + FormatLoad(l.Load) }
+
+// ParseLoadEntries reads the loads of a report's log entry, each written
+// by LoadEntry ("" entries are skipped): sorted by partition and checked
+// by ValidateLoads. An error says which entry does not decode.
+func ParseLoadEntries(entries iter.Seq[string]) ([]Load, error) {
+	var out []Load
+	for e := range entries {
+		if e == "" {
+			continue
+		}
+		id, v, ok := strings.Cut(e, "\t")
+		l, err := ParseLoad(v)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("load %q is not <partition>\\t<load>", short(e))
+		}
+		out = append(out, Load{Partition: id, Load: l})
+	}
+	SortLoads(out)
+	return out, ValidateLoads(out)
 }
 
 // ReportChange returns the log entry of a report of loads by session

@@ -47,3 +47,18 @@ func TestParseLoad(t *testing.T) {
 		}
 	}
 }
+
+// ParseLoadEntries reads back what LoadEntry wrote, sorted, and refuses an
+// entry that is not one.
+func TestLoadEntries(t *testing.T) {
+	in := []Load{{Partition: "b", Load: 0.1}, {Partition: "a c", Load: 1e15}}
+	got, err := ParseLoadEntries(slices.Values([]string{LoadEntry(in[0]), "", LoadEntry(in[1])}))
+	if err != nil || !slices.Equal(got, []Load{in[1], in[0]}) {
+		t.Fatalf("ParseLoadEntries(LoadEntry...) = %v, %v; want %v sorted", got, err, in)
+	}
+	for _, bad := range []string{"a", "a\tx", "a\t-1", "\t1"} {
+		if _, err := ParseLoadEntries(slices.Values([]string{bad})); err == nil {
+			t.Errorf("ParseLoadEntries(%q) accepted it", bad)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -262,12 +261,10 @@ func sessionOf(id string, kv *mvccpb.KeyValue) (sessionInfo, error) {
 	if err := json.Unmarshal(kv.Value, &info); err != nil {
 		return info, err
 	}
-	switch {
-	case !store.IsSessionID(id):
-		return info, errors.New("not a session id this store makes (26 characters of A-Z, 2-7)")
-	case store.ValidateID("member", info.Member) != nil:
-		return info, store.ValidateID("member", info.Member)
-	case info.Weight < 0 || info.TTL < 0:
+	if err := store.CheckSession(id, info.Member); err != nil {
+		return info, err
+	}
+	if info.Weight < 0 || info.TTL < 0 {
 		return info, fmt.Errorf("weight %d or TTL %s is negative", info.Weight, info.TTL)
 	}
 	return info, nil

@@ -32,7 +32,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		}
 		seq, _ := decodeSeq(resp.Responses[0].GetResponseRange().Kvs) // deleted whatever it holds
 		if live := resp.Responses[2].GetResponseRange().Kvs; len(live) > 0 && !force {
-			return false, fmt.Errorf("etcdstore: %s %q: %d live sessions: %w; stop the members first, or force", op, group, len(live), store.ErrGroupInUse)
+			return false, fmt.Errorf("etcdstore: %s: %w", op, store.InUseError(group, len(live)))
 		}
 		leases = leases[:0]
 		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {

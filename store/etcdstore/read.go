@@ -158,12 +158,7 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 		}
 		snap.Malformed = append(snap.Malformed, bad...)
 	}
-	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	store.SortMalformed(snap.Malformed)
 	return snap, leases, dead, nil
 }
 

@@ -20,7 +20,7 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool) error 
 		return nil
 	}
 	if n := len(g.sessions); n > 0 && !force {
-		return fmt.Errorf("memstore: delete group %q: %d live session(s): %w", name, n, store.ErrGroupInUse)
+		return fmt.Errorf("memstore: delete group: %w", store.InUseError(name, n))
 	}
 	for _, ss := range g.sessions {
 		heap.Remove(&s.expiry, ss.heapIndex)

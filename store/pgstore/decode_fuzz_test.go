@@ -26,8 +26,8 @@ func FuzzOwnerRow(f *testing.F) {
 	f.Add("p", testSession, "m", "", "0")
 	f.Add("", "", "m", "x", "-1")
 	f.Fuzz(func(t *testing.T, partition, session, member, givenBack, epoch string) {
-		o, reason := decodeOwner(partition, session, member, givenBack, epoch)
-		if reason != "" {
+		o, bad := decodeOwner(partition, session, member, givenBack, epoch)
+		if bad != nil {
 			return
 		}
 		want := store.Ownership{Partition: partition, Session: session, Member: member, GivenBack: givenBack, Epoch: o.Epoch}

@@ -5,7 +5,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 
@@ -14,23 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// begin checks what every call checks: the arguments (args is the error
-// of the store.Validate function of op, nil if valid), the store's own
-// state and the context.
+// begin is store.Begin: args is the error of the store.Validate function
+// of op, nil if valid.
 func (s *Store) begin(ctx context.Context, op string, args error) error {
-	if args != nil {
-		return fmt.Errorf("pgstore: %s: %w", op, args)
-	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
-		return fmt.Errorf("pgstore: %s: store is closed: %w", op, store.ErrUnavailable)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgstore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
+	return store.Begin(ctx, "pgstore", op, args, closed)
 }
 
 // do runs f, the statements of one operation. If the schema is missing

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,7 +45,7 @@ func (s *Store) ReportLoads(ctx context.Context, group, session string, loads []
 	c := store.ReportChange(session, loads)
 	ids, vals, entry := make([]string, len(c.Loads)), make([]float64, len(c.Loads)), make([]string, len(c.Loads))
 	for i, l := range c.Loads {
-		ids[i], vals[i], entry[i] = l.Partition, l.Load, l.Partition+"\t"+store.FormatLoad(l.Load)
+		ids[i], vals[i], entry[i] = l.Partition, l.Load, store.LoadEntry(l)
 	}
 	lock := s.sqlFor(`SELECT g.gid, EXISTS (SELECT 1 FROM {{S}}.sessions x WHERE x.gid = g.gid AND x.id = $2 AND x.expires > clock_timestamp())
 FROM {{S}}.lock_group($1, false) g`)
@@ -80,19 +79,4 @@ ON CONFLICT (gid, partition) DO UPDATE SET load = excluded.load`)
 		return fmt.Errorf("pgstore: ReportLoads by session %q: %w", session, store.ErrSessionExpired)
 	}
 	return err
-}
-
-// decodeLoadsEntry decodes a LoadsReported row's part_ids.
-func decodeLoadsEntry(ids []string) ([]store.Load, error) {
-	out := make([]store.Load, 0, len(ids))
-	for _, e := range ids {
-		id, v, ok := strings.Cut(e, "\t")
-		l, err := store.ParseLoad(v)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("load %q", abbrev(e))
-		}
-		out = append(out, store.Load{Partition: id, Load: l})
-	}
-	store.SortLoads(out)
-	return out, store.ValidateLoads(out)
 }

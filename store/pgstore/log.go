@@ -241,7 +241,7 @@ func decodeEntry(v store.Version, kind int16, session, member string, weight *in
 		}
 	case kindLoads:
 		c.Kind = store.LoadsReported
-		ls, err := decodeLoadsEntry(ids)
+		ls, err := store.ParseLoadEntries(slices.Values(ids))
 		if err != nil || session == "" {
 			return bad(fmt.Sprintf("no session, or loads that do not decode (%v)", err))
 		}

@@ -336,7 +336,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		if n != nil {
 			live = *n
 		}
-		return fmt.Errorf("pgstore: DeleteGroup %q: %d live session(s): %w", group, live, store.ErrGroupInUse)
+		return fmt.Errorf("pgstore: DeleteGroup: %w", store.InUseError(group, int(live)))
 	}
 	return unexpected("DeleteGroup", status)
 }

@@ -62,67 +62,31 @@ END $$;
 {{SETPARTITIONS}}
 `
 
-// SetPartitions implements store.Store. A set of more than smallSet
-// partitions is sent in two steps: its digest first, which is all the
-// store needs when the stored set is the same (or is kept), then the whole
-// set only if the store asks for it. So a hundred members joining with the
-// same set of 100,000 partitions send it whole only while none is stored
-// (a fresh group), and the store writes it once.
+// SetPartitions implements store.Store: the function set_partitions
+// applies store.DecideSet's rule, sent the digest first (store.SendSet).
 func (s *Store) SetPartitions(ctx context.Context, group string, ps store.PartitionSet) (store.SetResult, error) {
 	if err := s.begin(ctx, "SetPartitions", store.ValidateSetPartitions(group, ps)); err != nil {
 		return store.SetResult{}, err
 	}
-	mode, digest := "replace", ""
-	switch ps.Mode {
-	case store.SetIfAbsent:
-		mode = "ifabsent"
-	case store.SetKindOnly:
-		mode = "kindonly"
-	}
 	if ps.Mode != store.SetKindOnly {
-		digest = store.Digest(ps.Partitions)
 		for _, p := range ps.Partitions {
 			if p.Weight > 1<<31-1 {
 				return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: partition %q has weight %d, more than 2^31-1: %w", p.ID, p.Weight, store.ErrInvalid)
 			}
 		}
 	}
-	full := ps.Mode != store.SetKindOnly && len(ps.Partitions) <= smallSet
-	for {
-		var status, kind, what string
-		var stored bool
+	return store.SendSet("pgstore: SetPartitions", group, ps, func(step store.SetStep) (store.SetReply, error) {
+		var rep store.SetReply
 		sendIDs, sendWeights := []string{}, []int32{}
-		if full {
+		if step.Full {
 			sendIDs, sendWeights = make([]string, len(ps.Partitions)), make([]int32, len(ps.Partitions))
 			for i, p := range ps.Partitions {
 				sendIDs[i], sendWeights[i] = p.ID, int32(p.Weight)
 			}
 		}
 		err := s.queryRow(ctx, "SetPartitions", s.q.setPartitions,
-			[]any{group, ps.Kind, mode, digest, full, sendIDs, sendWeights, int32(s.cfg.logLimit)}, &status, &kind, &stored, &what)
-		if err != nil {
-			return store.SetResult{}, err
-		}
-		r := store.SetResult{Kind: kind, Stored: stored}
-		switch {
-		case status == "kind":
-			return r, fmt.Errorf("pgstore: SetPartitions: %w", store.KindError(group, kind, ps.Kind))
-		case status == "need" && !full:
-			full = true
-			continue
-		case status != "ok":
-			return store.SetResult{}, fmt.Errorf("pgstore: SetPartitions: unexpected status %q", status)
-		}
-		switch what {
-		case "same":
-			r.Same = true
-		case "written", "replaced":
-			r.Same, r.Written, r.Replaced = true, true, what == "replaced"
-		}
-		return r, nil
-	}
+			[]any{group, ps.Kind, step.Mode, step.Digest, step.Full, sendIDs, sendWeights, int32(s.cfg.logLimit)},
+			&rep.Status, &rep.Kind, &rep.Stored, &rep.What)
+		return rep, err
+	})
 }
-
-// smallSet is the largest partition set SetPartitions sends whole at once:
-// a smaller one costs less to send than a second round trip.
-const smallSet = 100

@@ -201,31 +201,10 @@ func open(ctx context.Context, rawURL string, dial pgconn.DialFunc, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
-	pc, err := pgxpool.ParseConfig(t.pgxURL)
+	pc, listenCfg, cfg, err := poolConfig(t, dial, opts)
 	if err != nil {
-		return nil, parseErr(t, err)
+		return nil, err
 	}
-	// A server that accepts the connection and never answers must not
-	// hang Open (nor the store's later connections): pgx waits for ever
-	// without a connect timeout.
-	if pc.ConnConfig.ConnectTimeout == 0 {
-		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
-	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
-		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
-	}
-	if dial != nil {
-		pc.ConnConfig.DialFunc = dial
-	}
-	cfg := config{schema: DefaultSchema, dialStagger: DefaultDialStagger}
-	for _, o := range append(t.opts, opts...) {
-		o(&cfg)
-	}
-	// Every connection (the pool's, LISTEN's, the ties') is dialed by
-	// staggered attempts (WithDialStagger).
-	pc.ConnConfig.DialFunc = staggered(pc.ConnConfig.DialFunc, cfg.dialStagger)
-	listenCfg := pc.ConnConfig.Copy()
-	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
 	// No connection is opened ahead of need (pgx's pool_min_conns is 0
 	// unless the URL sets it): members that start together would each open
 	// spare connections, warmed up (warm.go), while they connect, and the
@@ -268,6 +247,37 @@ func open(ctx context.Context, rawURL string, dial pgconn.DialFunc, opts ...Opti
 	started.Store(true)
 	s.owned = true
 	return s, nil
+}
+
+// poolConfig is the pool's configuration for t and opts, its connections
+// made by dial (nil: pgx's), and the LISTEN connection's.
+func poolConfig(t *target, dial pgconn.DialFunc, opts []Option) (*pgxpool.Config, *pgx.ConnConfig, config, error) {
+	pc, err := pgxpool.ParseConfig(t.pgxURL)
+	if err != nil {
+		return nil, nil, config{}, parseErr(t, err)
+	}
+	// A server that accepts the connection and never answers must not
+	// hang Open (nor the store's later connections): pgx waits for ever
+	// without a connect timeout.
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
+	}
+	if dial != nil {
+		pc.ConnConfig.DialFunc = dial
+	}
+	cfg := config{schema: DefaultSchema, dialStagger: DefaultDialStagger}
+	for _, o := range append(t.opts, opts...) {
+		o(&cfg)
+	}
+	// Every connection (the pool's, LISTEN's, the ties') is dialed by
+	// staggered attempts (WithDialStagger).
+	pc.ConnConfig.DialFunc = staggered(pc.ConnConfig.DialFunc, cfg.dialStagger)
+	listenCfg := pc.ConnConfig.Copy()
+	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
+	return pc, listenCfg, cfg, nil
 }
 
 // New returns a Store on a pool the caller made (and closes: Close leaves

@@ -75,11 +75,8 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 	defer rows.Close()
 	snap := &store.Snapshot{Sessions: []store.SessionInfo{}, Partitions: []store.Partition{}, Owners: []store.Ownership{}}
 	bad := func(kind, table, id, format string, args ...any) {
-		snap.Malformed = append(snap.Malformed, store.Malformed{
-			Kind:   kind,
-			ID:     capID(id),
-			Reason: fmt.Sprintf("table %s.%s: ", s.schema, table) + fmt.Sprintf(format, args...),
-		})
+		snap.Malformed = append(snap.Malformed, store.BadRecord(kind, id,
+			fmt.Sprintf("table %s.%s: ", s.schema, table)+fmt.Sprintf(format, args...)))
 	}
 	num := func(b []byte) (int64, bool) {
 		n, err := strconv.ParseInt(string(b), 10, 64)
@@ -105,12 +102,8 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 			member := string(f[2])
 			weight, _ := num(f[5])
 			left, _ := num(f[6])
-			switch {
-			case !store.IsSessionID(id):
-				bad(store.MalformedSession, "sessions", id, "not a session id this store makes (26 characters of A-Z, 2-7)")
-				continue
-			case store.ValidateID("member", member) != nil:
-				bad(store.MalformedSession, "sessions", id, "%v", store.ValidateID("member", member))
+			if err := store.CheckSession(id, member); err != nil {
+				bad(store.MalformedSession, "sessions", id, "%v", err)
 				continue
 			}
 			snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: id, Member: member, Remaining: micros(left), Weight: int(weight)})
@@ -122,9 +115,9 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 			weight, _ := num(f[5])
 			snap.Partitions = append(snap.Partitions, store.Partition{ID: id, Weight: int(weight)})
 		case '3':
-			o, reason := decodeOwner(id, string(f[2]), string(f[3]), string(f[4]), string(f[7]))
-			if reason != "" {
-				bad(store.MalformedOwnership, "owners", id, "%s", reason)
+			o, err := decodeOwner(id, string(f[2]), string(f[3]), string(f[4]), string(f[7]))
+			if err != nil {
+				bad(store.MalformedOwnership, "owners", id, "%v", err)
 				continue
 			}
 			snap.Owners = append(snap.Owners, o)
@@ -143,26 +136,15 @@ func (s *Store) decodeSnapshot(rows pgx.Rows) (*store.Snapshot, error) {
 	return snap, nil
 }
 
-// decodeOwner checks one owners row; reason says what is wrong with it.
-func decodeOwner(partition, session, member, givenBack, epoch string) (store.Ownership, string) {
-	if err := store.ValidateID("partition", partition); err != nil {
-		return store.Ownership{}, err.Error()
-	}
+// decodeOwner decodes one owners row; an error says what is wrong with it
+// (store.CheckOwnership).
+func decodeOwner(partition, session, member, givenBack, epoch string) (store.Ownership, error) {
 	e, err := strconv.ParseUint(epoch, 10, 64)
-	if err != nil || e == 0 {
-		return store.Ownership{}, fmt.Sprintf("epoch %q is not a number from 1 to 2^64-1", abbrev(epoch))
+	if err != nil {
+		return store.Ownership{}, fmt.Errorf("epoch %q is not a number from 1 to 2^64-1", abbrev(epoch))
 	}
-	switch {
-	case session == "" && member != "":
-		return store.Ownership{}, fmt.Sprintf("released record names member %q", abbrev(member))
-	case session != "" && !store.IsSessionID(session):
-		return store.Ownership{}, fmt.Sprintf("session %q is not a session id this store makes", abbrev(session))
-	case session != "" && store.ValidateID("member", member) != nil:
-		return store.Ownership{}, store.ValidateID("member", member).Error()
-	case givenBack != "" && !store.IsSessionID(givenBack):
-		return store.Ownership{}, fmt.Sprintf("given_back %q is not a session id this store makes", abbrev(givenBack))
-	}
-	return store.Ownership{Partition: partition, Session: session, Member: member, Epoch: e, GivenBack: givenBack}, ""
+	o := store.Ownership{Partition: partition, Session: session, Member: member, Epoch: e, GivenBack: givenBack}
+	return o, store.CheckOwnership(o)
 }
 
 func sortSnapshot(snap *store.Snapshot) {
@@ -175,21 +157,7 @@ func sortSnapshot(snap *store.Snapshot) {
 	if !slices.IsSortedFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) }) {
 		slices.SortFunc(snap.Owners, func(a, b store.Ownership) int { return strings.Compare(a.Partition, b.Partition) })
 	}
-	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-}
-
-// capID cuts an id read from the store to MaxIDLength bytes, for a
-// Malformed record.
-func capID(id string) string {
-	if len(id) > store.MaxIDLength {
-		return id[:store.MaxIDLength]
-	}
-	return id
+	store.SortMalformed(snap.Malformed)
 }
 
 // Records reads the ownership records of the given partitions, with their
@@ -220,8 +188,8 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 			if err := rows.Scan(&p, &session, &member, &epoch, &givenBack, &checkpoint, &since, &age); err != nil {
 				return err
 			}
-			o, reason := decodeOwner(p, session, member, givenBack, epoch)
-			if reason != "" {
+			o, err := decodeOwner(p, session, member, givenBack, epoch)
+			if err != nil {
 				continue
 			}
 			o.Checkpoint = checkpoint

@@ -35,11 +35,7 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 		Partitions: make([]store.Partition, 0, len(r.parts)),
 	}
 	bad := func(kind, key, id, format string, args ...any) {
-		snap.Malformed = append(snap.Malformed, store.Malformed{
-			Kind:   kind,
-			ID:     capID(id),
-			Reason: fmt.Sprintf("key %q: ", key) + fmt.Sprintf(format, args...),
-		})
+		snap.Malformed = append(snap.Malformed, store.BadRecord(kind, id, fmt.Sprintf("key %q: ", key)+fmt.Sprintf(format, args...)))
 	}
 	for _, z := range r.live {
 		id, _ := z.Member.(string)
@@ -110,12 +106,7 @@ func decodeSnapshot(k keys, r groupRead) (*store.Snapshot, error) {
 		return nil, err
 	}
 	snap.Owners = owners
-	slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	store.SortMalformed(snap.Malformed)
 	return snap, nil
 }
 
@@ -214,15 +205,6 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 		}
 	}
 	return mergeStrays(out, strays), nil
-}
-
-// capID cuts an id read from the store to MaxIDLength bytes, for a
-// Malformed record: a field may be as long as Redis allows.
-func capID(id string) string {
-	if len(id) > store.MaxIDLength {
-		return id[:store.MaxIDLength]
-	}
-	return id
 }
 
 // corrupt is the error of a call that meets a record it cannot decode.

@@ -64,7 +64,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 		return nil
 	case "inuse":
 		n, _ := strconv.Atoi(str(res, 0))
-		return fmt.Errorf("redisstore: DeleteGroup %q: %d live session(s): %w", group, n, store.ErrGroupInUse)
+		return fmt.Errorf("redisstore: DeleteGroup: %w", store.InUseError(group, n))
 	}
 	return unexpected("DeleteGroup", status)
 }

@@ -223,26 +223,17 @@ func (s *Store) keys(group string) keys {
 	}
 }
 
-// begin checks what every call checks: the arguments (args is the error
-// of the store.Validate function of op, nil if valid), the store's own
-// state and the context.
+// begin is store.Begin, after the arguments (args is the error of the
+// store.Validate function of op, nil if valid) the error New's client
+// gave (s.err).
 func (s *Store) begin(ctx context.Context, op string, args error) error {
-	if args != nil {
-		return fmt.Errorf("redisstore: %s: %w", op, args)
-	}
-	if s.err != nil {
+	if args == nil && s.err != nil {
 		return s.err
 	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
-		return fmt.Errorf("redisstore: %s: store is closed: %w", op, store.ErrUnavailable)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
+	return store.Begin(ctx, "redisstore", op, args, closed)
 }
 
 // fail maps a go-redis error onto the store's sentinels, keeping the

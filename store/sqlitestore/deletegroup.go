@@ -27,7 +27,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error
 			return err
 		}
 		if live > 0 && !force {
-			return &bailout{fmt.Errorf("sqlitestore: delete group %q: %d live session(s): %w", group, live, store.ErrGroupInUse)}
+			return &bailout{fmt.Errorf("sqlitestore: delete group: %w", store.InUseError(group, live))}
 		}
 		// The highest epoch as uint64: those of 2^63 and more read as
 		// negative, and are higher than every positive one.

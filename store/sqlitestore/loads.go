@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -92,32 +91,13 @@ func readLoads(c conn, gid int64) ([]store.Load, error) {
 	return out, rows.Err()
 }
 
-// encodeLoads is the partitions column of a LoadsReported entry.
+// encodeLoads is the partitions column of a LoadsReported entry: a
+// store.LoadEntry line each.
 func encodeLoads(ls []store.Load) string {
 	var b strings.Builder
 	for _, l := range ls {
-		b.WriteString(l.Partition)
-		b.WriteByte('\t')
-		b.WriteString(store.FormatLoad(l.Load))
+		b.WriteString(store.LoadEntry(l))
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// decodeLoads decodes encodeLoads' text.
-func decodeLoads(s string) ([]store.Load, error) {
-	var out []store.Load
-	for line := range strings.SplitSeq(s, "\n") {
-		if line == "" {
-			continue
-		}
-		id, v, ok := strings.Cut(line, "\t")
-		l, err := store.ParseLoad(v)
-		if !ok || err != nil {
-			return nil, errors.New("malformed load report")
-		}
-		out = append(out, store.Load{Partition: id, Load: l})
-	}
-	store.SortLoads(out)
-	return out, store.ValidateLoads(out)
 }

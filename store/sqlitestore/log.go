@@ -264,7 +264,7 @@ func decodeEntry(c *store.Change, parts sql.NullString) error {
 	case store.Requested:
 		err = c.Request().Validate()
 	case store.LoadsReported:
-		if c.Loads, err = decodeLoads(parts.String); err == nil {
+		if c.Loads, err = store.ParseLoadEntries(strings.SplitSeq(parts.String, "\n")); err == nil {
 			err = id("session", c.Session)
 		}
 	case store.PartitionsSet:

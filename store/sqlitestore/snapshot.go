@@ -3,8 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -73,12 +71,7 @@ func (s *Store) readSnapshot(c conn, name string, now int64, stopIfDue bool) (sn
 	}
 	if len(bad)+len(rs.malformed) > 0 {
 		snap.Malformed = append(bad, rs.malformed...)
-		slices.SortFunc(snap.Malformed, func(a, b store.Malformed) int {
-			if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
+		store.SortMalformed(snap.Malformed)
 	}
 	return snap, false, nil
 }
@@ -104,17 +97,12 @@ func readSessions(c conn, g *group, now int64, stopIfDue bool) (live []store.Ses
 			}
 			continue // not reached: a write transaction expired it first
 		}
-		why := ""
-		switch {
-		case !store.IsSessionID(si.ID):
-			why = "herd_sessions: not a session id this store makes (26 characters of A-Z, 2-7)"
-		case store.ValidateID("member", si.Member) != nil:
-			why = fmt.Sprintf("herd_sessions: %v", store.ValidateID("member", si.Member))
-		case weight < 0 || ttl <= 0:
-			why = fmt.Sprintf("herd_sessions: weight %d or ttl %d out of range", weight, ttl)
+		why := store.CheckSession(si.ID, si.Member)
+		if why == nil && (weight < 0 || ttl <= 0) {
+			why = fmt.Errorf("weight %d or ttl %d out of range", weight, ttl)
 		}
-		if why != "" {
-			bad = append(bad, store.Malformed{Kind: store.MalformedSession, ID: capID(si.ID), Reason: why})
+		if why != nil {
+			bad = append(bad, store.BadRecord(store.MalformedSession, si.ID, "herd_sessions: "+why.Error()))
 			continue
 		}
 		si.Weight = int(weight)
@@ -131,7 +119,7 @@ func readRecords(c conn, g *group) (*recordSet, error) {
 		rs.version = store.Version{Seq: g.seq, Tag: g.tag}
 	}
 	bad := func(kind, id, format string, args ...any) {
-		rs.malformed = append(rs.malformed, store.Malformed{Kind: kind, ID: capID(id), Reason: fmt.Sprintf(format, args...)})
+		rs.malformed = append(rs.malformed, store.BadRecord(kind, id, fmt.Sprintf(format, args...)))
 	}
 	rows, err := c.rows(qSnapPartitions, g.id)
 	if err != nil {
@@ -181,12 +169,4 @@ func readRecords(c conn, g *group) (*recordSet, error) {
 		rs.owners = append(rs.owners, o)
 	}
 	return rs, rows.Err()
-}
-
-// capID cuts an id read from the file to MaxIDLength bytes.
-func capID(id string) string {
-	if len(id) > store.MaxIDLength {
-		return id[:store.MaxIDLength]
-	}
-	return id
 }

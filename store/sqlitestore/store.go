@@ -118,27 +118,10 @@ func (s *Store) closedNow() bool {
 	}
 }
 
-// begin checks what every call checks first: the arguments (args is the
-// error of the store.Validate function of op, nil if valid), then the
-// store's state and the context.
+// begin is store.Begin: args is the error of the store.Validate function
+// of op, nil if valid.
 func (s *Store) begin(ctx context.Context, op string, args error) error {
-	if args != nil {
-		return fmt.Errorf("sqlitestore: %s: %w", op, args)
-	}
-	return s.live(ctx, op)
-}
-
-// live fails if the store is closed or ctx is done.
-func (s *Store) live(ctx context.Context, op string) error {
-	select {
-	case <-s.done:
-		return fmt.Errorf("sqlitestore: %s: store is closed: %w", op, store.ErrUnavailable)
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
+	return store.Begin(ctx, "sqlitestore", op, args, s.closedNow())
 }
 
 // micros is t in µs since 1970, the unit of every time in the database.
