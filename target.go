@@ -266,10 +266,7 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	claims, r.toClaim = r.toClaim, nil
 	next = a.life // nothing to do: look again then (this is cheap)
 	if !r.targetFirst.IsZero() {
-		end := r.targetFirst.Add(a.life)
-		if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
-			end = q
-		}
+		end := r.targetEnd()
 		if !now.Before(end) {
 			if runs == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, runs, running) {
 				r.toClaim = claims
@@ -306,15 +303,19 @@ func (r *replica) onTargetNow(sess string, now time.Time) bool {
 	if !r.targetValid(sess, now) {
 		return false
 	}
-	if r.targetFirst.IsZero() {
-		return true
-	}
+	return r.targetFirst.IsZero() || now.Before(r.targetEnd())
+}
+
+// targetEnd is when the target's life or its quiet time ends, since the
+// first entry that made progress toward it (targetFirst, not zero). r.mu
+// is held.
+func (r *replica) targetEnd() time.Time {
 	a := r.target
 	end := r.targetFirst.Add(a.life)
 	if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
 		end = q
 	}
-	return now.Before(end)
+	return end
 }
 
 // checkTarget checks entries not applied yet against the target (the
