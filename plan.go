@@ -98,6 +98,17 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 	return pl, true
 }
 
+// canPlanOnTarget reports whether plan would plan on the target now
+// (planOnTarget), at the cost of the entries since: no full plan, nothing
+// taken.
+func (m *Member) canPlanOnTarget(sess *session) bool {
+	now := time.Now()
+	if len(m.loss.restores) > 0 || now.Before(m.loss.holdFree) || now.Before(m.loss.holdFresh) {
+		return false
+	}
+	return m.rep.onTargetNow(sess.id, now)
+}
+
 // planChecks is what plan checks on the copy snap (from replica.current,
 // with its base and error) before it plans in full: ok false, with what to
 // return, if it must not (the copy is not ready, this session has ended, or

@@ -260,19 +260,13 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.target
-	if a == nil || r.offTarget || a.sess != sess || r.work == nil || r.readAsked || r.distrusted {
-		return 0, nil, false
-	}
-	if !a.due.IsZero() && !now.Before(a.due) {
+	if !r.targetValid(sess, now) {
 		return 0, nil, false
 	}
 	claims, r.toClaim = r.toClaim, nil
 	next = a.life // nothing to do: look again then (this is cheap)
 	if !r.targetFirst.IsZero() {
-		end := r.targetFirst.Add(a.life)
-		if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
-			end = q
-		}
+		end := r.targetEnd()
 		if !now.Before(end) {
 			if runs == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, runs, running) {
 				r.toClaim = claims
@@ -287,6 +281,41 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 		next = min(next, a.due.Sub(now))
 	}
 	return next, claims, true
+}
+
+// targetValid reports whether the target is session sess's and still holds
+// at now: every entry since was checked as progress toward it, and it is
+// not due. r.mu is held.
+func (r *replica) targetValid(sess string, now time.Time) bool {
+	a := r.target
+	if a == nil || r.offTarget || a.sess != sess || r.work == nil || r.readAsked || r.distrusted {
+		return false
+	}
+	return a.due.IsZero() || now.Before(a.due)
+}
+
+// onTargetNow reports whether onTargetRunning would answer ok at now
+// without looking at the copy (the target's life and quiet time not over),
+// taking nothing.
+func (r *replica) onTargetNow(sess string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.targetValid(sess, now) {
+		return false
+	}
+	return r.targetFirst.IsZero() || now.Before(r.targetEnd())
+}
+
+// targetEnd is when the target's life or its quiet time ends, since the
+// first entry that made progress toward it (targetFirst, not zero). r.mu
+// is held.
+func (r *replica) targetEnd() time.Time {
+	a := r.target
+	end := r.targetFirst.Add(a.life)
+	if q := r.targetLast.Add(a.quiet); a.quiet > 0 && q.Before(end) {
+		end = q
+	}
+	return end
 }
 
 // checkTarget checks entries not applied yet against the target (the
