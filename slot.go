@@ -25,7 +25,9 @@ const (
 
 // slot is one partition this member runs or is stopping.
 type slot struct {
-	claim    *Claim
+	claim    *Claim // &c
+	c        Claim
+	counter  loadmeter.Counter // c.load
 	sess     *session
 	cancel   context.CancelFunc
 	mode     atomic.Int32
@@ -74,10 +76,11 @@ func (m *Member) handOff(sl *slot) {
 // start runs the handler for a freshly claimed partition.
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64) {
 	hctx, cancel := context.WithCancel(sess.ctx)
+	// One allocation for the slot, its claim and the claim's counter.
 	sl := &slot{sess: sess, cancel: cancel, seq: seq}
 	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
-	sl.claim = &Claim{
+	sl.c = Claim{
 		Partition: part,
 		Epoch:     epoch,
 		ctx:       hctx,
@@ -85,14 +88,15 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		sess:      sess,
 		last:      o.Checkpoint,
 		write:     m.claimWrite(sess, part, epoch),
-		load:      &loadmeter.Counter{},
+		load:      &sl.counter,
 	}
+	sl.claim = &sl.c
 	m.startMeasure(sl.claim)
 	slots[part] = sl
 	m.running.mu.Lock()
 	m.running.owned[part] = epoch
+	m.running.handlers[part]++ // before the goroutine, for a Leave that follows at once
 	m.running.mu.Unlock()
-	m.handlerStarted(part) // before the goroutine, for a Leave that follows at once
 	go m.runSlot(sl)
 }
 
