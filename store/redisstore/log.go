@@ -231,6 +231,13 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 	v, n := after, 0 // the last entry read, and the changes after after read
 	for {
 		count := entriesFor(limit - n)
+		if n > 0 {
+			// The entries read so far tell how many changes an entry
+			// holds: ask for about as many as the rest needs, not for
+			// entriesFor's worth of full entries beyond it (their
+			// changes are read again by the next call).
+			count = min(count, (limit-n)*len(msgs)/n+1)
+		}
 		read, err := s.readLog(ctx, k, after, v, count, block)
 		if err != nil {
 			// Not what was read so far: fewer than limit changes would
