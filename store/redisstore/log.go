@@ -229,14 +229,16 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 	// do, in BenchmarkFleetReadLog/members=16.
 	var msgs []redis.XMessage
 	v, n := after, 0 // the last entry read, and the changes after after read
+	perEntry := 0    // the changes per entry of the last read (0: none yet)
 	for {
 		count := entriesFor(limit - n)
-		if n > 0 {
-			// The entries read so far tell how many changes an entry
-			// holds: ask for about as many as the rest needs, not for
-			// entriesFor's worth of full entries beyond it (their
-			// changes are read again by the next call).
-			count = min(count, (limit-n)*len(msgs)/n+1)
+		if perEntry > 0 {
+			// Ask for about the entries the rest needs at the last
+			// read's changes per entry, not for entriesFor's worth of
+			// full entries beyond it (their changes are read again by
+			// the next call). A read of lone entries after full ones
+			// asks for as many as the rest at once.
+			count = min(count, (limit-n)/perEntry+1)
 		}
 		read, err := s.readLog(ctx, k, after, v, count, block)
 		if err != nil {
@@ -249,10 +251,11 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 			break
 		}
 		last, ok := parseEntryID(read[len(read)-1].ID)
-		if n += changesAfter(read, after.Seq); !ok || n >= limit {
+		got := changesAfter(read, after.Seq)
+		if n += got; !ok || n >= limit {
 			break // a malformed id: decodeEntries says so
 		}
-		v = last
+		v, perEntry = last, max(1, got/len(read))
 		block = -1 // the rest is there already
 	}
 	if len(msgs) == 0 {
