@@ -236,8 +236,9 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 			// Ask for about the entries the rest needs at the last
 			// read's changes per entry, not for entriesFor's worth of
 			// full entries beyond it (their changes are read again by
-			// the next call). A read of lone entries after full ones
-			// asks for as many as the rest at once.
+			// the next call): 345 bytes per change against 281 in
+			// BenchmarkFleetReadLog/members=16. A read of lone entries
+			// after full ones asks for as many as the rest at once.
 			count = min(count, (limit-n)/perEntry+1)
 		}
 		read, err := s.readLog(ctx, k, after, v, count, block)
