@@ -50,7 +50,11 @@ type reconcilePlan struct {
 	wait     bool          // the replica does not show the session yet: nothing to do
 	onTarget bool          // no full plan: claim is what was released toward this member (target.go)
 	claim    []string      // partitions to claim, in ID order
-	release  []store.Ownership
+	// claimAt: per partition of claim, its index in the full plan's
+	// partition set, which the slot keeps as its hint (slot.at); nil from
+	// planOnTarget.
+	claimAt []int32
+	release []store.Ownership
 }
 
 // planOnTarget is plan when every entry since the last full plan carried it

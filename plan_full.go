@@ -278,6 +278,7 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 		// Claim whose reply was lost, a record a failover brought back):
 		// Claim gives it a fresh epoch, so we never run the record's old one.
 		pl.claim = append(pl.claim, p)
+		pl.claimAt = append(pl.claimAt, int32(i))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -40,7 +39,7 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		m.rep.setTarget(m.planner.target, m.planner.targetAt)
 	}
 
-	if done, err := m.claimAll(ctx, sess, slots, pl.claim); done || err != nil {
+	if done, err := m.claimAll(ctx, sess, slots, pl.claim, pl.claimAt); done || err != nil {
 		m.rep.dropTarget()
 		return pl.next, err
 	}
@@ -78,11 +77,13 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 // claimed by another member first, or whose record turns out malformed,
 // is skipped (see replica.contested). It reports done if the session
 // turned out to be expired.
-func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string) (done bool, err error) {
-	ps = slices.DeleteFunc(slices.Clone(ps), func(p string) bool { return slots[p] != nil })
+func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string, at []int32) (done bool, err error) {
+	ps, at = notRunning(slots, ps, at)
 	for len(ps) > 0 {
 		batch := ps[:min(len(ps), store.MaxBatch)]
 		ps = ps[len(batch):]
+		hints := at[:len(batch)]
+		at = at[len(batch):]
 		res, err := m.st.ClaimBatch(ctx, m.cfg.Group, sess.id, batch)
 		switch {
 		case errors.Is(err, store.ErrSessionExpired):
@@ -103,7 +104,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			p := batch[i]
 			switch {
 			case r.Err == nil:
-				m.start(sess, slots, r.Ownership, seq)
+				m.start(sess, slots, r.Ownership, seq, hints[i])
 				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
 				// Another got there first; its entry is on its way, and if
@@ -123,4 +124,21 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		m.rep.contestClaims(claimed, time.Now())
 	}
 	return false, nil
+}
+
+// notRunning returns the partitions of ps that no slot runs, and their
+// index hints (at, or -1 each if at is nil), in new lists.
+func notRunning(slots map[string]*slot, ps []string, at []int32) ([]string, []int32) {
+	keep, hints := make([]string, 0, len(ps)), make([]int32, 0, len(ps))
+	for i, p := range ps {
+		if slots[p] != nil {
+			continue
+		}
+		h := int32(-1)
+		if i < len(at) {
+			h = at[i]
+		}
+		keep, hints = append(keep, p), append(hints, h)
+	}
+	return keep, hints
 }

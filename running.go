@@ -35,13 +35,7 @@ func (m *Member) ownedCount() int {
 	return len(m.running.owned)
 }
 
-// handlerStarted and handlerReturned keep m.running.handlers.
-func (m *Member) handlerStarted(p string) {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	m.running.handlers[p]++
-}
-
+// handlerReturned keeps m.running.handlers (start counts a handler in).
 func (m *Member) handlerReturned(p string) {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()

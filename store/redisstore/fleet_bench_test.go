@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,9 +27,17 @@ import (
 // fleetGroup fills group g of s as a placement of 100 sessions on 100,000
 // partitions leaves it, and returns the version before the claims.
 func fleetGroup(b *testing.B, s *Store, g string) store.Version {
+	return fleetGroupOf(b, s, g, 100)
+}
+
+// fleetGroupOf is fleetGroup with members sessions, each claiming its
+// share in batches of MaxBatch (16 members: 6,250 each, in six batches of
+// 1,000 and one of 250, so that entries of fewer than maxGroup changes are
+// among the full ones, as in a placement's log).
+func fleetGroupOf(b *testing.B, s *Store, g string, members int) store.Version {
 	b.Helper()
 	ctx := context.Background()
-	const members, n = 100, 100_000
+	const n = 100_000
 	ps := make([]store.Partition, n)
 	for i := range ps {
 		ps[i] = store.Partition{ID: fmt.Sprintf("partition-%06d", i)}
@@ -49,12 +58,14 @@ func fleetGroup(b *testing.B, s *Store, g string) store.Version {
 		b.Fatal(err)
 	}
 	for i, id := range ids {
-		batch := make([]string, n/members)
-		for j := range batch {
-			batch[j] = ps[i*len(batch)+j].ID
+		share := make([]string, n/members)
+		for j := range share {
+			share[j] = ps[i*len(share)+j].ID
 		}
-		if _, err := s.ClaimBatch(ctx, g, id, batch); err != nil {
-			b.Fatal(err)
+		for batch := range slices.Chunk(share, store.MaxBatch) {
+			if _, err := s.ClaimBatch(ctx, g, id, batch); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	return snap.Version
@@ -96,10 +107,17 @@ func (m *costMeter) report(b *testing.B, units float64, unit string) {
 // BenchmarkFleetReadLog reads the log of the placement with Changes, 10,000
 // changes per call, as a member's feed does.
 func BenchmarkFleetReadLog(b *testing.B) {
+	for _, members := range []int{100, 16} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) { readFleetLog(b, members) })
+	}
+}
+
+// readFleetLog is BenchmarkFleetReadLog on the log of members sessions.
+func readFleetLog(b *testing.B, members int) {
 	s, _ := newTestStore(b)
 	ctx := context.Background()
 	const g = "fleet"
-	from := fleetGroup(b, s, g)
+	from := fleetGroupOf(b, s, g, members)
 	var m costMeter
 	m.start(b)
 	for b.Loop() {

@@ -249,3 +249,64 @@ func TestGroupedTrim(t *testing.T) {
 		t.Fatalf("the log has %d entries of 2 changes with a limit of 250 changes", n)
 	}
 }
+
+// A call of Changes whose first read of full entries and lone ones holds
+// fewer changes than asked for reads on, asking for about the entries the
+// rest needs: each call returns as many changes as asked for while the log
+// has more, in order, whatever mix of entries the reads meet.
+func TestChangesMixedEntries(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := ctxT(t)
+	const g = "mixed"
+	a, err := s.OpenSession(ctx, g, "a", 1, time.Minute)
+	must(t, err, "OpenSession")
+	start, err := s.Snapshot(ctx, g)
+	must(t, err, "Snapshot")
+	claim := func(from, n int) {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("p%04d", from+i)
+		}
+		_, err := s.ClaimBatch(ctx, g, a, ids)
+		must(t, err, "ClaimBatch")
+	}
+	lone := func(n int) {
+		for range n {
+			_, err := s.OpenSession(ctx, g, "m", 1, time.Minute)
+			must(t, err, "OpenSession")
+		}
+	}
+	// 100 entries of 595 changes, then 60 entries of 1,050.
+	claim(0, 500)
+	lone(95)
+	claim(500, 1000)
+	lone(50)
+	const total = 1645
+	all, end, err := s.Changes(ctx, g, start.Version, 2*total)
+	must(t, err, "Changes")
+	if len(all) != total || end.Seq != start.Version.Seq+total {
+		t.Fatalf("one call: %d changes up to %v, want %d up to seq %d", len(all), end, total, start.Version.Seq+total)
+	}
+	for i, c := range all {
+		if c.Version.Seq != start.Version.Seq+1+uint64(i) {
+			t.Fatalf("change %d: %+v", i, c)
+		}
+	}
+	for _, limit := range []int{1, 99, 100, 600, 1000, 1645} {
+		var got []store.Change
+		v := start.Version
+		for len(got) < total {
+			cs, next, err := s.Changes(ctx, g, v, limit)
+			must(t, err, "Changes")
+			if want := min(limit, total-len(got)); len(cs) != want || next != cs[len(cs)-1].Version {
+				t.Fatalf("calls of %d: after %v, %d changes up to %v, want %d", limit, v, len(cs), next, want)
+			}
+			got, v = append(got, cs...), next
+		}
+		for i := range all {
+			if got[i].Version != all[i].Version || got[i].Kind != all[i].Kind || got[i].Partition != all[i].Partition {
+				t.Fatalf("calls of %d: change %d is %v %v %s, want %v %v %s", limit, i, got[i].Version, got[i].Kind, got[i].Partition, all[i].Version, all[i].Kind, all[i].Partition)
+			}
+		}
+	}
+}
