@@ -76,8 +76,9 @@ for i = 2, NARGV do
   out[i + 1] = r
 end
 if #ps == 0 then return out end
-redis.call('HSET', owners, unpack(ow))
-redis.call('HSET', at, unpack(atw))
+-- The reads come before the claims' writes: an owners, givenback or
+-- checkpoints key of another type fails the script before any claim is
+-- written.
 local marks = redis.call('HMGET', gb, unpack(ps))
 local cks = redis.call('HMGET', ckpt, unpack(ps))
 local clear = {}
@@ -95,6 +96,8 @@ for i = 3, #out do
     r[4] = mark or ''
   end
 end
+redis.call('HSET', owners, unpack(ow))
+redis.call('HSET', at, unpack(atw))
 if #clear > 0 then redis.call('HDEL', gb, unpack(clear)) end
 return out
 `)
