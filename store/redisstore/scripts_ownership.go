@@ -45,9 +45,9 @@ end
 // mark (in givenback) is kept, unless it names s: the giver's claim clears
 // it. The hashes are read and written with one command each for the whole
 // batch, not per partition, and alive() once per owner: 1,000 claims cost
-// the server 8.7 ms this way, 11.0 ms with five commands per partition
-// (BenchmarkServerCost/ClaimBatch1000, best of 7 runs at load 22-27 on two
-// cores).
+// the server 10.9 ms this way, 14.4 ms with five commands per partition
+// (BenchmarkServerCost/ClaimBatch1000, median of 7 runs at load 17-19 on
+// two cores).
 var claimBatchScript = logged(claimFn + `
 local sess, meta, owners, ckpt, at, gb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local s = ARGV[1]
@@ -136,9 +136,9 @@ return release_one(sess, owners, ARGV[1], ARGV[2], ARGV[3], gb)
 // pairs (no partition twice: store.ValidateReleaseBatch). Answers {'ok',
 // {result}...}, one per pair, as release_one's: the owners hash is read and
 // written with one command each for the whole batch, and the session's
-// liveness read once, not per pair: 1,000 releases cost the server 7.2 ms
-// this way, 11.4 ms per pair (BenchmarkServerCost/ReleaseBatch1000, best of
-// 7 runs at load 22-27 on two cores).
+// liveness read once, not per pair: 1,000 releases cost the server 10.8 ms
+// this way, 15.6 ms per pair (BenchmarkServerCost/ReleaseBatch1000, median
+// of 7 runs at load 17-19 on two cores).
 var releaseBatchScript = logged(`
 local sess, meta, owners = KEYS[1], KEYS[2], KEYS[3]
 prune(sess, meta)
