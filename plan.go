@@ -203,14 +203,12 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
 // m.planner.endedAt), for the next session to expire (m.planner.expireDue,
-// as the store last said, until just after this member's own call to expire
-// it); 0: not at all. Members that crash together expire one after the
-// other over up to RenewInterval, and each expiry's plan costs every other
-// member O(P): waiting plans them together (TestCrashesPlannedTogether: 5
-// plans per member for 10 crashes, 11 without). The wait ends when the
-// expiry's entry comes (the feed wakes the loop), and the waits last at
-// most a tenth of SessionTTL from the first session ended, so a crashed
-// member's partitions run again at most that much after its session expired.
+// until just after this member's own call to expire it); 0: not at all.
+// Members that crash together expire one after the other over up to
+// RenewInterval, and each expiry's plan costs every member O(P): waiting
+// plans them together (TestCrashesPlannedTogether: 5 plans per member for
+// 10 crashes, 11 without). The wait ends early when the expiry's entry
+// comes, and lasts at most SessionTTL/10 from the first session ended.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -234,23 +232,18 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 }
 
 // expireDelay is how long after a session is due to expire the reconcile
-// loop asks the store to expire it: just after, never spinning. The due
-// time is already late by the renewal's reply (KeepAlive says when on the
-// store's clock, as a duration counted by the member from the reply), so
-// the delay only absorbs timer slack: a thousandth of the TTL, 10 ms by
-// default, as a crash's takeover waits for it in full.
+// loop asks the store to expire it: enough to absorb timer slack (the due
+// time is already late by the renewal's reply), never spinning; a crash's
+// takeover waits for it in full.
 func expireDelay(ttl time.Duration) time.Duration {
 	return max(ttl/1000, 5*time.Millisecond)
 }
 
-// planGap is the least time between two plans of a group of p records, the
-// last plan having taken took. A plan costs O(p) CPU time, and during a
-// rebalance every batch of the log wakes the member: plans are spaced by
-// the larger of 1 µs per record and 4 times the last plan's time, so that
-// planning takes at most about a fifth of a core whatever the rate of
-// changes, and never by more than limit (SessionTTL/40, 250 ms by
-// default), so a burst delays a member's reaction by at most that. A lone
-// change, after a quiet period, is planned at once.
+// planGap is the least time between two full plans of a group of p
+// records, the last having taken took. A plan costs O(p) and every batch of
+// the log wakes the member: spacing plans by the larger of 1 µs per record
+// and 4 times the last plan's time keeps planning to about a fifth of a
+// core, and limit (SessionTTL/40) bounds how late a burst is acted on.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
 }
@@ -275,12 +268,10 @@ func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration 
 
 // startSpan is how long the fleet's start has lasted, as far as a member
 // whose session opened at opened, and that last had news of one at last,
-// knows. The sessions in its read of the group opened over the spread of
-// their Remaining (the store's clock, taken at once; a renewal would show
-// as a later opening, but a start lasts less than RenewInterval); the log
-// brings the others, without a Remaining, up to last. Alone in the group,
-// a member knows of no one starting with it yet: the span is unbounded,
-// and it waits the longest.
+// knows: the spread of the Remaining of the sessions in its read of the
+// group (the store's clock, taken at once), plus the time up to last over
+// which the log brought the others. Alone in the group, a member knows of
+// no one starting with it yet: the span is unbounded.
 func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
 	if len(snap.Sessions) < 2 {
 		return time.Duration(math.MaxInt64)
@@ -322,18 +313,12 @@ func nothingRuns(snap *store.Snapshot) bool {
 }
 
 // firstSettle is how many times JoinSettle the membership is to be quiet
-// before a first placement (nothing runs yet) when the fleet's start has
-// been spread out: a member that plans while others are still joining
-// claims what they get, and hands it off again. 100 member processes
-// started together opened their sessions over about 2 s, with pauses of up
-// to 180 ms between them: TestJoinBurstPlacesOnce replays such a start (8
-// full plans per member and 8,099 moves on 4,000 partitions waiting
-// JoinSettle, 1 and none with this). 16 member processes started by herd
-// bench on Redis (10,000 partitions, two cores) open their sessions over
-// about 0.2 s, gaps of up to 70 ms; waiting JoinSettle, one run of three
-// moved 2,557 partitions (load 3 to 4), none with this in the three runs
-// alternated with them. Three times, not more: the wait delays a first
-// placement. Members whose sessions opened together wait only about
-// JoinSettle (startQuiet): the wait grows with how long the start has
-// lasted so far.
+// before a first placement when the fleet's start has been spread out: a
+// member that plans while others are still joining claims what they get,
+// and hands it off again. 100 member processes started together open their
+// sessions over about 2 s with pauses of up to 180 ms
+// (TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
+// partitions waiting JoinSettle, none with this). Not more: the wait delays
+// a first placement, and members whose sessions opened together wait only
+// about JoinSettle (startQuiet).
 const firstSettle = 3
