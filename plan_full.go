@@ -81,11 +81,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
 	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
-		// Restores the store did not answer (planChecks): no entry will
-		// come to make plan try them again, so look again soon, as a
-		// failed renewal is retried. A partition set not put back left
-		// the member alone in a group with nothing to run until its next
-		// read of the group (HERD_FAULT_SEED=162).
+		// Restores the store did not answer (planChecks), or a partition
+		// set not put back: no entry will come to make plan try again, so
+		// look again soon, as a failed renewal is retried.
 		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 		pl.held = true // no target: the next plan is a full one
 	}
@@ -130,10 +128,9 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	}
 	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
-	// By count, unless the published loads differ (loadreport.go) and
-	// the balance by load leaves the most loaded member clearly lower
-	// (balance.Improves). A function of the copy alone, as every member
-	// must find the same target.
+	// By count, unless the published loads differ and the balance by load
+	// clearly improves on it (balance.Improves). A function of the copy
+	// alone: every member must find the same target.
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	var unequal bool
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
@@ -191,14 +188,11 @@ func (m *Member) planRunning(fp *fullPlan) {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
-			// Our claim is not in the replica yet: its entry is on its
-			// way (or a new read, if the store lost it, will show that),
-			// so the record says nothing of whether we lost it. If the
-			// target gives the partition to another, hand it off now all
-			// the same: the release is fenced by our claim's epoch, and
-			// its entry follows the claim's in the log. Waiting for the
-			// replica to show the claim would keep the partition from
-			// the others until a later full plan (RenewInterval).
+			// Our claim's entry is not in the replica yet, so the record
+			// says nothing of whether we lost it. If the target gives the
+			// partition to another, hand it off now all the same: the
+			// release is fenced by our claim's epoch, and its entry follows
+			// the claim's in the log.
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
@@ -286,9 +280,7 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 // because a claim of it failed (0: claim it now): the entry that explains
 // the failure was in the log before it. Once the feed has read the log to
 // its end since, and RenewInterval has passed, it is not coming (the
-// record was written by hand): read the group anew and claim again. A
-// replica still behind the log is not stale (reading the whole group would
-// put it further behind); the feed wakes plan when it reaches the end.
+// record was written by hand): read the group anew and claim again.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {
