@@ -60,12 +60,11 @@ type runLoop struct {
 	// have the store end it: a crashed member's session ends on time, and
 	// every replica learns it from the log.
 	expire *time.Timer
-	// backstop: the log shows every change herd makes, but not a record
-	// written, broken or repaired by hand. While the replica shows one
-	// broken, the group is read every PollInterval, so that its repair is
-	// noticed; otherwise the member checks the next batch of its own
-	// records (ownRecordsIntact, from ownFrom). resync reads the whole
-	// group every ResyncInterval (see Config).
+	// backstop: the log does not show a record edited by hand. While the
+	// replica shows one broken, the group is read every PollInterval;
+	// otherwise the member checks the next batch of its own records
+	// (ownRecordsIntact, from ownFrom). resync reads the whole group every
+	// ResyncInterval.
 	backstop *time.Ticker
 	ownFrom  string
 	resync   *time.Ticker
@@ -221,16 +220,10 @@ func (l *runLoop) await() (plan, ok bool) {
 
 // plan reconciles once, unless the last full plan was too recent (planGap)
 // and this one would be full too: then the loop plans at the end of the
-// gap, and the changes until then, whatever their number, cost one plan. A
-// plan on the target (target.go) costs only the entries since: it is made
-// at once, so that a member claims what others release toward it as the
-// releases come, not up to 4 times its full plan's time (at most
-// SessionTTL/40) after that plan. Where a plan takes no time (a synctest
-// bubble: the gap is then 1 µs per record), 4 members joining 4 on 100,000
-// partitions ran their shares 201 ms after the join rather than 300 ms
-// (218 against 313 with 1 ms per claim or release call, 560 against 580
-// with 20 ms); TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on
-// 20,000.
+// gap, and the changes until then cost one plan. A plan on the target
+// (target.go) costs only the entries since, so it is made at once: a member
+// claims what others release toward it as the releases come
+// (TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on 20,000).
 func (l *runLoop) plan() {
 	m := l.m
 	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 && !m.canPlanOnTarget(l.sess) {
