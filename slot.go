@@ -39,10 +39,8 @@ type slot struct {
 	// this member's (a failed give-back), or claimOnceStopped.
 	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
-	// hint: see partIndex), from the claim on: the first full plan after a
-	// placement looks up each claimed partition without a binary search
-	// (those were 0.14 s of 9.5 s in the CPU profiles of 16 member
-	// processes on 100,000 partitions). Only the reconcile loop uses it.
+	// hint: see partIndex), from the claim on. Only the reconcile loop
+	// uses it.
 	at    int32
 	watch watchdog // armed by handOff
 }
@@ -82,8 +80,7 @@ func (m *Member) handOff(sl *slot) {
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64, at int32) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	// One allocation for the slot, its claim and the claim's counter
-	// (three were 2 of the 11 allocations per claim of
-	// BenchmarkMemberPlacement).
+	// (BenchmarkMemberPlacement: 9 allocations per claim, 11 with three).
 	sl := &slot{sess: sess, cancel: cancel, seq: seq, at: max(at, 0)}
 	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
@@ -172,9 +169,7 @@ func (m *Member) runSlot(sl *slot) {
 // handler being handed off has not returned within MaxShutdown. arm (by
 // handOff, on the reconcile loop) may run after the handler returned and
 // disarm ran, so they share a lock and a flag: an arm after the disarm does
-// nothing, and a timer armed before it is stopped or waited for. (A
-// context.AfterFunc on the claim's context would cost a registration per
-// partition run and a goroutine per partition stopped.)
+// nothing, and a timer armed before it is stopped or waited for.
 type watchdog struct {
 	m  *Member
 	sl *slot
