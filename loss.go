@@ -29,17 +29,14 @@ type lossState struct {
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
-// holdAfterLoss makes the member leave partitions alone for SessionTTL when
-// a new session opens after one was lost, because the store may have lost
-// its data and the partitions' previous owners may be about to restore
-// their records: record-less partitions, and if all (the store forgot the
-// session, or one of this member's restores wrote something) every
-// partition without a live owner, since a stale checkpoint restored first
-// is replaced by a newer one only while nobody has claimed the partition.
-// (plan also holds every free partition when it finds a record-less one
-// during the hold, or records vanish from a snapshot.) Without a sign of a
-// loss only record-less ones are held, so that a member back from a mere
-// outage takes its share at once.
+// holdAfterLoss makes the member leave partitions alone when a new session
+// opens after one was lost, because the store may have lost its data and
+// the partitions' previous owners may be about to restore their records:
+// record-less partitions, and if all (a sign of a loss: the store forgot
+// the session, a restore wrote something) every partition without a live
+// owner, since a stale checkpoint restored first is replaced by a newer one
+// only while nobody has claimed the partition. Without a sign of a loss a
+// member back from a mere outage takes its share at once.
 //
 // The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
 // enough for every member whose connection comes back with this one's to
@@ -77,14 +74,11 @@ func (m *Member) keptData(ctx context.Context) bool {
 }
 
 // setMayBeLost reports whether restore is to read the group to see whether
-// the store lost the partition set: unless the log goes on from
-// m.loss.logMark (the store kept its data, as keptData says), or the store
-// does not answer that small call within RenewTimeout/8. A read of the
-// whole group would not be answered either, and it costs the store
-// O(records) (100,000 records held Redis 30 to 600 ms): a fleet that lost
-// its sessions to a slow store kept it too slow by reading it before each
-// attempt to open a new one. A set the store did lose is put back by plan
-// too, from the copy.
+// the store lost the partition set: not if the log goes on from
+// m.loss.logMark (the store kept its data), nor if the store does not
+// answer that small call within RenewTimeout/8, as a read of the whole
+// group (O(records): 30 to 600 ms of Redis on 100,000) would keep a slow
+// store slow. A set the store did lose is put back by plan too.
 func (m *Member) setMayBeLost(ctx context.Context) bool {
 	// Waiting at the log's end until the deadline is an answer too: no
 	// entries, no error (the log is at rest at the mark).
@@ -176,18 +170,13 @@ func (m *Member) noteLostLoad(p string) {
 	}
 }
 
-// noteLostLoads begins the loads to publish again after session sess,
-// which ran partitions if ran, is lost (restoreLoads): those the copy
-// shows of the partitions no live session holds (handed off and not
-// claimed yet), which no owner would publish again, and of this member's
-// (lostLoads); then loseSession adds its measures (noteLostLoad). A
-// session lost during the hold after another (holdAfterLoss) that ran
-// nothing keeps the loads kept then: the store may have lost them again,
-// and the copy, read anew, may not show them.
-//
-// The copy may already be a read of the store made after it lost its
-// data: the loads it showed as the log went gone during the session
-// (opened then) are taken too (keepFreeLoads).
+// noteLostLoads begins the loads to publish again after a session opened
+// at opened, which ran partitions if ran, is lost (restoreLoads): the
+// copy's lostLoads, and those it showed as the log went gone during the
+// session (keepFreeLoads: the copy may be a read made after the store lost
+// its data); loseSession then adds its measures (noteLostLoad). A session
+// lost during the hold after another that ran nothing keeps the loads kept
+// then: the copy, read anew, may not show them.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -223,11 +212,9 @@ func (r *replica) keepFreeLoads(member string) {
 // lostLoads returns the copy's loads that the member named member
 // publishes again if the store lost its data: those of the partitions no
 // live session holds (handed off, not claimed yet), which no owner
-// publishes again, and of the partitions its own records hold. These
-// include those it has just handed off: its meter forgot them once the
-// release was answered, and the copy shows them its own until the
-// release's entry is applied, or for good if the log went gone before
-// the entry was read (TestDataLossFreeLoadsPublishedAgain). r.mu is held.
+// publishes again, and of those its own records hold, which include those
+// it has just handed off (its meter forgot them once the release was
+// answered). r.mu is held.
 func (r *replica) lostLoads(member string) []store.Load {
 	if r.work == nil {
 		return nil
@@ -244,21 +231,13 @@ func (r *replica) lostLoads(member string) []store.Load {
 
 // restoreLoads publishes again, on session s, the loads of the partitions
 // of the lost sessions (noteLostLoads, noteLostLoad) when the store lost
-// its data (lost): its loads went with it. Without them every partition
-// would count as of the mean load until its next owner had measured it
-// for a report interval, so the fleet would place the partitions by count
-// once the hold ends (holdAfterLoss), then move them for load as their
-// measures come, one report interval after another. Bounded by
-// RenewTimeout; a failure is not retried (the next owners measure the
-// loads anyway).
-//
-// maybe: the loss is not shown yet (a session that fenced itself, whose
-// restores the store did not answer in time): the loads are kept, for
-// planChecks to publish once a restore shows the store lost its data. A
-// member that was stalled or cut off as the store lost its data is the
-// only one that knows its partitions' loads: dropped, the fleet placed
-// them by count, then moved them for load twice over two report
-// intervals (HERD_FAULT_SEED=1072 of TestFaultSkewedSchedules).
+// its data (lost): without them the fleet would place the partitions by
+// count once the hold ends, then move them for load as their measures
+// come. Bounded by RenewTimeout; a failure is not retried (the next owners
+// measure the loads anyway). maybe: the loss is not shown yet (restores
+// the store did not answer in time): the loads are kept, for planChecks to
+// publish once a restore shows the loss, as this member may be the only
+// one that knows them.
 func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool) {
 	if m.meter != nil {
 		m.meter.DropKept()
