@@ -94,10 +94,10 @@ func (r *replica) loadOf(p string) (float64, bool) {
 // second, bytes per second...), in the same unit on every member of the
 // group. The latest value is sampled every LoadReportInterval and smoothed
 // (a value more than 1.5 times above or below the smoothed load replaces
-// it; another moves it by 5 % of the difference, so noise does not move
-// partitions); the member publishes the result if it changed by more than
-// 10 %. A value that is not a finite number >= 0 is ignored. Safe for
-// concurrent use; a no-op on a Claim made outside herd.
+// it; another moves it by 5 % of the difference); the member publishes the
+// result if it changed by more than 10 %. A value that is not a finite
+// number >= 0 is ignored. Safe for concurrent use; a no-op on a Claim made
+// outside herd.
 func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
 
 // startMeasure begins measuring a started claim's partition, from its
@@ -113,10 +113,8 @@ func (m *Member) startMeasure(c *Claim) {
 // stopMeasure ends it, once the claim's handler has returned for good,
 // keeping the measure if the session ended (lost: see noteLostLoad), or
 // until the release of a handoff is answered (handing: releasedMeasure):
-// a session lost meanwhile, as the store lost its data, leaves this member
-// the only one that knows the partition's load (HERD_FAULT_SEED=1057 of
-// TestFaultSkewedSchedules: partitions a stalled member was handing off
-// placed by count, then moved for load a report interval later).
+// if the session is lost meanwhile as the store lost its data, this member
+// is the only one that knows the partition's load.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:
