@@ -18,12 +18,9 @@ import (
 const changesPerRead = 10 * store.MaxBatch
 
 // readPace spaces a member's reads of the log, per live session of the
-// group. Every change wakes every member, and each read costs the store a
-// call (on Redis about 20 µs of its one core: faultstore.RedisCost), so
-// after a read that returned entries a member waits sessions x readPace
-// before the next: the fleet reads at most about once per readPace (0.4 of
-// a Redis core) whatever its size, 5 ms apart per member at 100 members.
-// The entries that arrive meanwhile come in the next read.
+// group: after a read that returned entries a member waits sessions x
+// readPace, so the fleet reads the log about once per readPace whatever its
+// size (each read costs Redis about 20 µs of its one core: 0.4 of it).
 const readPace = 50 * time.Microsecond
 
 // freshWait is the least bound of the feed's first call to the log after a
@@ -37,12 +34,10 @@ const (
 // firstWait bounds the first call to the log after a read of the group that
 // took took, for a member with JoinSettle settle: as long as the read took,
 // at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
-// that join together open their sessions while the first of them read the
-// group, which on a large group (about 0.1 s of a Redis core per read at
-// 100,000 records) takes longer than JoinSettle: a member that planned
-// before the others' sessions showed would claim more than its share, to
-// hand it off again. A log that shows changes answers at once, with the
-// sessions opened during the read among them.
+// that join together open their sessions during each other's reads, which
+// on a large group take longer than JoinSettle: a member that planned
+// before their sessions showed would claim more than its share. A log that
+// has changes answers at once.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
@@ -226,12 +221,11 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	// Fewer entries than asked for: the call read the log to its end.
 	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
 	// A store answers a call at rest by its deadline with no entries
-	// and no error (store.Store.Changes); a call cut by the deadline
-	// is one the store did not answer in time (a server busy with the
-	// joining members' reads): its log may hold their sessions, so it
-	// does not make the copy fresh, and the next call may take twice
-	// as long. Past maxFreshWait it does (a backend that answers a
-	// deadline with its error).
+	// and no error; a call cut by the deadline is one the store did not
+	// answer in time (busy with the joining members' reads): it does not
+	// make the copy fresh, and the next call may take twice as long. Past
+	// maxFreshWait it does (a backend that answers a deadline with its
+	// error).
 	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
 	if c.late {
 		if f.first < maxFreshWait {
@@ -273,9 +267,8 @@ func (f *feed) take(c *logCall) (wake bool) {
 		r.keepFreeLoads(m.cfg.Member)
 	}
 	// A claim contested before this call whose entry has not come, not
-	// even in this answer (queue, above, forgot the contests its entries
-	// explain): plan reads the group anew (see contestedSince), so wake
-	// it (TestContestExplainedNoFullPlan).
+	// even in this answer (queue forgot those it explains): plan reads
+	// the group anew (see contestWait), so wake it.
 	explain := false
 	if c.atEnd {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
@@ -300,26 +293,20 @@ func (f *feed) queue(cs []store.Change) {
 	}
 	opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
 	if opened {
-		// Members that join together open their sessions within
-		// moments, but a store busy with their reads of the group
-		// may log the last of them later than JoinSettle after the
-		// first (on Redis, each read of 100,000 records holds the
-		// server for tens of milliseconds). The copy is fresh again
-		// once the log has answered one more call (within
-		// JoinSettle, or later if the store is late): that shows
-		// every session the store had begun to open by then.
+		// A store busy with the joining members' reads may log the
+		// last of their sessions later than JoinSettle after the
+		// first. The copy is fresh again once the log has answered
+		// one more call: that shows every session the store had
+		// begun to open by then.
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
 	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
 		// Applied now (in place, about a microsecond an entry)
-		// rather than by the next plan when plan does not hold
-		// the copy: the entries a target lets pass (a placement's
-		// 100,000) would otherwise wait for the plan of the next
-		// membership change, and delay it. They are checked
-		// against the target as they are applied. Fewer than a
-		// batch's worth (the common case at rest) are only
-		// checked, and left queued for the next plan.
+		// when plan does not hold the copy: the entries a target
+		// lets pass would otherwise wait for, and delay, the plan
+		// of the next membership change. Fewer than a batch's
+		// worth are only checked, and left queued.
 		r.applyPending(true)
 	} else {
 		r.checkTarget(cs)
