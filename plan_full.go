@@ -302,20 +302,21 @@ func (m *Member) contestWait(p string, now time.Time) time.Duration {
 // does not run and the target gives to others: they are released (after
 // the claims).
 func (m *Member) planReleases(fp *fullPlan) []store.Ownership {
-	b, owners := fp.b, fp.owners
+	b := fp.b
 	var release []store.Ownership
+	add := func(r *store.Ownership) {
+		if fp.slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
+			release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
 	for i, o := range b.owner {
+		// A partition we run may be ours without a record (ownUnshownClaims).
 		if o == fp.me && b.target[i] != fp.me && fp.slots[fp.parts[i].ID] == nil {
-			r := &owners[b.rec[i]]
-			if !m.releasedAlready(r.Partition, r.Epoch, true) {
-				release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
-			}
+			add(&fp.owners[b.rec[i]])
 		}
 	}
 	for _, j := range b.strays {
-		if r := &owners[j]; fp.slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
-			release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
-		}
+		add(&fp.owners[j])
 	}
 	return release
 }
