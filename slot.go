@@ -136,10 +136,7 @@ func (m *Member) runSlot(sl *slot) {
 	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
-		if errors.Is(err, ErrGiveBack) && m.giveBack(sl, err) {
-			break
-		}
-		if ctx.Err() != nil {
+		if (errors.Is(err, ErrGiveBack) && m.giveBack(sl, err)) || ctx.Err() != nil {
 			break
 		}
 		if err != nil {
