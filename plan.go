@@ -18,22 +18,17 @@ import (
 // plannerState is what plan keeps from one plan to the next; the
 // reconcile loop owns it.
 type plannerState struct {
-	buf      reconcileBuf    // plan's working memory
-	sessions map[string]bool // live sessions at the last reconcile
-	joinedAt time.Time       // when a new session was last seen
-	endedAt  time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
-	// expireDue is when the earliest session of the group expires unless
-	// renewed, as the store last said (zero: unknown); the reconcile loop
-	// calls ExpireSessions just after.
-	expireDue time.Time
+	buf       reconcileBuf    // plan's working memory
+	sessions  map[string]bool // live sessions at the last reconcile
+	joinedAt  time.Time       // when a new session was last seen
+	endedAt   time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	expireDue time.Time       // when the group's earliest session expires unless renewed (zero: unknown)
 
-	step     stepLog      // what the current rebalance step changed, for its log line
-	full     atomic.Int64 // full plans made (past planChecks); tests read it while the member runs
-	incoming int          // partitions the last plan gave this member that others still hold
-	// plannedAt is when plan last ran, and planGap the least time until
-	// it runs again (see planGap).
-	plannedAt time.Time
-	planGap   time.Duration
+	step      stepLog       // what the current rebalance step changed, for its log line
+	full      atomic.Int64  // full plans made (past planChecks); tests read it while the member runs
+	incoming  int           // partitions the last plan gave this member that others still hold
+	plannedAt time.Time     // when plan last began a full plan
+	planGap   time.Duration // the least time until it runs in full again (see planGap)
 
 	// target and targetAt: the target of the last full plan and the version
 	// of the copy it was computed on, made the replica's target by
@@ -50,11 +45,8 @@ type reconcilePlan struct {
 	wait     bool          // the replica does not show the session yet: nothing to do
 	onTarget bool          // no full plan: claim is what was released toward this member (target.go)
 	claim    []string      // partitions to claim, in ID order
-	// claimAt: per partition of claim, its index in the full plan's
-	// partition set, which the slot keeps as its hint (slot.at); nil from
-	// planOnTarget.
-	claimAt []int32
-	release []store.Ownership
+	claimAt  []int32       // per partition of claim, its index in the full plan's set (slot.at); nil on the target
+	release  []store.Ownership
 }
 
 // planOnTarget is plan when every entry since the last full plan carried it
@@ -122,9 +114,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		return pl, false, fmt.Errorf("read group: %w", err)
 	}
 	if snap == nil || base < sess.seq || !m.rep.isFresh() {
-		// The read that shows this session is under way; the feed wakes
-		// the loop when it is done.
-		pl.wait = true
+		pl.wait = true // the feed wakes the loop when the copy shows this session
 		return pl, false, nil
 	}
 	m.corruptRepaired()
@@ -132,31 +122,24 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.loss.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	// Restores that failed before this session opened, or a partition set
-	// the store lost (put back even when no checkpoint is pending).
+	// Restores that failed before this session opened, or a lost set.
 	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
 	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
 		m.holdAfterLoss(true)
 		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}
-	// A linear scan, not snap.Alive: that trusts the store's sort order,
-	// which sorted (below) checks only later. The replica shows this
-	// session (base >= sess.seq): if it lacks it, the log said the session
-	// expired or was closed, or a new read of the group lacks it.
+	// The copy shows this session's opening (base >= sess.seq): if it
+	// lacks it, the store no longer knows it (expired, or it lost its
+	// data). A linear scan: snap.Alive trusts the store's sort order.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
-		// The store no longer knows us (expired, or it lost its data):
-		// everything we run is no longer ours.
 		sess.cancel(ErrSessionExpired)
 		pl.expired = true
 		return pl, false, nil
 	}
 	m.noteSessions(snap)
-	// The log has answered since the last read (fresh): it showed the
-	// sessions opened during the read, or waited for them as long as the
-	// read took (see feedLoop's firstWait).
 	if wait := m.joinWait(sess.opened, snap); wait > 0 {
-		// A member just joined: others may be joining with it. Wait for
-		// the membership to settle so the fleet moves once.
+		// Others may be joining with the last member that joined: wait for
+		// the membership to settle, so the fleet moves once.
 		pl.next = wait
 		return pl, false, nil
 	}
