@@ -45,20 +45,15 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, try (restore, then open a session) at the
-	// next turn: at once after a loss, then only when retry fires, so that
-	// other wake-ups (a handler returning) do not defeat the back-off.
+	// openDue: between sessions, try to open one at the next turn: at once
+	// after a loss, then only when retry fires (not on other wake-ups).
 	openDue bool
 	backoff time.Duration // the next pause after a failed reconcile
 
-	// later wakes the loop when plan asked to look again (the end of
-	// JoinSettle or of a hold, a contested claim): the replica is read
-	// again, not the store.
-	later *time.Timer
-	// expire fires just after the earliest session of the group would
-	// expire if it is not renewed (renewals say when: noteExpiry), to
-	// have the store end it: a crashed member's session ends on time, and
-	// every replica learns it from the log.
+	later *time.Timer // when plan asked to look again (JoinSettle, a hold, a contested claim)
+	// expire fires just after the group's earliest session would expire
+	// unless renewed, to have the store end it: a crashed member's session
+	// ends on time, and every replica learns it from the log.
 	expire *time.Timer
 	// backstop: the log does not show a record edited by hand. While the
 	// replica shows one broken, the group is read every PollInterval;
