@@ -47,15 +47,11 @@ func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 
 // feed is feedLoop's own state.
 type feed struct {
-	m       *Member
-	r       *replica
-	backoff time.Duration // the pause after a failure
-	// first bounds the first call to the log after a read (see fresh and
-	// firstWait); it doubles each time the store does not answer within it.
-	first time.Duration
-	// settleCall: the copy is not fresh because a session opened (not
-	// because of a read).
-	settleCall bool
+	m          *Member
+	r          *replica
+	backoff    time.Duration // the pause after a failure
+	first      time.Duration // bounds the first call after a read (firstWait); doubles when the store is late
+	settleCall bool          // the copy is not fresh because a session opened (not because of a read)
 }
 
 // logCall is one call to the log: what it asked, and how it was answered.
@@ -96,8 +92,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 }
 
 // pause waits after a failure, the back-off doubling up to RenewInterval,
-// unless a read is asked for meanwhile (a new session's, most often, after
-// an outage that had the back-off grow): it is made at once.
+// unless a read is asked for meanwhile: it is made at once.
 func (f *feed) pause() {
 	if f.wait(f.backoff) {
 		f.backoff = firstBackoff
@@ -139,11 +134,9 @@ func (f *feed) readDue() bool {
 // readGroup reads the group into the copy, and reports whether it did.
 func (f *feed) readGroup() bool {
 	m, r := f.m, f.r
-	// Writes this member completed before the read began are in
-	// what it returns (see Member.writes).
-	base := m.writes.Load()
-	// A read of a large group is long, and one given up on is read
-	// again from the start: give it the TTL, not a renewal's time.
+	base := m.writes.Load() // writes completed before the read began are in it
+	// A read of a large group is long, and one given up on starts over:
+	// give it the TTL, not a renewal's time.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -151,9 +144,8 @@ func (f *feed) readGroup() bool {
 	took := time.Since(began)
 	r.mu.Lock()
 	if err == nil {
-		// contested is kept: a record broken by hand (ErrCorrupt)
-		// may look free in the new read too.
-		// plan may still hold the old copy: it is left to it.
+		// contested is kept: a record broken by hand may look free in
+		// the new read too. plan may still hold the old copy.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.layout++
 		r.openedAt = time.Now()
@@ -203,10 +195,9 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	m := f.m
 	cctx, ccancel := ctx, context.CancelFunc(func() {})
 	if c.firstCall {
-		// The first call after a read answers within first even if
-		// the log has nothing new: plan waits for it (see fresh).
-		// After a session opened, within JoinSettle (plan waits that
-		// long anyway), unless the store was late before.
+		// Plan waits for the first call after a read (see fresh): it
+		// answers within first, and after a session opened within
+		// JoinSettle (plan waits that long anyway).
 		bound := f.first
 		if f.settleCall && m.cfg.JoinSettle > 0 {
 			bound = min(f.first, max(m.cfg.JoinSettle, 10*time.Millisecond))
@@ -244,18 +235,15 @@ func (f *feed) take(c *logCall) (wake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	// Any answer counts, an error too (but not a call the store did
-	// not answer in time: late): then it is not the log that is late,
-	// and plan goes on with the copy it has, as it would have.
+	// Any answer counts, an error too, but not a call the store did
+	// not answer in time (late).
 	freshNow := !c.cancelled && !r.fresh && !c.late
 	if freshNow {
 		r.fresh = true
 	}
 	c.asked = r.readAsked || r.work == nil
 	switch {
-	case c.asked || m.runCtx.Err() != nil:
-		// A read was asked for (which cancelled the call), or the copy
-		// diverged: make it.
+	case c.asked || m.runCtx.Err() != nil: // the read first
 	case c.err == nil && len(c.cs) > 0:
 		if r.version() != c.after {
 			break // unreachable: only this goroutine queues entries
