@@ -34,9 +34,8 @@ type slot struct {
 	released atomic.Bool  // set once released (normal path or ForceHandoff)
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: once it is done the next plan must be a full one (see
-	// target.go), as no log entry will tell the target: its record stays
-	// this member's (a failed give-back), or claimOnceStopped.
+	// planInFull: once it is done the next plan must be a full one, as no
+	// log entry will end the target (a failed give-back, claimOnceStopped).
 	planInFull atomic.Bool
 	// at is where plan last found the partition in the partition set (a
 	// hint: see partIndex), from the claim on. Only the reconcile loop
@@ -47,9 +46,8 @@ type slot struct {
 
 // claimOnceStopped is called by plan, which would claim sl's partition for
 // sess but leaves it alone while sl runs: if sl is not sess's running handler
-// (one of a lost session, or handing off), the full plan its return calls for
-// claims the partition. Without it no log entry would end the target, and
-// the partition would run nowhere.
+// (one of a lost session, or handing off), its return calls for a full plan,
+// which claims the partition.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
@@ -63,9 +61,9 @@ func (m *Member) unown(p string) {
 }
 
 // handOff cancels sl's handler so that its partition is released once the
-// handler has returned (unless it is giving it back: then it is released
-// that way, and keeps its mark), and arms the watchdog. The releaser
-// expects the release, to send it with the others of the same handoff.
+// handler has returned (or given back, if it is giving it back), and arms
+// the watchdog. The releaser expects the release, to send it with the
+// others of the same handoff.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
@@ -74,9 +72,8 @@ func (m *Member) handOff(sl *slot) {
 	sl.cancel()
 }
 
-// start runs the handler for a freshly claimed partition.
-// at is the partition's index in the plan's partition set (see slot.at), -1
-// if unknown.
+// start runs the handler for a freshly claimed partition; at is its index
+// in the plan's partition set (slot.at; -1: unknown).
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64, at int32) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	// One allocation for the slot, its claim and the claim's counter
