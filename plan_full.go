@@ -242,25 +242,21 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			sl.claimOnceStopped(fp.sess)
 			continue
 		}
-		holdUntil := time.Time{}
-		switch {
-		case b.owner[i] >= 0:
-		case now.Before(m.loss.holdFree):
-			holdUntil = m.loss.holdFree
-		case b.rec[i] < 0 && now.Before(m.loss.holdFresh):
-			holdUntil = m.loss.holdFresh
-		}
 		if o := b.owner[i]; o >= 0 && o != me {
 			// Still held: its owner hands it off, and we claim it when the
 			// replica shows the release.
 			m.planner.incoming++
 			continue
 		}
-		if !holdUntil.IsZero() {
+		hold := m.loss.holdFree // every free partition, or else only record-less ones
+		if !now.Before(hold) && b.rec[i] < 0 {
+			hold = m.loss.holdFresh
+		}
+		if b.owner[i] < 0 && now.Before(hold) {
 			// The store may just have lost its data: its previous owners
 			// may be about to restore this record (or a newer one over a
 			// stale restore); see holdAfterLoss.
-			pl.lookAgainIn(holdUntil.Sub(now))
+			pl.lookAgainIn(hold.Sub(now))
 			pl.held = true
 			continue
 		}
