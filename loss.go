@@ -173,10 +173,10 @@ func (m *Member) noteLostLoad(p string) {
 // noteLostLoads begins the loads to publish again after a session opened
 // at opened, which ran partitions if ran, is lost (restoreLoads): the
 // copy's lostLoads, and those it showed as the log went gone during the
-// session (keepFreeLoads: the copy may be a read made after the store lost
-// its data); loseSession then adds its measures (noteLostLoad). A session
-// lost during the hold after another that ran nothing keeps the loads kept
-// then: the copy, read anew, may not show them.
+// session (replica.freeLoads: the copy may be a read made after the store
+// lost its data); loseSession then adds its measures (noteLostLoad). A
+// session lost during the hold after another that ran nothing keeps the
+// loads kept then: the copy, read anew, may not show them.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -196,16 +196,6 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	r.freeLoads = nil
 	for _, l := range r.lostLoads(m.cfg.Member) {
 		dst[l.Partition] = l.Load
-	}
-}
-
-// keepFreeLoads keeps, as the log went gone, the copy's loads to publish
-// again if the store lost its data (lostLoads, in freeLoads), unless it
-// has none: a copy read anew from the emptied store, whose log went gone
-// again, does not replace those kept from the copy before. r.mu is held.
-func (r *replica) keepFreeLoads(member string) {
-	if free := r.lostLoads(member); len(free) > 0 {
-		r.freeLoads = free
 	}
 }
 

@@ -92,14 +92,6 @@ func (r *replica) isFresh() bool {
 	return r.fresh
 }
 
-// maxPending is how many entries the feed queues before it applies them
-// itself, for a copy of the group snap: as many as the group has records or
-// partitions (applying them costs a pass over the records), at least
-// changesPerRead. The queue's memory is then of the order of the copy's.
-func maxPending(snap *store.Snapshot) int {
-	return max(len(snap.Owners), len(snap.Partitions), changesPerRead)
-}
-
 // current returns the copy for plan, with every entry received so far
 // applied (nil if the group was never read, or the copy diverged from the
 // log and is being read anew), the writes it is known to show (see

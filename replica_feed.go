@@ -252,7 +252,11 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
-		r.keepFreeLoads(m.cfg.Member)
+		// Kept unless none: a copy read anew from an emptied store does
+		// not replace those kept from the copy before.
+		if free := r.lostLoads(m.cfg.Member); len(free) > 0 {
+			r.freeLoads = free
+		}
 	}
 	// A claim contested before this call whose entry has not come, not
 	// even in this answer (queue forgot those it explains): plan reads
@@ -289,12 +293,15 @@ func (f *feed) queue(cs []store.Change) {
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
-	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
-		// Applied now (in place, about a microsecond an entry)
-		// when plan does not hold the copy: the entries a target
-		// lets pass would otherwise wait for, and delay, the plan
-		// of the next membership change. Fewer than a batch's
-		// worth are only checked, and left queued.
+	// The queue is applied when it holds as many entries as the group has
+	// records or partitions (applying them costs a pass over the records;
+	// the queue's memory stays of the order of the copy's), and when plan
+	// does not hold the copy once it holds a batch (in place, about a
+	// microsecond an entry): the entries a target lets pass would otherwise
+	// wait for, and delay, the plan of the next membership change. Fewer
+	// are only checked, and left queued.
+	w := r.work
+	if r.npending >= max(len(w.Owners), len(w.Partitions), changesPerRead) || (!r.inPlan && r.npending >= store.MaxBatch) {
 		r.applyPending(true)
 	} else {
 		r.checkTarget(cs)
