@@ -19,16 +19,6 @@ import (
 // another kind that comes meanwhile waits that long at most.
 const loadGather = time.Second
 
-// onlyLoads reports whether cs are load reports only.
-func onlyLoads(cs []store.Change) bool {
-	for _, c := range cs {
-		if c.Kind != store.LoadsReported {
-			return false
-		}
-	}
-	return len(cs) > 0
-}
-
 // reportLoop publishes the measured loads of session s every
 // LoadReportInterval, at multiples of it on the host's clock (members with
 // agreeing clocks report together, so a member following the log reads

@@ -332,7 +332,7 @@ func (f *feed) pace(c *logCall) bool {
 		f.backoff = firstBackoff
 	case c.err == nil && len(c.cs) > 0:
 		f.backoff = firstBackoff
-		if onlyLoads(c.cs) {
+		if !slices.ContainsFunc(c.cs, func(c store.Change) bool { return c.Kind != store.LoadsReported }) {
 			// The fleet's load reports come together (loadreport.go):
 			// the rest of them in one more read, and one plan for all.
 			f.wait(max(time.Duration(c.sessions)*readPace, loadGather))
