@@ -323,15 +323,16 @@ func (f *feed) queue(cs []store.Change) {
 // back-off after a failure. It reports false if the member stops.
 func (f *feed) pace(c *logCall) bool {
 	m := f.m
+	if c.err == nil {
+		f.backoff = firstBackoff
+	}
 	switch {
 	case m.runCtx.Err() != nil:
 		return false
 	case c.err == nil && len(c.cs) == changesPerRead:
 		// More entries are waiting: plan on the replica once it has
 		// caught up, not on a view that is already stale.
-		f.backoff = firstBackoff
 	case c.err == nil && len(c.cs) > 0:
-		f.backoff = firstBackoff
 		if !slices.ContainsFunc(c.cs, func(c store.Change) bool { return c.Kind != store.LoadsReported }) {
 			// The fleet's load reports come together (loadreport.go):
 			// the rest of them in one more read, and one plan for all.
@@ -348,8 +349,6 @@ func (f *feed) pace(c *logCall) bool {
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)
 		f.pause()
-	case c.err == nil:
-		f.backoff = firstBackoff
 	}
 	return true
 }
