@@ -195,9 +195,8 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 		r.offTarget = true
 		return
 	}
-	checked := 0
+	next := v.Seq + 1 // the next entry to check
 	if r.work.Version != v {
-		next := v.Seq + 1 // the next entry to check
 		for _, cs := range r.unchecked {
 			for _, c := range cs {
 				if c.Version.Seq < next {
@@ -208,7 +207,6 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 					return
 				}
 				next++
-				checked++
 			}
 		}
 		if r.nunchecked > changesPerRead || next != r.work.Version.Seq+1 {
@@ -216,7 +214,7 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 			return
 		}
 	}
-	r.reachedTarget(checked)
+	r.reachedTarget(int(next - v.Seq - 1))
 	for _, cs := range r.pending {
 		r.checkTarget(cs)
 	}
