@@ -39,16 +39,13 @@ type replica struct {
 	err          error  // why the last read failed, nil after one succeeded
 	readAsked    bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
-	// the copy's version (ErrVersionGone: a new history, the store lost
-	// data, or entries trimmed). See lossState.logMark.
+	// the copy's version (ErrVersionGone). See lossState.logMark.
 	goneAt time.Time
-	// freeLoads: the loads the copy showed, as the log went gone, of the
-	// partitions no live session held (handed off, not claimed yet) or
-	// this member's records did (lostLoads): if the store lost its data,
-	// no owner publishes them again (noteLostLoads takes them).
+	// freeLoads: the copy's lostLoads as the log went gone, which no owner
+	// publishes again if the store lost its data (noteLostLoads takes them).
 	freeLoads []store.Load
 	// distrusted: plan must not use the copy until a read succeeds (the
-	// store showed that its keys broke in a way the log cannot show).
+	// store broke in a way the log cannot show).
 	distrusted bool
 	// cancel ends the feed's call to the log, and wakeFeed its pause after
 	// a failure, so that a read asked for is made at once.
