@@ -84,10 +84,10 @@ func (r *replica) loadOf(p string) (float64, bool) {
 // second, bytes per second...), in the same unit on every member of the
 // group. The latest value is sampled every LoadReportInterval and smoothed
 // (a value more than 1.5 times above or below the smoothed load replaces
-// it; another moves it by 5 % of the difference); the member publishes the
-// result if it changed by more than 10 %. A value that is not a finite
-// number >= 0 is ignored. Safe for concurrent use; a no-op on a Claim made
-// outside herd.
+// it; another moves it by 5 % of the difference, so noise does not move
+// partitions); the member publishes the result if it changed by more than
+// 10 %. A value that is not a finite number >= 0 is ignored. Safe for
+// concurrent use; a no-op on a Claim made outside herd.
 func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
 
 // startMeasure begins measuring a started claim's partition, from its
