@@ -111,19 +111,16 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 			guess = prev[i] // read before b.owner[i] (the same array) is written
 		}
 		b.owner[i], b.rec[i] = -1, -1
-		if j < len(owners) && owners[j].Partition != pt.ID {
+		if j < len(owners) && owners[j].Partition != pt.ID { // no order test where the record matches
 			for j < len(owners) && owners[j].Partition < pt.ID {
 				if !stray(j) {
 					return false
 				}
 				j++
 			}
-			if j == len(owners) || owners[j].Partition != pt.ID {
-				continue // no record
-			}
 		}
-		if j == len(owners) {
-			continue
+		if j == len(owners) || owners[j].Partition != pt.ID {
+			continue // no record
 		}
 		b.recPart[j] = int32(i)
 		if owners[j].Epoch == 0 {
