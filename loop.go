@@ -135,8 +135,7 @@ func (l *runLoop) state() loopState {
 
 // step is one turn of the loop: it settles the state (a session lost, a
 // leave complete, a session to open), waits for one event, and plans if
-// the event calls for it. It reports stop, with why the member stops, when
-// the loop is to end.
+// the event calls for it. It reports stop, and why, when the loop ends.
 func (l *runLoop) step() (stop bool, why error) {
 	m := l.m
 	if m.cfg.gate.Wait(m.runCtx) != nil {

@@ -65,10 +65,9 @@ func (m *Member) noteLossMark(sess *session) {
 
 // keptData reports whether the store has kept its data since the last
 // session was lost: the group's log still goes on from m.loss.logMark (a
-// store that loses data begins a new history of the log). Then no member
-// has anything to restore and holdAfterLoss is skipped, so that handed-off
-// partitions do not sit idle. Called once the next session is open, so the
-// read returns at once: the new session logged an entry after the mark.
+// store that loses data begins a new history). Then holdAfterLoss is
+// skipped. Called once the next session is open, whose entry follows the
+// mark, so the read returns at once.
 func (m *Member) keptData(ctx context.Context) bool {
 	return m.readFromMark(ctx, m.cfg.RenewTimeout) == nil
 }
@@ -102,12 +101,10 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 // partition of a lost session, and the partition set if the store holds
 // none. Store.Restore writes only where there is no record, or a released
 // one with a lower epoch, so this is harmless if the store kept its data,
-// and the last owner (highest epoch) wins if it did not.
-//
-// The pass is bounded by one RenewTimeout and stops at the first call the
-// store does not answer; what is left is kept and tried again before the
-// next session opens. It reports whether it wrote anything, which shows
-// that the store had lost data.
+// and the last owner (highest epoch) wins if it did not. The pass is
+// bounded by one RenewTimeout and stops at the first call the store does
+// not answer (the rest is tried again later). It reports whether it wrote
+// anything, which shows that the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
