@@ -106,11 +106,10 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 // was lost. Once SessionDone is closed the claim is fenced, whatever
 // FenceTime says. Zero for a Claim made outside herd (a test of a handler).
 func (c *Claim) FenceTime() time.Time {
-	if c.sess == nil {
-		return time.Time{}
-	}
-	if t := c.sess.fence.Load(); t != nil {
-		return *t
+	if c.sess != nil {
+		if t := c.sess.fence.Load(); t != nil {
+			return *t
+		}
 	}
 	return time.Time{}
 }

@@ -19,16 +19,6 @@ import (
 // another kind that comes meanwhile waits that long at most.
 const loadGather = time.Second
 
-// onlyLoads reports whether cs are load reports only.
-func onlyLoads(cs []store.Change) bool {
-	for _, c := range cs {
-		if c.Kind != store.LoadsReported {
-			return false
-		}
-	}
-	return len(cs) > 0
-}
-
 // reportLoop publishes the measured loads of session s every
 // LoadReportInterval, at multiples of it on the host's clock (members with
 // agreeing clocks report together, so a member following the log reads
@@ -113,10 +103,8 @@ func (m *Member) startMeasure(c *Claim) {
 // stopMeasure ends it, once the claim's handler has returned for good,
 // keeping the measure if the session ended (lost: see noteLostLoad), or
 // until the release of a handoff is answered (handing: releasedMeasure):
-// a session lost meanwhile, as the store lost its data, leaves this member
-// the only one that knows the partition's load (HERD_FAULT_SEED=1057 of
-// TestFaultSkewedSchedules: partitions a stalled member was handing off
-// placed by count, then moved for load a report interval later).
+// if the session is lost meanwhile as the store lost its data, this member
+// is the only one that knows the partition's load.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:

@@ -45,27 +45,21 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, try (restore, then open a session) at the
-	// next turn: at once after a loss, then only when retry fires, so that
-	// other wake-ups (a handler returning) do not defeat the back-off.
+	// openDue: between sessions, try to open one at the next turn: at once
+	// after a loss, then only when retry fires (not on other wake-ups).
 	openDue bool
 	backoff time.Duration // the next pause after a failed reconcile
 
-	// later wakes the loop when plan asked to look again (the end of
-	// JoinSettle or of a hold, a contested claim): the replica is read
-	// again, not the store.
-	later *time.Timer
-	// expire fires just after the earliest session of the group would
-	// expire if it is not renewed (renewals say when: noteExpiry), to
-	// have the store end it: a crashed member's session ends on time, and
-	// every replica learns it from the log.
+	later *time.Timer // when plan asked to look again (JoinSettle, a hold, a contested claim)
+	// expire fires just after the group's earliest session would expire
+	// unless renewed, to have the store end it: a crashed member's session
+	// ends on time, and every replica learns it from the log.
 	expire *time.Timer
-	// backstop: the log shows every change herd makes, but not a record
-	// written, broken or repaired by hand. While the replica shows one
-	// broken, the group is read every PollInterval, so that its repair is
-	// noticed; otherwise the member checks the next batch of its own
-	// records (ownRecordsIntact, from ownFrom). resync reads the whole
-	// group every ResyncInterval (see Config).
+	// backstop: the log does not show a record edited by hand. While the
+	// replica shows one broken, the group is read every PollInterval;
+	// otherwise the member checks the next batch of its own records
+	// (ownRecordsIntact, from ownFrom). resync reads the whole group every
+	// ResyncInterval.
 	backstop *time.Ticker
 	ownFrom  string
 	resync   *time.Ticker
@@ -141,8 +135,7 @@ func (l *runLoop) state() loopState {
 
 // step is one turn of the loop: it settles the state (a session lost, a
 // leave complete, a session to open), waits for one event, and plans if
-// the event calls for it. It reports stop, with why the member stops, when
-// the loop is to end.
+// the event calls for it. It reports stop, and why, when the loop ends.
 func (l *runLoop) step() (stop bool, why error) {
 	m := l.m
 	if m.cfg.gate.Wait(m.runCtx) != nil {
@@ -221,16 +214,10 @@ func (l *runLoop) await() (plan, ok bool) {
 
 // plan reconciles once, unless the last full plan was too recent (planGap)
 // and this one would be full too: then the loop plans at the end of the
-// gap, and the changes until then, whatever their number, cost one plan. A
-// plan on the target (target.go) costs only the entries since: it is made
-// at once, so that a member claims what others release toward it as the
-// releases come, not up to 4 times its full plan's time (at most
-// SessionTTL/40) after that plan. Where a plan takes no time (a synctest
-// bubble: the gap is then 1 µs per record), 4 members joining 4 on 100,000
-// partitions ran their shares 201 ms after the join rather than 300 ms
-// (218 against 313 with 1 ms per claim or release call, 560 against 580
-// with 20 ms); TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on
-// 20,000.
+// gap, and the changes until then cost one plan. A plan on the target
+// (target.go) costs only the entries since, so it is made at once: a member
+// claims what others release toward it as the releases come
+// (TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on 20,000).
 func (l *runLoop) plan() {
 	m := l.m
 	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 && !m.canPlanOnTarget(l.sess) {

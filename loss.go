@@ -29,17 +29,14 @@ type lossState struct {
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
-// holdAfterLoss makes the member leave partitions alone for SessionTTL when
-// a new session opens after one was lost, because the store may have lost
-// its data and the partitions' previous owners may be about to restore
-// their records: record-less partitions, and if all (the store forgot the
-// session, or one of this member's restores wrote something) every
-// partition without a live owner, since a stale checkpoint restored first
-// is replaced by a newer one only while nobody has claimed the partition.
-// (plan also holds every free partition when it finds a record-less one
-// during the hold, or records vanish from a snapshot.) Without a sign of a
-// loss only record-less ones are held, so that a member back from a mere
-// outage takes its share at once.
+// holdAfterLoss makes the member leave partitions alone when a new session
+// opens after one was lost, because the store may have lost its data and
+// the partitions' previous owners may be about to restore their records:
+// record-less partitions, and if all (a sign of a loss: the store forgot
+// the session, a restore wrote something) every partition without a live
+// owner, since a stale checkpoint restored first is replaced by a newer one
+// only while nobody has claimed the partition. Without a sign of a loss a
+// member back from a mere outage takes its share at once.
 //
 // The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
 // enough for every member whose connection comes back with this one's to
@@ -68,23 +65,19 @@ func (m *Member) noteLossMark(sess *session) {
 
 // keptData reports whether the store has kept its data since the last
 // session was lost: the group's log still goes on from m.loss.logMark (a
-// store that loses data begins a new history of the log). Then no member
-// has anything to restore and holdAfterLoss is skipped, so that handed-off
-// partitions do not sit idle. Called once the next session is open, so the
-// read returns at once: the new session logged an entry after the mark.
+// store that loses data begins a new history). Then holdAfterLoss is
+// skipped. Called once the next session is open, whose entry follows the
+// mark, so the read returns at once.
 func (m *Member) keptData(ctx context.Context) bool {
 	return m.readFromMark(ctx, m.cfg.RenewTimeout) == nil
 }
 
 // setMayBeLost reports whether restore is to read the group to see whether
-// the store lost the partition set: unless the log goes on from
-// m.loss.logMark (the store kept its data, as keptData says), or the store
-// does not answer that small call within RenewTimeout/8. A read of the
-// whole group would not be answered either, and it costs the store
-// O(records) (100,000 records held Redis 30 to 600 ms): a fleet that lost
-// its sessions to a slow store kept it too slow by reading it before each
-// attempt to open a new one. A set the store did lose is put back by plan
-// too, from the copy.
+// the store lost the partition set: not if the log goes on from
+// m.loss.logMark (the store kept its data), nor if the store does not
+// answer that small call within RenewTimeout/8, as a read of the whole
+// group (O(records): 30 to 600 ms of Redis on 100,000) would keep a slow
+// store slow. A set the store did lose is put back by plan too.
 func (m *Member) setMayBeLost(ctx context.Context) bool {
 	// Waiting at the log's end until the deadline is an answer too: no
 	// entries, no error (the log is at rest at the mark).
@@ -108,12 +101,10 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 // partition of a lost session, and the partition set if the store holds
 // none. Store.Restore writes only where there is no record, or a released
 // one with a lower epoch, so this is harmless if the store kept its data,
-// and the last owner (highest epoch) wins if it did not.
-//
-// The pass is bounded by one RenewTimeout and stops at the first call the
-// store does not answer; what is left is kept and tried again before the
-// next session opens. It reports whether it wrote anything, which shows
-// that the store had lost data.
+// and the last owner (highest epoch) wins if it did not. The pass is
+// bounded by one RenewTimeout and stops at the first call the store does
+// not answer (the rest is tried again later). It reports whether it wrote
+// anything, which shows that the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
@@ -176,18 +167,13 @@ func (m *Member) noteLostLoad(p string) {
 	}
 }
 
-// noteLostLoads begins the loads to publish again after session sess,
-// which ran partitions if ran, is lost (restoreLoads): those the copy
-// shows of the partitions no live session holds (handed off and not
-// claimed yet), which no owner would publish again, and of this member's
-// (lostLoads); then loseSession adds its measures (noteLostLoad). A
-// session lost during the hold after another (holdAfterLoss) that ran
-// nothing keeps the loads kept then: the store may have lost them again,
-// and the copy, read anew, may not show them.
-//
-// The copy may already be a read of the store made after it lost its
-// data: the loads it showed as the log went gone during the session
-// (opened then) are taken too (keepFreeLoads).
+// noteLostLoads begins the loads to publish again after a session opened
+// at opened, which ran partitions if ran, is lost (restoreLoads): the
+// copy's lostLoads, and those it showed as the log went gone during the
+// session (replica.freeLoads: the copy may be a read made after the store
+// lost its data); loseSession then adds its measures (noteLostLoad). A
+// session lost during the hold after another that ran nothing keeps the
+// loads kept then: the copy, read anew, may not show them.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -210,24 +196,12 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	}
 }
 
-// keepFreeLoads keeps, as the log went gone, the copy's loads to publish
-// again if the store lost its data (lostLoads, in freeLoads), unless it
-// has none: a copy read anew from the emptied store, whose log went gone
-// again, does not replace those kept from the copy before. r.mu is held.
-func (r *replica) keepFreeLoads(member string) {
-	if free := r.lostLoads(member); len(free) > 0 {
-		r.freeLoads = free
-	}
-}
-
 // lostLoads returns the copy's loads that the member named member
 // publishes again if the store lost its data: those of the partitions no
 // live session holds (handed off, not claimed yet), which no owner
-// publishes again, and of the partitions its own records hold. These
-// include those it has just handed off: its meter forgot them once the
-// release was answered, and the copy shows them its own until the
-// release's entry is applied, or for good if the log went gone before
-// the entry was read (TestDataLossFreeLoadsPublishedAgain). r.mu is held.
+// publishes again, and of those its own records hold, which include those
+// it has just handed off (its meter forgot them once the release was
+// answered). r.mu is held.
 func (r *replica) lostLoads(member string) []store.Load {
 	if r.work == nil {
 		return nil
@@ -244,21 +218,13 @@ func (r *replica) lostLoads(member string) []store.Load {
 
 // restoreLoads publishes again, on session s, the loads of the partitions
 // of the lost sessions (noteLostLoads, noteLostLoad) when the store lost
-// its data (lost): its loads went with it. Without them every partition
-// would count as of the mean load until its next owner had measured it
-// for a report interval, so the fleet would place the partitions by count
-// once the hold ends (holdAfterLoss), then move them for load as their
-// measures come, one report interval after another. Bounded by
-// RenewTimeout; a failure is not retried (the next owners measure the
-// loads anyway).
-//
-// maybe: the loss is not shown yet (a session that fenced itself, whose
-// restores the store did not answer in time): the loads are kept, for
-// planChecks to publish once a restore shows the store lost its data. A
-// member that was stalled or cut off as the store lost its data is the
-// only one that knows its partitions' loads: dropped, the fleet placed
-// them by count, then moved them for load twice over two report
-// intervals (HERD_FAULT_SEED=1072 of TestFaultSkewedSchedules).
+// its data (lost): without them the fleet would place the partitions by
+// count once the hold ends, then move them for load as their measures
+// come. Bounded by RenewTimeout; a failure is not retried (the next owners
+// measure the loads anyway). maybe: the loss is not shown yet (restores
+// the store did not answer in time): the loads are kept, for planChecks to
+// publish once a restore shows the loss, as this member may be the only
+// one that knows them.
 func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool) {
 	if m.meter != nil {
 		m.meter.DropKept()

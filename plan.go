@@ -18,22 +18,17 @@ import (
 // plannerState is what plan keeps from one plan to the next; the
 // reconcile loop owns it.
 type plannerState struct {
-	buf      reconcileBuf    // plan's working memory
-	sessions map[string]bool // live sessions at the last reconcile
-	joinedAt time.Time       // when a new session was last seen
-	endedAt  time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
-	// expireDue is when the earliest session of the group expires unless
-	// renewed, as the store last said (zero: unknown); the reconcile loop
-	// calls ExpireSessions just after.
-	expireDue time.Time
+	buf       reconcileBuf    // plan's working memory
+	sessions  map[string]bool // live sessions at the last reconcile
+	joinedAt  time.Time       // when a new session was last seen
+	endedAt   time.Time       // when plan first saw a session end that no plan has counted yet (zero: none)
+	expireDue time.Time       // when the group's earliest session expires unless renewed (zero: unknown)
 
-	step     stepLog      // what the current rebalance step changed, for its log line
-	full     atomic.Int64 // full plans made (past planChecks); tests read it while the member runs
-	incoming int          // partitions the last plan gave this member that others still hold
-	// plannedAt is when plan last ran, and planGap the least time until
-	// it runs again (see planGap).
-	plannedAt time.Time
-	planGap   time.Duration
+	step      stepLog       // what the current rebalance step changed, for its log line
+	full      atomic.Int64  // full plans made (past planChecks); tests read it while the member runs
+	incoming  int           // partitions the last plan gave this member that others still hold
+	plannedAt time.Time     // when plan last began a full plan
+	planGap   time.Duration // the least time until it runs in full again (see planGap)
 
 	// target and targetAt: the target of the last full plan and the version
 	// of the copy it was computed on, made the replica's target by
@@ -50,11 +45,8 @@ type reconcilePlan struct {
 	wait     bool          // the replica does not show the session yet: nothing to do
 	onTarget bool          // no full plan: claim is what was released toward this member (target.go)
 	claim    []string      // partitions to claim, in ID order
-	// claimAt: per partition of claim, its index in the full plan's
-	// partition set, which the slot keeps as its hint (slot.at); nil from
-	// planOnTarget.
-	claimAt []int32
-	release []store.Ownership
+	claimAt  []int32       // per partition of claim, its index in the full plan's set (slot.at); nil on the target
+	release  []store.Ownership
 }
 
 // planOnTarget is plan when every entry since the last full plan carried it
@@ -122,9 +114,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		return pl, false, fmt.Errorf("read group: %w", err)
 	}
 	if snap == nil || base < sess.seq || !m.rep.isFresh() {
-		// The read that shows this session is under way; the feed wakes
-		// the loop when it is done.
-		pl.wait = true
+		pl.wait = true // the feed wakes the loop when the copy shows this session
 		return pl, false, nil
 	}
 	m.corruptRepaired()
@@ -132,31 +122,24 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.loss.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	// Restores that failed before this session opened, or a partition set
-	// the store lost (put back even when no checkpoint is pending).
+	// Restores that failed before this session opened, or a lost set.
 	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
 	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
 		m.holdAfterLoss(true)
 		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}
-	// A linear scan, not snap.Alive: that trusts the store's sort order,
-	// which sorted (below) checks only later. The replica shows this
-	// session (base >= sess.seq): if it lacks it, the log said the session
-	// expired or was closed, or a new read of the group lacks it.
+	// The copy shows this session's opening (base >= sess.seq): if it
+	// lacks it, the store no longer knows it (expired, or it lost its
+	// data). A linear scan: snap.Alive trusts the store's sort order.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
-		// The store no longer knows us (expired, or it lost its data):
-		// everything we run is no longer ours.
 		sess.cancel(ErrSessionExpired)
 		pl.expired = true
 		return pl, false, nil
 	}
 	m.noteSessions(snap)
-	// The log has answered since the last read (fresh): it showed the
-	// sessions opened during the read, or waited for them as long as the
-	// read took (see feedLoop's firstWait).
 	if wait := m.joinWait(sess.opened, snap); wait > 0 {
-		// A member just joined: others may be joining with it. Wait for
-		// the membership to settle so the fleet moves once.
+		// Others may be joining with the last member that joined: wait for
+		// the membership to settle, so the fleet moves once.
 		pl.next = wait
 		return pl, false, nil
 	}
@@ -203,14 +186,12 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 
 // expirySettle is how long plan waits, after sessions ended (first seen at
 // m.planner.endedAt), for the next session to expire (m.planner.expireDue,
-// as the store last said, until just after this member's own call to expire
-// it); 0: not at all. Members that crash together expire one after the
-// other over up to RenewInterval, and each expiry's plan costs every other
-// member O(P): waiting plans them together (TestCrashesPlannedTogether: 5
-// plans per member for 10 crashes, 11 without). The wait ends when the
-// expiry's entry comes (the feed wakes the loop), and the waits last at
-// most a tenth of SessionTTL from the first session ended, so a crashed
-// member's partitions run again at most that much after its session expired.
+// until just after this member's own call to expire it); 0: not at all.
+// Members that crash together expire one after the other over up to
+// RenewInterval, and each expiry's plan costs every member O(P): waiting
+// plans them together (TestCrashesPlannedTogether: 5 plans per member for
+// 10 crashes, 11 without). The wait ends early when the expiry's entry
+// comes, and lasts at most SessionTTL/10 from the first session ended.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -234,23 +215,18 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 }
 
 // expireDelay is how long after a session is due to expire the reconcile
-// loop asks the store to expire it: just after, never spinning. The due
-// time is already late by the renewal's reply (KeepAlive says when on the
-// store's clock, as a duration counted by the member from the reply), so
-// the delay only absorbs timer slack: a thousandth of the TTL, 10 ms by
-// default, as a crash's takeover waits for it in full.
+// loop asks the store to expire it: enough to absorb timer slack (the due
+// time is already late by the renewal's reply), never spinning; a crash's
+// takeover waits for it in full.
 func expireDelay(ttl time.Duration) time.Duration {
 	return max(ttl/1000, 5*time.Millisecond)
 }
 
-// planGap is the least time between two plans of a group of p records, the
-// last plan having taken took. A plan costs O(p) CPU time, and during a
-// rebalance every batch of the log wakes the member: plans are spaced by
-// the larger of 1 µs per record and 4 times the last plan's time, so that
-// planning takes at most about a fifth of a core whatever the rate of
-// changes, and never by more than limit (SessionTTL/40, 250 ms by
-// default), so a burst delays a member's reaction by at most that. A lone
-// change, after a quiet period, is planned at once.
+// planGap is the least time between two full plans of a group of p
+// records, the last having taken took. A plan costs O(p) and every batch of
+// the log wakes the member: spacing plans by the larger of 1 µs per record
+// and 4 times the last plan's time keeps planning to about a fifth of a
+// core, and limit (SessionTTL/40) bounds how late a burst is acted on.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
 }
@@ -275,12 +251,10 @@ func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration 
 
 // startSpan is how long the fleet's start has lasted, as far as a member
 // whose session opened at opened, and that last had news of one at last,
-// knows. The sessions in its read of the group opened over the spread of
-// their Remaining (the store's clock, taken at once; a renewal would show
-// as a later opening, but a start lasts less than RenewInterval); the log
-// brings the others, without a Remaining, up to last. Alone in the group,
-// a member knows of no one starting with it yet: the span is unbounded,
-// and it waits the longest.
+// knows: the spread of the Remaining of the sessions in its read of the
+// group (the store's clock, taken at once), plus the time up to last over
+// which the log brought the others. Alone in the group, a member knows of
+// no one starting with it yet: the span is unbounded.
 func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
 	if len(snap.Sessions) < 2 {
 		return time.Duration(math.MaxInt64)
@@ -322,18 +296,12 @@ func nothingRuns(snap *store.Snapshot) bool {
 }
 
 // firstSettle is how many times JoinSettle the membership is to be quiet
-// before a first placement (nothing runs yet) when the fleet's start has
-// been spread out: a member that plans while others are still joining
-// claims what they get, and hands it off again. 100 member processes
-// started together opened their sessions over about 2 s, with pauses of up
-// to 180 ms between them: TestJoinBurstPlacesOnce replays such a start (8
-// full plans per member and 8,099 moves on 4,000 partitions waiting
-// JoinSettle, 1 and none with this). 16 member processes started by herd
-// bench on Redis (10,000 partitions, two cores) open their sessions over
-// about 0.2 s, gaps of up to 70 ms; waiting JoinSettle, one run of three
-// moved 2,557 partitions (load 3 to 4), none with this in the three runs
-// alternated with them. Three times, not more: the wait delays a first
-// placement. Members whose sessions opened together wait only about
-// JoinSettle (startQuiet): the wait grows with how long the start has
-// lasted so far.
+// before a first placement when the fleet's start has been spread out: a
+// member that plans while others are still joining claims what they get,
+// and hands it off again. 100 member processes started together open their
+// sessions over about 2 s with pauses of up to 180 ms
+// (TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
+// partitions waiting JoinSettle, none with this). Not more: the wait delays
+// a first placement, and members whose sessions opened together wait only
+// about JoinSettle (startQuiet).
 const firstSettle = 3

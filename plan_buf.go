@@ -11,10 +11,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// reconcileBuf is plan's working memory, O(P) for P partitions, like the
-// replica: about 10 MB on 100,000 partitions, which the member keeps from
-// one full plan to the next (plannerState.buf) so that a rebalance's plans
-// do not allocate it again each time.
+// reconcileBuf is plan's working memory, O(P) for P partitions (about 10
+// MB on 100,000), kept from one full plan to the next so that a
+// rebalance's plans do not allocate it again.
 type reconcileBuf struct {
 	sessIdx  map[string]int32 // live session id -> index in members
 	members  []balance.Member // live sessions, sorted by id
@@ -112,19 +111,16 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 			guess = prev[i] // read before b.owner[i] (the same array) is written
 		}
 		b.owner[i], b.rec[i] = -1, -1
-		if j < len(owners) && owners[j].Partition != pt.ID {
+		if j < len(owners) && owners[j].Partition != pt.ID { // no order test where the record matches
 			for j < len(owners) && owners[j].Partition < pt.ID {
 				if !stray(j) {
 					return false
 				}
 				j++
 			}
-			if j == len(owners) || owners[j].Partition != pt.ID {
-				continue // no record
-			}
 		}
-		if j == len(owners) {
-			continue
+		if j == len(owners) || owners[j].Partition != pt.ID {
+			continue // no record
 		}
 		b.recPart[j] = int32(i)
 		if owners[j].Epoch == 0 {
@@ -163,9 +159,8 @@ func resize[T any](s []T, n int) []T {
 
 // partIndex returns the index of partition p in parts (sorted by ID) and
 // whether it is there, trying *at first (where it was found last time; the
-// set seldom changes) and storing the answer there: searching each of a
-// member's partitions in 100,000 twice per plan cost more than the rest of
-// the loop over them.
+// set seldom changes) and storing the answer there: a search per partition
+// cost more than the rest of plan's loops over them.
 func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
 	if i := int(*at); i < len(parts) && parts[i].ID == p {
 		return i, true

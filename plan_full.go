@@ -81,11 +81,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
 	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
-		// Restores the store did not answer (planChecks): no entry will
-		// come to make plan try them again, so look again soon, as a
-		// failed renewal is retried. A partition set not put back left
-		// the member alone in a group with nothing to run until its next
-		// read of the group (HERD_FAULT_SEED=162).
+		// Restores the store did not answer (planChecks), or a partition
+		// set not put back: no entry will come to make plan try again, so
+		// look again soon, as a failed renewal is retried.
 		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 		pl.held = true // no target: the next plan is a full one
 	}
@@ -130,10 +128,9 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	}
 	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
-	// By count, unless the published loads differ (loadreport.go) and
-	// the balance by load leaves the most loaded member clearly lower
-	// (balance.Improves). A function of the copy alone, as every member
-	// must find the same target.
+	// By count, unless the published loads differ and the balance by load
+	// clearly improves on it (balance.Improves). A function of the copy
+	// alone: every member must find the same target.
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	var unequal bool
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
@@ -191,14 +188,11 @@ func (m *Member) planRunning(fp *fullPlan) {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
-			// Our claim is not in the replica yet: its entry is on its
-			// way (or a new read, if the store lost it, will show that),
-			// so the record says nothing of whether we lost it. If the
-			// target gives the partition to another, hand it off now all
-			// the same: the release is fenced by our claim's epoch, and
-			// its entry follows the claim's in the log. Waiting for the
-			// replica to show the claim would keep the partition from
-			// the others until a later full plan (RenewInterval).
+			// Our claim's entry is not in the replica yet, so the record
+			// says nothing of whether we lost it. If the target gives the
+			// partition to another, hand it off now all the same: the
+			// release is fenced by our claim's epoch, and its entry follows
+			// the claim's in the log.
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
@@ -248,25 +242,21 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			sl.claimOnceStopped(fp.sess)
 			continue
 		}
-		holdUntil := time.Time{}
-		switch {
-		case b.owner[i] >= 0:
-		case now.Before(m.loss.holdFree):
-			holdUntil = m.loss.holdFree
-		case b.rec[i] < 0 && now.Before(m.loss.holdFresh):
-			holdUntil = m.loss.holdFresh
-		}
 		if o := b.owner[i]; o >= 0 && o != me {
 			// Still held: its owner hands it off, and we claim it when the
 			// replica shows the release.
 			m.planner.incoming++
 			continue
 		}
-		if !holdUntil.IsZero() {
+		hold := m.loss.holdFree // every free partition, or else only record-less ones
+		if !now.Before(hold) && b.rec[i] < 0 {
+			hold = m.loss.holdFresh
+		}
+		if b.owner[i] < 0 && now.Before(hold) {
 			// The store may just have lost its data: its previous owners
 			// may be about to restore this record (or a newer one over a
 			// stale restore); see holdAfterLoss.
-			pl.lookAgainIn(holdUntil.Sub(now))
+			pl.lookAgainIn(hold.Sub(now))
 			pl.held = true
 			continue
 		}
@@ -286,9 +276,7 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 // because a claim of it failed (0: claim it now): the entry that explains
 // the failure was in the log before it. Once the feed has read the log to
 // its end since, and RenewInterval has passed, it is not coming (the
-// record was written by hand): read the group anew and claim again. A
-// replica still behind the log is not stale (reading the whole group would
-// put it further behind); the feed wakes plan when it reaches the end.
+// record was written by hand): read the group anew and claim again.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {
@@ -310,20 +298,21 @@ func (m *Member) contestWait(p string, now time.Time) time.Duration {
 // does not run and the target gives to others: they are released (after
 // the claims).
 func (m *Member) planReleases(fp *fullPlan) []store.Ownership {
-	b, owners := fp.b, fp.owners
+	b := fp.b
 	var release []store.Ownership
+	add := func(r *store.Ownership) {
+		if fp.slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
+			release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
+		}
+	}
 	for i, o := range b.owner {
+		// A partition we run may be ours without a record (ownUnshownClaims).
 		if o == fp.me && b.target[i] != fp.me && fp.slots[fp.parts[i].ID] == nil {
-			r := &owners[b.rec[i]]
-			if !m.releasedAlready(r.Partition, r.Epoch, true) {
-				release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
-			}
+			add(&fp.owners[b.rec[i]])
 		}
 	}
 	for _, j := range b.strays {
-		if r := &owners[j]; fp.slots[r.Partition] == nil && !m.releasedAlready(r.Partition, r.Epoch, true) {
-			release = append(release, store.Ownership{Partition: r.Partition, Epoch: r.Epoch})
-		}
+		add(&fp.owners[j])
 	}
 	return release
 }

@@ -19,56 +19,44 @@ import (
 // read of every record per member per change.
 //
 // The feed goroutine (feedLoop) reads the log and queues its entries
-// (pending); plan applies what is queued when it takes the copy (current),
-// all at once, and uses it in place until it hands it back (release): a
-// burst of entries (a first placement's hundred batches of claims) costs
-// one pass over the records per plan, and a plan never copies them. The
-// feed applies the queue itself only when it grows large while no plan
-// takes it, on a copy if plan holds the current one.
+// (pending); plan applies what is queued when it takes the copy (current)
+// and uses it in place until it hands it back (release): a burst of
+// entries costs one pass over the records per plan, and a plan never
+// copies them. The feed applies the queue itself only when it grows large,
+// on a copy if plan holds the current one.
 type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read
 	// pending: the entries after work.Version not applied yet, in the
 	// batches Changes returned them in (not copied into one list),
 	// npending how many.
-	pending  [][]store.Change
-	npending int
-	// pendingLoads: how many of the queued entries publish loads, so that
-	// a handler's start (loadOf) scans the queue, up to a group's worth of
-	// entries, only when one does.
-	pendingLoads int
-	inPlan       bool // plan is using work (current .. release)
-	// layout counts the reads of the group work was made from: a target
-	// trusts the places of the records in its plan's copy while it is
-	// the same (see hintExact).
-	layout    uint64
-	base      uint64 // Member.writes when the read of work's snapshot began
-	err       error  // why the last read failed, nil after one succeeded
-	readAsked bool   // read the group anew (the copy is stale or diverged)
+	pending      [][]store.Change
+	npending     int
+	pendingLoads int    // how many of the queued entries publish loads (loadOf scans the queue only then)
+	inPlan       bool   // plan is using work (current .. release)
+	layout       uint64 // counts the reads of the group work was made from (see hintExact)
+	base         uint64 // Member.writes when the read of work's snapshot began
+	err          error  // why the last read failed, nil after one succeeded
+	readAsked    bool   // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
-	// the copy's version (ErrVersionGone: a new history, the store lost
-	// data, or entries trimmed). See Member.logMark.
+	// the copy's version (ErrVersionGone). See lossState.logMark.
 	goneAt time.Time
-	// freeLoads: the loads the copy showed, as the log went gone, of the
-	// partitions no live session held (handed off, not claimed yet) or
-	// this member's records did (lostLoads): if the store lost its data,
-	// no owner publishes them again (noteLostLoads takes them).
+	// freeLoads: the copy's lostLoads as the log went gone, which no owner
+	// publishes again if the store lost its data (noteLostLoads takes them).
 	freeLoads []store.Load
 	// distrusted: plan must not use the copy until a read succeeds (the
-	// store showed that its keys broke in a way the log cannot show).
+	// store broke in a way the log cannot show).
 	distrusted bool
-	// cancel ends the feed's blocked Changes call, and wakeFeed its pause
-	// after a failure, so that a read asked for is made at once.
+	// cancel ends the feed's call to the log, and wakeFeed its pause after
+	// a failure, so that a read asked for is made at once.
 	cancel   context.CancelFunc
 	wakeFeed chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
-	// although the copy showed them free, and when. They are not claimed
-	// again until an entry about them arrives; see plan.
+	// although the copy showed them free, and when (replica_contest.go).
 	contested map[string]time.Time
-	// reached: when the last call to the log that read to its end began
-	// (one that returned fewer entries than it asked for: see
-	// store.Store.Changes). Every entry appended before then is queued.
-	// lastContest is when the latest claim was contested.
+	// reached: when the last call to the log that read to its end began:
+	// every entry appended before then is queued. lastContest: when the
+	// latest claim was contested.
 	reached, lastContest time.Time
 	log                  func(msg string, args ...any) // a warning about a diverged copy
 	// target is the target of the last full plan (nil: none, plan in full),
@@ -78,9 +66,9 @@ type replica struct {
 	// toClaim: partitions released toward this member since the target was
 	// set, which it claims without a full plan (see onTargetRunning).
 	toClaim []string
-	// unchecked: batches applied to the copy while no target was set (a plan
-	// under way), nunchecked their entries (more than changesPerRead: too
-	// many to keep, unchecked is empty), for setTarget to check.
+	// unchecked: batches applied to the copy while no target was set (a
+	// plan under way), for setTarget to check; nunchecked their entries
+	// (over changesPerRead: too many, unchecked is empty).
 	unchecked   [][]store.Change
 	nunchecked  int
 	targetFirst time.Time // when the first entry checked against target arrived (zero: none yet)
@@ -88,10 +76,9 @@ type replica struct {
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
-	// fresh: the feed has had an answer from the log since the last read
-	// of the group. A read is slow on a large group, and members joining
-	// together open their sessions meanwhile: until the log has answered
-	// once, plan does not know whether it shows every session, and waits.
+	// fresh: the log has answered since the last read of the group (or
+	// session opened). Members joining together open their sessions during
+	// a read: until the log has answered, plan waits.
 	fresh bool
 }
 
@@ -100,15 +87,6 @@ func (r *replica) isFresh() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.fresh
-}
-
-// maxPending is how many entries the feed queues before it applies them
-// itself, for a copy of the group snap: as many as the group has records or
-// partitions (applying them, or copying the records first, costs a pass over
-// the records: at most about one record's worth per entry), and at least
-// changesPerRead. The queue's memory is then of the order of the copy's.
-func maxPending(snap *store.Snapshot) int {
-	return max(len(snap.Owners), len(snap.Partitions), changesPerRead)
 }
 
 // current returns the copy for plan, with every entry received so far
@@ -156,9 +134,8 @@ func (r *replica) release() {
 // applyPending applies the queued entries to work (a copy of it if plan
 // holds it) and reports whether the copy is usable: false if the entries do
 // not fit it, in which case the group is read anew. With checkLast, the
-// last batch queued has not been checked against the target (checkTarget): it is
-// as it is applied, which looks each entry's record up once for both.
-// r.mu is held.
+// last batch queued is checked against the target as it is applied (one
+// lookup of each entry's record for both). r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true

@@ -4,9 +4,7 @@ package herd
 // (contested), and what the feed has read since: plan waits for the entry
 // that explains them, or reads the group anew.
 
-import (
-	"time"
-)
+import "time"
 
 // contest marks p contested from now: plan leaves it alone until an entry
 // about it arrives (a give-back under way).
@@ -27,11 +25,9 @@ func (r *replica) contestLocked(p string, now time.Time) {
 }
 
 // contestClaims notes that claims of ps failed (ErrClaimed) although the
-// copy plan used showed them free. The entries that explain them were in
-// the log before the claims failed; those that the feed has queued or
-// applied since that plan explain them already: a queued entry about the
-// partition, or the copy showing it held by a live session. The others are
-// contested.
+// copy plan used showed them free. Those the feed has explained since (a
+// queued entry about the partition, or the copy showing it held by a live
+// session) are not contested; the others are.
 func (r *replica) contestClaims(ps []string, now time.Time) {
 	if len(ps) == 0 {
 		return

@@ -18,12 +18,9 @@ import (
 const changesPerRead = 10 * store.MaxBatch
 
 // readPace spaces a member's reads of the log, per live session of the
-// group. Every change wakes every member, and each read costs the store a
-// call (on Redis about 20 µs of its one core: faultstore.RedisCost), so
-// after a read that returned entries a member waits sessions x readPace
-// before the next: the fleet reads at most about once per readPace (0.4 of
-// a Redis core) whatever its size, 5 ms apart per member at 100 members.
-// The entries that arrive meanwhile come in the next read.
+// group: after a read that returned entries a member waits sessions x
+// readPace, so the fleet reads the log about once per readPace whatever its
+// size (each read costs Redis about 20 µs of its one core: 0.4 of it).
 const readPace = 50 * time.Microsecond
 
 // freshWait is the least bound of the feed's first call to the log after a
@@ -37,12 +34,10 @@ const (
 // firstWait bounds the first call to the log after a read of the group that
 // took took, for a member with JoinSettle settle: as long as the read took,
 // at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
-// that join together open their sessions while the first of them read the
-// group, which on a large group (about 0.1 s of a Redis core per read at
-// 100,000 records) takes longer than JoinSettle: a member that planned
-// before the others' sessions showed would claim more than its share, to
-// hand it off again. A log that shows changes answers at once, with the
-// sessions opened during the read among them.
+// that join together open their sessions during each other's reads, which
+// on a large group take longer than JoinSettle: a member that planned
+// before their sessions showed would claim more than its share. A log that
+// has changes answers at once.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
@@ -52,15 +47,11 @@ func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 
 // feed is feedLoop's own state.
 type feed struct {
-	m       *Member
-	r       *replica
-	backoff time.Duration // the pause after a failure
-	// first bounds the first call to the log after a read (see fresh and
-	// firstWait); it doubles each time the store does not answer within it.
-	first time.Duration
-	// settleCall: the copy is not fresh because a session opened (not
-	// because of a read).
-	settleCall bool
+	m          *Member
+	r          *replica
+	backoff    time.Duration // the pause after a failure
+	first      time.Duration // bounds the first call after a read (firstWait); doubles when the store is late
+	settleCall bool          // the copy is not fresh because a session opened (not because of a read)
 }
 
 // logCall is one call to the log: what it asked, and how it was answered.
@@ -101,8 +92,7 @@ func (m *Member) feedLoop(done chan<- struct{}) {
 }
 
 // pause waits after a failure, the back-off doubling up to RenewInterval,
-// unless a read is asked for meanwhile (a new session's, most often, after
-// an outage that had the back-off grow): it is made at once.
+// unless a read is asked for meanwhile: it is made at once.
 func (f *feed) pause() {
 	if f.wait(f.backoff) {
 		f.backoff = firstBackoff
@@ -144,11 +134,9 @@ func (f *feed) readDue() bool {
 // readGroup reads the group into the copy, and reports whether it did.
 func (f *feed) readGroup() bool {
 	m, r := f.m, f.r
-	// Writes this member completed before the read began are in
-	// what it returns (see Member.writes).
-	base := m.writes.Load()
-	// A read of a large group is long, and one given up on is read
-	// again from the start: give it the TTL, not a renewal's time.
+	base := m.writes.Load() // writes completed before the read began are in it
+	// A read of a large group is long, and one given up on starts over:
+	// give it the TTL, not a renewal's time.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -156,9 +144,8 @@ func (f *feed) readGroup() bool {
 	took := time.Since(began)
 	r.mu.Lock()
 	if err == nil {
-		// contested is kept: a record broken by hand (ErrCorrupt)
-		// may look free in the new read too.
-		// plan may still hold the old copy: it is left to it.
+		// contested is kept: a record broken by hand may look free in
+		// the new read too. plan may still hold the old copy.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.layout++
 		r.openedAt = time.Now()
@@ -208,10 +195,9 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	m := f.m
 	cctx, ccancel := ctx, context.CancelFunc(func() {})
 	if c.firstCall {
-		// The first call after a read answers within first even if
-		// the log has nothing new: plan waits for it (see fresh).
-		// After a session opened, within JoinSettle (plan waits that
-		// long anyway), unless the store was late before.
+		// Plan waits for the first call after a read (see fresh): it
+		// answers within first, and after a session opened within
+		// JoinSettle (plan waits that long anyway).
 		bound := f.first
 		if f.settleCall && m.cfg.JoinSettle > 0 {
 			bound = min(f.first, max(m.cfg.JoinSettle, 10*time.Millisecond))
@@ -226,12 +212,11 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	// Fewer entries than asked for: the call read the log to its end.
 	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
 	// A store answers a call at rest by its deadline with no entries
-	// and no error (store.Store.Changes); a call cut by the deadline
-	// is one the store did not answer in time (a server busy with the
-	// joining members' reads): its log may hold their sessions, so it
-	// does not make the copy fresh, and the next call may take twice
-	// as long. Past maxFreshWait it does (a backend that answers a
-	// deadline with its error).
+	// and no error; a call cut by the deadline is one the store did not
+	// answer in time (busy with the joining members' reads): it does not
+	// make the copy fresh, and the next call may take twice as long. Past
+	// maxFreshWait it does (a backend that answers a deadline with its
+	// error).
 	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
 	if c.late {
 		if f.first < maxFreshWait {
@@ -250,18 +235,15 @@ func (f *feed) take(c *logCall) (wake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	// Any answer counts, an error too (but not a call the store did
-	// not answer in time: late): then it is not the log that is late,
-	// and plan goes on with the copy it has, as it would have.
+	// Any answer counts, an error too, but not a call the store did
+	// not answer in time (late).
 	freshNow := !c.cancelled && !r.fresh && !c.late
 	if freshNow {
 		r.fresh = true
 	}
 	c.asked = r.readAsked || r.work == nil
 	switch {
-	case c.asked || m.runCtx.Err() != nil:
-		// A read was asked for (which cancelled the call), or the copy
-		// diverged: make it.
+	case c.asked || m.runCtx.Err() != nil: // the read first
 	case c.err == nil && len(c.cs) > 0:
 		if r.version() != c.after {
 			break // unreachable: only this goroutine queues entries
@@ -270,12 +252,15 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
-		r.keepFreeLoads(m.cfg.Member)
+		// Kept unless none: a copy read anew from an emptied store does
+		// not replace those kept from the copy before.
+		if free := r.lostLoads(m.cfg.Member); len(free) > 0 {
+			r.freeLoads = free
+		}
 	}
 	// A claim contested before this call whose entry has not come, not
-	// even in this answer (queue, above, forgot the contests its entries
-	// explain): plan reads the group anew (see contestedSince), so wake
-	// it (TestContestExplainedNoFullPlan).
+	// even in this answer (queue forgot those it explains): plan reads
+	// the group anew (see contestWait), so wake it.
 	explain := false
 	if c.atEnd {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
@@ -300,26 +285,23 @@ func (f *feed) queue(cs []store.Change) {
 	}
 	opened := slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.SessionOpened })
 	if opened {
-		// Members that join together open their sessions within
-		// moments, but a store busy with their reads of the group
-		// may log the last of them later than JoinSettle after the
-		// first (on Redis, each read of 100,000 records holds the
-		// server for tens of milliseconds). The copy is fresh again
-		// once the log has answered one more call (within
-		// JoinSettle, or later if the store is late): that shows
-		// every session the store had begun to open by then.
+		// A store busy with the joining members' reads may log the
+		// last of their sessions later than JoinSettle after the
+		// first. The copy is fresh again once the log has answered
+		// one more call: that shows every session the store had
+		// begun to open by then.
 		r.openedAt, r.fresh = time.Now(), false
 		f.settleCall = true
 	}
-	if r.npending >= maxPending(r.work) || (!r.inPlan && r.npending >= store.MaxBatch) {
-		// Applied now (in place, about a microsecond an entry)
-		// rather than by the next plan when plan does not hold
-		// the copy: the entries a target lets pass (a placement's
-		// 100,000) would otherwise wait for the plan of the next
-		// membership change, and delay it. They are checked
-		// against the target as they are applied. Fewer than a
-		// batch's worth (the common case at rest) are only
-		// checked, and left queued for the next plan.
+	// The queue is applied when it holds as many entries as the group has
+	// records or partitions (applying them costs a pass over the records;
+	// the queue's memory stays of the order of the copy's), and when plan
+	// does not hold the copy once it holds a batch (in place, about a
+	// microsecond an entry): the entries a target lets pass would otherwise
+	// wait for, and delay, the plan of the next membership change. Fewer
+	// are only checked, and left queued.
+	w := r.work
+	if r.npending >= max(len(w.Owners), len(w.Partitions), changesPerRead) || (!r.inPlan && r.npending >= store.MaxBatch) {
 		r.applyPending(true)
 	} else {
 		r.checkTarget(cs)
@@ -341,16 +323,17 @@ func (f *feed) queue(cs []store.Change) {
 // back-off after a failure. It reports false if the member stops.
 func (f *feed) pace(c *logCall) bool {
 	m := f.m
+	if c.err == nil {
+		f.backoff = firstBackoff
+	}
 	switch {
 	case m.runCtx.Err() != nil:
 		return false
 	case c.err == nil && len(c.cs) == changesPerRead:
 		// More entries are waiting: plan on the replica once it has
 		// caught up, not on a view that is already stale.
-		f.backoff = firstBackoff
 	case c.err == nil && len(c.cs) > 0:
-		f.backoff = firstBackoff
-		if onlyLoads(c.cs) {
+		if !slices.ContainsFunc(c.cs, func(c store.Change) bool { return c.Kind != store.LoadsReported }) {
 			// The fleet's load reports come together (loadreport.go):
 			// the rest of them in one more read, and one plan for all.
 			f.wait(max(time.Duration(c.sessions)*readPace, loadGather))
@@ -366,8 +349,6 @@ func (f *feed) pace(c *logCall) bool {
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)
 		f.pause()
-	case c.err == nil:
-		f.backoff = firstBackoff
 	}
 	return true
 }

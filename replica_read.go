@@ -59,10 +59,9 @@ func strictlySorted[T any](xs []T, id func(T) string) bool {
 }
 
 // internSessions makes the session and member strings of the records of a
-// live session that session's own strings (as ApplyAll does for the
-// claims it applies), so that plan, which compares every record's session
-// with the live sessions', compares pointers, not bytes (comparing equal
-// ids byte by byte was a tenth of a large plan's CPU).
+// live session that session's own strings (as ApplyAll does), so that
+// plan's comparisons of every record's session find equal pointers, not
+// equal bytes (which were a tenth of a large plan's CPU).
 func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
 	if len(ss) == 0 {
 		return
@@ -88,11 +87,9 @@ func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
 // withPlaceholders returns the records rs (sorted by partition) with a
 // placeholder, a record of epoch 0 (which no store writes), for every
 // partition of ps (sorted) that has none, and the partition ids of ps's
-// strings (comparing two ids is quickest when they are one string). The
-// member's copy keeps one entry per partition, so that the claims of a
-// first placement replace entries in place instead of each batch
-// inserting records into the sorted list (a pass over every record per
-// batch); plan reads a placeholder as no record (see join).
+// strings. The copy keeps one entry per partition, so that a first
+// placement's claims replace entries in place rather than each batch
+// inserting into the sorted list; plan reads a placeholder as no record.
 func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
 	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
 	j := 0
@@ -114,24 +111,20 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Owners
 }
 
 // ownRecordsIntact reads the records of one batch (MaxBatch) of the
-// partitions this member runs, the first ids after from in order, and
-// reports whether each still names this session at the epoch it runs, and
-// the id to continue after at the next check ("": from the start). One
-// edited by hand (broken, deleted or rewritten), which the log cannot
-// show, makes the member read the whole group, which drops the partition
-// (and lists a broken record as malformed). A failed read reports true:
-// the next check, or a write, tells.
-//
-// One batch per check, not all of them: a member at rest costs the store
-// one read per PollInterval whatever its share, and the time a hand edit
-// can wait to be seen grows with the share instead.
+// partitions this member runs, the first ids after from, and reports
+// whether each still names this session at the epoch it runs, and the id
+// to continue after at the next check ("": from the start). One edited by
+// hand, which the log cannot show, makes the member read the whole group.
+// A failed read reports true: the next check, or a write, tells. One batch
+// per check, so a member at rest costs the store one read per PollInterval
+// whatever its share.
 func (m *Member) ownRecordsIntact(sess *session, from string) (intact bool, next string) {
 	m.running.mu.Lock()
 	own := maps.Clone(m.running.owned)
 	m.running.mu.Unlock()
 	ids := slices.Sorted(maps.Keys(own))
-	i, _ := slices.BinarySearch(ids, from)
-	if from != "" && i < len(ids) && ids[i] == from {
+	i, found := slices.BinarySearch(ids, from) // ids are never empty
+	if found {
 		i++
 	}
 	if i >= len(ids) {

@@ -3,35 +3,26 @@ package herd
 // The plan's target: what the last full plan decided, so that the entries
 // that only carry it out cost no plan.
 //
-// A full plan costs O(P) for P partitions. During a rebalance nearly every
-// entry is progress toward the target every member computed: a claim of a
-// partition by its target owner, or the release of a partition by an owner
-// that hands it to another. Such an entry changes nothing this member has to
-// do, and the target computed after it is the same (balance keeps every
-// partition's target while the moves to it are carried out, in any order:
-// balance's TestPartialFillKeepsTarget and TestHandoffKeepsTarget). So the
-// feed checks each entry against the target as it arrives (O(log P)), and
-// plan runs in full only when an entry is not such progress: a session
-// opened, closed or expired, a claim by another member than the target, a
-// release of a partition whose target is this member (it is to claim it), a
-// give-back, a restore, a new partition set.
+// A full plan costs O(P). During a rebalance nearly every entry is progress
+// toward the target every member computed: a claim by the partition's
+// target owner, or a release by an owner that hands it to another. The
+// target computed after such an entry is the same (balance keeps every
+// target while the moves to it are carried out, in any order:
+// TestPartialFillKeepsTarget, TestHandoffKeepsTarget), so the feed checks
+// each entry against the target as it arrives (O(log P) at most), and plan
+// runs in full only when one is not such progress (a session opened or
+// ended, a claim by another member, a give-back, a restore, a new partition
+// set). A release toward this member is claimed without a full plan.
 //
-// The target is dropped, and the next plan is full, whenever something else
-// may call for action: a read of the group, a plan that left something to
-// look at later (a hold, JoinSettle), a session lost, the log read to its
-// end with a contested claim still unexplained; with a contested claim
-// waiting for the entry that explains it, it lasts until the claim is due
-// to be looked at again (due), not longer. It also
-// expires RenewInterval after the first entry it let pass (twice that after
-// a full plan found it unchanged, up to maxTargetLife), and a third of that
-// after the last one once the log has gone quiet, so that what the check
-// cannot see is acted on within that bound: a target that did change after
-// all, a record of this member's it does not run (a claim whose reply was
-// lost), a partition held for the target of a member that planned on
-// another copy. A target whose life ends while the copy shows it carried
-// out (met) lasts on, as a full plan would find it again; a target no entry
-// has reached does not expire, as a plan of the same copy would find the
-// same.
+// The target is dropped whenever something else may call for action (a
+// read of the group, a plan that left something to look at later, a
+// session lost, a contested claim left unexplained). It expires
+// RenewInterval after the first entry it let pass (up to maxTargetLife
+// when a full plan found it unchanged), and a third of that after the last
+// once the log is quiet, so that what the check cannot see (a target that
+// did change after all, a record of this member's it does not run) is
+// acted on within that bound. A target the copy shows carried out (met),
+// or that no entry has reached, lasts on: a full plan would find the same.
 
 import (
 	"slices"
@@ -54,19 +45,15 @@ type planTarget struct {
 	layout uint64
 	// recPart: per record of the copy plan used (by index in its Owners,
 	// placeholders included), the index in parts of its partition (-1: a
-	// record outside the set). The feed finds an entry's record in the
-	// copy by its index (one map lookup) and its partition here, instead
-	// of searching parts (a third of a microsecond per entry on 100,000
-	// partitions, per member). nil: search.
+	// record outside the set; nil: search parts). It saves the feed a
+	// search of parts per entry (a third of a microsecond on 100,000).
 	recPart []int32
 }
 
-// newPlanTarget records the target of a full plan: sessions and parts as plan saw
-// them (sorted by id), target as balance computed it and recPart (nil: none)
-// as join found it (both copied), and how long it lasts once an entry has
-// reached it. The lists of prev (nil: none), the member's previous target, are
-// reused (800 KB on 100,000 partitions): prev must be nobody else's any
-// more (the replica's target was dropped).
+// newPlanTarget records the target of a full plan: sessions and parts as
+// plan saw them (sorted by id), target and recPart (nil: none) copied, and
+// its life. The lists of prev (nil: none), the member's previous target,
+// are reused: prev must be nobody else's any more.
 func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *planTarget {
 	a := prev
 	if a == nil {
@@ -86,12 +73,10 @@ func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, 
 }
 
 // maxTargetLife bounds a target's life, in RenewIntervals: a full plan that
-// finds the same target as the last (its life ended while the entries
-// kept coming, a long placement carried out) gives the next one twice its
-// life, up to this: a placement of 100,000 partitions on 100 member
-// processes takes seconds, and each full plan of it 20 to 25 ms of every
-// member's CPU. The quiet time does not grow: once the entries stop, a
-// full plan comes as soon as before.
+// finds the same target as the last (a long placement still being carried
+// out) doubles its life, up to this, as each full plan of 100,000
+// partitions costs every member 20 to 25 ms of CPU. The quiet time does
+// not grow.
 const maxTargetLife = 4
 
 // same reports whether a (nil: none) is the target sess found for these
@@ -106,13 +91,11 @@ func (a *planTarget) same(sess string, sessions []store.SessionInfo, parts []sto
 
 // progressHint reports whether entry c only carries out the target: a claim
 // by the partition's target owner, or a plain release by an owner that is
-// not its target owner; claim, whether it is such a release of a partition
-// whose target owner is this member, which it is to claim. rec, if >= 0, is
-// the index of the partition's record in the copy's records: a hint,
-// checked against the partition's id unless exact (the copy's records are
-// where they were in the copy plan used: see replica.hintExact), as that
-// check, a read at a place of its own in memory per entry, is most of an
-// entry's cost.
+// not its target owner; claim, whether it is such a release toward this
+// member, which it is to claim. rec, if >= 0, is the index of the
+// partition's record in the copy: a hint, checked against the partition's
+// id unless exact (see replica.hintExact; the check is most of an entry's
+// cost).
 func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false, false
@@ -155,20 +138,19 @@ func (a *planTarget) progressInHint(c store.Change, snap *store.Snapshot, exact 
 	return a.progressHint(c, rec, exact)
 }
 
-// hintExact reports whether the copy's records are at the places they had
-// in the copy a's plan used, so that a's hints (recPart) need no check:
-// the copy descends from the same read of the group, and has as many
-// records. A copy only gains records after a read (Snapshot.Apply inserts
-// a record, never removes or moves one but by an insert before it), so
-// one with as many has them all where they were. r.mu is held.
+// hintExact reports whether the copy's records are where they were in the
+// copy a's plan used, so that a's hints (recPart) need no check: it
+// descends from the same read and has as many records (Apply only ever
+// inserts records, so one with as many has them all in place). r.mu is
+// held.
 func (r *replica) hintExact(a *planTarget) bool {
 	return a.recPart != nil && r.work != nil && a.layout == r.layout && len(r.work.Owners) == len(a.recPart)
 }
 
-// noteProgress notes what an entry about partition p, found progress toward the
+// noteProgress notes what an entry about p, found progress toward the
 // target (ok) and a release toward this member (claim) or not, calls for:
-// nothing, a claim (p is queued in toClaim), or a full plan (offTarget, and
-// false). r.mu is held.
+// nothing, a claim (toClaim), or a full plan (offTarget; false). r.mu is
+// held.
 func (r *replica) noteProgress(p string, ok, claim bool) bool {
 	switch {
 	case !ok:
@@ -213,9 +195,8 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 		r.offTarget = true
 		return
 	}
-	checked := 0
+	next := v.Seq + 1 // the next entry to check
 	if r.work.Version != v {
-		next := v.Seq + 1 // the next entry to check
 		for _, cs := range r.unchecked {
 			for _, c := range cs {
 				if c.Version.Seq < next {
@@ -226,7 +207,6 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 					return
 				}
 				next++
-				checked++
 			}
 		}
 		if r.nunchecked > changesPerRead || next != r.work.Version.Seq+1 {
@@ -234,7 +214,7 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 			return
 		}
 	}
-	r.reachedTarget(checked)
+	r.reachedTarget(int(next - v.Seq - 1))
 	for _, cs := range r.pending {
 		r.checkTarget(cs)
 	}
@@ -348,11 +328,9 @@ func (r *replica) reachedTarget(n int) {
 // met reports whether the copy shows the target a carried out: every
 // partition of the set held by its target owner without a give-back mark,
 // no record of this member's outside the set, and this member running
-// (runs) the partitions the copy says it holds and no other (running).
-// Balance keeps such an assignment as it is, so a full plan of the copy
-// would find the same target and do nothing: every member saves the full
-// plan its target's quiet time would end in after each rebalance. r.mu is
-// held, the pending entries applied.
+// (runs) the partitions the copy says it holds and no other (running). A
+// full plan would find the same and do nothing, so the target lasts on.
+// r.mu is held, the pending entries applied.
 func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
