@@ -31,7 +31,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		return nil, failure(op, err)
 	}
 	results := make([]store.ClaimResult, len(partitions))
-	err := s.inChunks(ctx, s.groupKey(group), len(partitions), func(from, to int, later *pendingKeys) error {
+	err := s.inChunks(ctx, s.groupKey(group), len(partitions), claimChunk, func(from, to int, later *pendingKeys) error {
 		// A transaction may take fewer than the chunk (its compares of
 		// the owners it takes over from): the rest is the next one's.
 		for n := 0; from < to; from += n {
@@ -121,6 +121,7 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		}
 		nr := record{Session: session, Member: info.Member, Epoch: store.NextEpoch(cur.Epoch, t), GivenBack: mark, Since: t.UnixMicro()}
 		w.put(g+"r/"+p, mustJSON(nr))
+		w.op(clientv3.OpGet(g + "c/" + p))
 		w.append(store.Change{Kind: store.Claimed, Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch})
 		results[n].Ownership = store.Ownership{Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch, GivenBack: mark}
 	}
@@ -132,36 +133,27 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		*state = nil
 		return n, false, failure(op, err)
 	}
-	*state = fresh
 	if !ok {
+		*state = fresh
 		return n, false, nil
 	}
-	return n, true, s.readCheckpoints(ctx, g, results[:n])
-}
-
-// readCheckpoints reads the checkpoints of the claimed partitions of
-// results into their ownerships.
-func (s *Store) readCheckpoints(ctx context.Context, g string, results []store.ClaimResult) error {
-	var gets []clientv3.Op
-	var at []int
-	for i, r := range results {
-		if r.Err == nil {
-			gets = append(gets, clientv3.OpGet(g+"c/"+r.Ownership.Partition))
-			at = append(at, i)
+	*state = nil
+	// The checkpoints, read by the transaction after each record's put
+	// (only their owner writes them now): the ops are a put and a get
+	// for each partition claimed, in the order of results.
+	j := 0
+	for i := range results[:n] {
+		if results[i].Err != nil {
+			continue
 		}
-	}
-	resp, err := s.c.Txn(withLeader(ctx)).Then(gets...).Commit()
-	if err != nil {
-		return failure("claim batch", err)
-	}
-	for j, i := range at {
-		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := fresh[2*j+1].GetResponseRange().Kvs; len(kvs) > 0 {
 			if _, v, ok := decodeCheckpoint(kvs[0].Value); ok {
 				results[i].Ownership.Checkpoint = bytes.Clone(v)
 			}
 		}
+		j++
 	}
-	return nil
+	return n, true, nil
 }
 
 // ReleaseBatch implements store.Store.
@@ -174,7 +166,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 		return nil, failure(op, err)
 	}
 	errs := make([]error, len(held))
-	err := s.inChunks(ctx, s.groupKey(group), len(held), func(from, to int, later *pendingKeys) error {
+	err := s.inChunks(ctx, s.groupKey(group), len(held), releaseChunk, func(from, to int, later *pendingKeys) error {
 		var state []*etcdserverpb.ResponseOp
 		return retry(ctx, op, func() (bool, error) {
 			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state, later)

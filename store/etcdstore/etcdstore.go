@@ -28,12 +28,18 @@ const (
 	// maxOps bounds the compares and the operations of one transaction
 	// under etcd's default --max-txn-ops of 128.
 	maxOps = 120
-	// claimChunk is how many partitions one transaction of ClaimBatch or
+	// claimChunk is how many partitions one transaction of ClaimBatch
+	// handles: a compare, a write, a read of the record and one of its
+	// checkpoint each (the write reads the checkpoints it hands over, at
+	// its own revision), with the session's, the sequence's, the log's
+	// and the trim's beside them (the log entries of a transaction are
+	// one key). A claim's compares of the owners it takes over from may
+	// end its transaction earlier.
+	claimChunk = 58
+	// releaseChunk is how many partitions one transaction of
 	// ReleaseBatch handles: a compare, a write and a read each, with the
-	// session's, the sequence's, the log's and the trim's beside them
-	// (the log entries of a transaction are one key). A claim's compares
-	// of the owners it takes over from may end its transaction earlier.
-	claimChunk = 100
+	// others as claimChunk's.
+	releaseChunk = 100
 	// expireChunk is how many expired sessions one transaction logs: two
 	// compares and a delete each.
 	expireChunk = 50
@@ -77,19 +83,22 @@ type Store struct {
 	leases map[string]lease // sessions this store opened or renewed
 	ghosts store.Ghosts     // sessions that failed opens may have opened
 
-	tails tails // the tagged entries of pending keys (pending.go)
+	tails tails    // the tagged entries of pending keys (pending.go)
+	seqs  seqLater // the sequencing of the pending keys it wrote (seqlater.go)
 	// conflicts counts the writes whose compares failed (another write
 	// came between their read and their transaction).
 	conflicts atomic.Int64
 
-	// background counts the revocations under way (revokeLater); closing
-	// is cancelled by Close, which then waits for them.
+	// background counts the revocations (revokeLater) and sequencings
+	// (sequenceLater) under way; closing is cancelled by Close, which then
+	// waits for them.
 	background sync.WaitGroup
 	closing    context.Context
 	close      context.CancelFunc
 
 	beforeOpenCommit func() // tests: called before an open's transaction
 	afterCloseCommit func() // tests: called after a close's transaction
+	beforeSequence   func() // tests: called before a sequencing
 }
 
 // lease is what a store remembers of a session it renewed: the lease that
@@ -114,9 +123,9 @@ func New(c *clientv3.Client, opts ...Option) *Store {
 	return s
 }
 
-// Close cancels the lease revocations under way and waits for them, then
-// closes the client if the store opened it (Open). Sessions are not
-// touched: they end with their TTL.
+// Close cancels the lease revocations and the sequencings under way and
+// waits for them, then closes the client if the store opened it (Open).
+// Sessions are not touched: they end with their TTL.
 func (s *Store) Close() error {
 	s.close()
 	s.background.Wait()

@@ -27,9 +27,10 @@ import (
 // does the writer that sequences them: it moves the pending keys it read
 // into one l/ key, with q, in a transaction that compares q (writers that
 // sequence at once contend, and the loser finds its entries sequenced by
-// the winner, who took every pending key it read). A writer sequences its
-// own key after its write; one left pending (its writer failed before) is
-// sequenced by the next writer.
+// the winner, who took every pending key it read). The store of a writer
+// sequences its key in the background after the write (seqlater.go); one
+// left pending (its store closed or failed before) is sequenced by the
+// next writer.
 
 // seqKeys bounds the pending keys one sequencing takes: a delete and a
 // put each.
@@ -195,6 +196,9 @@ func (t logTail) tagAt(at uint64) uint64 {
 // left pending is in the log all the same, and the next writer sequences
 // it.
 func (s *Store) sequence(ctx context.Context, g string, own []string, rs []*etcdserverpb.ResponseOp, rev int64) {
+	if s.beforeSequence != nil {
+		s.beforeSequence()
+	}
 	for attempt := 0; attempt < 8 && ctx.Err() == nil; attempt, rs = attempt+1, nil {
 		if rs == nil {
 			resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), pendingGet(g)).Commit()
