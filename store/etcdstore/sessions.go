@@ -57,14 +57,23 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // lease gone): the call fails on its deadline, not on the revocation's.
 func (s *Store) create(ctx context.Context, group, id, member string, weight int, ttl time.Duration) error {
 	g := s.groupKey(group)
+	// The read of the sequence (for a write logged at once) goes with the
+	// grant: one round trip less for a joining member.
+	var resp *clientv3.GetResponse
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		resp, readErr = s.c.Get(withLeader(ctx), g+"q")
+	}()
 	l, err := s.c.Grant(withLeader(ctx), leaseSeconds(ttl))
+	<-read
 	if err != nil {
 		return err
 	}
 	info := mustJSON(sessionInfo{Member: member, Weight: weight, TTL: ttl, Lease: l.ID})
 	// The session's keys are new: the write compares nothing.
-	resp, err := s.c.Get(withLeader(ctx), g+"q")
-	if err != nil {
+	if err := readErr; err != nil {
 		s.revokeLater(l.ID)
 		return err
 	}
