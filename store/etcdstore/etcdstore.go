@@ -85,6 +85,7 @@ type Store struct {
 
 	tails tails    // the tagged entries of pending keys (pending.go)
 	seqs  seqLater // the sequencing of the pending keys it wrote (seqlater.go)
+	hints logHints // what its last read of each group's log found (logread.go)
 	// conflicts counts the writes whose compares failed (another write
 	// came between their read and their transaction).
 	conflicts atomic.Int64

@@ -97,7 +97,7 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 		return nil, nil, false, err
 	}
 	// The pending entries are the log's last: the version is after them.
-	t, err := s.tailOf(ctx, g, seq, rs[6].GetResponseRange().Kvs, rev, true)
+	t, err := s.tailOf(ctx, g, seq, rs[6].GetResponseRange().Kvs, rev, true, nil)
 	if err != nil {
 		return nil, nil, false, err
 	}
