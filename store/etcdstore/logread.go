@@ -13,9 +13,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// logHint is what the store's last read of a group's log (readLog) found:
-// its revision, q's create revision (a new history creates q anew), and
-// the version it left its reader at. The next read of a reader at that
+// logHint is what the store's last read of a group's log (readLog, or a
+// Snapshot) found: its revision, q's create revision (a new history
+// creates q anew), and the version it left its reader at. The next read of a reader at that
 // version reads only the pending keys written after that revision and the
 // sequenced keys after that version: the entry at it is in the log with
 // its tag as long as q was not created anew (the log's entries keep their

@@ -40,9 +40,10 @@ func countedStore(t *testing.T, prefix string) (*Store, *atomic.Int64) {
 	return s, &calls
 }
 
-// TestChangesOneCall: a reader at the end of the log reads what a write
-// appends, sequenced at once or pending, and what a sequencing moves, in
-// one call to etcd each.
+// TestChangesOneCall: a snapshot with no session to expire is one read
+// and one call per live session, and a reader at the end of the log reads
+// what a write appends, sequenced at once or pending, and what a
+// sequencing moves, in one call to etcd each.
 func TestChangesOneCall(t *testing.T) {
 	w, prefix := openTest(t)
 	r, calls := countedStore(t, prefix)
@@ -52,9 +53,13 @@ func TestChangesOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := calls.Load()
 	snap, err := r.Snapshot(ctx, group)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := calls.Load() - before; n != 2 {
+		t.Errorf("Snapshot of a group of one live session made %d calls to etcd; want 2 (its read, the session's lease)", n)
 	}
 	v := snap.Version
 	read := func(what string, want store.ChangeKind) {
