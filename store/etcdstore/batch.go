@@ -12,8 +12,9 @@ const parallelChunks = 8
 
 // inChunks runs chunk on [from, to) for every size partitions of n,
 // parallelChunks at once, and returns the first error. Its writes leave
-// their pending keys in later, sequenced in the background once all are
-// written (see seqlater.go), whatever the error.
+// their pending keys in later, sequenced once all are written, whatever the
+// error: in the background for a batch of one transaction (see
+// seqlater.go).
 func (s *Store) inChunks(ctx context.Context, g string, n, size int, chunk func(from, to int, later *pendingKeys) error) error {
 	later := &pendingKeys{}
 	sem := make(chan struct{}, parallelChunks)
@@ -35,7 +36,16 @@ func (s *Store) inChunks(ctx context.Context, g string, n, size int, chunk func(
 		})
 	}
 	wg.Wait()
-	if len(later.keys) > 0 {
+	switch {
+	case len(later.keys) == 0:
+	case n > size:
+		// A batch of many transactions (a placement's) waits for its
+		// sequencing: its next batch would otherwise find more pending
+		// keys each time, and every read of the log lists them all (on 16
+		// x 100,000, 37,000 partitions placed in 105 s against all of
+		// them in 43 s).
+		s.sequence(ctx, g, later.keys, nil, 0)
+	default:
 		s.sequenceLater(g, later.keys, nil, 0)
 	}
 	return first
