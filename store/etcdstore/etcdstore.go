@@ -28,18 +28,21 @@ const (
 	// maxOps bounds the compares and the operations of one transaction
 	// under etcd's default --max-txn-ops of 128.
 	maxOps = 120
-	// claimChunk is how many partitions one transaction of ClaimBatch
-	// handles: a compare, a write, a read of the record and one of its
-	// checkpoint each (the write reads the checkpoints it hands over, at
-	// its own revision), with the session's, the sequence's, the log's
-	// and the trim's beside them (the log entries of a transaction are
-	// one key). A claim's compares of the owners it takes over from may
-	// end its transaction earlier.
+	// claimChunk is how many partitions one transaction of a ClaimBatch
+	// of at most as many handles: a compare, a write, a read of the record
+	// and one of its checkpoint each (the write reads the checkpoints it
+	// hands over, at its own revision: a rebalance's claim is two round
+	// trips, not three), with the session's, the sequence's, the log's and
+	// the trim's beside them (the log entries of a transaction are one
+	// key). A claim's compares of the owners it takes over from may end
+	// its transaction earlier.
 	claimChunk = 58
-	// releaseChunk is how many partitions one transaction of
-	// ReleaseBatch handles: a compare, a write and a read each, with the
-	// others as claimChunk's.
-	releaseChunk = 100
+	// batchChunk is how many partitions one transaction of a ReleaseBatch,
+	// or of a larger ClaimBatch (a placement's, whose checkpoints are read
+	// after), handles: a compare, a write and a read each, with the others
+	// as claimChunk's. Fewer, larger transactions place 16 x 10,000
+	// faster than claimChunk's.
+	batchChunk = 100
 	// expireChunk is how many expired sessions one transaction logs: two
 	// compares and a delete each.
 	expireChunk = 50
