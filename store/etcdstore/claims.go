@@ -19,7 +19,7 @@ import (
 var errNotAlive = errors.New("session not alive")
 
 // ClaimBatch implements store.Store: claimChunk partitions per
-// transaction (parallelChunks at once), each compared with its record as
+// transaction, or batchChunk for a batch of more (parallelChunks at once), each compared with its record as
 // read, the records' owners with their liveness as read, and the session
 // alive.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
@@ -31,7 +31,11 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 		return nil, failure(op, err)
 	}
 	results := make([]store.ClaimResult, len(partitions))
-	err := s.inChunks(ctx, s.groupKey(group), len(partitions), func(from, to int, later *pendingKeys) error {
+	size, inTxn := claimChunk, true // the checkpoints read by the claims' transactions
+	if len(partitions) > claimChunk {
+		size, inTxn = batchChunk, false
+	}
+	err := s.inChunks(ctx, s.groupKey(group), len(partitions), size, func(from, to int, later *pendingKeys) error {
 		// A transaction may take fewer than the chunk (its compares of
 		// the owners it takes over from): the rest is the next one's.
 		for n := 0; from < to; from += n {
@@ -39,7 +43,7 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 			err := retry(ctx, op, func() (bool, error) {
 				var done bool
 				var err error
-				n, done, err = s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state, later)
+				n, done, err = s.claimChunk(ctx, group, session, partitions[from:to], results[from:to], &state, later, inTxn)
 				return done, err
 			})
 			if err != nil {
@@ -59,9 +63,10 @@ func (s *Store) ClaimBatch(ctx context.Context, group, session string, partition
 
 // claimChunk claims partitions in one transaction, deciding on *state (the
 // reads of a failed attempt; read first if nil): the first n of them, as
-// many as the transaction's compares allow. It then reads the checkpoints
-// of the claimed ones: only their owner writes them now.
-func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp, later *pendingKeys) (n int, done bool, err error) {
+// many as the transaction's compares allow. It reads the checkpoints of
+// the claimed ones (only their owner writes them now) in the transaction
+// (inTxn), or after it.
+func (s *Store) claimChunk(ctx context.Context, group, session string, partitions []string, results []store.ClaimResult, state *[]*etcdserverpb.ResponseOp, later *pendingKeys, inTxn bool) (n int, done bool, err error) {
 	const op = "claim batch"
 	g := s.groupKey(group)
 	gets := []clientv3.Op{clientv3.OpGet(g + "s/" + session), clientv3.OpGet(g + "m/" + session),
@@ -121,6 +126,9 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		}
 		nr := record{Session: session, Member: info.Member, Epoch: store.NextEpoch(cur.Epoch, t), GivenBack: mark, Since: t.UnixMicro()}
 		w.put(g+"r/"+p, mustJSON(nr))
+		if inTxn {
+			w.op(clientv3.OpGet(g + "c/" + p))
+		}
 		w.append(store.Change{Kind: store.Claimed, Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch})
 		results[n].Ownership = store.Ownership{Partition: p, Session: session, Member: nr.Member, Epoch: nr.Epoch, GivenBack: mark}
 	}
@@ -132,11 +140,30 @@ func (s *Store) claimChunk(ctx context.Context, group, session string, partition
 		*state = nil
 		return n, false, failure(op, err)
 	}
-	*state = fresh
 	if !ok {
+		*state = fresh
 		return n, false, nil
 	}
-	return n, true, s.readCheckpoints(ctx, g, results[:n])
+	*state = nil
+	if !inTxn {
+		return n, true, s.readCheckpoints(ctx, g, results[:n])
+	}
+	// The checkpoints, read by the transaction after each record's put
+	// (only their owner writes them now): the ops are a put and a get
+	// for each partition claimed, in the order of results.
+	j := 0
+	for i := range results[:n] {
+		if results[i].Err != nil {
+			continue
+		}
+		if kvs := fresh[2*j+1].GetResponseRange().Kvs; len(kvs) > 0 {
+			if _, v, ok := decodeCheckpoint(kvs[0].Value); ok {
+				results[i].Ownership.Checkpoint = bytes.Clone(v)
+			}
+		}
+		j++
+	}
+	return n, true, nil
 }
 
 // readCheckpoints reads the checkpoints of the claimed partitions of
@@ -174,7 +201,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 		return nil, failure(op, err)
 	}
 	errs := make([]error, len(held))
-	err := s.inChunks(ctx, s.groupKey(group), len(held), func(from, to int, later *pendingKeys) error {
+	err := s.inChunks(ctx, s.groupKey(group), len(held), batchChunk, func(from, to int, later *pendingKeys) error {
 		var state []*etcdserverpb.ResponseOp
 		return retry(ctx, op, func() (bool, error) {
 			return s.releaseChunk(ctx, op, group, session, held[from:to], errs[from:to], false, &state, later)

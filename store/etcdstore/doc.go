@@ -15,8 +15,8 @@
 // process's clock when it committed the transaction: etcd gives no server
 // time, so entries of different writers are only as ordered in time as
 // their hosts' clocks agree. Entries of an older herd have none.
-// A batch is split into transactions of at most claimChunk partitions
-// (etcd's default --max-txn-ops is 128) and a partition set into chunks
-// (its default --max-request-bytes is 1.5 MiB): the cluster needs no
-// setting of its own. docs/etcd.md says how to run it.
+// A batch is split into transactions of at most claimChunk (batchChunk)
+// partitions (etcd's default --max-txn-ops is 128) and a partition set
+// into chunks (its default --max-request-bytes is 1.5 MiB): the cluster
+// needs no setting of its own. docs/etcd.md says how to run it.
 package etcdstore

@@ -78,20 +78,42 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 }
 
 // readLog reads the entries after after (at most max) and the revision of
-// the read; errGone if the log cannot continue from after. It reads q and
-// the pending keys, then the sequenced keys from after's at the same
-// revision if the reader is behind q.
+// the read; errGone if the log cannot continue from after. One
+// transaction reads q, the pending keys, the values of those written since
+// the store's last read of the group, and the sequenced keys from after's
+// (see logHint): a reader woken by a write reads it in one round trip.
 func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int) ([]store.Change, int64, error) {
-	resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), pendingGet(g)).Commit()
+	h, known := s.hintOf(g)
+	// The sequenced keys from the one holding after's entry, or from the
+	// one after it when this store's last read left the reader at after
+	// (see logHint).
+	from, past := uint64(1), known && after == h.at && after.Seq > 0
+	switch {
+	case past:
+		from = after.Seq + 1
+	case after.Seq > 0:
+		from = after.Seq
+	}
+	ops := []clientv3.Op{clientv3.OpGet(g + "q"), pendingGet(g),
+		clientv3.OpGet(logKey(g, from), clientv3.WithRange(g+"l0"), clientv3.WithLimit(int64(max)+1))}
+	if known {
+		ops = append(ops, clientv3.OpGet(g+"u/", clientv3.WithPrefix(), clientv3.WithMinModRev(h.rev+1)))
+	}
+	resp, err := s.c.Txn(withLeader(ctx)).Then(ops...).Commit()
 	if err != nil {
 		return nil, 0, err
 	}
 	rev := resp.Header.Revision
-	seq, err := decodeSeq(resp.Responses[0].GetResponseRange().Kvs)
+	qkv := resp.Responses[0].GetResponseRange().Kvs
+	seq, err := decodeSeq(qkv)
 	if err != nil {
 		return nil, 0, err
 	}
-	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true)
+	var values map[string][]byte
+	if known {
+		values = valuesOf(resp.Responses[3].GetResponseRange().Kvs)
+	}
+	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true, values)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -105,16 +127,21 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 		return nil, 0, errGone
 	case after.Seq >= seq.Seq && t.tagAt(after.Seq) != after.Tag:
 		return nil, 0, errGone
-	case t.head.Seq == after.Seq:
-		return nil, rev, nil
 	}
+	create := qkv[0].CreateRevision
 	cs := make([]store.Change, 0, min(max, int(t.head.Seq-after.Seq)))
 	next := after.Seq + 1 // the seq of the entry the reader gets next
 	if after.Seq < seq.Seq {
-		if cs, err = s.readSequenced(ctx, g, after, max, rev, seq.Seq); err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) {
-				return nil, 0, errCompacted
+		kvs := resp.Responses[2].GetResponseRange().Kvs
+		if past && create != h.create {
+			// Another history since the last read: after's entry is to
+			// be checked in its key.
+			past = false
+			if kvs, err = s.sequencedKeys(ctx, g, after, max, rev); err != nil {
+				return nil, 0, err
 			}
+		}
+		if cs, err = s.sequencedEntries(ctx, g, after, max, rev, seq.Seq, kvs, past); err != nil {
 			return nil, 0, err
 		}
 		next += uint64(len(cs))
@@ -127,63 +154,12 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 		c.Version.Seq = next
 		cs = append(cs, c)
 	}
+	at := after
+	if len(cs) > 0 {
+		at = cs[len(cs)-1].Version
+	}
+	s.setHint(g, logHint{rev: rev, create: create, at: at})
 	return cs, rev, nil
-}
-
-// readSequenced reads the entries after after (at most max) from the
-// sequenced keys at revision rev, up to the sequence's seq last.
-func (s *Store) readSequenced(ctx context.Context, g string, after store.Version, max int, rev int64, last uint64) ([]store.Change, error) {
-	// Each key holds the entries of one sequencing, up to its own seq:
-	// the first key at or after l/<after> holds the reader's entry.
-	from := after.Seq
-	if from == 0 {
-		from = 1
-	}
-	resp, err := s.c.Get(withLeader(ctx), logKey(g, from), clientv3.WithRange(g+"l0"),
-		clientv3.WithLimit(int64(max)+1), clientv3.WithRev(rev))
-	if err != nil {
-		return nil, err
-	}
-	cs := make([]store.Change, 0, min(max, int(last-after.Seq)))
-	next := after.Seq // the seq of the entry the reader expects next
-	for _, kv := range resp.Kvs {
-		es, first, err := logKeyEntries(g, kv, last)
-		if err != nil {
-			return nil, err
-		}
-		if next == after.Seq {
-			// The key holding the reader's entry: its tag must be the reader's.
-			if first > after.Seq {
-				return nil, errGone // trimmed
-			}
-			if es[after.Seq-first].Tag != after.Tag {
-				return nil, errGone
-			}
-			es, first, next = es[after.Seq-first+1:], after.Seq+1, after.Seq+1
-		}
-		if first != next {
-			return nil, fmt.Errorf("the log has a gap before %q: %w", kv.Key, store.ErrCorrupt)
-		}
-		for _, e := range es {
-			if len(cs) == max {
-				return cs, nil
-			}
-			c, err := s.changeOf(ctx, g, e, rev)
-			if err != nil {
-				return nil, err
-			}
-			c.Version.Seq = next
-			next++
-			cs = append(cs, c)
-		}
-	}
-	switch {
-	case next == after.Seq:
-		return nil, errGone // trimmed
-	case len(cs) < max && next != last+1:
-		return nil, fmt.Errorf("the log ends at %d before its sequence %d: %w", next-1, last, store.ErrCorrupt)
-	}
-	return cs, nil
 }
 
 // logKeyEntries decodes the sequenced log key kv of group key g (l/<seq>,

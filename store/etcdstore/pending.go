@@ -27,9 +27,10 @@ import (
 // does the writer that sequences them: it moves the pending keys it read
 // into one l/ key, with q, in a transaction that compares q (writers that
 // sequence at once contend, and the loser finds its entries sequenced by
-// the winner, who took every pending key it read). A writer sequences its
-// own key after its write; one left pending (its writer failed before) is
-// sequenced by the next writer.
+// the winner, who took every pending key it read). The store of a writer
+// sequences its key in the background after the write (seqlater.go); one
+// left pending (its store closed or failed before) is sequenced by the
+// next writer.
 
 // seqKeys bounds the pending keys one sequencing takes: a delete and a
 // put each.
@@ -49,18 +50,19 @@ type logTail struct {
 }
 
 // tailOf numbers and tags the pending keys kvs (read at rev, keys only,
-// in revision order) after the sequence seq. Every reader of the group
+// in revision order) after the sequence seq, values being the values of
+// some of them read with them (nil: none). Every reader of the group
 // does it on every read while entries are pending: the store keeps each
 // key's entries (a pending key is written once), tagged after the tag
 // before it, and reads only the values of the keys it has not seen. all
 // says that kvs are all the group's pending keys: the store forgets the
 // others it kept (sequenced since).
-func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccpb.KeyValue, rev int64, all bool) (logTail, error) {
+func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccpb.KeyValue, rev int64, all bool, values map[string][]byte) (logTail, error) {
 	t := logTail{seq: seq, keys: kvs, head: seq.version()}
 	if len(kvs) > 0 && !seq.exists {
 		return t, fmt.Errorf("the group has pending log entries and no sequence: %w", store.ErrCorrupt)
 	}
-	values, err := s.unseen(ctx, g, kvs, rev, false)
+	values, err := s.unseen(ctx, g, kvs, rev, false, values)
 	if err != nil {
 		return t, err
 	}
@@ -70,7 +72,7 @@ func (s *Store) tailOf(ctx context.Context, g string, seq seqState, kvs []*mvccp
 		// unseen looked (its listing, later, no longer had them, or the
 		// cache was full): read every key's value at rev.
 		s.tails.mu.Unlock()
-		if values, err = s.unseen(ctx, g, kvs, rev, true); err != nil {
+		if values, err = s.unseen(ctx, g, kvs, rev, true, nil); err != nil {
 			return t, err
 		}
 		s.tails.mu.Lock()
@@ -132,18 +134,22 @@ func (s *Store) uncachedLocked(kvs []*mvccpb.KeyValue, values map[string][]byte)
 }
 
 // unseen reads the values of the pending keys of kvs the store has not
-// decoded (every one of them: every), at rev.
-func (s *Store) unseen(ctx context.Context, g string, kvs []*mvccpb.KeyValue, rev int64, every bool) (map[string][]byte, error) {
+// decoded (every one of them: every), at rev, but for those of read (values
+// read with kvs), which it returns with them.
+func (s *Store) unseen(ctx context.Context, g string, kvs []*mvccpb.KeyValue, rev int64, every bool, read map[string][]byte) (map[string][]byte, error) {
 	var from int64
 	s.tails.mu.Lock()
 	for _, kv := range kvs {
+		if _, ok := read[string(kv.Key)]; ok {
+			continue
+		}
 		if c, ok := s.tails.m[string(kv.Key)]; (every || !ok || c.rev != kv.ModRevision) && (from == 0 || kv.ModRevision < from) {
 			from = kv.ModRevision
 		}
 	}
 	s.tails.mu.Unlock()
 	if from == 0 {
-		return nil, nil
+		return read, nil
 	}
 	resp, err := s.c.Get(withLeader(ctx), g+"u/", clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithMinModRev(from))
 	if errors.Is(err, rpctypes.ErrCompacted) {
@@ -152,9 +158,9 @@ func (s *Store) unseen(ctx context.Context, g string, kvs []*mvccpb.KeyValue, re
 	if err != nil {
 		return nil, err
 	}
-	values := make(map[string][]byte, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		values[string(kv.Key)] = kv.Value
+	values := valuesOf(resp.Kvs)
+	for k, v := range read {
+		values[k] = v
 	}
 	return values, nil
 }
@@ -195,6 +201,9 @@ func (t logTail) tagAt(at uint64) uint64 {
 // left pending is in the log all the same, and the next writer sequences
 // it.
 func (s *Store) sequence(ctx context.Context, g string, own []string, rs []*etcdserverpb.ResponseOp, rev int64) {
+	if s.beforeSequence != nil {
+		s.beforeSequence()
+	}
 	for attempt := 0; attempt < 8 && ctx.Err() == nil; attempt, rs = attempt+1, nil {
 		if rs == nil {
 			resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), pendingGet(g)).Commit()
@@ -209,7 +218,7 @@ func (s *Store) sequence(ctx context.Context, g string, own []string, rs []*etcd
 		if err != nil || !seq.exists || at < 0 {
 			return
 		}
-		t, err := s.tailOf(ctx, g, seq, kvs[:min(len(kvs), seqKeys)], rev, false)
+		t, err := s.tailOf(ctx, g, seq, kvs[:min(len(kvs), seqKeys)], rev, false, nil)
 		if err != nil {
 			return
 		}

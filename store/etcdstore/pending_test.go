@@ -10,12 +10,16 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// assertNoPending fails t if group has pending log entries (every writer
-// sequences its own).
+// assertNoPending fails t if group has pending log entries once the
+// store's background sequencing has ended (every writer's store sequences
+// its own).
 func assertNoPending(t *testing.T, s *Store, group string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := s.sequenced(ctx); err != nil {
+		t.Fatalf("waiting for the store's sequencing: %v", err)
+	}
 	resp, err := s.c.Get(ctx, s.groupKey(group)+"u/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +99,26 @@ func mustChanges(t *testing.T, s *Store, group string, after store.Version) []st
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// sequenced waits until the store's background sequencing has ended
+// (sequenceLater), or ctx ends.
+func (s *Store) sequenced(ctx context.Context) error {
+	for {
+		var done chan struct{}
+		s.seqs.mu.Lock()
+		for _, q := range s.seqs.due {
+			done = q.done
+			break
+		}
+		s.seqs.mu.Unlock()
+		if done == nil {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// Snapshot implements store.Store: one transaction of range reads, after
-// logging the end of the sessions whose leases are gone (so that the
-// snapshot lists the sessions the log has open).
+// Snapshot implements store.Store: one transaction of range reads; when it
+// finds sessions whose leases are gone, it logs their end and reads again
+// (so that the snapshot lists the sessions the log has open).
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	const op = "snapshot"
 	if err := store.ValidateGroup(group); err != nil {
@@ -31,8 +31,10 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 	}
 	g := s.groupKey(group)
 	for attempt := 0; ; attempt++ {
-		if _, err := s.expireDue(ctx, op, group); err != nil {
-			return nil, err
+		if attempt > 0 {
+			if _, err := s.expireDue(ctx, op, group); err != nil {
+				return nil, err
+			}
 		}
 		resp, err := s.c.Txn(withLeader(ctx)).Then(clientv3.OpGet(g+"q"), clientv3.OpGet(g+"k"),
 			clientv3.OpGet(g+"m/", clientv3.WithPrefix()), clientv3.OpGet(g+"s/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
@@ -50,22 +52,26 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 		case err != nil:
 			return nil, failure(op, err)
 		}
-		if dead && attempt < 3 {
-			continue // a lease ended between the expiry and the read
+		if dead && attempt < 4 {
+			continue // a lease ended: log it first
 		}
 		if err := s.remaining(ctx, snap.Sessions, leases); err != nil {
 			return nil, failure(op, err)
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			s.setHint(g, logHint{rev: resp.Header.Revision, create: kvs[0].CreateRevision, at: snap.Version})
 		}
 		return snap, nil
 	}
 }
 
 // remaining sets each live session's Remaining from its lease, one
-// LeaseTimeToLive each (at most 16 at once). etcd gives whole seconds,
+// LeaseTimeToLive each (at most 64 at once: a fleet's in one or two round
+// trips). etcd gives whole seconds,
 // rounded down: Remaining is at most the time left, at least 1 ms, and
 // at most the session's TTL.
 func (s *Store) remaining(ctx context.Context, sessions []store.SessionInfo, leases []clientv3.LeaseID) error {
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, 64)
 	errs := make(chan error, len(sessions))
 	var wg sync.WaitGroup
 	for i := range sessions {
@@ -97,7 +103,7 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 		return nil, nil, false, err
 	}
 	// The pending entries are the log's last: the version is after them.
-	t, err := s.tailOf(ctx, g, seq, rs[6].GetResponseRange().Kvs, rev, true)
+	t, err := s.tailOf(ctx, g, seq, rs[6].GetResponseRange().Kvs, rev, true, nil)
 	if err != nil {
 		return nil, nil, false, err
 	}

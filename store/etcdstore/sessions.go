@@ -57,14 +57,23 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 // lease gone): the call fails on its deadline, not on the revocation's.
 func (s *Store) create(ctx context.Context, group, id, member string, weight int, ttl time.Duration) error {
 	g := s.groupKey(group)
+	// The read of the sequence (for a write logged at once) goes with the
+	// grant: one round trip less for a joining member.
+	var resp *clientv3.GetResponse
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		resp, readErr = s.c.Get(withLeader(ctx), g+"q")
+	}()
 	l, err := s.c.Grant(withLeader(ctx), leaseSeconds(ttl))
+	<-read
 	if err != nil {
 		return err
 	}
 	info := mustJSON(sessionInfo{Member: member, Weight: weight, TTL: ttl, Lease: l.ID})
 	// The session's keys are new: the write compares nothing.
-	resp, err := s.c.Get(withLeader(ctx), g+"q")
-	if err != nil {
+	if err := readErr; err != nil {
 		s.revokeLater(l.ID)
 		return err
 	}
@@ -89,16 +98,7 @@ func (s *Store) create(ctx context.Context, group, id, member string, weight int
 // the call done with it keeps to its deadline; Close cancels and waits for
 // it. Once Close has begun, the lease is left to its TTL.
 func (s *Store) revokeLater(id clientv3.LeaseID) {
-	s.backgroundMu.Lock()
-	defer s.backgroundMu.Unlock()
-	if s.closed {
-		return
-	}
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		s.revoke(id)
-	}()
+	s.goBackground(func() { s.revoke(id) })
 }
 
 // revoke revokes a lease, bounded by 5 s and by Close, for a call that is

@@ -78,14 +78,15 @@ func (s *Store) commit(ctx context.Context, w *write) (committed bool, err error
 // commitOr is commit that, when a compare fails, runs reads instead and
 // returns their responses: the state the caller decides again on, without
 // a read of its own (a retry costs one round trip, and the state it
-// decides on is as fresh as can be).
+// decides on is as fresh as can be). When it commits, it returns the
+// responses of w.ops.
 //
 // The entries are logged in the same transaction as the change. If the
 // group's sequence q is as the decision read it (w.seq) and no entry is
 // pending, they go into the log at once (l/, and q); else into one
 // pending key u/<random> (creating q, with the random tag before the
-// first entry of a new history, if there is none), which the writer then
-// sequences (see pending.go). Readers see pending entries as the log's
+// first entry of a new history, if there is none), which the store then
+// sequences in the background (see seqlater.go). Readers see pending entries as the log's
 // last ones, in the order of their revisions, from the moment the write
 // commits.
 func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (committed bool, state []*etcdserverpb.ResponseOp, err error) {
@@ -124,16 +125,17 @@ func (s *Store) commitOr(ctx context.Context, w *write, reads []clientv3.Op) (co
 		s.conflicts.Add(1)
 		return false, resp.Responses, nil
 	}
+	done := resp.Responses[:len(w.ops)]
 	if own == "" || w.seq != nil && resp.Responses[len(w.ops)+1].GetResponseTxn().Succeeded {
-		return true, nil, nil // logged at once
+		return true, done, nil // logged at once
 	}
 	if w.later != nil {
 		w.later.add(own)
-		return true, nil, nil
+		return true, done, nil
 	}
 	n := len(resp.Responses)
-	s.sequence(ctx, w.g, []string{own}, resp.Responses[n-2:], resp.Header.Revision)
-	return true, nil, nil
+	s.sequenceLater(w.g, []string{own}, resp.Responses[n-2:], resp.Header.Revision)
+	return true, done, nil
 }
 
 // direct is the operations that append the entries raws (untagged) to the
