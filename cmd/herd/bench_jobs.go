@@ -59,8 +59,9 @@ func (c checkpointCounter) Checkpoint(ctx context.Context, group, partition stri
 	return c.Store.Checkpoint(ctx, group, partition, epoch, value)
 }
 
-// jobsOutcomeWait bounds the wait, after the measured window, for the
-// outcome writes of the runs under way at its end.
+// jobsOutcomeWait bounds each wait after the measured window: for the runs
+// of its last slots to start (they start late under load), then for the
+// outcome writes of the runs under way.
 const jobsOutcomeWait = 10 * time.Second
 
 // jobsBench is one run of the scenario.
