@@ -39,22 +39,7 @@ func TestPendingEntries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	const group = "pending"
-	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A restore written as a writer that stops before sequencing leaves it.
-	g := s.groupKey(group)
-	w := &write{g: g, group: group, later: &pendingKeys{}}
-	w.put(g+"r/p", mustJSON(record{Epoch: 5, Since: now().UnixMicro()}))
-	w.append(store.Change{Kind: store.Restored, Partition: "p", Epoch: 5})
-	if ok, err := s.commit(ctx, w); !ok || err != nil {
-		t.Fatalf("commit: %v, %v", ok, err)
-	}
+	sess, start := leavePendingEntry(ctx, t, s, group)
 	snap, err := s.Snapshot(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +106,28 @@ func (s *Store) sequenced(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// leavePendingEntry opens a session in group and leaves a pending entry
+// there, a restore of partition p at epoch 5 written as a writer that stops
+// before sequencing leaves it. It returns the session and the snapshot from
+// before the entry.
+func leavePendingEntry(ctx context.Context, t *testing.T, s *Store, group string) (string, *store.Snapshot) {
+	t.Helper()
+	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := s.Snapshot(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.groupKey(group)
+	w := &write{g: g, group: group, later: &pendingKeys{}}
+	w.put(g+"r/p", mustJSON(record{Epoch: 5, Since: now().UnixMicro()}))
+	w.append(store.Change{Kind: store.Restored, Partition: "p", Epoch: 5})
+	if ok, err := s.commit(ctx, w); !ok || err != nil {
+		t.Fatalf("commit: %v, %v", ok, err)
+	}
+	return sess, start
 }

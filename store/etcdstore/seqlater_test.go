@@ -14,23 +14,9 @@ func TestWriteReturnsBeforeSequencing(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := t.Context()
 	const group = "seqlater"
-	sess, err := s.OpenSession(ctx, group, "m", 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, err := s.Snapshot(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An entry left pending (by a writer that stopped before sequencing
 	// it) makes the claim's entry go into a pending key too.
-	g := s.groupKey(group)
-	w := &write{g: g, group: group, later: &pendingKeys{}}
-	w.put(g+"r/p", mustJSON(record{Epoch: 5, Since: now().UnixMicro()}))
-	w.append(store.Change{Kind: store.Restored, Partition: "p", Epoch: 5})
-	if ok, err := s.commit(ctx, w); !ok || err != nil {
-		t.Fatalf("commit: %v, %v", ok, err)
-	}
+	sess, start := leavePendingEntry(ctx, t, s, group)
 	returned := make(chan struct{})
 	s.beforeSequence = func() {
 		select {
