@@ -78,7 +78,19 @@ func DecodeRecord(b []byte) (Record, error) {
 	if r.Attempt < 0 {
 		return Record{}, fmt.Errorf("jobs: record has a negative attempt %d: %w", r.Attempt, store.ErrCorrupt)
 	}
+	for _, t := range []*time.Time{&r.Slot, &r.LastStart, &r.LastStop, &r.NextDue} {
+		utcIfZeroOffset(t)
+	}
 	return r, nil
+}
+
+// utcIfZeroOffset gives a time at offset zero the UTC location, as its
+// encoding ("Z") decodes: "+00:00" written by another program decodes in
+// Local where Local is UTC, and the record would not decode as it encodes.
+func utcIfZeroOffset(t *time.Time) {
+	if _, off := t.Zone(); off == 0 && t.Location() != time.UTC {
+		*t = t.UTC()
+	}
 }
 
 // maxErrorText bounds the error text a record keeps, so that a run
