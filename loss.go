@@ -29,6 +29,12 @@ type lossState struct {
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
+// holding reports whether, at now, a hold after a lost session leaves
+// some partitions alone (holdFresh or holdFree not over).
+func (l *lossState) holding(now time.Time) bool {
+	return now.Before(l.holdFree) || now.Before(l.holdFresh)
+}
+
 // holdAfterLoss makes the member leave partitions alone when a new session
 // opens after one was lost, because the store may have lost its data and
 // the partitions' previous owners may be about to restore their records:

@@ -85,7 +85,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 	if len(claims) == 0 {
 		return pl, true
 	}
-	if now.Before(m.loss.holdFree) || now.Before(m.loss.holdFresh) {
+	if m.loss.holding(now) {
 		return pl, false
 	}
 	slices.Sort(claims)
@@ -99,7 +99,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 // taken.
 func (m *Member) canPlanOnTarget(sess *session) bool {
 	now := time.Now()
-	if len(m.loss.restores) > 0 || now.Before(m.loss.holdFree) || now.Before(m.loss.holdFresh) {
+	if len(m.loss.restores) > 0 || m.loss.holding(now) {
 		return false
 	}
 	return m.rep.onTargetNow(sess.id, now)
