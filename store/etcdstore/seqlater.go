@@ -11,9 +11,11 @@ import (
 // readers see pending entries as the log's last ones from then on (see
 // pending.go), so sequencing them is left to a goroutine of the store's,
 // one per group at a time, which takes every key the store's writes left
-// meanwhile in one pass. On a loaded host (load 20 on 2 cores) the two to
-// four round trips of a sequencing took 20-240 ms of a ClaimBatch's
-// 80-400 ms, and a claim's handlers start when it returns. Close ends the
+// meanwhile in one pass: a claim's handlers start when it returns, two to
+// four round trips (a sequencing's) sooner. On one loopback node the gain
+// is within the noise (`herd bench --scenario scale-out-large` on etcd, 6
+// alternated pairs at load 5-10: 0.755 s against 0.787 s); each round trip
+// costs more on a cluster whose members are apart. Close ends the
 // sequencing under way: a key left pending is in the log all the same,
 // and the next writer of the group sequences it.
 
