@@ -13,25 +13,30 @@ import (
 
 // TestStartQuiet: the quiet period before a first placement grows with how
 // long the fleet's start has lasted so far, from JoinSettle for sessions
-// opened together to firstSettle x JoinSettle, never above SessionTTL/10
-// (nor below JoinSettle).
+// opened together to firstSettle x JoinSettle, and to firstSettle times
+// the longest pause between two openings, never above SessionTTL/10 (nor
+// below JoinSettle).
 func TestStartQuiet(t *testing.T) {
 	const ms = time.Millisecond
 	for _, c := range []struct {
-		settle, limit, span, want time.Duration
+		settle, limit, span, gap, want time.Duration
 	}{
-		{100 * ms, time.Second, 0, 100 * ms},        // opened together
-		{100 * ms, time.Second, -5 * ms, 100 * ms},  // clocks aside, no less
-		{100 * ms, time.Second, 5 * ms, 110 * ms},   // a burst
-		{100 * ms, time.Second, 48 * ms, 196 * ms},  // trickling in
-		{100 * ms, time.Second, 100 * ms, 300 * ms}, // spread over JoinSettle
-		{100 * ms, time.Second, time.Hour, 300 * ms},
-		{100 * ms, 200 * ms, time.Hour, 200 * ms}, // SessionTTL/10 caps it
-		{100 * ms, 50 * ms, time.Hour, 100 * ms},  // but JoinSettle is the least
-		{10 * ms, time.Second, 5 * ms, 20 * ms},
+		{100 * ms, time.Second, 0, 0, 100 * ms},        // opened together
+		{100 * ms, time.Second, -5 * ms, 0, 100 * ms},  // clocks aside, no less
+		{100 * ms, time.Second, 5 * ms, 0, 110 * ms},   // a burst
+		{100 * ms, time.Second, 48 * ms, 0, 196 * ms},  // trickling in
+		{100 * ms, time.Second, 100 * ms, 0, 300 * ms}, // spread over JoinSettle
+		{100 * ms, time.Second, time.Hour, 0, 300 * ms},
+		{100 * ms, 200 * ms, time.Hour, 0, 200 * ms}, // SessionTTL/10 caps it
+		{100 * ms, 50 * ms, time.Hour, 0, 100 * ms},  // but JoinSettle is the least
+		{10 * ms, time.Second, 5 * ms, 0, 20 * ms},
+		{100 * ms, time.Second, 100 * ms, 20 * ms, 300 * ms},   // short pauses: by the span
+		{100 * ms, time.Second, 100 * ms, 150 * ms, 450 * ms},  // a long pause
+		{100 * ms, time.Second, 5 * ms, 400 * ms, time.Second}, // SessionTTL/10 caps it
+		{100 * ms, 50 * ms, 5 * ms, 400 * ms, 100 * ms},        // but JoinSettle is the least
 	} {
-		if got := startQuiet(c.settle, c.limit, c.span); got != c.want {
-			t.Errorf("startQuiet(%v, %v, %v) = %v; want %v", c.settle, c.limit, c.span, got, c.want)
+		if got := startQuiet(c.settle, c.limit, c.span, c.gap); got != c.want {
+			t.Errorf("startQuiet(%v, %v, %v, %v) = %v; want %v", c.settle, c.limit, c.span, c.gap, got, c.want)
 		}
 	}
 }
@@ -68,6 +73,69 @@ func TestStartSpan(t *testing.T) {
 			t.Errorf("%s: startSpan = %v; want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// TestStartGap: the longest pause of a fleet's start, as a member knows
+// it: between the openings of the sessions in its read (by their
+// Remaining), and between two news of openings the feed brought.
+func TestStartGap(t *testing.T) {
+	const ms = time.Millisecond
+	read := func(rem ...time.Duration) *store.Snapshot {
+		snap := &store.Snapshot{}
+		for i, r := range rem {
+			snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprint(i), Remaining: r})
+		}
+		return snap
+	}
+	ttl := 10 * time.Second
+	for _, c := range []struct {
+		name    string
+		snap    *store.Snapshot
+		newsGap time.Duration
+		want    time.Duration
+	}{
+		{"alone", read(ttl), 0, 0},
+		{"read together", read(ttl, ttl-2*ms, ttl-ms), 0, ms},
+		{"read over 48 ms", read(ttl-48*ms, ttl, ttl-12*ms), 0, 36 * ms},
+		{"logged after", read(ttl, 0, 0), 36 * ms, 36 * ms},
+		{"a pause in the read", read(ttl, ttl-5*ms, ttl-195*ms, ttl-200*ms, 0), 3 * ms, 190 * ms},
+	} {
+		if got := startGap(c.snap, c.newsGap); got != c.want {
+			t.Errorf("%s: startGap = %v; want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestFirstPlacementWaitsOutLongPauses: a fleet whose start pauses, and
+// then pauses longer (as 100 processes on two cores do while the first
+// members read the group), places the partitions once. a to e open their
+// sessions 10 ms apart, f 170 ms later and g 400 ms after f: quiet for
+// firstSettle x JoinSettle after f, a to f claimed every partition before
+// g came, and handed a seventh over to it.
+func TestFirstPlacementWaitsOutLongPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &claimCount{Store: memstore.New()}
+		var ms []*Member
+		for i, pause := range []time.Duration{0, 10, 10, 10, 10, 170, 400} {
+			time.Sleep(pause * time.Millisecond)
+			ms = append(ms, joinIdle(t, st, string(rune('a'+i)), 42))
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for _, m := range ms {
+			if n := len(m.Owned()); n != 6 {
+				t.Errorf("%s runs %d of 42 partitions; want 6", m.cfg.Member, n)
+			}
+		}
+		if n := st.n.Load(); n != 42 {
+			t.Errorf("%d claims for 42 partitions: %d moved", n, n-42)
+		}
+		for _, m := range ms {
+			if err := m.Leave(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestFirstPlacementTogether: members that open their sessions together

@@ -234,7 +234,8 @@ func planGap(p int, took, limit time.Duration) time.Duration {
 // joinWait is how long plan is to wait for the membership to settle after
 // the last session opened: JoinSettle, and before a first placement
 // (nothing runs yet) the quiet period startQuiet gives for how long the
-// fleet's start has lasted so far (startSpan).
+// fleet's start has lasted so far (startSpan) and its longest pause
+// between two openings (startGap).
 func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration {
 	settle, at := m.cfg.JoinSettle, m.planner.joinedAt
 	wait := time.Until(at.Add(settle))
@@ -243,10 +244,11 @@ func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration 
 	}
 	// nothingRuns scans the records: only within the longest quiet period.
 	limit := m.cfg.SessionTTL / 10
-	if time.Until(at.Add(startQuiet(settle, limit, settle))) <= 0 || !nothingRuns(snap) {
+	if time.Until(at.Add(startQuiet(settle, limit, settle, limit))) <= 0 || !nothingRuns(snap) {
 		return 0
 	}
-	return max(0, time.Until(at.Add(startQuiet(settle, limit, startSpan(snap, opened, at)))))
+	span, gap := startSpan(snap, opened, at), startGap(snap, m.rep.sessionNewsGap())
+	return max(0, time.Until(at.Add(startQuiet(settle, limit, span, gap))))
 }
 
 // startSpan is how long the fleet's start has lasted, as far as a member
@@ -273,15 +275,38 @@ func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
 	return most - least + logged
 }
 
+// startGap is the longest pause between two sessions opening in the
+// fleet's start, as far as a member knows: between the openings of the
+// sessions in its read of the group (by their Remaining, on the store's
+// clock, taken at once), and between two news of sessions opened that the
+// feed brought (newsGap, on this member's clock: a late read makes a pause
+// look longer, never shorter).
+func startGap(snap *store.Snapshot, newsGap time.Duration) time.Duration {
+	var rem []time.Duration
+	for _, s := range snap.Sessions {
+		if s.Remaining > 0 { // those the log brought have none
+			rem = append(rem, s.Remaining)
+		}
+	}
+	slices.Sort(rem)
+	gap := newsGap
+	for i := 1; i < len(rem); i++ {
+		gap = max(gap, rem[i]-rem[i-1])
+	}
+	return gap
+}
+
 // startQuiet is how long the membership is to be quiet, after the last
 // session opened, before a first placement, for a fleet whose start has
 // lasted span so far: settle for sessions opened together, growing with
-// the span to firstSettle x settle for a start spread over settle or more;
+// the span to firstSettle x settle for a start spread over settle or more,
+// and to firstSettle times the longest pause between two openings (gap):
 // at most limit (SessionTTL/10), at least settle.
-func startQuiet(settle, limit, span time.Duration) time.Duration {
+func startQuiet(settle, limit, span, gap time.Duration) time.Duration {
 	most := max(settle, min(firstSettle*settle, limit))
 	span = min(max(span, 0), settle)
-	return max(settle, min(most, settle+(firstSettle-1)*span))
+	byGap := min(firstSettle*max(gap, 0), limit)
+	return max(settle, min(most, settle+(firstSettle-1)*span), byGap)
 }
 
 // nothingRuns reports whether no record of snap is held by a live session:
@@ -295,13 +320,15 @@ func nothingRuns(snap *store.Snapshot) bool {
 	return true
 }
 
-// firstSettle is how many times JoinSettle the membership is to be quiet
-// before a first placement when the fleet's start has been spread out: a
-// member that plans while others are still joining claims what they get,
-// and hands it off again. 100 member processes started together open their
-// sessions over about 2 s with pauses of up to 180 ms
-// (TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
-// partitions waiting JoinSettle, none with this). Not more: the wait delays
+// firstSettle is how many times JoinSettle, or the longest pause between
+// two openings, the membership is to be quiet before a first placement
+// when the fleet's start has been spread out: a member that plans while
+// others are still joining claims what they get, and hands it off again.
+// 100 member processes started together on two cores open their sessions
+// over about 2 s, with pauses of 150 to 190 ms and, as the first members
+// read the group, up to a second (herd bench --scenario large on Redis);
+// TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
+// partitions waiting JoinSettle, none with this. Not more: the wait delays
 // a first placement, and members whose sessions opened together wait only
 // about JoinSettle (startQuiet).
 const firstSettle = 3

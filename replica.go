@@ -76,6 +76,10 @@ type replica struct {
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
+	// newsGap: the longest wait between two such news (from a read of
+	// the group to the next, or from one entry's to the next), for a
+	// first placement's quiet period (startGap).
+	newsGap time.Duration
 	// fresh: the log has answered since the last read of the group (or
 	// session opened). Members joining together open their sessions during
 	// a read: until the log has answered, plan waits.
@@ -122,6 +126,24 @@ func (r *replica) sessionNews() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.openedAt
+}
+
+// sessionNewsGap returns the longest wait between two news of sessions
+// opened (see newsGap).
+func (r *replica) sessionNewsGap() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.newsGap
+}
+
+// sessionNewsAt notes news of sessions opened at now: an entry, or a read
+// of the group (read), which only restarts the wait.
+// r.mu is held.
+func (r *replica) sessionNewsAt(now time.Time, read bool) {
+	if !read && !r.openedAt.IsZero() {
+		r.newsGap = max(r.newsGap, now.Sub(r.openedAt))
+	}
+	r.openedAt = now
 }
 
 // release hands the copy current returned back to the feed.

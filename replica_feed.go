@@ -148,7 +148,7 @@ func (f *feed) readGroup() bool {
 		// the new read too. plan may still hold the old copy.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.layout++
-		r.openedAt = time.Now()
+		r.sessionNewsAt(time.Now(), true)
 		r.target, r.fresh, r.toClaim = nil, false, nil
 		r.forgetUnchecked()
 		f.first = firstWait(took, m.cfg.JoinSettle, m.cfg.SessionTTL/4)
@@ -290,7 +290,8 @@ func (f *feed) queue(cs []store.Change) {
 		// first. The copy is fresh again once the log has answered
 		// one more call: that shows every session the store had
 		// begun to open by then.
-		r.openedAt, r.fresh = time.Now(), false
+		r.sessionNewsAt(time.Now(), false)
+		r.fresh = false
 		f.settleCall = true
 	}
 	// The queue is applied when it holds as many entries as the group has
