@@ -24,6 +24,7 @@ type reconcileBuf struct {
 	target   []int32           // per partition: index in members of its target owner
 	load     []float64         // per partition: its published load (loadmeter.Align)
 	byLoad   []int32           // per partition: AssignLoad's target (swapped with target when taken)
+	byCount  bool              // the published loads were all equal: target is the count balance
 	strays   []int32           // records of ours for partitions outside the set
 	records  int               // records found (placeholders aside)
 	marked   int               // records of partitions in the set with a GivenBack mark

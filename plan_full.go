@@ -71,6 +71,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	}
 	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
 	m.planner.target.life = life // its quiet time stays RenewInterval/3
+	m.planner.target.byCount = b.byCount
 	m.planner.target.layout = layout
 
 	// Partitions we run: keep, drop (lost) or hand off; the releases of
@@ -134,6 +135,7 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	var unequal bool
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
+	b.byCount = !unequal
 	if err == nil && unequal {
 		b.byLoad, err = b.assigner.AssignLoad(b.members, b.parts, b.owner, b.load, m.cfg.LoadBalance, b.byLoad)
 		imp := balance.Improves(b.members, b.parts, target, b.byLoad, b.load, m.cfg.LoadBalance)

@@ -32,12 +32,13 @@ type replica struct {
 	// npending how many.
 	pending      [][]store.Change
 	npending     int
-	pendingLoads int    // how many of the queued entries publish loads (loadOf scans the queue only then)
-	inPlan       bool   // plan is using work (current .. release)
-	layout       uint64 // counts the reads of the group work was made from (see hintExact)
-	base         uint64 // Member.writes when the read of work's snapshot began
-	err          error  // why the last read failed, nil after one succeeded
-	readAsked    bool   // read the group anew (the copy is stale or diverged)
+	pendingLoads int        // how many of the queued entries publish loads (loadOf scans the queue only then)
+	loads        equalLoads // whether the copy's loads and those checked against the target are all equal
+	inPlan       bool       // plan is using work (current .. release)
+	layout       uint64     // counts the reads of the group work was made from (see hintExact)
+	base         uint64     // Member.writes when the read of work's snapshot began
+	err          error      // why the last read failed, nil after one succeeded
+	readAsked    bool       // read the group anew (the copy is stale or diverged)
 	// goneAt: when the log last answered that it cannot be continued from
 	// the copy's version (ErrVersionGone). See lossState.logMark.
 	goneAt time.Time
@@ -174,7 +175,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 			exact := r.hintExact(a)
 			seen = func(c store.Change, rec int) {
 				if !r.offTarget {
-					ok, claim := a.progressHint(c, rec, exact)
+					ok, claim := r.progress(a, c, rec, exact)
 					r.noteProgress(c.Partition, ok, claim)
 				}
 			}

@@ -39,6 +39,7 @@ type planTarget struct {
 	target  []int32           // per partition of parts: index in members (-1: none)
 	due     time.Time         // when to plan in full again anyway (zero: see life)
 	life    time.Duration     // how long after the first entry it let pass the target lasts
+	byCount bool              // the plan found the published loads all equal (see replica.progress)
 	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3)
 	// layout: the read of the group the copy plan used descends from
 	// (replica.layout, as it was before plan took the copy).
@@ -126,16 +127,57 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 	return true, t == a.sess
 }
 
-// progressInHint is progressHint with the record's index found in the copy
-// snap. Only reads snap: plan may be reading it at the same time.
-func (a *planTarget) progressInHint(c store.Change, snap *store.Snapshot, exact bool) (ok, claim bool) {
+// progress is a.progressHint, and for a load report, whether the copy's
+// published loads stay all equal (equalLoads), so that a target by count
+// stands: a full plan would balance by count again, and find the same.
+// Members that moved partitions publish their loads at the next report,
+// all at once (reportLoop): at 100 members on 100,000 partitions each of
+// those reports cost every member a full plan. r.mu is held.
+func (r *replica) progress(a *planTarget, c store.Change, rec int, exact bool) (ok, claim bool) {
+	if c.Kind == store.LoadsReported {
+		return a.byCount && r.loads.after(c.Loads), false
+	}
+	return a.progressHint(c, rec, exact)
+}
+
+// progressIn is progress with the record's index found in the copy. Only
+// reads the copy: plan may be reading it at the same time. r.mu is held.
+func (r *replica) progressIn(a *planTarget, c store.Change, exact bool) (ok, claim bool) {
 	rec := -1
-	if a.recPart != nil && snap != nil && c.Partition != "" {
-		if j, ok := snap.RecordIndex(c.Partition); ok {
+	if a.recPart != nil && r.work != nil && c.Partition != "" {
+		if j, ok := r.work.RecordIndex(c.Partition); ok {
 			rec = j
 		}
 	}
-	return a.progressHint(c, rec, exact)
+	return r.progress(a, c, rec, exact)
+}
+
+// equalLoads tells whether the published loads of a copy, and of the load
+// reports checked after it, are all equal (none: equal), which makes the
+// plan balance by count (loadmeter.Align). A load that replaces a
+// different one is not tracked: the loads are then taken as unequal.
+type equalLoads struct {
+	equal, known bool
+	value        float64
+}
+
+// of starts from the loads of a copy.
+func (e *equalLoads) of(loads []store.Load) {
+	*e = equalLoads{equal: true}
+	e.after(loads)
+}
+
+// after adds the loads of a report, and reports whether all are still equal.
+func (e *equalLoads) after(loads []store.Load) bool {
+	for _, l := range loads {
+		switch {
+		case !e.known:
+			e.known, e.value = true, l.Load
+		case l.Load != e.value:
+			e.equal = false
+		}
+	}
+	return e.equal
 }
 
 // hintExact reports whether the copy's records are where they were in the
@@ -195,14 +237,15 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 		r.offTarget = true
 		return
 	}
-	next := v.Seq + 1 // the next entry to check
+	r.loads.of(r.work.Loads) // the reports applied since the plan's copy included
+	next := v.Seq + 1        // the next entry to check
 	if r.work.Version != v {
 		for _, cs := range r.unchecked {
 			for _, c := range cs {
 				if c.Version.Seq < next {
 					continue // in the plan's copy
 				}
-				if ok, claim := a.progressHint(c, -1, false); c.Version.Seq != next || !r.noteProgress(c.Partition, ok, claim) {
+				if ok, claim := r.progress(a, c, -1, false); c.Version.Seq != next || !r.noteProgress(c.Partition, ok, claim) {
 					r.offTarget = true
 					return
 				}
@@ -306,7 +349,7 @@ func (r *replica) checkTarget(cs []store.Change) {
 	}
 	exact := r.hintExact(r.target)
 	for _, c := range cs {
-		if ok, claim := r.target.progressInHint(c, r.work, exact); !r.noteProgress(c.Partition, ok, claim) {
+		if ok, claim := r.progressIn(r.target, c, exact); !r.noteProgress(c.Partition, ok, claim) {
 			return
 		}
 	}

@@ -323,9 +323,10 @@ func (a *planTarget) progressAt(c store.Change, rec int) (ok, claim bool) {
 	return a.progressHint(c, rec, false)
 }
 
-// progressIn is progressInHint with the hint checked.
+// progressIn is the replica's progressIn on the copy snap, the hint checked.
 func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim bool) {
-	return a.progressInHint(c, snap, false)
+	r := &replica{work: snap}
+	return r.progressIn(a, c, false)
 }
 
 // onTarget is onTargetRunning for a member that runs nothing: a target
