@@ -141,8 +141,9 @@ type Config struct {
 	// long before claiming or handing off, so that members joining together
 	// are balanced in one step and no partition moves twice; leaves and
 	// crashes are acted on at once. Before a first placement the wait grows
-	// with the spread of the fleet's start, up to 3 x JoinSettle (at most
-	// SessionTTL/10); a member alone in the group waits that long too.
+	// with the spread of the fleet's start, up to 3 x JoinSettle, and to 3
+	// times the longest pause between two sessions opening (at most
+	// SessionTTL/10); a member alone in the group waits 3 x JoinSettle.
 	// After reading the whole group, a member waits for the log to show
 	// what changed during the read, up to as long as the read took (at most
 	// 5 x JoinSettle). Default 100ms; negative means no wait.
