@@ -75,7 +75,9 @@ func (l *runLoop) openSession() bool {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		lost := m.loss.holdPending && !m.keptData(m.life.attemptCtx)
+		// Unless the log goes on from the mark (the new session's entry
+		// follows it, so the read returns at once), hold.
+		lost := m.loss.holdPending && m.readFromMark(m.life.attemptCtx, m.cfg.RenewTimeout) != nil
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
