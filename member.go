@@ -223,7 +223,7 @@ func (m *Member) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext("leave")
 	}
-	m.life.leaveOnce.Do(func() { close(m.life.leaveCh); m.life.stopAttempt() })
+	m.startLeave(false)
 	select {
 	case <-m.life.done:
 		if err := m.Err(); err != nil && !errors.Is(err, ErrLeft) {
