@@ -26,9 +26,8 @@ func (l *runLoop) loseSession() {
 			m.noteLostLoad(sl.claim.Partition)
 		}
 	}
-	// The store may have lost its data meanwhile: hold once the next
-	// session opens (holdAfterLoss), unless the log shows it kept it.
-	m.loss.holdPending = true
+	// The store may have lost its data meanwhile: the next session holds
+	// (holdAfterLoss) unless the log shows it kept it.
 	m.noteLossMark(sess)
 	l.openDue = true
 	if errors.Is(cause, ErrSessionExpired) {
@@ -63,7 +62,7 @@ func (l *runLoop) closeOrphans() {
 
 // openSession, between sessions, restores what the lost session left to
 // restore and opens a new session. It reports false if the member stops;
-// a failure otherwise arms the retry timer.
+// another failure arms the retry timer.
 func (l *runLoop) openSession() bool {
 	m := l.m
 	// Both calls are bounded by RenewTimeout and cancelled by Leave.
@@ -75,14 +74,15 @@ func (l *runLoop) openSession() bool {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		// Unless the log goes on from the mark (the new session's entry
-		// follows it, so the read returns at once), hold.
-		lost := m.loss.holdPending && m.readFromMark(m.life.attemptCtx, m.cfg.RenewTimeout) != nil
+		// Between sessions a session was lost: unless the log goes on from
+		// the mark (the new session's entry follows it, so the read returns
+		// at once), hold.
+		lost := m.readFromMark(m.life.attemptCtx, m.cfg.RenewTimeout) != nil
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
 		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen, lost && len(m.loss.restores) > 0)
-		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
+		m.loss.lossSeen, m.loss.logMark = false, nil
 		m.wakeLoop()
 	case m.runCtx.Err() != nil:
 		return false
@@ -90,8 +90,7 @@ func (l *runLoop) openSession() bool {
 		// Leaving: the loop's wait sees leaveCh.
 	default:
 		m.log.Warn("cannot open a session; retrying", "err", err)
-		// As often as renewals: others may be waiting for this
-		// member's restores (holdAfterLoss).
+		// As often as renewals: others may wait for this member's restores.
 		l.retry.Reset(m.cfg.retryPause())
 	}
 	return true
@@ -130,7 +129,6 @@ func (l *runLoop) closeSession() {
 	m.untie(sess)
 }
 
-// closeStoreSession closes session id in the store, bounded by RenewTimeout.
 func (m *Member) closeStoreSession(id string) error {
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()

@@ -22,7 +22,6 @@ type lossState struct {
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
 	holdFresh   time.Time          // until then, record-less partitions are left alone
 	holdFree    time.Time          // until then, every partition without a live owner too
-	holdPending bool               // a session was lost: hold once the next one opens
 	lossSeen    bool               // since then, the store showed it lost data
 	logMark     *store.Version     // where the log must go on from for no hold (see readFromMark); nil: hold
 	lastRecords int                // ownership records in the last snapshot
