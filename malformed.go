@@ -20,8 +20,8 @@ type malformedReports struct {
 // maxLogID is how much of an id read from the store a log line shows.
 const maxLogID = 64
 
-// reportMalformed logs at WARN each malformed record of the last snapshot
-// that the previous one did not list.
+// reportMalformed logs at WARN each malformed record the previous snapshot
+// did not list.
 func (m *Member) reportMalformed(ms []store.Malformed) {
 	if len(ms) == 0 && len(m.reports.malformed) == 0 {
 		return
@@ -42,7 +42,6 @@ func (m *Member) reportMalformed(ms []store.Malformed) {
 	m.reports.malformed = now
 }
 
-// logID quotes s for a log line, cut to maxLogID bytes.
 func logID(s string) string {
 	if len(s) <= maxLogID {
 		return fmt.Sprintf("%q", s)

@@ -28,14 +28,13 @@ func (m *Member) handlersRunning() []string {
 	return slices.Sorted(maps.Keys(m.running.handlers))
 }
 
-// ownedCount is len(Owned()).
 func (m *Member) ownedCount() int {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
 	return len(m.running.owned)
 }
 
-// handlerReturned keeps m.running.handlers (start counts a handler in).
+// handlerReturned counts out a handler that start counted in.
 func (m *Member) handlerReturned(p string) {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
