@@ -147,6 +147,9 @@ func (l *runLoop) step() (stop bool, why error) {
 		if len(l.slots) == 0 {
 			l.closeSession()
 			m.log.Info("left the group")
+			if m.life.leaveRequested {
+				return true, ErrLeaveRequested
+			}
 			return true, ErrLeft
 		}
 	case betweenSessions:

@@ -163,5 +163,5 @@ func (l *runLoop) finish(err error) {
 	clear(m.running.owned)
 	m.running.sess = ""
 	m.running.mu.Unlock()
-	m.setErr(err)
+	m.life.err = err
 }

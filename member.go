@@ -208,10 +208,8 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	leaveRequested atomic.Bool // by the group's log (request.go): Err says ErrLeaveRequested
-
-	errMu sync.Mutex
-	err   error // why the member stopped, for Leave/Err
+	leaveRequested bool  // by the group's log (request.go), before leaveCh is closed: Err says ErrLeaveRequested
+	err            error // why the member stopped, set by the reconcile loop before done is closed
 }
 
 // Leave hands every partition over gracefully: handlers are cancelled, each
@@ -248,18 +246,10 @@ func (m *Member) Done() <-chan struct{} { return m.life.done }
 // after a leave requested through the group's log, the context's error
 // after a cancellation); nil while running.
 func (m *Member) Err() error {
-	m.life.errMu.Lock()
-	defer m.life.errMu.Unlock()
-	return m.life.err
-}
-
-func (m *Member) setErr(err error) {
-	m.life.errMu.Lock()
-	defer m.life.errMu.Unlock()
-	if m.life.err == nil {
-		if errors.Is(err, ErrLeft) && m.life.leaveRequested.Load() {
-			err = ErrLeaveRequested
-		}
-		m.life.err = err
+	select {
+	case <-m.life.done:
+		return m.life.err
+	default:
+		return nil
 	}
 }

@@ -41,7 +41,7 @@ func (m *Member) startLeave(requested bool) {
 	m.life.leaveOnce.Do(func() {
 		if requested {
 			m.log.Info("leave requested through the group's log: leaving gracefully")
-			m.life.leaveRequested.Store(true)
+			m.life.leaveRequested = true
 		}
 		close(m.life.leaveCh)
 		m.life.stopAttempt()
