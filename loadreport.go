@@ -28,7 +28,6 @@ func (m *Member) reportLoop(s *session) {
 		t := time.NewTimer(now.Truncate(iv).Add(iv).Sub(now))
 		select {
 		case <-s.ctx.Done():
-			t.Stop()
 			return
 		case <-t.C:
 		}

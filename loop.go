@@ -74,7 +74,6 @@ func (m *Member) run(sess *session) {
 	defer m.metrics.Unregister() // before Done: the same member may join again
 	defer m.life.stop()
 	l := m.newRunLoop(sess)
-	defer l.stopTimers()
 	for {
 		if stop, why := l.step(); stop {
 			l.finish(why)
@@ -109,14 +108,6 @@ func stoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
-}
-
-func (l *runLoop) stopTimers() {
-	l.later.Stop()
-	l.expire.Stop()
-	l.retry.Stop()
-	l.backstop.Stop()
-	l.resync.Stop()
 }
 
 // state names where the loop stands (see loopState).

@@ -90,7 +90,6 @@ func (r *releaser) release(sl *slot) {
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	retry := stoppedTimer()
-	defer retry.Stop()
 	failures := 0 // sends that failed in a row
 	for {
 		select {
@@ -124,7 +123,6 @@ func (r *releaser) gather(stop <-chan struct{}) {
 		return
 	}
 	t := time.NewTimer(releaseGather)
-	defer t.Stop()
 	for r.coming.Load() > 0 {
 		r.mu.Lock()
 		full := len(r.queue) >= store.MaxBatch

@@ -63,7 +63,6 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		}
 	}()
 	next := time.NewTimer(m.cfg.RenewInterval)
-	defer next.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
