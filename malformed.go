@@ -53,19 +53,17 @@ func logID(s string) string {
 // is malformed (no member claims them); parts itself when there are none,
 // so that plan's buffers recognise the shared slice.
 func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
-	var bad map[string]bool
+	bad := map[string]bool{}
 	for _, x := range ms {
 		if x.Kind == store.MalformedOwnership {
-			if bad == nil {
-				bad = map[string]bool{}
-			}
 			bad[x.ID] = true
 		}
 	}
-	if bad == nil || !slices.ContainsFunc(parts, func(p store.Partition) bool { return bad[p.ID] }) {
+	isBad := func(p store.Partition) bool { return bad[p.ID] }
+	if len(bad) == 0 || !slices.ContainsFunc(parts, isBad) {
 		return parts
 	}
-	return slices.DeleteFunc(slices.Clone(parts), func(p store.Partition) bool { return bad[p.ID] })
+	return slices.DeleteFunc(slices.Clone(parts), isBad)
 }
 
 // reconcileFailed logs a failed reconcile at WARN, but a group corrupt as a
