@@ -138,10 +138,11 @@ func (m *Member) closeStoreSession(id string) error {
 // finish ends the loop: it stops the session's renewal, waits for every
 // slot, the releaser and the log reader, and records why the member stopped.
 func (l *runLoop) finish(err error) {
-	m := l.m
+	m, sessions := l.m, l.orphans
 	if l.sess != nil {
 		l.sess.cancel(err)
 		<-l.sess.renew
+		sessions = append(sessions, l.sess)
 	}
 	for len(l.slots) > 0 {
 		sl := <-m.events.slotDone
@@ -149,11 +150,8 @@ func (l *runLoop) finish(err error) {
 	}
 	// Every handler has returned: the ties may go (the store then ends
 	// sessions not closed after TieGrace, as if the process had died).
-	if l.sess != nil {
-		m.untie(l.sess)
-	}
-	for _, o := range l.orphans {
-		m.untie(o)
+	for _, s := range sessions {
+		m.untie(s)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
 	<-l.relDone
