@@ -85,8 +85,9 @@ func (r *releaser) release(sl *slot) {
 }
 
 // loop sends the queued releases until stop is closed (then every slot has
-// returned). A release the store did not apply is sent again after
-// backoff, until it lands or its session ends.
+// returned). A release the store did not apply is sent again, until it lands
+// or its session ends, after 20 ms doubling up to Config.retryPause while
+// sends fail (the partition is idle until its release lands).
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	retry := stoppedTimer()
@@ -104,24 +105,14 @@ func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 			failures = 0
 			continue
 		}
-		retry.Reset(r.backoff(failures))
+		retry.Reset(min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause()))
 		failures++
 	}
-}
-
-// backoff is the wait after failures failed sends in a row: 20 ms,
-// doubling up to Config.retryPause (the partition is idle until its release
-// lands).
-func (r *releaser) backoff(failures int) time.Duration {
-	return min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause())
 }
 
 // gather waits until every slot expected has arrived, a batch is full, or
 // releaseGather has passed.
 func (r *releaser) gather(stop <-chan struct{}) {
-	if r.coming.Load() <= 0 {
-		return
-	}
 	t := time.NewTimer(releaseGather)
 	for r.coming.Load() > 0 {
 		r.mu.Lock()
