@@ -34,10 +34,8 @@ func (l *runLoop) loseSession() {
 		m.loss.lossSeen = true // the store forgot the session
 	}
 	m.metrics.SessionLost(m.ownedCount())
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.sess = ""
-	m.running.mu.Unlock()
+	m.running.dropOwned()
+	m.running.live.Store(nil)
 	m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", l.slotsOf(sess), "cause", cause)
 	l.orphans = append(l.orphans, sess)
 	l.sess = nil
@@ -108,9 +106,7 @@ func (l *runLoop) startLeaving() {
 	}
 	handed()
 	m.metrics.Leaving(m.ownedCount())
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.mu.Unlock()
+	m.running.dropOwned()
 }
 
 // closeSession closes the session once every partition is handed off.
@@ -157,9 +153,7 @@ func (l *runLoop) finish(err error) {
 	<-l.relDone
 	m.life.stop() // ends the log reader (feedLoop)
 	<-l.feedDone
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.sess = ""
-	m.running.mu.Unlock()
+	m.running.dropOwned()
+	m.running.live.Store(nil)
 	m.life.err = err
 }

@@ -132,9 +132,10 @@ func (m *Member) ID() string { return m.cfg.Member }
 
 // Session is the id of the member's current session, "" between sessions.
 func (m *Member) Session() string {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	return m.running.sess
+	if s := m.running.live.Load(); s != nil {
+		return s.id
+	}
+	return ""
 }
 
 // Owned lists, sorted, the partitions this member owns and runs a handler

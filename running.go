@@ -8,16 +8,21 @@ import (
 )
 
 // runningSet is what the reconcile loop and the handlers' goroutines report
-// of the partitions being run, for Owned, Session and Leave.
+// of the partitions being run and the session, for Owned, Session and Leave.
 type runningSet struct {
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
 	// handlers counts, per partition, the handler goroutines that have not
 	// returned, those cancelled for a handoff or a loss included.
 	handlers map[string]int
-	sess     string // current session id, "" if none
-	// live is the last session opened, for SessionLive (read without mu).
-	live atomic.Pointer[session]
+	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
+}
+
+// dropOwned forgets every owned partition, as their handlers are cancelled.
+func (r *runningSet) dropOwned() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.owned)
 }
 
 // handlersRunning lists, sorted, the partitions whose handlers have not

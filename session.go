@@ -74,9 +74,6 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	// A new session starts from a new read of the group.
 	m.rep.resync()
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
-	m.running.mu.Lock()
-	m.running.sess = id
-	m.running.mu.Unlock()
 	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
 	go m.renewLoop(s, sent)
