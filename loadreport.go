@@ -40,8 +40,7 @@ func (m *Member) reportLoop(s *session) {
 		}
 		ctx, cancel, ok := s.withFence(s.ctx)
 		if !ok {
-			cancel()
-			return
+			return // past the fence: the session is ending
 		}
 		err := m.st.ReportLoads(ctx, m.cfg.Group, s.id, loads)
 		cancel()

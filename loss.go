@@ -22,7 +22,7 @@ type lossState struct {
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
 	holdFresh   time.Time          // until then, record-less partitions are left alone
 	holdFree    time.Time          // until then, every partition without a live owner too
-	lossSeen    bool               // since then, the store showed it lost data
+	lossSeen    bool               // since the session was lost, the store showed it lost data
 	logMark     *store.Version     // where the log must go on from for no hold (see readFromMark); nil: hold
 	lastRecords int                // ownership records in the last snapshot
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
