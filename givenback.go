@@ -54,9 +54,9 @@ func avoidGivers(members []balance.Member, parts []balance.Partition, owners []s
 	return avoid, balance.Avoid(members, parts, owner, avoid, target)
 }
 
-// giveBack switches a slot whose handler returned ErrGiveBack to giving the
-// partition back, unless it is lost (then it is only dropped), and reports
-// whether it did. It runs on the slot's goroutine.
+// giveBack switches, on the slot's goroutine, a slot whose handler returned
+// ErrGiveBack to giving the partition back unless it is lost, and reports
+// whether it did.
 func (m *Member) giveBack(sl *slot, err error) bool {
 	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
 		return false
@@ -82,12 +82,11 @@ func (m *Member) sendGiveBack(sl *slot) {
 	defer cancel()
 	err := m.st.GiveBack(ctx, m.cfg.Group, c.Partition, sl.sess.id, c.Epoch)
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, store.ErrNotOwner): // ErrNotOwner: lost meanwhile
 		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
-		return
-	case errors.Is(err, store.ErrNotOwner):
-		// No longer ours (lost meanwhile): nothing to give back.
-		m.noteReleased([]store.Ownership{{Partition: c.Partition, Epoch: c.Epoch}})
+		if err == nil {
+			return
+		}
 	case errors.Is(err, store.ErrCorrupt):
 		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
 		m.rep.distrust()

@@ -13,16 +13,14 @@ import (
 )
 
 // loadGather is how long the log reader waits after a read that brought
-// load reports only, before it reads again: the members report at the same
-// moments (reportLoop), so the reports of the whole fleet come in about two
-// reads and one plan per member and interval, not one each. An entry of
-// another kind that comes meanwhile waits that long at most.
+// load reports only, before it reads again: members report at the same
+// moments (reportLoop), so the fleet's reports come in about two reads and
+// one plan per member and interval, not one each.
 const loadGather = time.Second
 
 // reportLoop publishes the measured loads of session s every
-// LoadReportInterval, at multiples of it on the host's clock (members with
-// agreeing clocks report together, so a member following the log reads
-// their reports in few reads), until the session ends.
+// LoadReportInterval, at multiples of it on the host's clock (so members
+// with agreeing clocks report together), until the session ends.
 func (m *Member) reportLoop(s *session) {
 	iv := m.cfg.LoadReportInterval
 	for {
@@ -30,7 +28,6 @@ func (m *Member) reportLoop(s *session) {
 		t := time.NewTimer(now.Truncate(iv).Add(iv).Sub(now))
 		select {
 		case <-s.ctx.Done():
-			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -43,8 +40,7 @@ func (m *Member) reportLoop(s *session) {
 		}
 		ctx, cancel, ok := s.withFence(s.ctx)
 		if !ok {
-			cancel()
-			return
+			return // past the fence: the session is ending
 		}
 		err := m.st.ReportLoads(ctx, m.cfg.Group, s.id, loads)
 		cancel()
@@ -90,8 +86,7 @@ func (r *replica) loadOf(p string) (float64, bool) {
 // concurrent use; a no-op on a Claim made outside herd.
 func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
 
-// startMeasure begins measuring a started claim's partition, from its
-// published load.
+// startMeasure begins measuring a claim's partition from its published load.
 func (m *Member) startMeasure(c *Claim) {
 	if m.meter == nil {
 		return
@@ -100,11 +95,10 @@ func (m *Member) startMeasure(c *Claim) {
 	m.meter.Start(c.Partition, c.load, time.Now(), l, ok)
 }
 
-// stopMeasure ends it, once the claim's handler has returned for good,
-// keeping the measure if the session ended (lost: see noteLostLoad), or
-// until the release of a handoff is answered (handing: releasedMeasure):
-// if the session is lost meanwhile as the store lost its data, this member
-// is the only one that knows the partition's load.
+// stopMeasure ends it once the claim's handler has returned for good,
+// keeping the measure if the session ended (see noteLostLoad), or until
+// the release of a handoff is answered (releasedMeasure): if the store
+// loses its data meanwhile, only this member knows the partition's load.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:

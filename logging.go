@@ -67,7 +67,7 @@ func listIDs(ids []string) string {
 // were lost) and, at DEBUG, one line of ids per kind. Owned by the
 // reconcile loop.
 type stepLog struct {
-	start                  time.Time
+	start                  time.Time // when the first partition was counted; zero: nothing to log
 	claimed, handoff, lost idList
 	minEpoch, maxEpoch     uint64 // of the claims
 }
@@ -90,8 +90,6 @@ func (s *stepLog) claim(p string, epoch uint64) {
 func (s *stepLog) handingOff(p string) { s.begin(); s.handoff.add(p) }
 func (s *stepLog) dropLost(p string)   { s.begin(); s.lost.add(p) }
 
-func (s *stepLog) empty() bool { return s.claimed.n+s.handoff.n+s.lost.n == 0 }
-
 // stepWait is how long a step's line waits for the partitions still being
 // handed to the member, so that they are counted in the same line.
 const stepWait = time.Second
@@ -101,10 +99,7 @@ const stepWait = time.Second
 // a new step. Called by the reconcile loop after each reconcile.
 func (m *Member) logStep() {
 	s := &m.planner.step
-	if s.empty() {
-		return
-	}
-	if m.planner.incoming > 0 && time.Since(s.start) < stepWait {
+	if s.start.IsZero() || (m.planner.incoming > 0 && time.Since(s.start) < stepWait) {
 		return
 	}
 	s.write(m.log, m.ownedCount())

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// loopEvents is the reconcile loop's inbox: what other goroutines send
-// it besides Leave.
+// loopEvents is what other goroutines send the reconcile loop, besides Leave.
 type loopEvents struct {
 	wake     chan struct{}  // coalesced "plan again" signal (the replica changed, a slot ended)
 	slotDone chan *slot     // a partition's goroutine finished
@@ -36,8 +35,7 @@ const (
 // RenewInterval while failures go on.
 const firstBackoff = 20 * time.Millisecond
 
-// runLoop is the reconcile loop's own state: nothing else reads or writes
-// it.
+// runLoop is the reconcile loop's own state: nothing else touches it.
 type runLoop struct {
 	m       *Member
 	sess    *session         // the open session; nil between sessions
@@ -45,8 +43,8 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, try to open one at the next turn: at once
-	// after a loss, then only when retry fires (not on other wake-ups).
+	// openDue: between sessions, open one at the next turn (at once after
+	// a loss, then when retry fires, not on other wake-ups).
 	openDue bool
 	backoff time.Duration // the next pause after a failed reconcile
 
@@ -55,10 +53,10 @@ type runLoop struct {
 	// unless renewed, to have the store end it: a crashed member's session
 	// ends on time, and every replica learns it from the log.
 	expire *time.Timer
-	// backstop: the log does not show a record edited by hand. While the
-	// replica shows one broken, the group is read every PollInterval;
-	// otherwise the member checks the next batch of its own records
-	// (ownRecordsIntact, from ownFrom). resync reads the whole group every
+	// backstop: the log does not show a record edited by hand. Every
+	// PollInterval the group is read while the replica shows one broken,
+	// else the next batch of the member's own records is checked
+	// (ownRecordsIntact, from ownFrom); resync reads the group every
 	// ResyncInterval.
 	backstop *time.Ticker
 	ownFrom  string
@@ -76,7 +74,6 @@ func (m *Member) run(sess *session) {
 	defer m.metrics.Unregister() // before Done: the same member may join again
 	defer m.life.stop()
 	l := m.newRunLoop(sess)
-	defer l.stopTimers()
 	for {
 		if stop, why := l.step(); stop {
 			l.finish(why)
@@ -85,7 +82,7 @@ func (m *Member) run(sess *session) {
 	}
 }
 
-// newRunLoop starts the log reader and the releaser, and the loop's timers.
+// newRunLoop starts the log reader, the releaser and the loop's timers.
 func (m *Member) newRunLoop(sess *session) *runLoop {
 	l := &runLoop{
 		m:        m,
@@ -111,14 +108,6 @@ func stoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
-}
-
-func (l *runLoop) stopTimers() {
-	l.later.Stop()
-	l.expire.Stop()
-	l.retry.Stop()
-	l.backstop.Stop()
-	l.resync.Stop()
 }
 
 // state names where the loop stands (see loopState).
@@ -149,6 +138,9 @@ func (l *runLoop) step() (stop bool, why error) {
 		if len(l.slots) == 0 {
 			l.closeSession()
 			m.log.Info("left the group")
+			if m.life.leaveRequested {
+				return true, ErrLeaveRequested
+			}
 			return true, ErrLeft
 		}
 	case betweenSessions:
@@ -170,8 +162,7 @@ func (l *runLoop) step() (stop bool, why error) {
 }
 
 // await waits for one event and handles it. It reports plan if the event
-// calls for a plan, and ok false if the member stops (Join's context
-// ended).
+// calls for a plan, and ok false if the member stops.
 func (l *runLoop) await() (plan, ok bool) {
 	m := l.m
 	var sessDone <-chan struct{}
@@ -239,15 +230,15 @@ func (l *runLoop) plan() {
 	}
 }
 
-// expireAfter arms the expire timer for a session due to expire in d: just
-// after the store would expire it; never spinning.
+// expireAfter arms the expire timer for a session due to expire in d, to
+// fire just after the store would expire it.
 func (l *runLoop) expireAfter(d time.Duration) {
 	l.m.planner.expireDue = time.Now().Add(max(d, 0))
 	l.expire.Reset(max(d, 0) + expireDelay(l.m.cfg.SessionTTL))
 }
 
-// expireSessions has the store end the sessions due to expire, and arms
-// the timer for the next.
+// expireSessions has the store end the sessions due, and arms the timer
+// for the next.
 func (l *runLoop) expireSessions() {
 	m := l.m
 	if l.state() != inSession {
@@ -261,7 +252,6 @@ func (l *runLoop) expireSessions() {
 	}
 }
 
-// slotsOf counts the slots of session s.
 func (l *runLoop) slotsOf(s *session) int {
 	n := 0
 	for _, sl := range l.slots {
@@ -280,8 +270,7 @@ func (l *runLoop) slotReturned(sl *slot) {
 		m.rep.dropTarget()
 	}
 	l.closeOrphans()
-	// A partition was released or dropped: the target may now let
-	// this member claim something, so plan again.
+	// The target may now let this member claim something.
 	if !l.leaving {
 		m.wakeLoop()
 	}

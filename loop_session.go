@@ -26,19 +26,16 @@ func (l *runLoop) loseSession() {
 			m.noteLostLoad(sl.claim.Partition)
 		}
 	}
-	// The store may have lost its data meanwhile: hold once the next
-	// session opens (holdAfterLoss), unless the log shows it kept it.
-	m.loss.holdPending = true
+	// The store may have lost its data meanwhile: the next session holds
+	// (holdAfterLoss) unless the log shows it kept it.
 	m.noteLossMark(sess)
 	l.openDue = true
 	if errors.Is(cause, ErrSessionExpired) {
 		m.loss.lossSeen = true // the store forgot the session
 	}
 	m.metrics.SessionLost(m.ownedCount())
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.sess = ""
-	m.running.mu.Unlock()
+	m.running.dropOwned()
+	m.running.live.Store(nil)
 	m.log.Warn("session lost; all partitions dropped", "session", sess.id, "partitions", l.slotsOf(sess), "cause", cause)
 	l.orphans = append(l.orphans, sess)
 	l.sess = nil
@@ -63,7 +60,7 @@ func (l *runLoop) closeOrphans() {
 
 // openSession, between sessions, restores what the lost session left to
 // restore and opens a new session. It reports false if the member stops;
-// a failure otherwise arms the retry timer.
+// another failure arms the retry timer.
 func (l *runLoop) openSession() bool {
 	m := l.m
 	// Both calls are bounded by RenewTimeout and cancelled by Leave.
@@ -75,12 +72,15 @@ func (l *runLoop) openSession() bool {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		lost := m.loss.holdPending && !m.keptData(m.life.attemptCtx)
+		// Between sessions a session was lost: unless the log goes on from
+		// the mark (the new session's entry follows it, so the read returns
+		// at once), hold.
+		lost := m.readFromMark(m.life.attemptCtx, m.cfg.RenewTimeout) != nil
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
 		}
 		m.restoreLoads(m.life.attemptCtx, s, lost && m.loss.lossSeen, lost && len(m.loss.restores) > 0)
-		m.loss.holdPending, m.loss.lossSeen, m.loss.logMark = false, false, nil
+		m.loss.lossSeen, m.loss.logMark = false, nil
 		m.wakeLoop()
 	case m.runCtx.Err() != nil:
 		return false
@@ -88,8 +88,7 @@ func (l *runLoop) openSession() bool {
 		// Leaving: the loop's wait sees leaveCh.
 	default:
 		m.log.Warn("cannot open a session; retrying", "err", err)
-		// As often as renewals: others may be waiting for this
-		// member's restores (holdAfterLoss).
+		// As often as renewals: others may wait for this member's restores.
 		l.retry.Reset(m.cfg.retryPause())
 	}
 	return true
@@ -107,9 +106,7 @@ func (l *runLoop) startLeaving() {
 	}
 	handed()
 	m.metrics.Leaving(m.ownedCount())
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.mu.Unlock()
+	m.running.dropOwned()
 }
 
 // closeSession closes the session once every partition is handed off.
@@ -128,7 +125,6 @@ func (l *runLoop) closeSession() {
 	m.untie(sess)
 }
 
-// closeStoreSession closes session id in the store, bounded by RenewTimeout.
 func (m *Member) closeStoreSession(id string) error {
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()
@@ -138,10 +134,11 @@ func (m *Member) closeStoreSession(id string) error {
 // finish ends the loop: it stops the session's renewal, waits for every
 // slot, the releaser and the log reader, and records why the member stopped.
 func (l *runLoop) finish(err error) {
-	m := l.m
+	m, sessions := l.m, l.orphans
 	if l.sess != nil {
 		l.sess.cancel(err)
 		<-l.sess.renew
+		sessions = append(sessions, l.sess)
 	}
 	for len(l.slots) > 0 {
 		sl := <-m.events.slotDone
@@ -149,19 +146,14 @@ func (l *runLoop) finish(err error) {
 	}
 	// Every handler has returned: the ties may go (the store then ends
 	// sessions not closed after TieGrace, as if the process had died).
-	if l.sess != nil {
-		m.untie(l.sess)
-	}
-	for _, o := range l.orphans {
-		m.untie(o)
+	for _, s := range sessions {
+		m.untie(s)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
 	<-l.relDone
 	m.life.stop() // ends the log reader (feedLoop)
 	<-l.feedDone
-	m.running.mu.Lock()
-	clear(m.running.owned)
-	m.running.sess = ""
-	m.running.mu.Unlock()
-	m.setErr(err)
+	m.running.dropOwned()
+	m.running.live.Store(nil)
+	m.life.err = err
 }

@@ -22,9 +22,8 @@ type lossState struct {
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
 	holdFresh   time.Time          // until then, record-less partitions are left alone
 	holdFree    time.Time          // until then, every partition without a live owner too
-	holdPending bool               // a session was lost: hold once the next one opens
-	lossSeen    bool               // since then, the store showed it lost data
-	logMark     *store.Version     // where the log must go on from for no hold (see keptData); nil: hold
+	lossSeen    bool               // since the session was lost, the store showed it lost data
+	logMark     *store.Version     // where the log must go on from for no hold (see readFromMark); nil: hold
 	lastRecords int                // ownership records in the last snapshot
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
@@ -36,13 +35,12 @@ func (l *lossState) holding(now time.Time) bool {
 }
 
 // holdAfterLoss makes the member leave partitions alone when a new session
-// opens after one was lost, because the store may have lost its data and
-// the partitions' previous owners may be about to restore their records:
-// record-less partitions, and if all (a sign of a loss: the store forgot
-// the session, a restore wrote something) every partition without a live
-// owner, since a stale checkpoint restored first is replaced by a newer one
-// only while nobody has claimed the partition. Without a sign of a loss a
-// member back from a mere outage takes its share at once.
+// opens after one was lost: the store may have lost its data and the
+// partitions' previous owners may be about to restore their records. It
+// holds record-less partitions, and if all (a sign of a loss: the store
+// forgot the session, a restore wrote something) every partition without a
+// live owner, since a stale checkpoint restored first is replaced by a newer
+// one only while nobody has claimed the partition.
 //
 // The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
 // enough for every member whose connection comes back with this one's to
@@ -58,7 +56,7 @@ func (m *Member) holdAfterLoss(all bool) {
 }
 
 // noteLossMark records, as sess is lost, the point of the log from which
-// the next session checks that the store kept its data (keptData): the
+// the next session checks that the store kept its data (readFromMark): the
 // replica's version, unless the log has begun a new history since sess
 // opened, or the replica has none.
 func (m *Member) noteLossMark(sess *session) {
@@ -69,30 +67,11 @@ func (m *Member) noteLossMark(sess *session) {
 	}
 }
 
-// keptData reports whether the store has kept its data since the last
-// session was lost: the group's log still goes on from m.loss.logMark (a
-// store that loses data begins a new history). Then holdAfterLoss is
-// skipped. Called once the next session is open, whose entry follows the
-// mark, so the read returns at once.
-func (m *Member) keptData(ctx context.Context) bool {
-	return m.readFromMark(ctx, m.cfg.RenewTimeout) == nil
-}
-
-// setMayBeLost reports whether restore is to read the group to see whether
-// the store lost the partition set: not if the log goes on from
-// m.loss.logMark (the store kept its data), nor if the store does not
-// answer that small call within RenewTimeout/8, as a read of the whole
-// group (O(records): 30 to 600 ms of Redis on 100,000) would keep a slow
-// store slow. A set the store did lose is put back by plan too.
-func (m *Member) setMayBeLost(ctx context.Context) bool {
-	// Waiting at the log's end until the deadline is an answer too: no
-	// entries, no error (the log is at rest at the mark).
-	return errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone)
-}
-
 // readFromMark reads one entry of the group's log after m.loss.logMark,
-// bounded by d. Without a mark it answers store.ErrVersionGone, as if the
-// store had lost its data.
+// bounded by d: nil means the store kept its data since the last session was
+// lost (a store that loses data begins a new history), and so does waiting
+// at the log's end until d (the log is at rest at the mark). Without a mark
+// it answers store.ErrVersionGone, as if the store had lost its data.
 func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 	if m.loss.logMark == nil {
 		return store.ErrVersionGone
@@ -106,19 +85,22 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 // restore puts back the last checkpoint this member wrote for each
 // partition of a lost session, and the partition set if the store holds
 // none. Store.Restore writes only where there is no record, or a released
-// one with a lower epoch, so this is harmless if the store kept its data,
-// and the last owner (highest epoch) wins if it did not. The pass is
-// bounded by one RenewTimeout and stops at the first call the store does
-// not answer (the rest is tried again later). It reports whether it wrote
-// anything, which shows that the store had lost data.
+// one with a lower epoch: harmless if the store kept its data, and the last
+// owner (highest epoch) wins if it did not. Bounded by one RenewTimeout, it
+// stops at the first call the store does not answer (the rest is tried
+// later). It reports whether it wrote anything: the store had lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
-	if len(m.loss.lastParts) > 0 && m.setMayBeLost(ctx) {
-		// A store that lost its data lost the partition set too.
+	// A store that lost its data lost the partition set too. The group is
+	// read (O(records): 30 to 600 ms of Redis on 100,000) only if the log
+	// does not go on from the mark, and not if the store does not answer
+	// that small call within RenewTimeout/8, as the read would keep a slow
+	// store slow (plan puts back a lost set too).
+	if len(m.loss.lastParts) > 0 && errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone) {
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 		// Only a set the store does not hold at all was lost; an empty
 		// one was emptied on purpose and stays so.
@@ -173,13 +155,13 @@ func (m *Member) noteLostLoad(p string) {
 	}
 }
 
-// noteLostLoads begins the loads to publish again after a session opened
-// at opened, which ran partitions if ran, is lost (restoreLoads): the
+// noteLostLoads begins the loads to publish again (restoreLoads) after a
+// session opened at opened, which ran partitions if ran, is lost: the
 // copy's lostLoads, and those it showed as the log went gone during the
 // session (replica.freeLoads: the copy may be a read made after the store
-// lost its data); loseSession then adds its measures (noteLostLoad). A
-// session lost during the hold after another that ran nothing keeps the
-// loads kept then: the copy, read anew, may not show them.
+// lost its data); loseSession adds its measures (noteLostLoad). A session
+// lost during the hold after one that ran nothing keeps the loads kept
+// then: the copy, read anew, may not show them.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -187,18 +169,16 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if ran || time.Now().After(m.loss.holdFresh) {
 		clear(m.loss.loads)
 	}
-	dst := m.loss.loads
 	r := &m.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	keep := r.lostLoads(m.cfg.Member)
 	if !r.goneAt.Before(opened) {
-		for _, l := range r.freeLoads {
-			dst[l.Partition] = l.Load
-		}
+		keep = append(r.freeLoads, keep...)
 	}
 	r.freeLoads = nil
-	for _, l := range r.lostLoads(m.cfg.Member) {
-		dst[l.Partition] = l.Load
+	for _, l := range keep {
+		m.loss.loads[l.Partition] = l.Load
 	}
 }
 

@@ -20,8 +20,8 @@ type malformedReports struct {
 // maxLogID is how much of an id read from the store a log line shows.
 const maxLogID = 64
 
-// reportMalformed logs at WARN each malformed record of the last snapshot
-// that the previous one did not list.
+// reportMalformed logs at WARN each malformed record the previous snapshot
+// did not list.
 func (m *Member) reportMalformed(ms []store.Malformed) {
 	if len(ms) == 0 && len(m.reports.malformed) == 0 {
 		return
@@ -42,7 +42,6 @@ func (m *Member) reportMalformed(ms []store.Malformed) {
 	m.reports.malformed = now
 }
 
-// logID quotes s for a log line, cut to maxLogID bytes.
 func logID(s string) string {
 	if len(s) <= maxLogID {
 		return fmt.Sprintf("%q", s)
@@ -54,19 +53,17 @@ func logID(s string) string {
 // is malformed (no member claims them); parts itself when there are none,
 // so that plan's buffers recognise the shared slice.
 func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
-	var bad map[string]bool
+	bad := map[string]bool{}
 	for _, x := range ms {
 		if x.Kind == store.MalformedOwnership {
-			if bad == nil {
-				bad = map[string]bool{}
-			}
 			bad[x.ID] = true
 		}
 	}
-	if bad == nil || !slices.ContainsFunc(parts, func(p store.Partition) bool { return bad[p.ID] }) {
+	isBad := func(p store.Partition) bool { return bad[p.ID] }
+	if len(bad) == 0 || !slices.ContainsFunc(parts, isBad) {
 		return parts
 	}
-	return slices.DeleteFunc(slices.Clone(parts), func(p store.Partition) bool { return bad[p.ID] })
+	return slices.DeleteFunc(slices.Clone(parts), isBad)
 }
 
 // reconcileFailed logs a failed reconcile at WARN, but a group corrupt as a

@@ -132,9 +132,10 @@ func (m *Member) ID() string { return m.cfg.Member }
 
 // Session is the id of the member's current session, "" between sessions.
 func (m *Member) Session() string {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	return m.running.sess
+	if s := m.running.live.Load(); s != nil {
+		return s.id
+	}
+	return ""
 }
 
 // Owned lists, sorted, the partitions this member owns and runs a handler
@@ -208,10 +209,8 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	leaveRequested atomic.Bool // by the group's log (request.go): Err says ErrLeaveRequested
-
-	errMu sync.Mutex
-	err   error // why the member stopped, for Leave/Err
+	leaveRequested bool  // by the group's log (request.go), before leaveCh is closed: Err says ErrLeaveRequested
+	err            error // why the member stopped, set by the reconcile loop before done is closed
 }
 
 // Leave hands every partition over gracefully: handlers are cancelled, each
@@ -223,7 +222,7 @@ func (m *Member) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext("leave")
 	}
-	m.life.leaveOnce.Do(func() { close(m.life.leaveCh); m.life.stopAttempt() })
+	m.startLeave(false)
 	select {
 	case <-m.life.done:
 		if err := m.Err(); err != nil && !errors.Is(err, ErrLeft) {
@@ -248,18 +247,10 @@ func (m *Member) Done() <-chan struct{} { return m.life.done }
 // after a leave requested through the group's log, the context's error
 // after a cancellation); nil while running.
 func (m *Member) Err() error {
-	m.life.errMu.Lock()
-	defer m.life.errMu.Unlock()
-	return m.life.err
-}
-
-func (m *Member) setErr(err error) {
-	m.life.errMu.Lock()
-	defer m.life.errMu.Unlock()
-	if m.life.err == nil {
-		if errors.Is(err, ErrLeft) && m.life.leaveRequested.Load() {
-			err = ErrLeaveRequested
-		}
-		m.life.err = err
+	select {
+	case <-m.life.done:
+		return m.life.err
+	default:
+		return nil
 	}
 }

@@ -10,11 +10,10 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// progress is what a claim knows of its handler's progress: the value last
-// marked, the value last written, and the timer that writes the first.
-// Fields are guarded by the claim's mu, but for writeMu. Every Mark and
-// Checkpoint is numbered (seq) in call order, and the store is only given a
-// value numbered above the last it accepted, so the later call wins.
+// progress is what a claim knows of its handler's progress, guarded by the
+// claim's mu (but for writeMu). Every Mark and Checkpoint is numbered (seq)
+// in call order, and the store is only given a value numbered above the
+// last it accepted, so the later call wins.
 type progress struct {
 	seq      uint64 // numbers Mark and Checkpoint calls
 	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
@@ -72,8 +71,8 @@ func (c *Claim) Mark(value []byte) error {
 	return nil
 }
 
-// armFlush starts the timer of the next timed write, if none is armed and
-// the claim belongs to a running member. Called with c.mu held.
+// armFlush starts the timer of the next timed write unless one is armed or
+// the claim is outside herd. Called with c.mu held.
 func (c *Claim) armFlush() {
 	p := &c.prog
 	if p.timer != nil || p.stop != nil || c.m == nil || c.write == nil {
@@ -84,7 +83,7 @@ func (c *Claim) armFlush() {
 }
 
 // timedFlush is the timer's function: it writes the latest marked value,
-// and arms the timer again if the write failed for a reason that may pass.
+// and arms the timer again if the write failed.
 func (c *Claim) timedFlush() {
 	defer c.prog.flushes.Done()
 	c.mu.Lock()
@@ -103,12 +102,11 @@ func (c *Claim) timedFlush() {
 	}
 }
 
-// flush writes the latest marked value, bounded by RenewTimeout, if the
-// store does not have it or something newer yet. The timeout's context is
-// made only when there is a value to write: 100,000 partitions stopping at
-// once spent a tenth of their members' CPU registering such contexts. A
-// first failure is logged as a warning; ErrNotOwner ends the claim's writes
-// quietly (the handler is being cancelled).
+// flush writes the latest marked value, bounded by RenewTimeout, unless
+// the store has it or something newer. The timeout's context is made only
+// when there is a value to write: 100,000 partitions stopping at once spent
+// a tenth of their members' CPU registering such contexts. Only a first
+// failure is logged (ErrNotOwner at DEBUG: the handler is being cancelled).
 func (c *Claim) flush() error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -143,8 +141,8 @@ func (c *Claim) flush() error {
 
 // write sends v (a copy the caller will not change), numbered seq, through
 // the claim's fenced write, and notes it as sending while the write is under
-// way (see restorePoint), then as written, or ends the claim's writes if the
-// store refused it. Called with writeMu held.
+// way (see restorePoint), then as written; a refusal ends the claim's
+// writes. Called with writeMu held.
 func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
 	p.sending, p.sendingSeq = v, seq
@@ -156,8 +154,10 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) er
 	switch {
 	case err == nil:
 		p.wrote, p.wroteSeq = v, seq
-	case errors.Is(err, store.ErrNotOwner):
-		p.reject(c, err)
+	case errors.Is(err, store.ErrNotOwner) && !p.refused:
+		p.refused = true
+		p.stop = fmt.Errorf("herd: progress of partition %q at epoch %d not recorded: a write was refused, this member no longer owns the partition: %w",
+			c.Partition, c.Epoch, err)
 	}
 	return err
 }
@@ -173,16 +173,6 @@ func (c *Claim) restorePoint() []byte {
 		return p.sending
 	}
 	return c.lastLocked()
-}
-
-// reject ends the claim's writes after the store refused one with err.
-// Called with c.mu held.
-func (p *progress) reject(c *Claim, err error) {
-	if !p.refused {
-		p.refused = true
-		p.stop = fmt.Errorf("herd: progress of partition %q at epoch %d not recorded: a write was refused, this member no longer owns the partition: %w",
-			c.Partition, c.Epoch, err)
-	}
 }
 
 // claimEnded is what Mark returns once the claim's handler has returned for
@@ -202,7 +192,7 @@ func (e claimEnded) Error() string {
 func (e claimEnded) Unwrap() error { return ErrNotOwner }
 
 // checkpoint is Checkpoint's write, numbered among the claim's Mark and
-// Checkpoint calls so that the later call wins.
+// Checkpoint calls.
 func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	if ctx == nil {
 		return errNilContext("checkpoint")
@@ -229,10 +219,10 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
-// finishProgress ends a claim's progress recording once its handler has
-// returned for good: timed writes end, then the last mark is written
-// (bounded by RenewTimeout) before runSlot releases the partition, unless
-// the partition or session was lost or the member crashed.
+// finishProgress ends timed writes once the claim's handler has returned
+// for good, then writes the last mark (before runSlot releases the
+// partition) unless the partition or session was lost or the member
+// crashed.
 func (m *Member) finishProgress(sl *slot) {
 	c := sl.claim
 	p := &c.prog

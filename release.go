@@ -12,9 +12,9 @@ import (
 
 // releaser batches the releases of the member's slots (up to
 // store.MaxBatch): handoffs begun together (by one plan, or Leave) are
-// released together, waiting for the slots expected at most releaseGather;
-// a lone release is sent at once. Its goroutine (loop) is started by
-// Member.run and stopped once every slot has returned.
+// released together, waiting for the slots expected at most releaseGather.
+// Its goroutine (loop) is started by run and stopped once every slot has
+// returned.
 type releaser struct {
 	m     *Member
 	mu    sync.Mutex
@@ -38,17 +38,16 @@ const (
 	comingArrived               // arrived (counted out, or never counted)
 )
 
-// expect notes that sl is being handed off: its release is coming. Called
-// before its handler is cancelled.
+// expect notes, before sl's handler is cancelled, that its release is coming.
 func (r *releaser) expect(sl *slot) {
 	if sl.coming.CompareAndSwap(comingNone, comingExpected) {
 		r.coming.Add(1)
 	}
 }
 
-// hold makes the releaser wait, as for one more slot expected, until the
-// returned function is called, so that handoffs begun together are all
-// expected before it sends.
+// hold makes the releaser wait, as for one more slot expected, until done
+// is called, so that handoffs begun together are all expected before it
+// sends.
 func (r *releaser) hold() (done func()) {
 	r.coming.Add(1)
 	return r.countOut
@@ -64,7 +63,6 @@ func (r *releaser) arrived(sl *slot) {
 	sl.coming.CompareAndSwap(comingNone, comingArrived)
 }
 
-// countOut counts one expected slot out, and wakes the loop after the last.
 func (r *releaser) countOut() {
 	if r.coming.Add(-1) <= 0 {
 		notify(r.wake)
@@ -76,7 +74,6 @@ type releaseReq struct {
 	done chan struct{} // closed when the store answered, or the member stopped
 }
 
-// release queues sl's release and waits for it.
 func (r *releaser) release(sl *slot) {
 	done := make(chan struct{})
 	r.mu.Lock()
@@ -88,12 +85,12 @@ func (r *releaser) release(sl *slot) {
 }
 
 // loop sends the queued releases until stop is closed (then every slot has
-// returned). A release the store did not apply is sent again after a
-// back-off, until it lands or its session ends.
+// returned). A release the store did not apply is sent again, until it lands
+// or its session ends, after 20 ms doubling up to Config.retryPause while
+// sends fail (the partition is idle until its release lands).
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	retry := stoppedTimer()
-	defer retry.Stop()
 	failures := 0 // sends that failed in a row
 	for {
 		select {
@@ -108,27 +105,15 @@ func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 			failures = 0
 			continue
 		}
-		retry.Reset(r.backoff(failures))
+		retry.Reset(min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause()))
 		failures++
 	}
-}
-
-// backoff is the wait before a failed release is sent again, after
-// failures failed sends in a row: 20 ms, doubling up to Config.retryPause.
-// The partition is idle until its release lands, so retries go on while the
-// session lives.
-func (r *releaser) backoff(failures int) time.Duration {
-	return min(20*time.Millisecond<<min(failures, 10), r.m.cfg.retryPause())
 }
 
 // gather waits until every slot expected has arrived, a batch is full, or
 // releaseGather has passed.
 func (r *releaser) gather(stop <-chan struct{}) {
-	if r.coming.Load() <= 0 {
-		return
-	}
 	t := time.NewTimer(releaseGather)
-	defer t.Stop()
 	for r.coming.Load() > 0 {
 		r.mu.Lock()
 		full := len(r.queue) >= store.MaxBatch
@@ -149,7 +134,7 @@ func (r *releaser) gather(stop <-chan struct{}) {
 // flush sends everything queued, one batch (of one session's slots) at a
 // time. A release the store did not apply is queued again, unless its
 // session has ended (its records free with it) or the member stops; flush
-// reports false if some are.
+// reports false if one was.
 func (r *releaser) flush() (landed bool) {
 	var again []releaseReq
 	for {
@@ -186,8 +171,8 @@ func (r *releaser) flush() (landed bool) {
 }
 
 // send releases one batch of slots of sess, and returns those whose
-// release the store may not have applied and that a retry could (not a
-// broken record or group, nor a session the store no longer knows).
+// release a retry could apply (not a broken record or group, nor a session
+// the store no longer knows).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
 	// Released through the member's run context, not the session's (already
@@ -244,15 +229,14 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 }
 
 // releasedRecords holds, partition -> epoch, the records this member
-// released (or found not its own) whose release the replica has not shown
-// yet. Written by the reconcile loop and the releaser, read by plan.
+// released (or found not its own) that the replica may still show as ours.
 type releasedRecords struct {
 	mu     sync.Mutex
 	epochs map[string]uint64
 }
 
-// noteReleased records that this member released the records held (or
-// found them not its own), so that plan does not release them again.
+// noteReleased records that the records held are released (or not this
+// member's), so that plan does not release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
 	m.rel.released.mu.Lock()
 	defer m.rel.released.mu.Unlock()

@@ -63,7 +63,6 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		}
 	}()
 	next := time.NewTimer(m.cfg.RenewInterval)
-	defer next.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -77,7 +76,15 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 				return
 			}
 			out++
-			attempts.Go(func() { results <- m.renew(s) })
+			// Bounded by the session's context (which the fence cancels),
+			// not by the fence time: an attempt out beside an earlier one
+			// may succeed after that time, once the earlier one moved it.
+			attempts.Go(func() {
+				sent := time.Now()
+				next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+				m.metrics.Renewed(s.ctx, time.Since(sent), err)
+				results <- renewal{sent: sent, next: next, err: err}
+			})
 			// Another beside it if it is still out after RenewTimeout.
 			next.Reset(m.cfg.RenewTimeout)
 		case r := <-results:
@@ -107,15 +114,4 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 			}
 		}
 	}
-}
-
-// renew is one renewal attempt, bounded by the session's context (which the
-// fence cancels), not by the fence time when it starts: an attempt out
-// beside an earlier one may succeed after that time, once the earlier one
-// moved the fence on.
-func (m *Member) renew(s *session) renewal {
-	sent := time.Now()
-	next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
-	m.metrics.Renewed(s.ctx, time.Since(sent), err)
-	return renewal{sent: sent, next: next, err: err}
 }

@@ -27,7 +27,7 @@ func (f *feed) takeRequests(c *logCall) {
 		}
 		r := e.Request()
 		if r.Action == store.RequestLeave && r.Member == m.cfg.Member {
-			m.leaveOnRequest()
+			m.startLeave(true)
 		}
 		if m.cfg.onRequest != nil {
 			m.cfg.onRequest(r)
@@ -35,12 +35,14 @@ func (f *feed) takeRequests(c *logCall) {
 	}
 }
 
-// leaveOnRequest starts a graceful leave, as Leave does without waiting,
-// unless the member is leaving already; Err then says ErrLeaveRequested.
-func (m *Member) leaveOnRequest() {
+// startLeave starts a graceful leave unless the member is leaving already;
+// requested (through the group's log) makes Err say ErrLeaveRequested.
+func (m *Member) startLeave(requested bool) {
 	m.life.leaveOnce.Do(func() {
-		m.log.Info("leave requested through the group's log: leaving gracefully")
-		m.life.leaveRequested.Store(true)
+		if requested {
+			m.log.Info("leave requested through the group's log: leaving gracefully")
+			m.life.leaveRequested = true
+		}
 		close(m.life.leaveCh)
 		m.life.stopAttempt()
 	})

@@ -8,16 +8,21 @@ import (
 )
 
 // runningSet is what the reconcile loop and the handlers' goroutines report
-// of the partitions being run, for Owned, Session and Leave.
+// of the partitions being run and the session, for Owned, Session and Leave.
 type runningSet struct {
 	mu    sync.Mutex
 	owned map[string]uint64 // partitions with a running handler -> epoch
 	// handlers counts, per partition, the handler goroutines that have not
 	// returned, those cancelled for a handoff or a loss included.
 	handlers map[string]int
-	sess     string // current session id, "" if none
-	// live is the last session opened, for SessionLive (read without mu).
-	live atomic.Pointer[session]
+	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
+}
+
+// dropOwned forgets every owned partition, as their handlers are cancelled.
+func (r *runningSet) dropOwned() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.owned)
 }
 
 // handlersRunning lists, sorted, the partitions whose handlers have not
@@ -28,14 +33,13 @@ func (m *Member) handlersRunning() []string {
 	return slices.Sorted(maps.Keys(m.running.handlers))
 }
 
-// ownedCount is len(Owned()).
 func (m *Member) ownedCount() int {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
 	return len(m.running.owned)
 }
 
-// handlerReturned keeps m.running.handlers (start counts a handler in).
+// handlerReturned counts out a handler that start counted in.
 func (m *Member) handlerReturned(p string) {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()

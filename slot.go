@@ -15,7 +15,7 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// slot modes, read by a partition's goroutine after its context is cancelled.
+// slot modes, read by a partition's goroutine once its context is cancelled.
 const (
 	modeRun      int32 = iota // owned and running
 	modeHandoff               // handing off: release after the handler returns
@@ -34,20 +34,16 @@ type slot struct {
 	released atomic.Bool  // set once released (normal path or ForceHandoff)
 	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
 	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: once it is done the next plan must be a full one, as no
-	// log entry will end the target (a failed give-back, claimOnceStopped).
+	// planInFull: once it is done the next plan is a full one, as no log
+	// entry will end the target (a failed give-back, claimOnceStopped).
 	planInFull atomic.Bool
-	// at is where plan last found the partition in the partition set (a
-	// hint: see partIndex), from the claim on. Only the reconcile loop
-	// uses it.
-	at    int32
-	watch watchdog // armed by handOff
+	at         int32    // where plan last found the partition in the set (a hint: see partIndex); reconcile loop only
+	watch      watchdog // armed by handOff
 }
 
 // claimOnceStopped is called by plan, which would claim sl's partition for
-// sess but leaves it alone while sl runs: if sl is not sess's running handler
-// (one of a lost session, or handing off), its return calls for a full plan,
-// which claims the partition.
+// sess but leaves it alone while sl runs: if sl is not sess's running
+// handler (lost, or handing off), its return calls for a full plan.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if sl.sess != sess || sl.mode.Load() != modeRun {
 		sl.planInFull.Store(true)
@@ -60,10 +56,9 @@ func (m *Member) unown(p string) {
 	m.running.mu.Unlock()
 }
 
-// handOff cancels sl's handler so that its partition is released once the
-// handler has returned (or given back, if it is giving it back), and arms
-// the watchdog. The releaser expects the release, to send it with the
-// others of the same handoff.
+// handOff cancels sl's handler so that its partition is released (or given
+// back) once the handler has returned, and arms the watchdog. The releaser
+// expects the release, to send it with the others of the same handoff.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
@@ -103,7 +98,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 
 // claimWrite returns a claim's write function, the one path by which a
 // handler's writes reach the store: bounded by the session's fence time
-// whatever context the handler passes, and refused at once (ErrFenced and
+// whatever the handler's context, and refused at once (ErrFenced and
 // ErrNotOwner) past that time or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
@@ -129,21 +124,20 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 // releases the partition if it is being handed off, and reports to the loop.
 func (m *Member) runSlot(sl *slot) {
 	c := sl.claim
-	ctx := c.ctx
 	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
-		if (errors.Is(err, ErrGiveBack) && m.giveBack(sl, err)) || ctx.Err() != nil {
+		if (errors.Is(err, ErrGiveBack) && m.giveBack(sl, err)) || c.ctx.Err() != nil {
 			break
 		}
 		if err != nil {
 			m.log.Error("handler failed; restarting it", "partition", c.Partition, "err", err, "after", m.cfg.RestartDelay)
 		}
 		select {
-		case <-ctx.Done():
+		case <-c.ctx.Done():
 		case <-time.After(m.cfg.RestartDelay):
 		}
-		if ctx.Err() != nil {
+		if c.ctx.Err() != nil {
 			break
 		}
 	}
@@ -160,10 +154,10 @@ func (m *Member) runSlot(sl *slot) {
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
-// handler being handed off has not returned within MaxShutdown. arm (by
-// handOff, on the reconcile loop) may run after the handler returned and
-// disarm ran, so they share a lock and a flag: an arm after the disarm does
-// nothing, and a timer armed before it is stopped or waited for.
+// handler being handed off has not returned within MaxShutdown. arm (on the
+// reconcile loop) may run after disarm (on the slot's goroutine), so they
+// share a lock and a flag: an arm after the disarm does nothing, and a
+// timer armed before it is stopped or waited for.
 type watchdog struct {
 	m  *Member
 	sl *slot
@@ -174,8 +168,6 @@ type watchdog struct {
 	fired    chan struct{} // closed when the timer's function has returned
 }
 
-// arm starts the timer if the handler is being handed off and has not
-// returned yet.
 func (w *watchdog) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -186,7 +178,6 @@ func (w *watchdog) arm() {
 	w.timer = time.AfterFunc(w.m.cfg.MaxShutdown, w.expire)
 }
 
-// expire runs MaxShutdown after the handoff began.
 func (w *watchdog) expire() {
 	defer close(w.fired)
 	w.mu.Lock()
@@ -204,9 +195,8 @@ func (w *watchdog) expire() {
 	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
 }
 
-// disarm is called once the handler has returned, before the partition is
-// released. It returns after any forced release the timer began, so that
-// the partition's goroutine waits for it.
+// disarm is called once the handler has returned, before the release; it
+// returns after any forced release the timer began.
 func (w *watchdog) disarm() {
 	w.mu.Lock()
 	w.returned = true
@@ -228,9 +218,8 @@ func (m *Member) callHandler(c *Claim) (err error) {
 	return m.cfg.Handler(c)
 }
 
-// release gives the partition up in the store (once), through the member's
-// releaser, or gives it back (sendGiveBack), and returns when the store has
-// answered (or the member stopped).
+// release releases sl's partition (once) through the releaser, or gives it
+// back, and returns when the store has answered or the member stopped.
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
 		return

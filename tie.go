@@ -29,10 +29,10 @@ func (m *Member) startTie(s *session) {
 		return
 	}
 	s.tieDone = make(chan struct{})
-	go m.tieLoop(s, ct)
+	go m.watchTie(s, ct)
 }
 
-func (m *Member) tieLoop(s *session, ct store.ConnTied) {
+func (m *Member) watchTie(s *session, ct store.ConnTied) {
 	defer close(s.tieDone)
 	if m.cfg.gate.Wait(s.ctx) != nil {
 		return
