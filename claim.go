@@ -77,6 +77,9 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if c == nil || c.m == nil || c.write == nil {
 		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
 	}
+	if ctx == nil {
+		return errNilContext("checkpoint")
+	}
 	c.load.Mark() // an item processed, whatever the write's fate
 	if err := c.m.cfg.gate.Wait(ctx); err != nil {
 		return err

@@ -118,3 +118,36 @@ func TestNilGateAndConfig(t *testing.T) {
 	herdtest.WithGate(nil, g)
 	herdtest.WithJobsGate(nil, g)
 }
+
+// Checkpoint with a nil context fails with an error, also while a gate is
+// paused (it read the nil context's Done and panicked).
+func TestCheckpointNilContextWhileGatePaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		claims := make(chan *herd.Claim, 1)
+		cfg := herd.Config{
+			Group: "g", Member: "a", Partitions: herd.Numbered(1),
+			Logger: slog.New(slog.DiscardHandler),
+			Handler: func(c *herd.Claim) error {
+				claims <- c
+				<-c.Context().Done()
+				return nil
+			},
+		}
+		gate := &herdtest.Gate{}
+		herdtest.WithGate(&cfg, gate)
+		m, err := herd.Join(t.Context(), memstore.New(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := <-claims
+		gate.Pause()
+		var nilCtx context.Context
+		if err := c.Checkpoint(nilCtx, []byte("x")); err == nil {
+			t.Error("Checkpoint with a nil context: nil error")
+		}
+		gate.Resume()
+		if err := m.Leave(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
