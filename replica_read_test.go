@@ -1,0 +1,82 @@
+package herd
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/herdhq/herd/store"
+)
+
+// TestWithPlaceholders: every record kept whole, in order, a record of a
+// partition of the set with the set's own string, and a placeholder (epoch
+// 0, nothing else) for each partition of the set without a record, with
+// records outside the set before, among and after them.
+func TestWithPlaceholders(t *testing.T) {
+	ps := []store.Partition{{ID: "b"}, {ID: "d"}, {ID: "f"}, {ID: "g"}}
+	rec := func(p string, e uint64) store.Ownership {
+		return store.Ownership{Partition: strings.Clone(p), Session: "S", Member: "m", Epoch: e, GivenBack: "G", Checkpoint: []byte("c")}
+	}
+	for _, tc := range []struct {
+		rs   []store.Ownership
+		want []string // partition:epoch
+	}{
+		{nil, []string{"b:0", "d:0", "f:0", "g:0"}},
+		{[]store.Ownership{rec("d", 3)}, []string{"b:0", "d:3", "f:0", "g:0"}},
+		{[]store.Ownership{rec("a", 1), rec("b", 2), rec("c", 3), rec("c2", 4), rec("e", 5), rec("h", 6), rec("i", 7)},
+			[]string{"a:1", "b:2", "c:3", "c2:4", "d:0", "e:5", "f:0", "g:0", "h:6", "i:7"}},
+		{[]store.Ownership{rec("b", 1), rec("d", 2), rec("f", 3), rec("g", 4)}, []string{"b:1", "d:2", "f:3", "g:4"}},
+	} {
+		var got []string
+		for _, o := range withPlaceholders(ps, tc.rs) {
+			got = append(got, fmt.Sprintf("%s:%d", o.Partition, o.Epoch))
+			i, in := slices.BinarySearchFunc(ps, o.Partition, func(p store.Partition, id string) int { return strings.Compare(p.ID, id) })
+			switch {
+			case o.Epoch == 0 && (o.Session != "" || o.Member != "" || o.GivenBack != "" || o.Checkpoint != nil || !in):
+				t.Errorf("placeholder %+v: want a partition of the set and nothing else", o)
+			case o.Epoch > 0 && (o.Session != "S" || o.Member != "m" || o.GivenBack != "G" || string(o.Checkpoint) != "c"):
+				t.Errorf("record %+v: fields lost", o)
+			case in && unsafe.StringData(o.Partition) != unsafe.StringData(ps[i].ID):
+				t.Errorf("record of %q: not the set's string", o.Partition)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("withPlaceholders(%v) = %v; want %v", tc.rs, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkSortedCopy makes the replica's copy of a read of a group of
+// 100,000 partitions and 16 sessions, without records (a fleet's first
+// placement) and with a record for each partition.
+//
+//	go test -run '^$' -bench SortedCopy -benchtime 20x .
+func BenchmarkSortedCopy(b *testing.B) {
+	const n = 100_000
+	snap := &store.Snapshot{}
+	for i := range 16 {
+		snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprintf("S%025d", i), Member: fmt.Sprintf("host-%03d", i)})
+	}
+	for i := range n {
+		snap.Partitions = append(snap.Partitions, store.Partition{ID: fmt.Sprintf("partition-%06d", i)})
+	}
+	for _, records := range []bool{false, true} {
+		s := *snap
+		if records {
+			for i, p := range s.Partitions {
+				ss := s.Sessions[i%len(s.Sessions)]
+				s.Owners = append(s.Owners, store.Ownership{Partition: strings.Clone(p.ID), Session: strings.Clone(ss.ID), Member: ss.Member, Epoch: 1})
+			}
+		}
+		b.Run(fmt.Sprintf("records=%v", records), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if c := sortedCopy(&s); len(c.Owners) != n {
+					b.Fatalf("%d records; want %d", len(c.Owners), n)
+				}
+			}
+		})
+	}
+}
