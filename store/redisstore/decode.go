@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdhq/herd/internal/idindex"
 	"github.com/herdhq/herd/store"
 )
 
@@ -140,7 +141,7 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 	// of a fleet reads the group before its first placement, when it has
 	// none, and the index of 100,000 partitions would serve no lookup.
 	var at []slot
-	var index []int32
+	var index idindex.Index
 	if owners.len() > 0 {
 		at = make([]slot, len(parts))
 		index = indexParts(parts)
