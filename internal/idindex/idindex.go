@@ -23,8 +23,10 @@ var seed = maphash.MakeSeed()
 // Index is the index of a list of ids (Build). The zero Index indexes
 // nothing: every lookup misses.
 type Index struct {
-	slots   []int32
-	posBits uint8 // the low bits of a slot: its position plus one
+	slots    []int32
+	low      int32 // the low bits of a slot: its position plus one
+	posBits  uint8 // how many
+	tagShift uint8 // a hash shifted right by it is the tag (64: none)
 }
 
 // Build returns an index of n ids, id(i) being the i-th.
@@ -33,7 +35,8 @@ func Build(n int, id func(i int) string) Index {
 	for size < 2*n {
 		size <<= 1
 	}
-	x := Index{slots: make([]int32, size), posBits: uint8(bits.Len32(uint32(n)))}
+	posBits := uint8(bits.Len32(uint32(n)))
+	x := Index{slots: make([]int32, size), low: int32(1)<<posBits - 1, posBits: posBits, tagShift: 33 + posBits}
 	mask := uint64(size - 1)
 	for i := range n {
 		h := Hash(id(i))
@@ -50,15 +53,10 @@ func Build(n int, id func(i int) string) Index {
 // at least twice the ids'.
 func (x Index) Len() int { return len(x.slots) }
 
-// tag is the part of a slot that hash h sets: its top bits, above the
-// position (31 bits in all, so a slot is never negative).
-func (x Index) tag(h uint64) int32 {
-	tagBits := 31 - uint(x.posBits)
-	if tagBits == 0 {
-		return 0
-	}
-	return int32(h>>(64-tagBits)) << x.posBits
-}
+// tag is the part of a slot that hash h sets: its top bits (31 - posBits
+// of them; tagShift is 64 - that), above the position, so that a slot is
+// never negative.
+func (x Index) tag(h uint64) int32 { return int32(h>>x.tagShift) << x.posBits }
 
 // Home is the first slot an id of hash h is looked for at.
 func (x Index) Home(h uint64) uint64 { return h & uint64(len(x.slots)-1) }
@@ -75,14 +73,13 @@ func (x Index) Next(h, s uint64) (pos int, slot uint64) {
 	}
 	mask := uint64(len(x.slots) - 1)
 	want := x.tag(h)
-	low := int32(1)<<x.posBits - 1
-	for ; ; s = (s + 1) & mask {
+	for s &= mask; ; s = (s + 1) & mask {
 		v := x.slots[s]
 		if v == 0 {
 			return -1, s
 		}
-		if v&^low == want {
-			return int(v&low) - 1, s
+		if v&^x.low == want {
+			return int(v&x.low) - 1, s
 		}
 	}
 }

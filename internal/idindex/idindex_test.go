@@ -66,7 +66,7 @@ func TestTagsSkipOthers(t *testing.T) {
 			}
 			for s := index.Home(h); index.slots[s] != 0; s = index.After(s) {
 				passed++
-				if index.slots[s]&(1<<index.posBits-1) == int32(i+1) {
+				if index.slots[s]&index.low == int32(i+1) {
 					break
 				}
 			}
