@@ -2,6 +2,7 @@ package herd
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,37 @@ func TestWithPlaceholders(t *testing.T) {
 		if tc.want != nil && !slices.Equal(got, tc.want) {
 			t.Errorf("withPlaceholders(%v) = %v; want %v", tc.rs, got, tc.want)
 		}
+	}
+}
+
+// TestWithPlaceholdersKeepsEveryField: a record is copied field by field
+// (withPlaceholders' add), so each field of store.Ownership, set to a value
+// that is not zero, must come through: a field added to the type and not to
+// add fails here.
+func TestWithPlaceholdersKeepsEveryField(t *testing.T) {
+	var r store.Ownership
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x" + v.Type().Field(i).Name)
+		case reflect.Uint64, reflect.Uint, reflect.Uint32:
+			f.SetUint(uint64(i + 1))
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test (and withPlaceholders) about it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	ps := []store.Partition{{ID: r.Partition}}
+	out, sorted := withPlaceholders(ps, []store.Ownership{r}, nil)
+	if !sorted || len(out) != 1 || !reflect.DeepEqual(out[0], r) {
+		t.Errorf("withPlaceholders kept %+v (sorted %v); want %+v", out, sorted, r)
 	}
 }
 
