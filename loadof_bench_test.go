@@ -29,7 +29,7 @@ func BenchmarkLoadOfPending(b *testing.B) {
 			cs[j] = store.Change{Version: store.Version{Seq: uint64(v), Tag: 1}, Kind: store.Claimed,
 				Partition: snap.Owners[v].Partition, Session: "s2", Member: "m2", Epoch: 1}
 		}
-		f.queue(cs)
+		f.queue(cs, kindsOf(cs))
 	}
 	if r.npending < parts/2 {
 		b.Fatalf("%d entries queued; want most of %d", r.npending, parts)

@@ -18,19 +18,20 @@ import (
 // sortedCopy returns a copy of snap that Apply may change, its lists sorted
 // by id without duplicates as the store contract promises (a backend that
 // breaks the promise costs a sorted copy; of duplicate records the last is
-// kept, as plan does). The records are copied once, by withPlaceholders,
-// and the partition set not at all when it is sorted: Apply replaces it
-// and never writes into it.
+// kept, as plan does). The records are copied once, by withPlaceholders
+// (which also checks their order), and the partition set not at all when
+// it is sorted: Apply replaces it and never writes into it.
 func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 	c := *snap
 	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
 	c.Malformed = slices.Clone(c.Malformed)
 	c.Partitions = sortedByID(c.Partitions, partitionID)
-	if !strictlySorted(c.Owners, func(o store.Ownership) string { return o.Partition }) {
-		c.Owners = sortedOwners(c.Owners)
+	live := liveSessions(c.Sessions)
+	owners, sorted := withPlaceholders(c.Partitions, c.Owners, live)
+	if !sorted {
+		owners, _ = withPlaceholders(c.Partitions, sortedOwners(c.Owners), live)
 	}
-	c.Owners = withPlaceholders(c.Partitions, c.Owners) // a new list
-	internSessions(c.Sessions, c.Owners)
+	c.Owners = owners // a new list
 	return &c
 }
 
@@ -58,56 +59,90 @@ func strictlySorted[T any](xs []T, id func(T) string) bool {
 	return true
 }
 
-// internSessions makes the session and member strings of the records of a
-// live session that session's own strings (as ApplyAll does), so that
-// plan's comparisons of every record's session find equal pointers, not
-// equal bytes (which were a tenth of a large plan's CPU).
-func internSessions(ss []store.SessionInfo, rs []store.Ownership) {
+// liveSessions indexes the sessions ss by id (nil: none).
+func liveSessions(ss []store.SessionInfo) map[string]*store.SessionInfo {
 	if len(ss) == 0 {
-		return
+		return nil
 	}
 	byID := make(map[string]*store.SessionInfo, len(ss))
 	for i := range ss {
 		byID[ss[i].ID] = &ss[i]
 	}
-	for i := range rs {
-		r := &rs[i]
-		if r.Session == "" {
-			continue
-		}
-		if s, ok := byID[r.Session]; ok {
-			r.Session = s.ID
-			if r.Member == s.Member {
-				r.Member = s.Member
-			}
-		}
-	}
+	return byID
 }
 
 // withPlaceholders returns the records rs (sorted by partition) with a
 // placeholder, a record of epoch 0 (which no store writes), for every
 // partition of ps (sorted) that has none, and the partition ids of ps's
-// strings. The copy keeps one entry per partition, so that a first
+// strings; and whether rs was sorted strictly (if not, the list is not to
+// be used). The copy keeps one entry per partition, so that a first
 // placement's claims replace entries in place rather than each batch
 // inserting into the sorted list; plan reads a placeholder as no record.
-func withPlaceholders(ps []store.Partition, rs []store.Ownership) []store.Ownership {
+//
+// The session and member strings of a record of a live session (of live,
+// by id) are that session's own (as ApplyAll makes them), so that plan's
+// comparisons of every record's session find equal pointers, not equal
+// bytes (which were a tenth of a large plan's CPU).
+//
+// One pass over the records: the list is new, zero beyond its length, and
+// an entry is made by setting the fields that are not zero, not by copying
+// a whole record into it (six pointer words, each a write barrier while
+// the collector runs, as it often does after the read that allocated rs).
+// The order is checked as the records are taken: a record matched to a
+// partition follows the last entry (ps increases strictly), and a record
+// outside the set is compared with the last entry's id.
+func withPlaceholders(ps []store.Partition, rs []store.Ownership, live map[string]*store.SessionInfo) ([]store.Ownership, bool) {
 	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
+	// add appends a record as partition p's (p: its own id or a set's);
+	// a record outside the set (p is its own) must follow the last entry.
+	add := func(p string, r *store.Ownership, outside bool) bool {
+		if outside && len(out) > 0 && p <= out[len(out)-1].Partition {
+			return false // out of order, or a duplicate
+		}
+		if len(out) == cap(out) {
+			out = slices.Grow(out, 1+len(ps)/8)
+		}
+		out = out[:len(out)+1]
+		o := &out[len(out)-1]
+		o.Partition, o.Epoch = p, r.Epoch
+		if r.Session != "" {
+			o.Session, o.Member = r.Session, r.Member
+			if s, ok := live[r.Session]; ok {
+				o.Session = s.ID
+				if r.Member == s.Member {
+					o.Member = s.Member
+				}
+			}
+		}
+		if r.Checkpoint != nil {
+			o.Checkpoint = r.Checkpoint
+		}
+		if r.GivenBack != "" {
+			o.GivenBack = r.GivenBack
+		}
+		return true
+	}
+	var none store.Ownership // a placeholder's fields
 	j := 0
 	for _, p := range ps {
-		for j < len(rs) && rs[j].Partition < p.ID {
-			out = append(out, rs[j])
-			j++
+		for ; j < len(rs) && rs[j].Partition < p.ID; j++ {
+			if !add(rs[j].Partition, &rs[j], true) {
+				return nil, false
+			}
 		}
 		if j < len(rs) && rs[j].Partition == p.ID {
-			r := rs[j]
-			r.Partition = p.ID // one string for both: plan compares them
-			out = append(out, r)
+			add(p.ID, &rs[j], false) // one string for both: plan compares them
 			j++
 			continue
 		}
-		out = append(out, store.Ownership{Partition: p.ID})
+		add(p.ID, &none, false)
 	}
-	return append(out, rs[j:]...)
+	for ; j < len(rs); j++ {
+		if !add(rs[j].Partition, &rs[j], true) {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // ownRecordsIntact reads the records of one batch (MaxBatch) of the

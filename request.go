@@ -17,7 +17,7 @@ var ErrLeaveRequested = fmt.Errorf("herd: leave requested through the group's lo
 // names this member starts a graceful leave, even between sessions; every
 // request goes to the jobs scheduler's handler, if set.
 func (f *feed) takeRequests(c *logCall) {
-	if c.err != nil || c.cancelled {
+	if c.err != nil || c.cancelled || !c.kinds.has(store.Requested) {
 		return
 	}
 	m := f.m

@@ -77,3 +77,29 @@ func TestLeaveOnRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestKindSet: the kinds of a batch of entries, as the feed takes them to
+// skip its passes for kinds absent: every kind present is had, an absent
+// one is not (below 31), and load reports alone are told from load reports
+// among others.
+func TestKindSet(t *testing.T) {
+	cs := []store.Change{{Kind: store.Claimed}, {Kind: store.Requested}, {Kind: store.Claimed}}
+	s := kindsOf(cs)
+	for _, k := range []store.ChangeKind{store.Claimed, store.Requested} {
+		if !s.has(k) {
+			t.Errorf("kind %v present, not had", k)
+		}
+	}
+	for _, k := range []store.ChangeKind{store.SessionOpened, store.LoadsReported, store.Released, store.PartitionsSet} {
+		if s.has(k) {
+			t.Errorf("kind %v absent, but had", k)
+		}
+	}
+	if !kindsOf([]store.Change{{Kind: 40}}).has(store.ChangeKind(33)) {
+		t.Error("kinds from 31 on share a bit: one present must make the others had")
+	}
+	loads := []store.Change{{Kind: store.LoadsReported}, {Kind: store.LoadsReported}}
+	if kindsOf(loads) != kindBit(store.LoadsReported) || kindsOf(append(loads, store.Change{Kind: store.Claimed})) == kindBit(store.LoadsReported) {
+		t.Error("load reports alone not told from load reports among others")
+	}
+}

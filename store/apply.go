@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/herdhq/herd/internal/idindex"
 )
 
 // sessionCache is the session of the last claim ApplyAllFunc applied,
@@ -109,5 +111,5 @@ func (s *Snapshot) mergeAdded(added map[string]*Ownership) {
 			j++
 		}
 	}
-	s.Owners, s.index = merged, nil
+	s.Owners, s.index = merged, idindex.Index{}
 }

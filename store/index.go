@@ -8,7 +8,7 @@ import "github.com/herdhq/herd/internal/idindex"
 // map[string]int32 it replaces was 3.7 MB of pointers per member on 100,000
 // records (400 MB for 110 members), and building one was a
 // sixth of what applying a join's entries cost.
-func buildIndex(owners []Ownership) []int32 {
+func buildIndex(owners []Ownership) idindex.Index {
 	return idindex.Build(len(owners), func(i int) string { return owners[i].Partition })
 }
 
@@ -21,8 +21,9 @@ const lookAhead = 32
 // position in s.Owners of the record of cs[j]'s partition, or -1 if the
 // index did not find it (then locate will tell). It finds what
 // lookupIndex would, in steps over all the entries at once: the hashes,
-// then the index's slots, then the records' ids, then their bytes (and
-// probes on, for an id not at the first slot tried). Each step's loads do not depend on one another, so
+// then the index's slots (passing over those of other ids by their tags),
+// then the records' ids, then their bytes (and probes on, for an id whose
+// tag another shares). Each step's loads do not depend on one another, so
 // the processor has them all under way together; one entry after another,
 // each waited for the last. Looked up one at a time, locating records was
 // about half a microsecond an entry on 100,000 records, most of it waiting
@@ -37,19 +38,19 @@ func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 		}
 		n++
 	}
-	if len(s.index) == 0 {
+	if s.index.Len() == 0 {
 		for j := range n {
 			out[j] = -1
 		}
 		return n
 	}
-	mask := uint64(len(s.index) - 1)
-	var h [lookAhead]uint64
+	var h, at [lookAhead]uint64
 	for j := range n {
-		h[j] = idindex.Hash(cs[j].Partition) & mask
+		h[j] = idindex.Hash(cs[j].Partition)
 	}
 	for j := range n {
-		out[j] = s.index[h[j]] - 1
+		v, slot := s.index.Next(h[j], s.index.Home(h[j]))
+		out[j], at[j] = int32(v), slot
 	}
 	var ids [lookAhead]string
 	for j := range n {
@@ -61,10 +62,9 @@ func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 	}
 	for j := range n {
 		if out[j] >= 0 && ids[j] != cs[j].Partition {
-			// Not at the first place tried: probe on (locate would
-			// hash the id again and start over).
+			// Another id of the same tag: probe on.
 			out[j] = -1
-			if v, ok := probe(s.index, s.Owners, cs[j].Partition, (h[j]+1)&mask); ok {
+			if v, ok := probe(s.index, s.Owners, cs[j].Partition, h[j], s.index.After(at[j])); ok {
 				out[j] = int32(v)
 			}
 		}
@@ -77,23 +77,20 @@ func (s *Snapshot) prelocate(cs []Change, out []int32) int {
 // changed from) names, and whether it names one: a position is used only
 // if the record there is id's, so an index that no longer matches owners
 // misses, and is never wrong.
-func lookupIndex(index []int32, owners []Ownership, id string) (int, bool) {
-	if len(index) == 0 {
+func lookupIndex(index idindex.Index, owners []Ownership, id string) (int, bool) {
+	if index.Len() == 0 {
 		return 0, false
 	}
-	return probe(index, owners, id, idindex.Hash(id)&uint64(len(index)-1))
+	h := idindex.Hash(id)
+	return probe(index, owners, id, h, index.Home(h))
 }
 
-// probe is lookupIndex from slot h of index on.
-func probe(index []int32, owners []Ownership, id string, h uint64) (int, bool) {
-	mask := uint64(len(index) - 1)
-	for ; ; h = (h + 1) & mask {
-		v := int(index[h]) - 1
-		if v < 0 {
-			return 0, false
-		}
+// probe is lookupIndex of id, of hash h, from slot s of index on.
+func probe(index idindex.Index, owners []Ownership, id string, h, s uint64) (int, bool) {
+	for v, at := index.Next(h, s); v >= 0; v, at = index.Next(h, index.After(at)) {
 		if v < len(owners) && owners[v].Partition == id {
 			return v, true
 		}
 	}
+	return 0, false
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"testing"
+
+	"github.com/herdhq/herd/internal/idindex"
 )
 
 // buildIndex's table finds every record of the list it was built on, finds
@@ -15,8 +17,8 @@ func TestIndexFindsOnlyWhatIsThere(t *testing.T) {
 		owners[i].Partition = fmt.Sprintf("p%05d", i*2)
 	}
 	index := buildIndex(owners)
-	if len(index) < 2*len(owners) || len(index)&(len(index)-1) != 0 {
-		t.Fatalf("table of %d slots for %d records: want a power of two, at least twice as many", len(index), len(owners))
+	if index.Len() < 2*len(owners) || index.Len()&(index.Len()-1) != 0 {
+		t.Fatalf("table of %d slots for %d records: want a power of two, at least twice as many", index.Len(), len(owners))
 	}
 	for i, o := range owners {
 		if got, ok := lookupIndex(index, owners, o.Partition); !ok || got != i {
@@ -33,7 +35,7 @@ func TestIndexFindsOnlyWhatIsThere(t *testing.T) {
 			t.Fatalf("%s (record %d): found at %d in a list where it is not", o.Partition, i, got)
 		}
 	}
-	if _, ok := lookupIndex(nil, owners, owners[0].Partition); ok {
+	if _, ok := lookupIndex(idindex.Index{}, owners, owners[0].Partition); ok {
 		t.Fatal("found a record without an index")
 	}
 }
@@ -85,4 +87,37 @@ func TestPrelocateFindsWhatLocateFinds(t *testing.T) {
 	if hits := check(&Snapshot{Owners: owners}, cs, lookAhead); hits != 0 {
 		t.Errorf("prelocate found %d entries without an index", hits)
 	}
+}
+
+// BenchmarkPrelocate locates the records of 100,000 claims, in a scattered
+// order (as a placement's entries come: each member's batch of partitions
+// spread over the set), in a copy of 100,000 records: the lookups of
+// ApplyAllFunc alone.
+//
+//	go test -run '^$' -bench Prelocate -benchtime 20x ./store/
+func BenchmarkPrelocate(b *testing.B) {
+	const n = 100_000
+	s := &Snapshot{Owners: make([]Ownership, n)}
+	for i := range s.Owners {
+		s.Owners[i].Partition = fmt.Sprintf("partition-%06d", i)
+	}
+	s.index = buildIndex(s.Owners)
+	cs := make([]Change, n)
+	for i := range cs {
+		// Strings of their own, as decoded from the log.
+		cs[i] = Change{Kind: Claimed, Partition: fmt.Sprintf("partition-%06d", (i*7919)%n)}
+	}
+	var out [lookAhead]int32
+	for b.Loop() {
+		for k := 0; k < n; {
+			m := s.prelocate(cs[k:], out[:])
+			for j := range m {
+				if out[j] < 0 {
+					b.Fatalf("%s not found", cs[k+j].Partition)
+				}
+			}
+			k += m
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/claim")
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdhq/herd/internal/idindex"
 )
 
 // Version is a point in a group's log: the state after entry Seq. Seq
@@ -163,7 +165,7 @@ func (s *Snapshot) Apply(c Change) error {
 			o.GivenBack = keptMark(s.Owners[i].GivenBack, c.Session)
 			s.Owners[i] = o
 		} else {
-			s.Owners, s.index = slices.Insert(s.Owners, i, o), nil
+			s.Owners, s.index = slices.Insert(s.Owners, i, o), idindex.Index{}
 		}
 	case Released:
 		i, found := slices.BinarySearchFunc(s.Owners, c.Partition, byPartition)
@@ -184,7 +186,7 @@ func (s *Snapshot) Apply(c Change) error {
 			s.Owners[i] = Ownership{Partition: c.Partition, Epoch: c.Epoch}
 			break
 		}
-		s.Owners, s.index = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch}), nil
+		s.Owners, s.index = slices.Insert(s.Owners, i, Ownership{Partition: c.Partition, Epoch: c.Epoch}), idindex.Index{}
 	case PartitionsSet:
 		ps := slices.Clone(c.Partitions)
 		slices.SortFunc(ps, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
@@ -245,7 +247,7 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 		if i < 0 {
 			i, found = s.locate(c.Partition)
 		}
-		if found && s.index == nil && len(s.Owners) >= indexFrom {
+		if found && s.index.Len() == 0 && len(s.Owners) >= indexFrom {
 			// Entries about records s has: worth an index once they add
 			// up to a sixteenth of the records (not for entries that add
 			// records, which drop it), or at once if this call has that

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdhq/herd/internal/idindex"
 )
 
 // Partition is one unit of work in a group.
@@ -106,8 +108,8 @@ type Snapshot struct {
 	// by it on a large snapshot, shared by clones, never changed (a change
 	// that moves records drops it), and checked at every use, so a caller
 	// that changes Owners itself makes it slower, never wrong.
-	index []int32 // see buildIndex
-	hits  int     // records ApplyAll found by binary search, toward building index
+	index idindex.Index // see buildIndex
+	hits  int           // records ApplyAll found by binary search, toward building index
 }
 
 // Kinds of Malformed records.

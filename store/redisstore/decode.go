@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdhq/herd/internal/idindex"
 	"github.com/herdhq/herd/store"
 )
 
@@ -136,11 +137,15 @@ func decodeOwners(k keys, owners hashReply, parts []store.Partition, marks map[s
 		epoch  uint64
 		holder int32
 	}
+	// The index and the slots only for a group with records: each member
+	// of a fleet reads the group before its first placement, when it has
+	// none, and the index of 100,000 partitions would serve no lookup.
 	var at []slot
+	var index idindex.Index
 	if owners.len() > 0 {
 		at = make([]slot, len(parts))
+		index = indexParts(parts)
 	}
-	index := indexParts(parts)
 	var strays []store.Ownership
 	found := 0
 	var batch partBatch

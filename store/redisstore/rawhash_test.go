@@ -146,7 +146,7 @@ func TestPartBatchLookup(t *testing.T) {
 		}
 	}
 	check()
-	if len(indexParts(nil)) == 0 {
+	if indexParts(nil).Len() == 0 {
 		t.Fatal("an empty set's index has no slot: lookup would loop")
 	}
 }
