@@ -41,6 +41,16 @@ func TestStartQuiet(t *testing.T) {
 	}
 }
 
+// readOfSessions is a read of the group whose sessions have these
+// Remaining (0: one the log brought).
+func readOfSessions(rem ...time.Duration) *store.Snapshot {
+	snap := &store.Snapshot{}
+	for i, r := range rem {
+		snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprint(i), Remaining: r})
+	}
+	return snap
+}
+
 // TestStartSpan: the span of a fleet's start, as a member knows it: the
 // spread of the opening times of the sessions in its read (by their
 // Remaining), plus the time from its own opening to the last news of one
@@ -48,13 +58,6 @@ func TestStartQuiet(t *testing.T) {
 func TestStartSpan(t *testing.T) {
 	const ms = time.Millisecond
 	opened := time.Now()
-	read := func(rem ...time.Duration) *store.Snapshot {
-		snap := &store.Snapshot{}
-		for i, r := range rem {
-			snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprint(i), Remaining: r})
-		}
-		return snap
-	}
 	ttl := 10 * time.Second
 	for _, c := range []struct {
 		name string
@@ -62,12 +65,12 @@ func TestStartSpan(t *testing.T) {
 		last time.Time
 		want time.Duration
 	}{
-		{"alone", read(ttl), opened.Add(50 * ms), time.Duration(math.MaxInt64)},
-		{"read together", read(ttl, ttl-2*ms, ttl-ms), opened.Add(50 * ms), 2 * ms},
-		{"read over 48 ms", read(ttl-48*ms, ttl, ttl-12*ms), opened.Add(5 * ms), 48 * ms},
-		{"logged after", read(ttl, 0, 0), opened.Add(36 * ms), 36 * ms},
-		{"both", read(ttl-10*ms, ttl, 0), opened.Add(20 * ms), 30 * ms},
-		{"news before the opening", read(ttl, 0), opened.Add(-ms), 0},
+		{"alone", readOfSessions(ttl), opened.Add(50 * ms), time.Duration(math.MaxInt64)},
+		{"read together", readOfSessions(ttl, ttl-2*ms, ttl-ms), opened.Add(50 * ms), 2 * ms},
+		{"read over 48 ms", readOfSessions(ttl-48*ms, ttl, ttl-12*ms), opened.Add(5 * ms), 48 * ms},
+		{"logged after", readOfSessions(ttl, 0, 0), opened.Add(36 * ms), 36 * ms},
+		{"both", readOfSessions(ttl-10*ms, ttl, 0), opened.Add(20 * ms), 30 * ms},
+		{"news before the opening", readOfSessions(ttl, 0), opened.Add(-ms), 0},
 	} {
 		if got := startSpan(c.snap, opened, c.last); got != c.want {
 			t.Errorf("%s: startSpan = %v; want %v", c.name, got, c.want)
@@ -80,13 +83,6 @@ func TestStartSpan(t *testing.T) {
 // Remaining), and between two news of openings the feed brought.
 func TestStartGap(t *testing.T) {
 	const ms = time.Millisecond
-	read := func(rem ...time.Duration) *store.Snapshot {
-		snap := &store.Snapshot{}
-		for i, r := range rem {
-			snap.Sessions = append(snap.Sessions, store.SessionInfo{ID: fmt.Sprint(i), Remaining: r})
-		}
-		return snap
-	}
 	ttl := 10 * time.Second
 	for _, c := range []struct {
 		name    string
@@ -94,11 +90,11 @@ func TestStartGap(t *testing.T) {
 		newsGap time.Duration
 		want    time.Duration
 	}{
-		{"alone", read(ttl), 0, 0},
-		{"read together", read(ttl, ttl-2*ms, ttl-ms), 0, ms},
-		{"read over 48 ms", read(ttl-48*ms, ttl, ttl-12*ms), 0, 36 * ms},
-		{"logged after", read(ttl, 0, 0), 36 * ms, 36 * ms},
-		{"a pause in the read", read(ttl, ttl-5*ms, ttl-195*ms, ttl-200*ms, 0), 3 * ms, 190 * ms},
+		{"alone", readOfSessions(ttl), 0, 0},
+		{"read together", readOfSessions(ttl, ttl-2*ms, ttl-ms), 0, ms},
+		{"read over 48 ms", readOfSessions(ttl-48*ms, ttl, ttl-12*ms), 0, 36 * ms},
+		{"logged after", readOfSessions(ttl, 0, 0), 36 * ms, 36 * ms},
+		{"a pause in the read", readOfSessions(ttl, ttl-5*ms, ttl-195*ms, ttl-200*ms, 0), 3 * ms, 190 * ms},
 	} {
 		if got := startGap(c.snap, c.newsGap); got != c.want {
 			t.Errorf("%s: startGap = %v; want %v", c.name, got, c.want)

@@ -24,21 +24,27 @@ func returned(done <-chan struct{}) bool {
 	}
 }
 
+// oneClaimConfig is a member's config on one partition whose handler
+// sends its claim to claims and runs until cancelled.
+func oneClaimConfig(claims chan<- *herd.Claim) herd.Config {
+	return herd.Config{
+		Group: "g", Member: "a", Partitions: herd.Numbered(1),
+		Logger: slog.New(slog.DiscardHandler),
+		Handler: func(c *herd.Claim) error {
+			claims <- c
+			<-c.Context().Done()
+			return nil
+		},
+	}
+}
+
 // A member given a paused gate with WithGate is stopped at its next step
 // (here: a checkpoint) until the gate is resumed; a nil gate removes it.
 func TestWithGatePausesTheMember(t *testing.T) {
 	for _, removed := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			claims := make(chan *herd.Claim, 1)
-			cfg := herd.Config{
-				Group: "g", Member: "a", Partitions: herd.Numbered(1),
-				Logger: slog.New(slog.DiscardHandler),
-				Handler: func(c *herd.Claim) error {
-					claims <- c
-					<-c.Context().Done()
-					return nil
-				},
-			}
+			cfg := oneClaimConfig(claims)
 			gate := &herdtest.Gate{}
 			herdtest.WithGate(&cfg, gate)
 			if removed {
@@ -124,15 +130,7 @@ func TestNilGateAndConfig(t *testing.T) {
 func TestCheckpointNilContextWhileGatePaused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		claims := make(chan *herd.Claim, 1)
-		cfg := herd.Config{
-			Group: "g", Member: "a", Partitions: herd.Numbered(1),
-			Logger: slog.New(slog.DiscardHandler),
-			Handler: func(c *herd.Claim) error {
-				claims <- c
-				<-c.Context().Done()
-				return nil
-			},
-		}
+		cfg := oneClaimConfig(claims)
 		gate := &herdtest.Gate{}
 		herdtest.WithGate(&cfg, gate)
 		m, err := herd.Join(t.Context(), memstore.New(), cfg)
