@@ -21,12 +21,13 @@ import (
 // sequencing up to seq, written with the sequence q, and its pending keys
 // u/ after them (see pending.go). Changes reads q and the pending keys,
 // and the sequenced keys after the reader's version if it is behind q, at
-// one revision; when there are none it watches for log keys (and the
-// sessions' liveness keys, to log an expiry when the cluster ends a
-// lease) from the revision after that read. A watch that cannot
-// start at that revision (compacted) reads again: the entries are keys,
-// which compaction keeps, so only a version whose entry was trimmed (or
-// is of another history) is ErrVersionGone.
+// one revision; when there are none it waits for the group's watch
+// (watch.go) to see a log key (or the end of a session's lease, to log an
+// expiry when the cluster ends a lease) after that read. A reader the
+// store's last read left at the log's head waits first. A watch that
+// falls behind a compaction is made anew and the reader reads again: the
+// entries are keys, which compaction keeps, so only a version whose entry
+// was trimmed (or is of another history) is ErrVersionGone.
 
 var (
 	// errGone is a reader's version the log cannot continue.
@@ -47,22 +48,52 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	g := s.groupKey(group)
 	until := time.Now().Add(maxWait)
-	for {
-		cs, rev, err := s.readLog(ctx, g, after, max)
-		switch {
-		case errors.Is(err, errCompacted):
-			continue
-		case errors.Is(err, errGone):
-			return nil, after, fmt.Errorf("etcdstore: %s after %v in group %q: %w", op, after, group, store.ErrVersionGone)
-		case errors.Is(err, store.ErrCorrupt):
-			return nil, after, fmt.Errorf("etcdstore: %s: %w", op, err)
-		case err != nil:
-			return nil, after, failure(op, err)
-		case len(cs) > 0:
-			return cs, cs[len(cs)-1].Version, nil
+	w, err := s.watchLog(ctx, g)
+	if err != nil {
+		return s.unwatched(ctx, op, after, err)
+	}
+	defer func() {
+		if w != nil {
+			s.unwatch(w)
 		}
-		expired, err := s.waitLog(ctx, g, rev, until)
+	}()
+	// A reader that the store's last read left at the log's head reads
+	// nothing until the watch sees an entry after that read.
+	var rev int64
+	read := true
+	if h, ok := s.hintOf(g); ok && h.head && after == h.at && after.Seq > 0 && h.rev >= w.from {
+		rev, read = h.rev, false
+	}
+	for {
+		if read {
+			cs, r, err := s.readLog(ctx, g, after, max)
+			switch {
+			case errors.Is(err, errCompacted):
+				continue
+			case errors.Is(err, errGone):
+				return nil, after, fmt.Errorf("etcdstore: %s after %v in group %q: %w", op, after, group, store.ErrVersionGone)
+			case errors.Is(err, store.ErrCorrupt):
+				return nil, after, fmt.Errorf("etcdstore: %s: %w", op, err)
+			case err != nil:
+				return nil, after, failure(op, err)
+			case len(cs) > 0:
+				return cs, cs[len(cs)-1].Version, nil
+			}
+			rev = r
+		}
+		read = true
+		expired, err := w.wait(ctx, rev, after.Seq, until)
 		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			// The watch fell behind a compaction: a new one, and read
+			// again (the entries are keys, which compaction keeps).
+			s.unwatch(w)
+			w = nil
+			nw, err := s.watchLog(ctx, g)
+			if err != nil {
+				return s.unwatched(ctx, op, after, err)
+			}
+			w = nw
 		case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 			return nil, after, nil // at rest until the caller's deadline
 		case err != nil:
@@ -75,6 +106,15 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			}
 		}
 	}
+}
+
+// unwatched is Changes' result when the watch of the group's log could
+// not be made: none at the caller's deadline (at rest), else err.
+func (s *Store) unwatched(ctx context.Context, op string, after store.Version, err error) ([]store.Change, store.Version, error) {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return nil, after, nil
+	}
+	return nil, after, failure(op, err)
 }
 
 // readLog reads the entries after after (at most max) and the revision of
@@ -158,7 +198,7 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if len(cs) > 0 {
 		at = cs[len(cs)-1].Version
 	}
-	s.setHint(g, logHint{rev: rev, create: create, at: at})
+	s.setHint(g, logHint{rev: rev, create: create, at: at, head: at == t.head})
 	return cs, rev, nil
 }
 
@@ -231,48 +271,4 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 		c.Partitions = []store.Partition{}
 	}
 	return c, nil
-}
-
-// waitLog waits from revision rev+1 for a log entry (a sequenced or a
-// pending key written), the deletion of the group's sequence (the group
-// deleted), or
-// the end of a session's lease (expired), until ctx ends or until. The
-// watches require a leader: a member cut off with a minority of the
-// cluster gets an error, not a wait for ever.
-func (s *Store) waitLog(ctx context.Context, g string, rev int64, until time.Time) (expired bool, err error) {
-	wctx, cancel := context.WithDeadline(withLeader(ctx), until)
-	defer cancel()
-	logs := s.c.Watch(wctx, g+"l/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-	pending := s.c.Watch(wctx, g+"u/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-	deleted := s.c.Watch(wctx, g+"q", clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	leases := s.c.Watch(wctx, g+"s/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	for {
-		var wr clientv3.WatchResponse
-		var ok bool
-		select {
-		case wr, ok = <-logs:
-		case wr, ok = <-pending:
-		case wr, ok = <-deleted:
-		case wr, ok = <-leases:
-			if ok && wr.Err() == nil && len(wr.Events) > 0 {
-				return true, nil
-			}
-		}
-		switch {
-		case !ok:
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			if time.Now().After(until) {
-				return false, nil
-			}
-			return false, fmt.Errorf("the watch ended: %w", wctx.Err())
-		case errors.Is(wr.Err(), rpctypes.ErrCompacted):
-			return false, nil // read again
-		case wr.Err() != nil:
-			return false, wr.Err()
-		case len(wr.Events) > 0:
-			return false, nil
-		}
-	}
 }

@@ -1,0 +1,231 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A reader of a group's log waits on one watch per group and store, made
+// when a reader first waits and kept until the store closes or no reader
+// waited on it for watchIdle. Its watches start at the cluster's current
+// revision, and a reader waits for their events after the revision of its
+// read (at or after the watch's start, as the read follows the watch's
+// creation). A watch made per wait would start at the revision after the
+// reader's read; etcd sends a watch that starts at a revision the cluster
+// has passed (another write came between the read and the watch, as it
+// nearly always does while a fleet rebalances) nothing until its sync loop
+// next runs, every 100 ms, and it cost the cluster a watch stream per wait.
+
+// watchIdle is how long a group's watch is kept with no reader waiting on
+// it (Store.watchIdle): a member reads between its waits.
+const watchIdle = time.Minute
+
+// logWatch is the watch of one group's log keys: the puts of sequenced
+// (l/) and pending (u/) keys, the deletion of the sequence q (the group
+// deleted) and of the sessions' liveness keys (a lease ended).
+type logWatch struct {
+	g      string
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once the watches are made (from) or ended (err)
+	from   int64         // every event after this revision is seen
+
+	mu      sync.Mutex
+	news    int64  // the revision of the latest pending key or deletion of q
+	seqRev  int64  // the revision of the latest sequenced key
+	maxSeq  uint64 // the largest seq of a sequenced key
+	leases  int64  // the revision of the latest end of a lease
+	err     error  // why the watch ended (nil while it runs)
+	wake    chan struct{}
+	readers int // the readers using it
+	idle    int // counts the readers' ends: the watch ends watchIdle after the last, if still the last
+}
+
+// logWatches are the store's watches, by group key.
+type logWatches struct {
+	mu sync.Mutex
+	m  map[string]*logWatch
+}
+
+// watchLog is the watch of group key g's log once its watches are made,
+// with the caller counted as its reader until it calls s.unwatch; an
+// error if it could not be made (ctx's, when ctx ends first).
+func (s *Store) watchLog(ctx context.Context, g string) (*logWatch, error) {
+	s.watches.mu.Lock()
+	w := s.watches.m[g]
+	if w == nil {
+		w = &logWatch{g: g, ready: make(chan struct{}), wake: make(chan struct{})}
+		wctx, cancel := context.WithCancel(withLeader(s.closing))
+		w.cancel = cancel
+		if !s.goBackground(func() { s.runWatch(wctx, w) }) {
+			s.watches.mu.Unlock()
+			cancel()
+			return nil, errors.New("the store is closed")
+		}
+		if s.watches.m == nil {
+			s.watches.m = map[string]*logWatch{}
+		}
+		s.watches.m[g] = w
+	}
+	w.mu.Lock()
+	w.readers++
+	w.mu.Unlock()
+	s.watches.mu.Unlock()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		s.unwatch(w)
+		return nil, ctx.Err()
+	}
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err != nil {
+		s.unwatch(w)
+		return nil, err
+	}
+	return w, nil
+}
+
+// unwatch ends the caller's use of w; the watch ends once no reader used
+// it for watchIdle.
+func (s *Store) unwatch(w *logWatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.idle++
+	if w.readers--; w.readers > 0 || w.err != nil {
+		return
+	}
+	last := w.idle
+	time.AfterFunc(s.watchIdle, func() {
+		// Under s.watches.mu, as watchLog counts a new reader.
+		s.watches.mu.Lock()
+		w.mu.Lock()
+		idle := w.idle == last && w.readers == 0
+		if idle && s.watches.m[w.g] == w {
+			delete(s.watches.m, w.g)
+		}
+		w.mu.Unlock()
+		s.watches.mu.Unlock()
+		if idle {
+			w.cancel()
+		}
+	})
+}
+
+// dropWatch forgets w: the next reader of its group makes a new one.
+func (s *Store) dropWatch(w *logWatch) {
+	s.watches.mu.Lock()
+	if s.watches.m[w.g] == w {
+		delete(s.watches.m, w.g)
+	}
+	s.watches.mu.Unlock()
+}
+
+// runWatch makes w's watches and notes their events until ctx ends or a
+// watch fails.
+func (s *Store) runWatch(ctx context.Context, w *logWatch) {
+	defer w.cancel()
+	g := w.g
+	chans := []clientv3.WatchChan{
+		s.c.Watch(ctx, g+"l/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()),
+		s.c.Watch(ctx, g+"u/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()),
+		s.c.Watch(ctx, g+"q", clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
+		s.c.Watch(ctx, g+"s/", clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
+	}
+	created := 0
+	var err error
+	for err == nil {
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case wr, ok = <-chans[0]:
+		case wr, ok = <-chans[1]:
+		case wr, ok = <-chans[2]:
+		case wr, ok = <-chans[3]:
+		}
+		switch {
+		case !ok && ctx.Err() != nil:
+			err = fmt.Errorf("the watch ended: %w", ctx.Err())
+		case !ok:
+			err = errors.New("the watch ended")
+		case wr.Err() != nil:
+			err = wr.Err()
+		case wr.Created:
+			// Each watch sees the events after the revision it was
+			// made at; w's readers read after the last one's.
+			if created++; created <= len(chans) {
+				w.from = max(w.from, wr.Header.Revision)
+			}
+			if created == len(chans) {
+				close(w.ready)
+			}
+		default:
+			w.note(wr)
+		}
+	}
+	s.dropWatch(w)
+	w.mu.Lock()
+	w.err = err
+	close(w.wake)
+	w.mu.Unlock()
+	if created < len(chans) {
+		close(w.ready)
+	}
+}
+
+// note records the events of wr and wakes the readers.
+func (w *logWatch) note(wr clientv3.WatchResponse) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range wr.Events {
+		k, rev := string(ev.Kv.Key), ev.Kv.ModRevision
+		switch {
+		case strings.HasPrefix(k, w.g+"l/"):
+			seq, _ := strconv.ParseUint(strings.TrimPrefix(k, w.g+"l/"), 10, 64)
+			w.seqRev, w.maxSeq = max(w.seqRev, rev), max(w.maxSeq, seq)
+		case strings.HasPrefix(k, w.g+"s/"):
+			w.leases = max(w.leases, rev)
+		default: // a pending key, or q deleted
+			w.news = max(w.news, rev)
+		}
+	}
+	close(w.wake)
+	w.wake = make(chan struct{})
+}
+
+// wait waits for an event after revision rev that a reader at seq has not
+// read: a pending key, a sequenced key past seq (a sequencing of entries
+// up to seq moves entries the reader has), the deletion of q, or the end
+// of a lease (expired); until ctx ends, until, or the watch ends (its
+// error).
+func (w *logWatch) wait(ctx context.Context, rev int64, seq uint64, until time.Time) (expired bool, err error) {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		news, seqRev, maxSeq, leases, err, wake := w.news, w.seqRev, w.maxSeq, w.leases, w.err, w.wake
+		w.mu.Unlock()
+		switch {
+		case news > rev || seqRev > rev && maxSeq > seq:
+			return false, nil
+		case leases > rev:
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
