@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -27,9 +27,9 @@ import (
 // it (Store.watchIdle): a member reads between its waits.
 const watchIdle = time.Minute
 
-// logWatch is the watch of one group's log keys: the puts of sequenced
-// (l/) and pending (u/) keys, the deletion of the sequence q (the group
-// deleted) and of the sessions' liveness keys (a lease ended).
+// logWatch is the watch of one group's log keys: the sequence q (put with
+// every sequenced key, deleted with the group), the puts of pending keys
+// (u/), and the deletions of the sessions' liveness keys (a lease ended).
 type logWatch struct {
 	g      string
 	cancel context.CancelFunc
@@ -38,8 +38,8 @@ type logWatch struct {
 
 	mu      sync.Mutex
 	news    int64  // the revision of the latest pending key or deletion of q
-	seqRev  int64  // the revision of the latest sequenced key
-	maxSeq  uint64 // the largest seq of a sequenced key
+	seqRev  int64  // the revision of the latest put of q
+	maxSeq  uint64 // the largest seq q was put with
 	leases  int64  // the revision of the latest end of a lease
 	err     error  // why the watch ended (nil while it runs)
 	wake    chan struct{}
@@ -133,10 +133,11 @@ func (s *Store) dropWatch(w *logWatch) {
 func (s *Store) runWatch(ctx context.Context, w *logWatch) {
 	defer w.cancel()
 	g := w.g
+	// q, not l/: every sequenced key is put with q, whose value is small
+	// (an l/ key holds entries the reader reads anyway).
 	chans := []clientv3.WatchChan{
-		s.c.Watch(ctx, g+"l/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()),
+		s.c.Watch(ctx, g+"q", clientv3.WithCreatedNotify()),
 		s.c.Watch(ctx, g+"u/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()),
-		s.c.Watch(ctx, g+"q", clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
 		s.c.Watch(ctx, g+"s/", clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
 	}
 	created := 0
@@ -148,7 +149,6 @@ func (s *Store) runWatch(ctx context.Context, w *logWatch) {
 		case wr, ok = <-chans[0]:
 		case wr, ok = <-chans[1]:
 		case wr, ok = <-chans[2]:
-		case wr, ok = <-chans[3]:
 		}
 		switch {
 		case !ok && ctx.Err() != nil:
@@ -186,23 +186,25 @@ func (w *logWatch) note(wr clientv3.WatchResponse) {
 	defer w.mu.Unlock()
 	for _, ev := range wr.Events {
 		k, rev := string(ev.Kv.Key), ev.Kv.ModRevision
-		switch {
-		case strings.HasPrefix(k, w.g+"l/"):
-			seq, _ := strconv.ParseUint(strings.TrimPrefix(k, w.g+"l/"), 10, 64)
-			w.seqRev, w.maxSeq = max(w.seqRev, rev), max(w.maxSeq, seq)
-		case strings.HasPrefix(k, w.g+"s/"):
+		if strings.HasPrefix(k, w.g+"s/") {
 			w.leases = max(w.leases, rev)
-		default: // a pending key, or q deleted
-			w.news = max(w.news, rev)
+			continue
 		}
+		if k == w.g+"q" && ev.Type == mvccpb.PUT {
+			if seq, err := decodeSeq([]*mvccpb.KeyValue{ev.Kv}); err == nil {
+				w.seqRev, w.maxSeq = max(w.seqRev, rev), max(w.maxSeq, seq.Seq)
+				continue
+			}
+		}
+		w.news = max(w.news, rev) // a pending key, q deleted (or not to be decoded: the reader reports it)
 	}
 	close(w.wake)
 	w.wake = make(chan struct{})
 }
 
 // wait waits for an event after revision rev that a reader at seq has not
-// read: a pending key, a sequenced key past seq (a sequencing of entries
-// up to seq moves entries the reader has), the deletion of q, or the end
+// read: a pending key, q put past seq (a sequencing of entries up to seq
+// moves entries the reader has), the deletion of q, or the end
 // of a lease (expired); until ctx ends, until, or the watch ends (its
 // error).
 func (w *logWatch) wait(ctx context.Context, rev int64, seq uint64, until time.Time) (expired bool, err error) {
