@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -22,7 +21,7 @@ import (
 // u/ after them (see pending.go). Changes reads q and the pending keys,
 // and the sequenced keys after the reader's version if it is behind q, at
 // one revision; when there are none it waits for the group's watch
-// (watch.go) to see a log key (or the end of a session's lease, to log an
+// (watch.go) to see a new entry (or the end of a session's lease, to log an
 // expiry when the cluster ends a lease) after that read. A reader the
 // store's last read left at the log's head waits first. A watch that
 // falls behind a compaction is made anew and the reader reads again: the
@@ -206,7 +205,8 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 // the entries of one sequencing up to seq), the sequence being at last:
 // its entries, and the seq of the first.
 func logKeyEntries(g string, kv *mvccpb.KeyValue, last uint64) (es []entry, first uint64, _ error) {
-	if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
+	es, err := decodeEntries(kv.Value)
+	if err != nil || len(es) == 0 {
 		return nil, 0, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 	}
 	end, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), g+"l/"), 10, 64)
@@ -219,8 +219,8 @@ func logKeyEntries(g string, kv *mvccpb.KeyValue, last uint64) (es []entry, firs
 // decodeEntry decodes a log entry read at rev, reading the set a
 // PartitionsSet entry names at that revision (errGone if it is deleted).
 func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev int64) (store.Change, error) {
-	var e entry
-	if err := json.Unmarshal(v, &e); err != nil {
+	e, err := decodeEntryJSON(v)
+	if err != nil {
 		return store.Change{}, fmt.Errorf("log entry in %q cannot be decoded: %v: %w", key, err, store.ErrCorrupt)
 	}
 	return s.changeOf(ctx, g, e, rev)
