@@ -65,7 +65,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	for {
 		if read {
-			cs, r, err := s.readLog(ctx, g, after, max)
+			cs, r, err := s.readLog(ctx, g, after, max, w)
 			switch {
 			case errors.Is(err, errCompacted):
 				continue
@@ -119,10 +119,12 @@ func (s *Store) unwatched(ctx context.Context, op string, after store.Version, e
 // readLog reads the entries after after (at most max) and the revision of
 // the read; errGone if the log cannot continue from after. One
 // transaction reads q, the pending keys, the values of those written since
-// the store's last read of the group, and the sequenced keys from after's
-// (see logHint): a reader woken by a write reads it in one round trip.
-func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int) ([]store.Change, int64, error) {
+// the store's last read of the group and not seen by w (the group's watch),
+// and the sequenced keys from after's (see logHint): a reader woken by a
+// write reads it in one round trip.
+func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int, w *logWatch) ([]store.Change, int64, error) {
 	h, known := s.hintOf(g)
+	seen, upTo := w.pendingValues()
 	// The sequenced keys from the one holding after's entry, or from the
 	// one after it when this store's last read left the reader at after
 	// (see logHint).
@@ -136,7 +138,13 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	ops := []clientv3.Op{clientv3.OpGet(g + "q"), pendingGet(g),
 		clientv3.OpGet(logKey(g, from), clientv3.WithRange(g+"l0"), clientv3.WithLimit(int64(max)+1))}
 	if known {
-		ops = append(ops, clientv3.OpGet(g+"u/", clientv3.WithPrefix(), clientv3.WithMinModRev(h.rev+1)))
+		// The values of the pending keys written since the last read,
+		// but for those the watch sent.
+		from := h.rev
+		if upTo > from {
+			from = upTo
+		}
+		ops = append(ops, clientv3.OpGet(g+"u/", clientv3.WithPrefix(), clientv3.WithMinModRev(from+1)))
 	}
 	resp, err := s.c.Txn(withLeader(ctx)).Then(ops...).Commit()
 	if err != nil {
@@ -148,9 +156,11 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if err != nil {
 		return nil, 0, err
 	}
-	var values map[string][]byte
+	values := seen
 	if known {
-		values = valuesOf(resp.Responses[3].GetResponseRange().Kvs)
+		for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+			values[string(kv.Key)] = kv.Value
+		}
 	}
 	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true, values)
 	if err != nil {

@@ -28,20 +28,25 @@ import (
 const watchIdle = time.Minute
 
 // logWatch is the watch of one group's log keys: the sequence q (put with
-// every sequenced key, deleted with the group), the puts of pending keys
-// (u/), and the deletions of the sessions' liveness keys (a lease ended).
+// every sequenced key, deleted with the group), the pending keys (u/), and
+// the deletions of the sessions' liveness keys (a lease ended).
 type logWatch struct {
 	g      string
 	cancel context.CancelFunc
 	ready  chan struct{} // closed once the watches are made (from) or ended (err)
 	from   int64         // every event after this revision is seen
 
-	mu      sync.Mutex
-	news    int64  // the revision of the latest pending key or deletion of q
-	seqRev  int64  // the revision of the latest put of q
-	maxSeq  uint64 // the largest seq q was put with
-	leases  int64  // the revision of the latest end of a lease
-	err     error  // why the watch ended (nil while it runs)
+	mu     sync.Mutex
+	news   int64  // the revision of the latest pending key or deletion of q
+	seqRev int64  // the revision of the latest put of q
+	maxSeq uint64 // the largest seq q was put with
+	// pending are the values of the pending keys, as of the watch's
+	// events up to pendRev: a reader reads only those of keys written
+	// after it (the watch sends each value to every reader anyway).
+	pending map[string][]byte
+	pendRev int64
+	leases  int64 // the revision of the latest end of a lease
+	err     error // why the watch ended (nil while it runs)
 	wake    chan struct{}
 	readers int // the readers using it
 	idle    int // counts the readers' ends: the watch ends watchIdle after the last, if still the last
@@ -137,7 +142,7 @@ func (s *Store) runWatch(ctx context.Context, w *logWatch) {
 	// (an l/ key holds entries the reader reads anyway).
 	chans := []clientv3.WatchChan{
 		s.c.Watch(ctx, g+"q", clientv3.WithCreatedNotify()),
-		s.c.Watch(ctx, g+"u/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()),
+		s.c.Watch(ctx, g+"u/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()),
 		s.c.Watch(ctx, g+"s/", clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
 	}
 	created := 0
@@ -190,6 +195,17 @@ func (w *logWatch) note(wr clientv3.WatchResponse) {
 			w.leases = max(w.leases, rev)
 			continue
 		}
+		if strings.HasPrefix(k, w.g+"u/") {
+			w.pendRev = max(w.pendRev, rev)
+			if ev.Type == mvccpb.DELETE { // sequenced
+				delete(w.pending, k)
+				continue
+			}
+			if w.pending == nil {
+				w.pending = map[string][]byte{}
+			}
+			w.pending[k] = ev.Kv.Value
+		}
 		if k == w.g+"q" && ev.Type == mvccpb.PUT {
 			if seq, err := decodeSeq([]*mvccpb.KeyValue{ev.Kv}); err == nil {
 				w.seqRev, w.maxSeq = max(w.seqRev, rev), max(w.maxSeq, seq.Seq)
@@ -230,4 +246,20 @@ func (w *logWatch) wait(ctx context.Context, rev int64, seq uint64, until time.T
 			return false, ctx.Err()
 		}
 	}
+}
+
+// pendingValues is a copy of the values of the pending keys the watch saw
+// written and not deleted, by key, and the revision of its latest event of
+// a pending key; none for a nil w.
+func (w *logWatch) pendingValues() (map[string][]byte, int64) {
+	values := map[string][]byte{}
+	if w == nil {
+		return values, 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.pending {
+		values[k] = v
+	}
+	return values, w.pendRev
 }
