@@ -47,9 +47,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	g := s.groupKey(group)
 	until := time.Now().Add(maxWait)
-	w, err := s.watchLog(ctx, g)
+	w, err := s.watchLog(g)
 	if err != nil {
-		return s.unwatched(ctx, op, after, err)
+		return nil, after, failure(op, err)
 	}
 	defer func() {
 		if w != nil {
@@ -60,8 +60,10 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	// nothing until the watch sees an entry after that read.
 	var rev int64
 	read := true
-	if h, ok := s.hintOf(g); ok && h.head && after == h.at && after.Seq > 0 && h.rev >= w.from {
-		rev, read = h.rev, false
+	if h, ok := s.hintOf(g); ok && h.head && after == h.at && after.Seq > 0 {
+		if from, ready := w.readyFrom(); ready && h.rev >= from {
+			rev, read = h.rev, false
+		}
 	}
 	for {
 		if read {
@@ -88,9 +90,9 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			// again (the entries are keys, which compaction keeps).
 			s.unwatch(w)
 			w = nil
-			nw, err := s.watchLog(ctx, g)
+			nw, err := s.watchLog(g)
 			if err != nil {
-				return s.unwatched(ctx, op, after, err)
+				return nil, after, failure(op, err)
 			}
 			w = nw
 		case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
@@ -105,15 +107,6 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			}
 		}
 	}
-}
-
-// unwatched is Changes' result when the watch of the group's log could
-// not be made: none at the caller's deadline (at rest), else err.
-func (s *Store) unwatched(ctx context.Context, op string, after store.Version, err error) ([]store.Change, store.Version, error) {
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return nil, after, nil
-	}
-	return nil, after, failure(op, err)
 }
 
 // readLog reads the entries after after (at most max) and the revision of

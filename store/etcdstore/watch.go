@@ -16,8 +16,8 @@ import (
 // when a reader first waits and kept until the store closes or no reader
 // waited on it for watchIdle. Its watches start at the cluster's current
 // revision, and a reader waits for their events after the revision of its
-// read (at or after the watch's start, as the read follows the watch's
-// creation). A watch made per wait would start at the revision after the
+// read (a reader that read before the watch's start reads again once it
+// has started). A watch made per wait would start at the revision after the
 // reader's read; etcd sends a watch that starts at a revision the cluster
 // has passed (another write came between the read and the watch, as it
 // nearly always does while a fleet rebalances) nothing until its sync loop
@@ -58,18 +58,18 @@ type logWatches struct {
 	m  map[string]*logWatch
 }
 
-// watchLog is the watch of group key g's log once its watches are made,
-// with the caller counted as its reader until it calls s.unwatch; an
-// error if it could not be made (ctx's, when ctx ends first).
-func (s *Store) watchLog(ctx context.Context, g string) (*logWatch, error) {
+// watchLog is the watch of group key g's log, made if the store has none,
+// with the caller counted as its reader until it calls s.unwatch; an error
+// if the store is closed.
+func (s *Store) watchLog(g string) (*logWatch, error) {
 	s.watches.mu.Lock()
+	defer s.watches.mu.Unlock()
 	w := s.watches.m[g]
 	if w == nil {
 		w = &logWatch{g: g, ready: make(chan struct{}), wake: make(chan struct{})}
 		wctx, cancel := context.WithCancel(withLeader(s.closing))
 		w.cancel = cancel
 		if !s.goBackground(func() { s.runWatch(wctx, w) }) {
-			s.watches.mu.Unlock()
 			cancel()
 			return nil, errors.New("the store is closed")
 		}
@@ -81,21 +81,18 @@ func (s *Store) watchLog(ctx context.Context, g string) (*logWatch, error) {
 	w.mu.Lock()
 	w.readers++
 	w.mu.Unlock()
-	s.watches.mu.Unlock()
+	return w, nil
+}
+
+// readyFrom is the revision after which w sees every event, once its
+// watches are made (ok).
+func (w *logWatch) readyFrom() (from int64, ok bool) {
 	select {
 	case <-w.ready:
-	case <-ctx.Done():
-		s.unwatch(w)
-		return nil, ctx.Err()
+		return w.from, true
+	default:
+		return 0, false
 	}
-	w.mu.Lock()
-	err := w.err
-	w.mu.Unlock()
-	if err != nil {
-		s.unwatch(w)
-		return nil, err
-	}
-	return w, nil
 }
 
 // unwatch ends the caller's use of w; the watch ends once no reader used
@@ -218,14 +215,30 @@ func (w *logWatch) note(wr clientv3.WatchResponse) {
 	w.wake = make(chan struct{})
 }
 
-// wait waits for an event after revision rev that a reader at seq has not
-// read: a pending key, q put past seq (a sequencing of entries up to seq
+// wait waits for the watch to be made, then for an event after revision
+// rev that a reader at seq has not read (none if rev is before the watch:
+// the reader reads again): a pending key, q put past seq (a sequencing of entries up to seq
 // moves entries the reader has), the deletion of q, or the end
 // of a lease (expired); until ctx ends, until, or the watch ends (its
 // error).
 func (w *logWatch) wait(ctx context.Context, rev int64, seq uint64, until time.Time) (expired bool, err error) {
 	t := time.NewTimer(time.Until(until))
 	defer t.Stop()
+	select {
+	case <-w.ready:
+	case <-t.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	if rev < w.from {
+		// Read before the watch was made: the reader reads again (unless
+		// the watch failed).
+		w.mu.Lock()
+		err := w.err
+		w.mu.Unlock()
+		return false, err
+	}
 	for {
 		w.mu.Lock()
 		news, seqRev, maxSeq, leases, err, wake := w.news, w.seqRev, w.maxSeq, w.leases, w.err, w.wake

@@ -19,6 +19,13 @@ import (
 // client opens.
 func watchedStore(t *testing.T, prefix string) (s *Store, calls, streams *atomic.Int64) {
 	t.Helper()
+	return gatedStore(t, prefix, nil)
+}
+
+// gatedStore is watchedStore whose watch streams open only once gate is
+// closed (nil: at once).
+func gatedStore(t *testing.T, prefix string, gate chan struct{}) (s *Store, calls, streams *atomic.Int64) {
+	t.Helper()
 	calls, streams = &atomic.Int64{}, &atomic.Int64{}
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		calls.Add(1)
@@ -27,6 +34,13 @@ func watchedStore(t *testing.T, prefix string) (s *Store, calls, streams *atomic
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if strings.HasSuffix(method, "/Watch") {
 			streams.Add(1)
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -46,8 +60,8 @@ func watchedStore(t *testing.T, prefix string) (s *Store, calls, streams *atomic
 
 // TestReaderWaitsOnOneWatch: a reader following the log waits on one
 // watch stream however many entries it waits for; a reader the store's
-// last read left at the log's head waits without reading, and a
-// sequencing of entries it has read does not wake it.
+// last read left at the log's head waits without reading once the watch
+// is made, and a sequencing of entries it has read does not wake it.
 func TestReaderWaitsOnOneWatch(t *testing.T) {
 	w, prefix := openTest(t)
 	r, calls, streams := watchedStore(t, prefix)
@@ -67,7 +81,8 @@ func TestReaderWaitsOnOneWatch(t *testing.T) {
 		if cs := atRest(t, r, group, v); len(cs) != 0 {
 			t.Fatalf("Changes at the head: %+v", cs)
 		}
-		if n := calls.Load() - before; n != 0 {
+		// The first wait makes the watch, and reads while it is made.
+		if n := calls.Load() - before; n != 0 && i > 0 {
 			t.Errorf("wait %d: a reader at the head made %d calls to etcd while nothing was written; want 0", i, n)
 		}
 		if i%2 == 0 { // an entry left pending, read, then sequenced
@@ -116,8 +131,11 @@ func TestIdleWatchEnds(t *testing.T) {
 	}
 	var first *logWatch
 	for round := range 2 {
-		if cs := atRest(t, r, group, snap.Version); len(cs) != 0 {
-			t.Fatalf("Changes at the head: %+v", cs)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		cs, _, err := r.Changes(cctx, group, snap.Version, 100)
+		cancel()
+		if err != nil || len(cs) != 0 {
+			t.Fatalf("Changes at the head: %+v, %v", cs, err)
 		}
 		r.watches.mu.Lock()
 		wt := r.watches.m[r.groupKey(group)]
@@ -146,5 +164,46 @@ func TestIdleWatchEnds(t *testing.T) {
 		if left != 0 {
 			t.Errorf("round %d: %d watches kept after they ended", round, left)
 		}
+	}
+}
+
+// TestChangesReadsBeforeTheWatch: a reader gets the entries the log holds
+// while the group's watch is still being made, and waits once it is.
+func TestChangesReadsBeforeTheWatch(t *testing.T) {
+	w, prefix := openTest(t)
+	gate := make(chan struct{})
+	r, _, _ := gatedStore(t, prefix, gate)
+	ctx := t.Context()
+	const group = "beforewatch"
+	if _, err := w.OpenSession(ctx, group, "m", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Snapshot(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.OpenSession(ctx, group, "n", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cs, v, err := r.Changes(cctx, group, snap.Version, 100)
+	cancel()
+	if err != nil || len(cs) != 1 || cs[0].Kind != store.SessionOpened {
+		t.Fatalf("Changes while the watch is not made: %+v, %v; want the session opened", cs, err)
+	}
+	close(gate)
+	got := make(chan []store.Change, 1)
+	go func() {
+		cs, _, err := r.Changes(ctx, group, v, 100)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- cs
+	}()
+	if _, err := w.OpenSession(ctx, group, "o", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cs := <-got; len(cs) != 1 || cs[0].Kind != store.SessionOpened {
+		t.Fatalf("Changes once the watch is made: %+v; want the session opened", cs)
 	}
 }
