@@ -89,6 +89,10 @@ type Store struct {
 	tails tails    // the tagged entries of pending keys (pending.go)
 	seqs  seqLater // the sequencing of the pending keys it wrote (seqlater.go)
 	hints logHints // what its last read of each group's log found (logread.go)
+	// watches are the watches its readers wait on (watch.go), each
+	// ended once unused for watchIdle.
+	watches   logWatches
+	watchIdle time.Duration
 	// conflicts counts the writes whose compares failed (another write
 	// came between their read and their transaction).
 	conflicts atomic.Int64
@@ -122,7 +126,7 @@ var (
 
 // New returns a store on client c, which the caller keeps and closes.
 func New(c *clientv3.Client, opts ...Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix, logLimit: DefaultLogLimit, leases: map[string]lease{}}
+	s := &Store{c: c, prefix: DefaultPrefix, logLimit: DefaultLogLimit, leases: map[string]lease{}, watchIdle: watchIdle}
 	s.closing, s.close = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)

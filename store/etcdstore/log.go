@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,12 +20,13 @@ import (
 // sequencing up to seq, written with the sequence q, and its pending keys
 // u/ after them (see pending.go). Changes reads q and the pending keys,
 // and the sequenced keys after the reader's version if it is behind q, at
-// one revision; when there are none it watches for log keys (and the
-// sessions' liveness keys, to log an expiry when the cluster ends a
-// lease) from the revision after that read. A watch that cannot
-// start at that revision (compacted) reads again: the entries are keys,
-// which compaction keeps, so only a version whose entry was trimmed (or
-// is of another history) is ErrVersionGone.
+// one revision; when there are none it waits for the group's watch
+// (watch.go) to see a new entry (or the end of a session's lease, to log an
+// expiry when the cluster ends a lease) after that read. A reader the
+// store's last read left at the log's head waits first. A watch that
+// falls behind a compaction is made anew and the reader reads again: the
+// entries are keys, which compaction keeps, so only a version whose entry
+// was trimmed (or is of another history) is ErrVersionGone.
 
 var (
 	// errGone is a reader's version the log cannot continue.
@@ -47,22 +47,54 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	}
 	g := s.groupKey(group)
 	until := time.Now().Add(maxWait)
-	for {
-		cs, rev, err := s.readLog(ctx, g, after, max)
-		switch {
-		case errors.Is(err, errCompacted):
-			continue
-		case errors.Is(err, errGone):
-			return nil, after, fmt.Errorf("etcdstore: %s after %v in group %q: %w", op, after, group, store.ErrVersionGone)
-		case errors.Is(err, store.ErrCorrupt):
-			return nil, after, fmt.Errorf("etcdstore: %s: %w", op, err)
-		case err != nil:
-			return nil, after, failure(op, err)
-		case len(cs) > 0:
-			return cs, cs[len(cs)-1].Version, nil
+	w, err := s.watchLog(g)
+	if err != nil {
+		return nil, after, failure(op, err)
+	}
+	defer func() {
+		if w != nil {
+			s.unwatch(w)
 		}
-		expired, err := s.waitLog(ctx, g, rev, until)
+	}()
+	// A reader that the store's last read left at the log's head reads
+	// nothing until the watch sees an entry after that read.
+	var rev int64
+	read := true
+	if h, ok := s.hintOf(g); ok && h.head && after == h.at && after.Seq > 0 {
+		if from, ready := w.readyFrom(); ready && h.rev >= from {
+			rev, read = h.rev, false
+		}
+	}
+	for {
+		if read {
+			cs, r, err := s.readLog(ctx, g, after, max, w)
+			switch {
+			case errors.Is(err, errCompacted):
+				continue
+			case errors.Is(err, errGone):
+				return nil, after, fmt.Errorf("etcdstore: %s after %v in group %q: %w", op, after, group, store.ErrVersionGone)
+			case errors.Is(err, store.ErrCorrupt):
+				return nil, after, fmt.Errorf("etcdstore: %s: %w", op, err)
+			case err != nil:
+				return nil, after, failure(op, err)
+			case len(cs) > 0:
+				return cs, cs[len(cs)-1].Version, nil
+			}
+			rev = r
+		}
+		read = true
+		expired, err := w.wait(ctx, rev, after.Seq, until)
 		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			// The watch fell behind a compaction: a new one, and read
+			// again (the entries are keys, which compaction keeps).
+			s.unwatch(w)
+			w = nil
+			nw, err := s.watchLog(g)
+			if err != nil {
+				return nil, after, failure(op, err)
+			}
+			w = nw
 		case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 			return nil, after, nil // at rest until the caller's deadline
 		case err != nil:
@@ -80,10 +112,12 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // readLog reads the entries after after (at most max) and the revision of
 // the read; errGone if the log cannot continue from after. One
 // transaction reads q, the pending keys, the values of those written since
-// the store's last read of the group, and the sequenced keys from after's
-// (see logHint): a reader woken by a write reads it in one round trip.
-func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int) ([]store.Change, int64, error) {
+// the store's last read of the group and not seen by w (the group's watch),
+// and the sequenced keys from after's (see logHint): a reader woken by a
+// write reads it in one round trip.
+func (s *Store) readLog(ctx context.Context, g string, after store.Version, max int, w *logWatch) ([]store.Change, int64, error) {
 	h, known := s.hintOf(g)
+	seen, upTo := w.pendingValues()
 	// The sequenced keys from the one holding after's entry, or from the
 	// one after it when this store's last read left the reader at after
 	// (see logHint).
@@ -97,7 +131,13 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	ops := []clientv3.Op{clientv3.OpGet(g + "q"), pendingGet(g),
 		clientv3.OpGet(logKey(g, from), clientv3.WithRange(g+"l0"), clientv3.WithLimit(int64(max)+1))}
 	if known {
-		ops = append(ops, clientv3.OpGet(g+"u/", clientv3.WithPrefix(), clientv3.WithMinModRev(h.rev+1)))
+		// The values of the pending keys written since the last read,
+		// but for those the watch sent.
+		from := h.rev
+		if upTo > from {
+			from = upTo
+		}
+		ops = append(ops, clientv3.OpGet(g+"u/", clientv3.WithPrefix(), clientv3.WithMinModRev(from+1)))
 	}
 	resp, err := s.c.Txn(withLeader(ctx)).Then(ops...).Commit()
 	if err != nil {
@@ -109,9 +149,11 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if err != nil {
 		return nil, 0, err
 	}
-	var values map[string][]byte
+	values := seen
 	if known {
-		values = valuesOf(resp.Responses[3].GetResponseRange().Kvs)
+		for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+			values[string(kv.Key)] = kv.Value
+		}
 	}
 	t, err := s.tailOf(ctx, g, seq, resp.Responses[1].GetResponseRange().Kvs, rev, true, values)
 	if err != nil {
@@ -158,7 +200,7 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 	if len(cs) > 0 {
 		at = cs[len(cs)-1].Version
 	}
-	s.setHint(g, logHint{rev: rev, create: create, at: at})
+	s.setHint(g, logHint{rev: rev, create: create, at: at, head: at == t.head})
 	return cs, rev, nil
 }
 
@@ -166,7 +208,8 @@ func (s *Store) readLog(ctx context.Context, g string, after store.Version, max 
 // the entries of one sequencing up to seq), the sequence being at last:
 // its entries, and the seq of the first.
 func logKeyEntries(g string, kv *mvccpb.KeyValue, last uint64) (es []entry, first uint64, _ error) {
-	if err := json.Unmarshal(kv.Value, &es); err != nil || len(es) == 0 {
+	es, err := decodeEntries(kv.Value)
+	if err != nil || len(es) == 0 {
 		return nil, 0, fmt.Errorf("log key %q cannot be decoded: %v: %w", kv.Key, err, store.ErrCorrupt)
 	}
 	end, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), g+"l/"), 10, 64)
@@ -179,8 +222,8 @@ func logKeyEntries(g string, kv *mvccpb.KeyValue, last uint64) (es []entry, firs
 // decodeEntry decodes a log entry read at rev, reading the set a
 // PartitionsSet entry names at that revision (errGone if it is deleted).
 func (s *Store) decodeEntry(ctx context.Context, g string, key, v []byte, rev int64) (store.Change, error) {
-	var e entry
-	if err := json.Unmarshal(v, &e); err != nil {
+	e, err := decodeEntryJSON(v)
+	if err != nil {
 		return store.Change{}, fmt.Errorf("log entry in %q cannot be decoded: %v: %w", key, err, store.ErrCorrupt)
 	}
 	return s.changeOf(ctx, g, e, rev)
@@ -231,48 +274,4 @@ func (s *Store) changeOf(ctx context.Context, g string, e entry, rev int64) (sto
 		c.Partitions = []store.Partition{}
 	}
 	return c, nil
-}
-
-// waitLog waits from revision rev+1 for a log entry (a sequenced or a
-// pending key written), the deletion of the group's sequence (the group
-// deleted), or
-// the end of a session's lease (expired), until ctx ends or until. The
-// watches require a leader: a member cut off with a minority of the
-// cluster gets an error, not a wait for ever.
-func (s *Store) waitLog(ctx context.Context, g string, rev int64, until time.Time) (expired bool, err error) {
-	wctx, cancel := context.WithDeadline(withLeader(ctx), until)
-	defer cancel()
-	logs := s.c.Watch(wctx, g+"l/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-	pending := s.c.Watch(wctx, g+"u/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-	deleted := s.c.Watch(wctx, g+"q", clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	leases := s.c.Watch(wctx, g+"s/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	for {
-		var wr clientv3.WatchResponse
-		var ok bool
-		select {
-		case wr, ok = <-logs:
-		case wr, ok = <-pending:
-		case wr, ok = <-deleted:
-		case wr, ok = <-leases:
-			if ok && wr.Err() == nil && len(wr.Events) > 0 {
-				return true, nil
-			}
-		}
-		switch {
-		case !ok:
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			if time.Now().After(until) {
-				return false, nil
-			}
-			return false, fmt.Errorf("the watch ended: %w", wctx.Err())
-		case errors.Is(wr.Err(), rpctypes.ErrCompacted):
-			return false, nil // read again
-		case wr.Err() != nil:
-			return false, wr.Err()
-		case len(wr.Events) > 0:
-			return false, nil
-		}
-	}
 }

@@ -27,6 +27,7 @@ type logHint struct {
 	rev    int64
 	create int64
 	at     store.Version
+	head   bool // at is the log's head at rev: the reader read every entry
 }
 
 // logHints are the store's hints, by group key.

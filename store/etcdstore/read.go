@@ -59,7 +59,7 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, er
 			return nil, failure(op, err)
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			s.setHint(g, logHint{rev: resp.Header.Revision, create: kvs[0].CreateRevision, at: snap.Version})
+			s.setHint(g, logHint{rev: resp.Header.Revision, create: kvs[0].CreateRevision, at: snap.Version, head: true})
 		}
 		return snap, nil
 	}

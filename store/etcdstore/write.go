@@ -190,8 +190,7 @@ func pendingGet(g string) clientv3.Op {
 
 // pendingEntries splits a pending key into its entries (JSON objects).
 func pendingEntries(key, v []byte) ([]json.RawMessage, error) {
-	var es []json.RawMessage
-	err := json.Unmarshal(v, &es)
+	es, err := splitEntries(v)
 	for _, e := range es {
 		if err == nil && (len(e) < 2 || e[0] != '{' || e[len(e)-1] != '}') {
 			err = fmt.Errorf("entry %.40q is not an object", e)
