@@ -308,17 +308,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkJoinArgs reports a nil context or store given to Join, including a
-// typed nil (a store left nil by a failed Open).
-func checkJoinArgs(ctx context.Context, st store.Store) error {
+// checkStoreArgs reports a nil context or store given to op (Join,
+// DeleteGroup), including a typed nil (a store left nil by a failed Open).
+func checkStoreArgs(op string, ctx context.Context, st store.Store) error {
 	if ctx == nil {
-		return errNilContext("join")
+		return errNilContext(op)
 	}
 	if st == nil {
-		return fmt.Errorf("herd: join: the store is nil (open one with memstore.New or redisstore.Open): %w", store.ErrInvalid)
+		return fmt.Errorf("herd: %s: the store is nil (open one with memstore.New or redisstore.Open): %w", op, store.ErrInvalid)
 	}
 	if v := reflect.ValueOf(st); v.Kind() == reflect.Pointer && v.IsNil() {
-		return fmt.Errorf("herd: join: the store is a nil %T (did opening it fail?): %w", st, store.ErrInvalid)
+		return fmt.Errorf("herd: %s: the store is a nil %T (did opening it fail?): %w", op, st, store.ErrInvalid)
 	}
 	return nil
 }

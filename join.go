@@ -28,6 +28,12 @@ const (
 // error, naming the attempts made. Join uses it for each of its store calls,
 // herd run and herd jobs for opening the store: one rule for whoever joins.
 func RetryUnavailable(ctx context.Context, log *slog.Logger, step string, op func(ctx context.Context) error) error {
+	if ctx == nil {
+		return errNilContext(step)
+	}
+	if op == nil {
+		return fmt.Errorf("herd: %s: no operation to retry (op is nil): %w", step, store.ErrInvalid)
+	}
 	if log == nil {
 		log = slog.Default()
 	}

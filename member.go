@@ -73,7 +73,7 @@ var (
 // crash would (handlers cancelled, nothing released: the session expires
 // after SessionTTL and others take over); call Leave to hand over gracefully.
 func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
-	if err := checkJoinArgs(ctx, st); err != nil {
+	if err := checkStoreArgs("join", ctx, st); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -177,6 +177,9 @@ var ErrGroupInUse = store.ErrGroupInUse
 // find their sessions gone, as after a store that lost its data, and write
 // back the partition set and their checkpoints: make them Leave first.
 func DeleteGroup(ctx context.Context, st store.Store, group string, force bool) error {
+	if err := checkStoreArgs("delete group", ctx, st); err != nil {
+		return err
+	}
 	if err := store.ValidateID("group", group); err != nil {
 		return fmt.Errorf("herd: delete group: %w", err)
 	}

@@ -124,3 +124,25 @@ func TestPanicFreeBadArguments(t *testing.T) {
 		}
 	})
 }
+
+// DeleteGroup and RetryUnavailable, given a nil context, store or op,
+// return an error wrapping ErrInvalid instead of panicking.
+func TestPanicFreeDeleteGroupAndRetry(t *testing.T) {
+	var nilCtx context.Context
+	var rs *redisstore.Store
+	unavailable := func(context.Context) error { return store.ErrUnavailable }
+	calls := map[string]func() error{
+		"DeleteGroup(nil ctx)":         func() error { return herd.DeleteGroup(nilCtx, memstore.New(), "g", false) },
+		"DeleteGroup(nil store)":       func() error { return herd.DeleteGroup(t.Context(), nil, "g", false) },
+		"DeleteGroup(typed nil store)": func() error { return herd.DeleteGroup(t.Context(), rs, "g", false) },
+		"RetryUnavailable(nil ctx)":    func() error { return herd.RetryUnavailable(nilCtx, nil, "open", unavailable) },
+		"RetryUnavailable(nil op)":     func() error { return herd.RetryUnavailable(t.Context(), nil, "open", nil) },
+	}
+	for name, call := range calls {
+		noPanic(t, name, func() {
+			if err := call(); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("%s: %v, want an error wrapping ErrInvalid", name, err)
+			}
+		})
+	}
+}

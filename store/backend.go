@@ -16,10 +16,13 @@ import (
 // and its call op: args is the error of the call's Validate function
 // (args.go), closed whether the store was closed. Every error wraps
 // ErrInvalid (args) or ErrUnavailable (closed, ctx ended), and says which
-// call it was.
+// call it was. A nil ctx is an invalid argument (it would panic below).
 func Begin(ctx context.Context, backend, op string, args error, closed bool) error {
 	if args != nil {
 		return fmt.Errorf("%s: %s: %w", backend, op, args)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%s: %s: nil context (pass context.Background() or a call's own): %w", backend, op, ErrInvalid)
 	}
 	if closed {
 		return fmt.Errorf("%s: %s: store is closed: %w", backend, op, ErrUnavailable)

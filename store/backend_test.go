@@ -39,6 +39,25 @@ func TestBegin(t *testing.T) {
 	}
 }
 
+// Begin refuses a nil context with ErrInvalid, closed store or not, and
+// does not panic.
+func TestBeginNilContext(t *testing.T) {
+	var nilCtx context.Context
+	for _, closed := range []bool{false, true} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("Begin with a nil context (closed %v) panicked: %v", closed, r)
+				}
+			}()
+			err := Begin(nilCtx, "mystore", "Snapshot", nil, closed)
+			if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "mystore: Snapshot: ") {
+				t.Errorf("Begin with a nil context (closed %v) = %v; want ErrInvalid, naming the backend and the call", closed, err)
+			}
+		}()
+	}
+}
+
 // CheckSession refuses a session id NewSessionID does not make and a
 // malformed member id; BadRecord cuts a long id; SortMalformed orders by
 // kind, then id.

@@ -15,6 +15,9 @@ import (
 // liveness are as read.
 func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	const op = "checkpoint"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateCheckpoint(group, partition, epoch, value); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -55,6 +58,9 @@ func (s *Store) Checkpoint(ctx context.Context, group, partition string, epoch u
 // Restore implements store.Store.
 func (s *Store) Restore(ctx context.Context, group, partition string, epoch uint64, value []byte) error {
 	const op = "restore"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateCheckpoint(group, partition, epoch, value); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -24,6 +24,9 @@ var errNotAlive = errors.New("session not alive")
 // alive.
 func (s *Store) ClaimBatch(ctx context.Context, group, session string, partitions []string) ([]store.ClaimResult, error) {
 	const op = "claim batch"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, err
+	}
 	if err := store.ValidateClaimBatch(group, session, partitions); err != nil {
 		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -194,6 +197,9 @@ func (s *Store) readCheckpoints(ctx context.Context, g string, results []store.C
 // ReleaseBatch implements store.Store.
 func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []store.Ownership) ([]error, error) {
 	const op = "release batch"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, err
+	}
 	if err := store.ValidateReleaseBatch(group, session, held); err != nil {
 		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -216,6 +222,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 // GiveBack implements store.Store.
 func (s *Store) GiveBack(ctx context.Context, group, partition, session string, epoch uint64) error {
 	const op = "give back"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateGiveBack(group, partition, session, epoch); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -16,6 +16,9 @@ import (
 // its sessions are revoked after.
 func (s *Store) DeleteGroup(ctx context.Context, group string, force bool) error {
 	const op = "delete group"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateGroup(group); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

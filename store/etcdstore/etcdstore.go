@@ -236,3 +236,12 @@ func withLeader(ctx context.Context) context.Context { return clientv3.WithRequi
 var now = time.Now
 
 func hasPrefix(k []byte, p string) bool { return strings.HasPrefix(string(k), p) }
+
+// checkContext is every exported call's first check: a nil ctx is an
+// invalid argument, refused before anything reads it (it would panic).
+func checkContext(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("etcdstore: %s: nil context (pass context.Background() or a call's own): %w", op, store.ErrInvalid)
+	}
+	return nil
+}

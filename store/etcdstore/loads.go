@@ -28,6 +28,9 @@ type loadPart struct {
 // o/<partition>, store.FormatLoad) and appends the chunk's entry.
 func (s *Store) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
 	const op = "report loads"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateReportLoads(group, session, loads); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -39,6 +39,9 @@ var (
 // Changes implements store.Store.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
 	const op = "changes"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, after, err
+	}
 	if err := store.ValidateChanges(group, max); err != nil {
 		return nil, after, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -30,6 +30,9 @@ const chunkBytes = 256 << 10
 // a reader of an entry that names it takes a new snapshot.
 func (s *Store) SetPartitions(ctx context.Context, group string, set store.PartitionSet) (store.SetResult, error) {
 	const op = "set partitions"
+	if err := checkContext(ctx, op); err != nil {
+		return store.SetResult{}, err
+	}
 	if err := store.ValidateSetPartitions(group, set); err != nil {
 		return store.SetResult{}, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

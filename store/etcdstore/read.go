@@ -23,6 +23,9 @@ import (
 // (so that the snapshot lists the sessions the log has open).
 func (s *Store) Snapshot(ctx context.Context, group string) (*store.Snapshot, error) {
 	const op = "snapshot"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, err
+	}
 	if err := store.ValidateGroup(group); err != nil {
 		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -172,6 +175,9 @@ func (s *Store) buildSnapshot(ctx context.Context, g string, rs []*etcdserverpb.
 // read at the revision of the first.
 func (s *Store) Records(ctx context.Context, group string, partitions []string) ([]store.Record, error) {
 	const op = "records"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, err
+	}
 	if err := store.ValidateRecords(group, partitions); err != nil {
 		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -223,6 +229,9 @@ func (s *Store) Records(ctx context.Context, group string, partitions []string) 
 // Groups implements store.GroupLister.
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	const op = "groups"
+	if err := checkContext(ctx, op); err != nil {
+		return nil, err
+	}
 	resp, err := s.c.Get(withLeader(ctx), s.prefix+"i/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, failure(op, err)

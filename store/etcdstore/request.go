@@ -12,6 +12,9 @@ import (
 // other write appends its entries.
 func (s *Store) Request(ctx context.Context, group string, r store.Request) error {
 	const op = "request"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateRequest(group, r); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -18,6 +18,9 @@ import (
 // read before and after a rebalance, it says what the rebalance cost the
 // cluster, on a cluster nothing else uses.
 func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
+	if err := checkContext(ctx, "server CPU"); err != nil {
+		return 0, err
+	}
 	tr := http.Transport{TLSClientConfig: s.tls}
 	hc := &http.Client{Transport: &tr, Timeout: 5 * time.Second}
 	defer tr.CloseIdleConnections()

@@ -30,6 +30,9 @@ func leaseSeconds(ttl time.Duration) int64 {
 // closes it first (store.Ghosts).
 func (s *Store) OpenSession(ctx context.Context, group, member string, weight int, ttl time.Duration) (string, error) {
 	const op = "open session"
+	if err := checkContext(ctx, op); err != nil {
+		return "", err
+	}
 	if err := store.ValidateOpenSession(group, member, weight, ttl); err != nil {
 		return "", fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -114,6 +117,9 @@ func (s *Store) revoke(id clientv3.LeaseID) {
 // for next.
 func (s *Store) KeepAlive(ctx context.Context, group, session string, ttl time.Duration) (time.Duration, error) {
 	const op = "keep alive"
+	if err := checkContext(ctx, op); err != nil {
+		return 0, err
+	}
 	if err := store.ValidateKeepAlive(group, session, ttl); err != nil {
 		return 0, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -205,6 +211,9 @@ func (s *Store) regrant(ctx context.Context, g, session string, old lease, ttl t
 // keys are deleted; its lease is revoked in the background.
 func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 	const op = "close session"
+	if err := checkContext(ctx, op); err != nil {
+		return err
+	}
 	if err := store.ValidateCloseSession(group, session); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
@@ -260,6 +269,9 @@ func (s *Store) CloseSession(ctx context.Context, group, session string) error {
 // ExpireSessions implements store.Store.
 func (s *Store) ExpireSessions(ctx context.Context, group string) (time.Duration, error) {
 	const op = "expire sessions"
+	if err := checkContext(ctx, op); err != nil {
+		return 0, err
+	}
 	if err := store.ValidateGroup(group); err != nil {
 		return 0, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}

@@ -38,6 +38,9 @@ import (
 // an answer (see conn.go): a member back from a network cut reaches the
 // cluster as soon as the network is back.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	if err := checkContext(ctx, "open"); err != nil {
+		return nil, err
+	}
 	return open(ctx, rawURL, nil, opts...)
 }
 

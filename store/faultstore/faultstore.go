@@ -129,8 +129,12 @@ const (
 )
 
 // enter runs the common part of every call: count it, wait the latency,
-// and decide its fate. A non-nil error means the call fails now.
+// and decide its fate. A non-nil error means the call fails now; a nil
+// ctx fails it before it is counted (it would panic below).
 func (s *Store) enter(ctx context.Context, op string, counter *atomic.Int64) (fate, error) {
+	if ctx == nil {
+		return failBefore, fmt.Errorf("faultstore: %s: nil context (pass context.Background() or a call's own): %w", op, store.ErrInvalid)
+	}
 	if counter != nil {
 		counter.Add(1)
 	}

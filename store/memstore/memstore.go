@@ -134,6 +134,9 @@ func (s *Store) begin(ctx context.Context, op string, args error) (time.Time, er
 	if args != nil {
 		return time.Time{}, fmt.Errorf("memstore: %s: %w", op, args)
 	}
+	if ctx == nil {
+		return time.Time{}, fmt.Errorf("memstore: %s: nil context (pass context.Background() or a call's own): %w", op, store.ErrInvalid)
+	}
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, fmt.Errorf("memstore: %s: %w", op, err)
 	}

@@ -5,6 +5,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 
@@ -12,6 +13,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// checkContext is the first check of the exported calls that do not start
+// with begin: a nil ctx is an invalid argument (it would panic, in Open on
+// a pool goroutine no caller can recover).
+func checkContext(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("pgstore: %s: nil context (pass context.Background() or a call's own): %w", op, store.ErrInvalid)
+	}
+	return nil
+}
 
 // begin is store.Begin: args is the error of the store.Validate function
 // of op, nil if valid.

@@ -192,6 +192,9 @@ type Store struct {
 // one wrapping store.ErrUnavailable. Error messages never contain the
 // password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	if err := checkContext(ctx, "open"); err != nil {
+		return nil, err
+	}
 	return open(ctx, rawURL, nil, opts...)
 }
 
@@ -249,41 +252,13 @@ func open(ctx context.Context, rawURL string, dial pgconn.DialFunc, opts ...Opti
 	return s, nil
 }
 
-// poolConfig is the pool's configuration for t and opts, its connections
-// made by dial (nil: pgx's), and the LISTEN connection's.
-func poolConfig(t *target, dial pgconn.DialFunc, opts []Option) (*pgxpool.Config, *pgx.ConnConfig, config, error) {
-	pc, err := pgxpool.ParseConfig(t.pgxURL)
-	if err != nil {
-		return nil, nil, config{}, parseErr(t, err)
-	}
-	// A server that accepts the connection and never answers must not
-	// hang Open (nor the store's later connections): pgx waits for ever
-	// without a connect timeout.
-	if pc.ConnConfig.ConnectTimeout == 0 {
-		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
-	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
-		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
-	}
-	if dial != nil {
-		pc.ConnConfig.DialFunc = dial
-	}
-	cfg := config{schema: DefaultSchema, dialStagger: DefaultDialStagger}
-	for _, o := range append(t.opts, opts...) {
-		o(&cfg)
-	}
-	// Every connection (the pool's, LISTEN's, the ties') is dialed by
-	// staggered attempts (WithDialStagger).
-	pc.ConnConfig.DialFunc = staggered(pc.ConnConfig.DialFunc, cfg.dialStagger)
-	listenCfg := pc.ConnConfig.Copy()
-	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
-	return pc, listenCfg, cfg, nil
-}
-
 // New returns a Store on a pool the caller made (and closes: Close leaves
 // it open), creating the schema if it is missing as Open does. The pool's
 // connection settings are also used for the store's LISTEN connection.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if err := checkContext(ctx, "New"); err != nil {
+		return nil, err
+	}
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: New was given a nil pool: %w", store.ErrInvalid)
 	}

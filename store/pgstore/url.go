@@ -10,7 +10,9 @@ import (
 
 	"github.com/herdhq/herd/internal/urlauth"
 	"github.com/herdhq/herd/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // herdOptions are the query options Open reads itself; every other option
@@ -200,4 +202,35 @@ func redactAll(msg string, secrets []string) string {
 		}
 	}
 	return msg
+}
+
+// poolConfig is the pool's configuration for t and opts, its connections
+// made by dial (nil: pgx's), and the LISTEN connection's.
+func poolConfig(t *target, dial pgconn.DialFunc, opts []Option) (*pgxpool.Config, *pgx.ConnConfig, config, error) {
+	pc, err := pgxpool.ParseConfig(t.pgxURL)
+	if err != nil {
+		return nil, nil, config{}, parseErr(t, err)
+	}
+	// A server that accepts the connection and never answers must not
+	// hang Open (nor the store's later connections): pgx waits for ever
+	// without a connect timeout.
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "herd"
+	}
+	if dial != nil {
+		pc.ConnConfig.DialFunc = dial
+	}
+	cfg := config{schema: DefaultSchema, dialStagger: DefaultDialStagger}
+	for _, o := range append(t.opts, opts...) {
+		o(&cfg)
+	}
+	// Every connection (the pool's, LISTEN's, the ties') is dialed by
+	// staggered attempts (WithDialStagger).
+	pc.ConnConfig.DialFunc = staggered(pc.ConnConfig.DialFunc, cfg.dialStagger)
+	listenCfg := pc.ConnConfig.Copy()
+	pc.ConnConfig.DialFunc = resetOnTimeout(pc.ConnConfig.DialFunc)
+	return pc, listenCfg, cfg, nil
 }

@@ -131,6 +131,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // Error messages never contain the password. The first Open routes go-redis'
 // own log lines to log/slog (see the package documentation).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	if err := checkContext(ctx, "open"); err != nil {
+		return nil, err
+	}
 	return open(ctx, rawURL, nil, opts...)
 }
 
@@ -234,6 +237,15 @@ func (s *Store) begin(ctx context.Context, op string, args error) error {
 	closed := s.closed
 	s.mu.Unlock()
 	return store.Begin(ctx, "redisstore", op, args, closed)
+}
+
+// checkContext is the first check of the exported calls that do not start
+// with begin: a nil ctx is an invalid argument (it would panic).
+func checkContext(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("redisstore: %s: nil context (pass context.Background() or a call's own): %w", op, store.ErrInvalid)
+	}
+	return nil
 }
 
 // fail maps a go-redis error onto the store's sentinels, keeping the

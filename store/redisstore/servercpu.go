@@ -17,6 +17,9 @@ import (
 // and after a rebalance, it says what the rebalance cost the server, on a
 // server nothing else uses.
 func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
+	if err := checkContext(ctx, "server CPU"); err != nil {
+		return 0, err
+	}
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var sum time.Duration

@@ -87,6 +87,9 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // store.ErrCorrupt (not a herd database, or a newer one) or
 // store.ErrUnavailable (the file cannot be created, opened or written).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	if ctx == nil { // it would panic below
+		return nil, fmt.Errorf("sqlitestore: open: nil context (pass context.Background() or a call's own): %w", store.ErrInvalid)
+	}
 	path, allowNetwork, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err

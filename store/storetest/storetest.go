@@ -131,6 +131,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T) store.Store
 		{"ids/unusual_accepted", testUnusualIDs},
 		{"ids/malformed_rejected", testMalformedIDs},
 		{"context/cancelled", testCancelledContext},
+		{"context/nil", testNilContext}, // nilctx.go
 		// invalid.go
 		{"arguments/invalid_rejected_alike", testInvalidArguments},
 		// concurrency.go

@@ -87,6 +87,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (store.Store, erro
 	if err != nil {
 		return nil, err
 	}
+	if ctx == nil { // as every backend's Open refuses it
+		return nil, fmt.Errorf("storeurl: open: nil context (pass context.Background() or a call's own): %w", store.ErrInvalid)
+	}
 	if scheme == "mem" {
 		if err := checkMem(rawURL); err != nil {
 			return nil, err

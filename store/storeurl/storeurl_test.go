@@ -92,6 +92,21 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
+// Open with a nil context fails with ErrInvalid whatever the backend, the
+// in-process one included, and does not panic.
+func TestOpenNilContext(t *testing.T) {
+	var nilCtx context.Context
+	for _, url := range []string{"mem://", "sqlite://" + filepath.Join(t.TempDir(), "herd.db")} {
+		s, err := storeurl.Open(nilCtx, url)
+		if s != nil {
+			_ = s.Close()
+		}
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("Open(nil context, %q): %v; want store.ErrInvalid saying the context is nil", url, err)
+		}
+	}
+}
+
 // ReadOnly opens an SQLite file without creating it.
 func TestOpenReadOnly(t *testing.T) {
 	dir := t.TempDir()
