@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/herdhq/herd/store"
+	"github.com/redis/go-redis/v9"
 )
 
-// The decoding of one change of the log (see the table in log.go).
+// The decoding of the log: one change (see the table in log.go), and the
+// entries of a read, checked against the chain of tags.
 
 // decodeChange decodes one entry's value (see the table above).
 func decodeChange(version store.Version, v string) (store.Change, error) {
@@ -213,3 +216,94 @@ func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
 	}
 	return t, buf
 }
+
+// decodeEntries checks that msgs continue after without a gap and in its
+// history (each tag chains from the previous one), and appends at most max
+// changes of them to dst. after may be inside an entry (a read that stopped
+// at max): that entry's changes up to after are left out. On error it
+// returns nil.
+func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
+	total := 0 // the changes in msgs, to size out once
+	for _, m := range msgs {
+		val, _ := m.Values["e"].(string)
+		total++
+		if strings.HasPrefix(val, groupPrefix) {
+			total += strings.Count(val, groupSep) - 1
+		}
+	}
+	out := slices.Grow(dst, min(max, total))
+	end := len(dst) + max // out is full at this length
+	v := after
+	var buf []byte // chain's
+	for _, m := range msgs {
+		id, ok := parseEntryID(m.ID)
+		val, _ := m.Values["e"].(string)
+		if !ok {
+			return nil, after, gone(after, "entry id %q is not <seq>-<tag>", abbrev(m.ID))
+		}
+		// The entry's changes, one after the other (cut from rest, not
+		// split into a list: that was a list per entry).
+		at := entryTime(m.Values["t"])
+		rest, grouped := strings.CutPrefix(val, groupPrefix)
+		n := uint64(1)
+		if grouped {
+			n += uint64(strings.Count(rest, groupSep))
+		}
+		first := id.Seq - n + 1 // the entry's first change (n <= id.Seq: checked below)
+		skip := uint64(0)
+		var tag uint64
+		if first == v.Seq+1 && n <= id.Seq {
+			tag, buf = chain(buf, v.Tag, val)
+		}
+		switch {
+		case n > id.Seq:
+			return nil, after, gone(after, "entry %v holds %d changes", id, n)
+		case first == v.Seq+1 && id.Tag == tag:
+		case id.Tag == v.Tag && first <= v.Seq && v.Seq < id.Seq:
+			skip = v.Seq - first + 1 // after is inside this entry
+		case first != v.Seq+1:
+			return nil, after, gone(after, "the log continues at %d, not %d", first, v.Seq+1)
+		default:
+			return nil, after, gone(after, "entry %v does not follow %v: another history of the group", id, v)
+		}
+		for i := range n {
+			one := rest
+			if grouped {
+				one, rest, _ = strings.Cut(rest, groupSep)
+			}
+			if i < skip {
+				continue
+			}
+			cv := store.Version{Seq: first + i, Tag: id.Tag}
+			out = append(out, store.Change{})
+			if err := decodeChangeTo(&out[len(out)-1], cv, one); err != nil {
+				return nil, after, gone(after, "%v", err)
+			}
+			out[len(out)-1].At = at
+			v = cv
+			if len(out) == end {
+				return out, v, nil
+			}
+		}
+	}
+	return out, v, nil
+}
+
+// entryTime decodes an entry's "t" field (µs since the Unix epoch); an
+// absent or malformed one (an entry of an older herd) is the zero time:
+// At is for display, and a bad time must not end the reader's version.
+func entryTime(v any) time.Time {
+	t, _ := v.(string)
+	us, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || us <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+// groupPrefix starts the value of an entry of several changes, groupSep
+// separates them (see the table above).
+const (
+	groupPrefix = "M\x1e"
+	groupSep    = "\x1e"
+)
