@@ -2,14 +2,12 @@ package jobs_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/herdhq/herd/jobs"
-	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // Every exported call of the package that takes a context, given a nil one
@@ -37,19 +35,7 @@ func TestNilContext(t *testing.T) {
 		"SetKeys(nil ctx)":            func() error { return s.SetKeys(nilCtx, []string{"b"}) },
 		"Leave(nil ctx)":              func() error { return s.Leave(nilCtx) },
 	}
-	for name, call := range calls {
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("panic: %v", r)
-				}
-			}()
-			return call()
-		}()
-		if !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("%s: %v; want an error wrapping ErrInvalid", name, err)
-		}
-	}
+	storetest.ExpectInvalid(t, "", calls)
 	if err := s.Leave(t.Context()); err != nil {
 		t.Fatal(err)
 	}

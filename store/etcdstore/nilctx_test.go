@@ -2,12 +2,10 @@ package etcdstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/herdhq/herd/internal/etcdtest"
-	"github.com/herdhq/herd/store"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // Open and ServerCPU with a nil context fail with ErrInvalid and do not
@@ -27,17 +25,5 @@ func TestNilContext(t *testing.T) {
 		},
 		"ServerCPU": func() error { _, err := s.ServerCPU(nilCtx); return err },
 	}
-	for name, call := range calls {
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("panic: %v", r)
-				}
-			}()
-			return call()
-		}()
-		if !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("%s with a nil context: %v; want an error wrapping ErrInvalid", name, err)
-		}
-	}
+	storetest.ExpectInvalid(t, "with a nil context", calls)
 }

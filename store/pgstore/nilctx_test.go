@@ -2,14 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 
+	"github.com/herdhq/herd/store/storetest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/herdhq/herd/store"
 )
 
 // Open, New and InTx with a nil context fail with ErrInvalid and do not
@@ -44,17 +41,5 @@ func TestNilContext(t *testing.T) {
 				func(pgx.Tx, []byte) ([]byte, error) { return nil, nil })
 		},
 	}
-	for name, call := range calls {
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("panic: %v", r)
-				}
-			}()
-			return call()
-		}()
-		if !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("%s with a nil context: %v; want an error wrapping ErrInvalid", name, err)
-		}
-	}
+	storetest.ExpectInvalid(t, "with a nil context", calls)
 }

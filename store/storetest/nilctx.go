@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/herdhq/herd/store"
@@ -70,6 +72,19 @@ func testNilContext(e *env) {
 	}
 	if snap := e.snap(); !snap.Alive(s) {
 		t.Fatalf("after calls with a nil context session %q is not alive: %+v", s, snap.Sessions)
+	}
+}
+
+// ExpectInvalid makes each of calls and fails t for each that panics or
+// returns an error that does not wrap store.ErrInvalid; what says what is
+// invalid about the calls' arguments ("with a nil context"), for the
+// messages. Backends' tests check their own entry points with it.
+func ExpectInvalid(t testing.TB, what string, calls map[string]func() error) {
+	t.Helper()
+	for name, call := range calls {
+		if err := recoverCall(call); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s %s: %v; want an error wrapping ErrInvalid", name, what, err)
+		}
 	}
 }
 
