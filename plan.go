@@ -326,7 +326,7 @@ func nothingRuns(snap *store.Snapshot) bool {
 // others are still joining claims what they get, and hands it off again.
 // 100 member processes started together on two cores open their sessions
 // over about 2 s, with pauses of 150 to 190 ms and, as the first members
-// read the group, up to a second (herd bench --scenario large on Redis);
+// read the group, up to a second (docs/benchmarks.md, the large rows);
 // TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
 // partitions waiting JoinSettle, none with this. Not more: the wait delays
 // a first placement, and members whose sessions opened together wait only

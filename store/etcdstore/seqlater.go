@@ -12,10 +12,9 @@ import (
 // pending.go), so sequencing them is left to a goroutine of the store's,
 // one per group at a time, which takes every key the store's writes left
 // meanwhile in one pass: a claim's handlers start when it returns, two to
-// four round trips (a sequencing's) sooner. On one loopback node the gain
-// is within the noise (`herd bench --scenario scale-out-large` on etcd, 6
-// alternated pairs at load 5-10: 0.755 s against 0.787 s); each round trip
-// costs more on a cluster whose members are apart. Close ends the
+// four round trips (a sequencing's) sooner. On one loopback node that is
+// within the noise of a scale-out's time; each round trip costs more on a
+// cluster whose members are apart. Close ends the
 // sequencing under way: a key left pending is in the log all the same,
 // and the next writer of the group sequences it.
 
