@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,9 @@ type Store struct {
 	err    error        // a bad option given to New: every call returns it
 	log    logConfig    // see log.go
 	ghosts store.Ghosts // sessions that failed opens may have opened
+
+	unblock atomic.Int32   // whether the user may unblock a wait (logwait.go)
+	waits   sync.WaitGroup // waits whose unblock got no answer (logwait.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -191,7 +195,11 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	if s.owned && s.client != nil {
-		return s.client.Close()
+		// Closing the pool closes the connections of the waits still
+		// blocked (their server did not answer an unblock): they end.
+		err := s.client.Close()
+		s.waits.Wait()
+		return err
 	}
 	return nil
 }
