@@ -108,7 +108,8 @@ const DefaultLogLimit = 100_000
 const defaultChangesBlock = 5 * time.Minute
 
 // pooledChangesBlock is the longest wait where the store cannot end it
-// (Redis Cluster, a user without CLIENT UNBLOCK): a wait given up keeps a
+// (a user without CLIENT UNBLOCK, a client given to New of another kind
+// than *redis.Client and *redis.ClusterClient): a wait given up keeps a
 // connection of the pool until the block ends. A reader gives up a wait
 // when it reads the group anew, after a lost session for one, so a member
 // that lost its session every TTL (10 s) would hold 12 connections of its
@@ -223,7 +224,10 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // it ending at after) is waited on: otherwise its entries are there, and a
 // read that finds none finds a log removed meanwhile (ErrVersionGone).
 func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int, idle bool) ([]store.Change, store.Version, error) {
-	node := s.waitNode()
+	var node *redis.Client // where a wait can be unblocked
+	if idle {
+		node = s.waitNode(ctx, k.log)
+	}
 	block := s.log.block
 	switch {
 	case !idle:
@@ -315,8 +319,9 @@ func changesAfter(msgs []redis.XMessage, seq uint64) int {
 // readLog is one XREAD of at most count entries after v, blocking up to
 // block (no blocking if block < 0), for a call of Changes after after. A
 // blocking read runs on a connection of node's of its own, which a call
-// given up unblocks (logwait.go); without node, or where the server
-// refuses the unblock, on the pool for at most pooledChangesBlock.
+// given up unblocks (logwait.go); without node, where the server refuses
+// the unblock, or where node no longer serves the slot, through the
+// store's client for at most pooledChangesBlock.
 func (s *Store) readLog(ctx context.Context, node *redis.Client, k keys, after, v store.Version, count int, block time.Duration) ([]redis.XMessage, error) {
 	args := &redis.XReadArgs{
 		Streams: []string{k.log, strconv.FormatUint(v.Seq, 10) + "-" + strconv.FormatUint(v.Tag, 10)},
@@ -326,7 +331,7 @@ func (s *Store) readLog(ctx context.Context, node *redis.Client, k keys, after, 
 	var r waitReply
 	if block > 0 && node != nil {
 		r.xs, r.err = s.xreadUnblockable(ctx, node, args)
-		if !errors.Is(r.err, errNoUnblock) {
+		if !errors.Is(r.err, errNoUnblock) && !redirect(r.err) {
 			return readReply(after, r)
 		}
 		args.Block = min(block, pooledChangesBlock)

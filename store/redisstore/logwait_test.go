@@ -53,14 +53,37 @@ func openNamed(t *testing.T, prefix, name string) *Store {
 // its XREAD before it returns: the server lists no blocked client of the
 // store, and every connection of the pool is idle again. Before, the call
 // returned at once and its XREAD held a connection until its block ended
-// (2 minutes), which is why waits were not longer. Half the calls are
-// cancelled as soon as they start (before or while the XREAD is sent: the
-// unblock is sent again until it takes); the others once the server lists
-// them blocked.
+// (2 minutes), which is why waits were not longer.
 func TestChangesCancelEndsWait(t *testing.T) {
 	raw := redistest.Need(t)
 	prefix := testPrefix(t, raw)
 	s := openNamed(t, prefix, prefix)
+	testCancelEndsWait(t, s, func() int { return blockedClients(t, raw, prefix) })
+}
+
+// The same on a Redis Cluster: the wait runs on the node serving the
+// log's slot, and the unblock goes there.
+func TestClusterChangesCancelEndsWait(t *testing.T) {
+	redistest.Need(t)
+	c := redistest.StartCluster(t)
+	name := "herdtest-" + redistest.RandomHex(6)
+	s := openURL(t, c.URL()+"?prefix=herdtest&client_name="+name)
+	testCancelEndsWait(t, s, func() int {
+		n := 0
+		for _, nd := range c.Nodes {
+			rc := redis.NewClient(&redis.Options{Addr: nd.Addr(), MaxRetries: -1})
+			n += blockedClients(t, rc, name)
+			_ = rc.Close()
+		}
+		return n
+	})
+}
+
+// testCancelEndsWait cancels 20 waits of s, blocked says how many clients
+// of s the servers list blocked. Half the calls are cancelled as soon as
+// they start (before or while the XREAD is sent: the unblock is sent
+// again until it takes); the others once the server lists them blocked.
+func testCancelEndsWait(t *testing.T, s *Store, blocked func() int) {
 	ctx := ctxT(t)
 	_, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
 	must(t, err, "OpenSession")
@@ -74,9 +97,7 @@ func TestChangesCancelEndsWait(t *testing.T) {
 			done <- err
 		}()
 		if i%2 == 0 {
-			waitForCond(t, 5*time.Second, "the wait blocked on the server", func() bool {
-				return blockedClients(t, raw, prefix) == 1
-			})
+			waitForCond(t, 5*time.Second, "the wait blocked on the server", func() bool { return blocked() == 1 })
 		}
 		cancel()
 		select {
@@ -87,7 +108,7 @@ func TestChangesCancelEndsWait(t *testing.T) {
 			t.Fatalf("call %d: Changes has not returned %v after its cancel", i, 2*unblockBound)
 		}
 		if i%2 == 0 {
-			if n := blockedClients(t, raw, prefix); n != 0 {
+			if n := blocked(); n != 0 {
 				t.Fatalf("call %d: Changes returned after its cancel, and the server lists %d blocked clients of the store", i, n)
 			}
 			if st := s.client.PoolStats(); st.IdleConns != st.TotalConns {
@@ -98,7 +119,7 @@ func TestChangesCancelEndsWait(t *testing.T) {
 		// to come (evalRaw); the XREAD is never left blocked.
 		waitForCond(t, 2*time.Second, "every connection idle, none blocked", func() bool {
 			st := s.client.PoolStats()
-			return st.IdleConns == st.TotalConns && blockedClients(t, raw, prefix) == 0
+			return st.IdleConns == st.TotalConns && blocked() == 0
 		})
 	}
 	if got := s.unblock.Load(); got != unblockAllowed {
