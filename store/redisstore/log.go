@@ -101,10 +101,12 @@ const DefaultLogLimit = 100_000
 // logwait.go): a call that waited that long returns no entries and the
 // caller calls again, so a reader at rest costs one call (three commands:
 // the check script, CLIENT ID, the XREAD) per 5 minutes, 0.0033 calls per
-// second, as on etcd. A wait blocks its connection, and a server that
-// stops answering during one is noticed at its end (the block plus
-// go-redis' 10 s); a member notices it sooner by its renewals, and its
-// reader's wait is then given up (unblocked, or left to its deadline).
+// second, as on etcd. A wait is a connection without traffic: a server
+// host that dies or a network cut during one is noticed within 2 minutes
+// by TCP keep-alive (dial.go, for the connections Open dials), as the
+// 2-minute waits noticed it at their read deadline (2 min 10 s); a server
+// process that stops answering at the wait's read deadline (the block
+// plus go-redis' 10 s). A member notices either sooner by its renewals.
 const defaultChangesBlock = 5 * time.Minute
 
 // pooledChangesBlock is the longest wait where the store cannot end it
