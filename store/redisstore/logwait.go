@@ -86,6 +86,9 @@ type waitReply struct {
 // server does not let the user unblock it; Changes waits on the pool.
 var errNoUnblock = errors.New("CLIENT ID or CLIENT UNBLOCK refused")
 
+// errStoreClosed is a wait's error once Close has begun.
+var errStoreClosed = errors.New("store is closed")
+
 // xreadUnblockable runs the blocking XREAD args on a connection of node's
 // pool taken for it. It returns errNoUnblock when the wait cannot be
 // unblocked (the XREAD was not sent).
@@ -96,9 +99,17 @@ var errNoUnblock = errors.New("CLIENT ID or CLIENT UNBLOCK refused")
 // answer the unblock within unblockBound, counted in s.waits: Close waits
 // for it after closing a client it opened (which ends the read).
 func (s *Store) xreadUnblockable(ctx context.Context, node *redis.Client, args *redis.XReadArgs) ([]redis.XStream, error) {
+	// Under s.mu, so that no wait is counted once Close waits for them
+	// (a WaitGroup's Add must not race with its Wait from zero).
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errStoreClosed
+	}
+	s.waits.Add(1)
+	s.mu.Unlock()
 	ids := make(chan int64, 1)
 	done := make(chan waitReply, 1)
-	s.waits.Add(1)
 	go func() {
 		defer s.waits.Done()
 		done <- s.waitOn(ctx, node.Conn(), args, ids)

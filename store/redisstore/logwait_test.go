@@ -187,3 +187,30 @@ func TestChangesWaitWithoutUnblock(t *testing.T) {
 		t.Fatalf("unblock state %d after waits the server does not let the user unblock; want %d", got, unblockDenied)
 	}
 }
+
+// Close of a store Open made ends a wait under way: the call returns an
+// unavailable store, and Close has waited for the wait's goroutine.
+func TestCloseEndsWait(t *testing.T) {
+	raw := redistest.Need(t)
+	prefix := testPrefix(t, raw)
+	s := openNamed(t, prefix, prefix)
+	ctx := ctxT(t)
+	_, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
+	must(t, err, "OpenSession")
+	snap, err := s.Snapshot(ctx, "g")
+	must(t, err, "Snapshot")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.Changes(ctx, "g", snap.Version, 10)
+		done <- err
+	}()
+	waitForCond(t, 5*time.Second, "the wait blocked on the server", func() bool { return blockedClients(t, raw, prefix) == 1 })
+	must(t, s.Close(), "Close")
+	select {
+	case err := <-done:
+		wantIs(t, err, store.ErrUnavailable, "Changes waiting when the store closed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changes has not returned 5 s after Close")
+	}
+	waitForCond(t, 5*time.Second, "no blocked client left", func() bool { return blockedClients(t, raw, prefix) == 0 })
+}

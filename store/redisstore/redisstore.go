@@ -195,8 +195,10 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	if s.owned && s.client != nil {
-		// Closing the pool closes the connections of the waits still
-		// blocked (their server did not answer an unblock): they end.
+		// Closing the pool closes the connections of the waits on the
+		// log under way, a caller's or one whose unblock got no answer
+		// (logwait.go): they end, and no goroutine of theirs outlives
+		// Close.
 		err := s.client.Close()
 		s.waits.Wait()
 		return err
