@@ -22,19 +22,17 @@ import (
 // cancelled, half of them as they start, take 0.23 s in all
 // (TestChangesCancelEndsWait, go test -run CancelEndsWait -v).
 //
-// Where: a *redis.Client (redis://, rediss://, unix://, and Sentinel, whose
-// failover client is one) and a Redis Cluster (the wait runs on the node
-// that serves the log's slot, and the unblock goes through that node's
-// pool; a wait that meets MOVED or ASK, the slot having moved, is made
-// again through the cluster client, for at most 2 minutes); and only while
-// the server lets the user run CLIENT ID and CLIENT UNBLOCK (an ACL user
-// with docs/security.md's rule without +client|id +client|unblock waits 2
-// minutes).
-//
-// With Sentinel the unblock goes to the current primary: after a failover
-// during the wait it may name another client of the new primary, whose
-// blocking command then answers as at its timeout, and the wait on the
-// old primary ends at its block (or when that server ends it).
+// Where: a *redis.Client (redis://, rediss://, unix://) and a Redis
+// Cluster (the wait runs on the node that serves the log's slot, and the
+// unblock goes through that node's pool; a wait that meets MOVED or ASK,
+// the slot having moved, is made again through the cluster client, for at
+// most 2 minutes); and only while the server lets the user run CLIENT ID
+// and CLIENT UNBLOCK (an ACL user with docs/security.md's rule without
+// +client|id +client|unblock waits 2 minutes). Not with Sentinel
+// (redis+sentinel://, which Open sets up): after a failover during a wait
+// the unblock would go to the new primary, where the id may name another
+// application's client. New cannot tell a failover client from a single
+// server's: with Sentinel, use Open (docs/redis.md).
 
 // unblockBound is how long a call whose context ended waits for its XREAD
 // to end once unblocked (normally one round trip): past it (a server that

@@ -155,6 +155,12 @@ func open(ctx context.Context, rawURL string, base dialFunc, opts ...Option) (*S
 	client, dial, timeout := newClient(t, base)
 	s := New(client, opts...)
 	s.owned = true
+	if t.kind == sentinel {
+		// A failover during a wait would send its CLIENT UNBLOCK to the new
+		// primary, where the id may name another application's client:
+		// waits there stay on the pool, 2 minutes (logwait.go).
+		s.unblock.Store(unblockDenied)
+	}
 	if s.err != nil {
 		_ = client.Close()
 		return nil, s.err
