@@ -117,6 +117,13 @@ func TestSentinel(t *testing.T) {
 	u := ss.URL() + "?prefix=herdtest"
 	storetest.Run(t, func(t *testing.T) store.Store { return openURL(t, u) })
 	t.Run("misuse", func(t *testing.T) { testSentinelMisuse(t, ss) })
+	t.Run("waits stay on the pool", func(t *testing.T) {
+		// A CLIENT UNBLOCK after a failover could end another client's
+		// command on the new primary: Sentinel waits are not unblocked.
+		if s := openURL(t, u); s.waitNode(ctxT(t), "k") != nil {
+			t.Fatal("a Sentinel store runs its waits on connections it would unblock by id")
+		}
+	})
 }
 
 // testSentinelMisuse: wrong master names and servers of the wrong kind.

@@ -11,6 +11,19 @@ import (
 // dialFunc dials one connection (go-redis' Options.Dialer).
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
+// keepAlive is the TCP keep-alive of every connection Open dials: the
+// first probe after 60 s without traffic, and a connection whose peer
+// answered none of 4 probes 15 s apart fails, 2 minutes after it went
+// silent. A wait on the group's log (up to 5 minutes, log.go) is a
+// connection without traffic: a server host that died or a network that
+// was cut during it is noticed within those 2 minutes (within the 2
+// minutes and 10 s of the read deadline when waits lasted 2 minutes), and
+// the probes keep the connection in the tables of NATs and load balancers
+// that forget idle connections after 4 minutes or more. A server process
+// that stops answering while its host's kernel still acknowledges is
+// noticed at the wait's read deadline (the block plus go-redis' 10 s).
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: time.Minute, Interval: 15 * time.Second, Count: 4}
+
 // dialer returns the dial function of every connection Open makes: base
 // (nil: TCP or a unix socket, with keep-alives), then for TLS the
 // handshake, both within the attempt's deadline (the pool sets DialTimeout
@@ -22,7 +35,7 @@ func dialer(timeout time.Duration, cfg *tls.Config, base dialFunc) dialFunc {
 		timeout = defaultDialTimeout
 	}
 	if base == nil {
-		d := net.Dialer{KeepAlive: 5 * time.Minute}
+		d := net.Dialer{KeepAliveConfig: keepAlive}
 		base = d.DialContext
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -123,7 +123,10 @@
 // entry written by an older herd, which reads the entries of a newer one
 // as before). Changes reads with a
 // small script (the version check) and one XREAD, which at the end of the
-// log blocks for at most 2 minutes.
+// log blocks for at most 5 minutes, on a connection of its own that a call
+// given up unblocks (CLIENT UNBLOCK; on a Redis Cluster, through the pool
+// of the node serving the log's slot); 2 minutes for a user that may not
+// run CLIENT ID and CLIENT UNBLOCK (logwait.go).
 // The stream is under the group's hash tag like every other key, so Redis
 // Cluster keeps a group on one slot, and DeleteGroup deletes it.
 //

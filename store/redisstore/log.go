@@ -96,17 +96,27 @@ const (
 // new snapshot. See BenchmarkLogBytesPerEntry for the bytes a change costs.
 const DefaultLogLimit = 100_000
 
-// defaultChangesBlock is the longest one Changes call blocks in XREAD. A
-// call that waited that long returns no entries and the caller calls again,
-// so a reader at rest costs two commands per period (the check script and
-// the XREAD), 0.017 per second. A call the caller gives up (its context
-// ends) returns at once, but its blocked XREAD keeps a connection of the
-// pool until the block ends (go-redis cannot interrupt it): a reader gives
-// up a wait when it reads the group anew, after a lost session for one, so
-// a member that lost its session every TTL (10 s) would hold 12 connections
-// of its pool (10 per CPU) at 2 minutes. Longer waits need the XREAD ended
-// on cancel (CLIENT UNBLOCK) first.
-const defaultChangesBlock = 2 * time.Minute
+// defaultChangesBlock is the longest one Changes call blocks in XREAD
+// where the store can end a wait its caller gives up (CLIENT UNBLOCK,
+// logwait.go): a call that waited that long returns no entries and the
+// caller calls again, so a reader at rest costs one call (three commands:
+// the check script, CLIENT ID, the XREAD) per 5 minutes, 0.0033 calls per
+// second, as on etcd. A wait is a connection without traffic: a server
+// host that dies or a network cut during one is noticed within 2 minutes
+// by TCP keep-alive (dial.go, for the connections Open dials), as the
+// 2-minute waits noticed it at their read deadline (2 min 10 s); a server
+// process that stops answering at the wait's read deadline (the block
+// plus go-redis' 10 s). A member notices either sooner by its renewals.
+const defaultChangesBlock = 5 * time.Minute
+
+// pooledChangesBlock is the longest wait where the store cannot end it
+// (a user without CLIENT UNBLOCK, a client given to New of another kind
+// than *redis.Client and *redis.ClusterClient): a wait given up keeps a
+// connection of the pool until the block ends. A reader gives up a wait
+// when it reads the group anew, after a lost session for one, so a member
+// that lost its session every TTL (10 s) would hold 12 connections of its
+// pool (10 per CPU) at 2 minutes: two calls per 2 minutes, 0.017/s.
+const pooledChangesBlock = 2 * time.Minute
 
 // expireBatch is how many sessions one ExpireSessions script expires at
 // most; ExpireSessions repeats it until fewer were due.
@@ -114,7 +124,7 @@ const expireBatch = 1000
 
 type logConfig struct {
 	limit int           // WithLogLimit; 0: DefaultLogLimit
-	block time.Duration // 0: defaultChangesBlock (tests shorten it)
+	block time.Duration // 0: defaultChangesBlock or pooledChangesBlock (tests shorten it)
 }
 
 // WithLogLimit sets how many changes of each group's log the store keeps at
@@ -167,9 +177,11 @@ func gone(after store.Version, format string, args ...any) error {
 
 // Changes implements store.Store. A small script checks that the version
 // can be continued (not ahead of the log, the same tag at the same
-// sequence); then one XREAD BLOCK from the version's id returns the entries
-// at once if there are some, or waits for the next for at most 2 minutes (or
-// until ctx's deadline).
+// sequence, and the last sequence of the log); then one XREAD from the
+// version's id returns the entries at once if there are some, or, the log
+// ending at the version, XREAD BLOCK waits for the next for at most
+// defaultChangesBlock (5 minutes; pooledChangesBlock, 2, where a wait
+// cannot be unblocked) or until ctx's deadline.
 // Its entries are checked for their sequence and chained tags (so a log
 // trimmed, or deleted and written again, between the two commands is
 // caught). A call that waited in vain returns no entries. An entry that
@@ -177,8 +189,9 @@ func gone(after store.Version, format string, args ...any) error {
 // reads a new snapshot and continues after it.
 //
 // go-redis does not interrupt a blocked XREAD when ctx is cancelled: the
-// call returns at once, but the command keeps its connection until the
-// block ends.
+// store unblocks it (logwait.go), and the call returns once it has ended;
+// where it cannot, the call returns at once and the command keeps its
+// connection until the block ends.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
 	if err := s.begin(ctx, "Changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
@@ -189,6 +202,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	if err != nil {
 		return nil, after, fail("Changes", err)
 	}
+	idle := true // the log ends at after: the read waits
 	switch str(res, 0) {
 	case "gone":
 		return nil, after, gone(after, "%s", str(res, 1))
@@ -197,23 +211,36 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 			return nil, after, gone(after, "the group has no log")
 		}
 	case "ok":
+		idle = str(res, 1) == strconv.FormatUint(after.Seq, 10)
 	default:
 		return nil, after, unexpected("Changes", str(res, 0))
 	}
-	return s.waitChanges(ctx, k, after, max)
+	return s.waitChanges(ctx, k, after, max, idle)
 }
 
 // waitChanges blocks in XREAD for the entries after after. It returns
 // fewer than limit changes only when the log held no more: one read of
 // entriesFor(limit) entries may hold fewer changes (entries of one change
 // each), and then the next entries are read at once, without blocking, until
-// limit changes or the end of the log.
-func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int) ([]store.Change, store.Version, error) {
-	block := s.log.block
-	if block <= 0 {
-		block = defaultChangesBlock
+// limit changes or the end of the log. Only an idle log (the check found
+// it ending at after) is waited on: otherwise its entries are there, and a
+// read that finds none finds a log removed meanwhile (ErrVersionGone).
+func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int, idle bool) ([]store.Change, store.Version, error) {
+	var node *redis.Client // where a wait can be unblocked
+	if idle {
+		node = s.waitNode(ctx, k.log)
 	}
-	if d, ok := ctx.Deadline(); ok {
+	block := s.log.block
+	switch {
+	case !idle:
+		block = -1
+	case block > 0:
+	case node != nil:
+		block = defaultChangesBlock
+	default:
+		block = pooledChangesBlock
+	}
+	if d, ok := ctx.Deadline(); ok && block > 0 {
 		// Leave time for the reply before the deadline.
 		block = min(block, time.Until(d)-100*time.Millisecond)
 	}
@@ -240,7 +267,7 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 			// after full ones asks for as many as the rest at once.
 			count = min(count, (limit-n)/perEntry+1)
 		}
-		read, err := s.readLog(ctx, k, after, v, count, block)
+		read, err := s.readLog(ctx, node, k, after, v, count, block)
 		if err != nil {
 			// Not what was read so far: fewer than limit changes would
 			// say that the log ends there. The next call reads them again.
@@ -257,6 +284,9 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 		}
 		v, perEntry = last, max(1, got/len(read))
 		block = -1 // the rest is there already
+	}
+	if len(msgs) == 0 && !idle {
+		return nil, after, gone(after, "the log has no entry after it, though the version is ahead")
 	}
 	if len(msgs) == 0 {
 		return nil, after, nil
@@ -289,28 +319,40 @@ func changesAfter(msgs []redis.XMessage, seq uint64) int {
 }
 
 // readLog is one XREAD of at most count entries after v, blocking up to
-// block (no blocking if block < 0), for a call of Changes after after.
-func (s *Store) readLog(ctx context.Context, k keys, after, v store.Version, count int, block time.Duration) ([]redis.XMessage, error) {
+// block (no blocking if block < 0), for a call of Changes after after. A
+// blocking read runs on a connection of node's of its own, which a call
+// given up unblocks (logwait.go); without node, where the server refuses
+// the unblock, or where node no longer serves the slot, through the
+// store's client for at most pooledChangesBlock.
+func (s *Store) readLog(ctx context.Context, node *redis.Client, k keys, after, v store.Version, count int, block time.Duration) ([]redis.XMessage, error) {
 	args := &redis.XReadArgs{
 		Streams: []string{k.log, strconv.FormatUint(v.Seq, 10) + "-" + strconv.FormatUint(v.Tag, 10)},
 		Count:   int64(count),
 		Block:   block,
 	}
-	type reply struct {
-		xs  []redis.XStream
-		err error
+	var r waitReply
+	if block > 0 && node != nil {
+		r.xs, r.err = s.xreadUnblockable(ctx, node, args)
+		if !errors.Is(r.err, errNoUnblock) && !redirect(r.err) {
+			return readReply(after, r)
+		}
+		args.Block = min(block, pooledChangesBlock)
 	}
-	ch := make(chan reply, 1)
+	ch := make(chan waitReply, 1)
 	go func() {
 		xs, err := s.client.XRead(ctx, args).Result()
-		ch <- reply{xs, err}
+		ch <- waitReply{xs, err}
 	}()
-	var r reply
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
 		return nil, fail("Changes", ctx.Err())
 	}
+	return readReply(after, r)
+}
+
+// readReply is readLog's answer for the reply r of its XREAD.
+func readReply(after store.Version, r waitReply) ([]redis.XMessage, error) {
 	switch {
 	case errors.Is(r.err, redis.Nil):
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,9 @@ type Store struct {
 	err    error        // a bad option given to New: every call returns it
 	log    logConfig    // see log.go
 	ghosts store.Ghosts // sessions that failed opens may have opened
+
+	unblock atomic.Int32   // whether the user may unblock a wait (logwait.go)
+	waits   sync.WaitGroup // waits whose unblock got no answer (logwait.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -151,6 +155,12 @@ func open(ctx context.Context, rawURL string, base dialFunc, opts ...Option) (*S
 	client, dial, timeout := newClient(t, base)
 	s := New(client, opts...)
 	s.owned = true
+	if t.kind == sentinel {
+		// A failover during a wait would send its CLIENT UNBLOCK to the new
+		// primary, where the id may name another application's client:
+		// waits there stay on the pool, 2 minutes (logwait.go).
+		s.unblock.Store(unblockDenied)
+	}
 	if s.err != nil {
 		_ = client.Close()
 		return nil, s.err
@@ -191,7 +201,13 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	if s.owned && s.client != nil {
-		return s.client.Close()
+		// Closing the pool closes the connections of the waits on the
+		// log under way, a caller's or one whose unblock got no answer
+		// (logwait.go): they end, and no goroutine of theirs outlives
+		// Close.
+		err := s.client.Close()
+		s.waits.Wait()
+		return err
 	}
 	return nil
 }

@@ -209,8 +209,9 @@ return {'ok'}
 `)
 
 // KEYS: version. ARGV: tag, seq (the version to read after).
-// Answers {'ok'} (the log can be continued: XREAD reads on), {'gone',
-// reason} or {'nolog'}. It reads no entry: XREAD delivers them without a
+// Answers {'ok', last} (the log can be continued: XREAD reads on; last,
+// its last sequence, tells Changes whether to wait), {'gone', reason} or
+// {'nolog'}. It reads no entry: XREAD delivers them without a
 // trip through Lua tables, several times cheaper per entry.
 var changesScript = newScript(`
 local v = redis.pcall('GET', KEYS[1])
@@ -220,7 +221,7 @@ if not g then return {'nolog'} end
 local after, last = tonumber(ARGV[2]), tonumber(n)
 if after > last then return {'gone', 'the log ends at ' .. n} end
 if after == last and g ~= ARGV[1] then return {'gone', 'the log is another history (tag ' .. g .. ')'} end
-return {'ok'}
+return {'ok', n}
 `)
 
 // KEYS: owners, checkpoints, epochat, ckptat, givenback. ARGV: the
