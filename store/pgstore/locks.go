@@ -138,7 +138,9 @@ END $$;
 -- partitions and the live sessions are hashed sets (IN (SELECT ...));
 -- = ANY(v_free) compared each record with each element. The locks make
 -- the read exact: no one else changes a record this call locked, and only
--- calls holding the group's lock write records.
+-- calls holding the group's lock write records. Medians of 5 runs, go test
+-- -run X -bench 'ClaimBatch1000|ReleaseBatch1000' ./store/pgstore: claim
+-- 77 -> 42 ms, release 530 -> 54 ms (load average 8-15).
 CREATE OR REPLACE FUNCTION {{S}}.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
 RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
