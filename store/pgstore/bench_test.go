@@ -99,3 +99,82 @@ func BenchmarkOps(b *testing.B) {
 		}
 	})
 }
+
+// ReleaseBatch of 1,000 partitions the session holds (claimed again,
+// outside the timer, before each release).
+func BenchmarkReleaseBatch1000(b *testing.B) {
+	s := openTest(b)
+	group, sessions := benchGroup(b, s, 1000)
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%06d", i)
+	}
+	ctx := context.Background()
+	held := make([]store.Ownership, len(ids))
+	for b.Loop() {
+		b.StopTimer()
+		res, err := s.ClaimBatch(ctx, group, sessions[0], ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			held[i] = r.Ownership
+		}
+		b.StartTimer()
+		errs, err := s.ReleaseBatch(ctx, group, sessions[0], held)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// A first placement: 16 sessions claim 625 partitions each, one after
+// the other, of a new group of 10,000 that has no records yet (the fleet
+// bench's steady scenario, without its processes). The group is made and
+// deleted outside the timer.
+func BenchmarkPlacement10k(b *testing.B) {
+	s := openTest(b)
+	ctx := context.Background()
+	ps := make([]store.Partition, 10_000)
+	ids := make([]string, len(ps))
+	for i := range ps {
+		ids[i] = fmt.Sprintf("p%06d", i)
+		ps[i] = store.Partition{ID: ids[i], Weight: 1}
+	}
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		n++
+		group := fmt.Sprintf("place%d", n)
+		if _, err := s.SetPartitions(ctx, group, store.PartitionSet{Partitions: ps}); err != nil {
+			b.Fatal(err)
+		}
+		sessions := make([]string, 16)
+		for i := range sessions {
+			sess, err := s.OpenSession(ctx, group, fmt.Sprintf("m%d", i), 1, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sessions[i] = sess
+		}
+		b.StartTimer()
+		for i, sess := range sessions {
+			if _, err := s.ClaimBatch(ctx, group, sess, ids[i*625:(i+1)*625]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if err := s.DeleteGroup(ctx, group, true); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

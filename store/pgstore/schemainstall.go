@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 
 	"github.com/herdhq/herd/store"
@@ -17,7 +18,7 @@ import (
 func (s *Store) sqlFor(text string) string {
 	text = strings.ReplaceAll(text, "{{SETPARTITIONS}}", setPartitionsSQL)
 	text = strings.ReplaceAll(text, "{{FINISH}}", finishSQL)
-	return strings.NewReplacer("{{S}}", s.qschema, "{{CHAN}}", quoteLiteral(s.channel), "{{APP}}", quoteLiteral(intxAppPrefix)).Replace(text)
+	return strings.NewReplacer("{{S}}", s.qschema, "{{LOCKSREV}}", strconv.Itoa(locksRevision), "{{CHAN}}", quoteLiteral(s.channel), "{{APP}}", quoteLiteral(intxAppPrefix)).Replace(text)
 }
 
 // quoteIdent quotes a validated schema name (lower-case letters, digits
@@ -66,13 +67,15 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 // installedAlready reports whether the schema holds this version's tables
 // (a newer version is ErrInvalid, as in installOnce); false, with no error,
 // when the schema or its version table is missing, or at an older version
-// that installOnce is to judge.
+// that installOnce is to judge. A read-only store, which never calls them,
+// takes the functions of locks.go of any revision.
 func (s *Store) installedAlready(ctx context.Context) (bool, error) {
 	var v *int
 	var hasAt bool // the log's time (logTimeSQL) and the loads (loadsSQL), added to version 2 without a new version
+	var locksNow bool
 	err := s.pool.QueryRow(ctx, "SELECT max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) "+
-		"AND attname = 'at' AND NOT attisdropped) AND to_regclass($2) IS NOT NULL FROM "+s.qschema+".schema_version",
-		s.qschema+".log", s.qschema+".loads").Scan(&v, &hasAt)
+		"AND attname = 'at' AND NOT attisdropped) AND to_regclass($2) IS NOT NULL, "+locksRevisionOf("$3")+" >= $4 FROM "+s.qschema+".schema_version",
+		s.qschema+".log", s.qschema+".loads", s.qschema+claimBatchSignature, locksRevision).Scan(&v, &hasAt, &locksNow)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // undefined table or schema
@@ -82,7 +85,7 @@ func (s *Store) installedAlready(ctx context.Context) (bool, error) {
 	case v != nil && *v > SchemaVersion:
 		return false, newerSchema{schema: s.schema, version: *v}
 	}
-	return v != nil && *v == SchemaVersion && hasAt, nil
+	return v != nil && *v == SchemaVersion && hasAt && (locksNow || s.cfg.readOnly), nil
 }
 
 // installOnce reports whether it created the schema's tables.
@@ -114,9 +117,20 @@ func (s *Store) installOnce(ctx context.Context) (bool, error) {
 		return false, newerSchema{schema: s.schema, version: version}
 	case version == SchemaVersion:
 		// Installed; the log's time is added if it predates it (a no-op
-		// otherwise: another store added it meanwhile).
-		if _, err := tx.Exec(ctx, s.sqlFor(logTimeSQL+loadsSQL)); err != nil {
-			return false, fmt.Errorf("adding the log's time and the table of loads: %w", err)
+		// otherwise: another store added it meanwhile), and the functions
+		// of locks.go are replaced if they are of an older revision (same
+		// arguments, results and checks: members running the older ones
+		// keep working beside them).
+		text := logTimeSQL + loadsSQL
+		var rev int
+		if err := tx.QueryRow(ctx, "SELECT "+locksRevisionOf("$1"), s.qschema+claimBatchSignature).Scan(&rev); err != nil {
+			return false, err
+		}
+		if rev < locksRevision {
+			text += locksSQL
+		}
+		if _, err := tx.Exec(ctx, s.sqlFor(text)); err != nil {
+			return false, fmt.Errorf("adding the log's time and the table of loads, replacing the functions of locks: %w", err)
 		}
 		return false, tx.Commit(ctx)
 	case version == 1:

@@ -87,3 +87,31 @@ func TestOpenAddsLogTime(t *testing.T) {
 		t.Errorf("the entry written after the upgrade has At %v; want within [%v, %v]", at, begin, end)
 	}
 }
+
+// A schema of version 2 whose functions of locks.go predate the current
+// revision (claim_batch carries no comment, as before revision 3) gets
+// them replaced by Open: here an older claim_batch that claims nothing. A
+// read-only Open leaves them.
+func TestOpenReplacesOlderLocks(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	sess, err := s.OpenSession(t.Context(), "g", "m", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	q := `"` + schema + `"`
+	admin(t, `CREATE OR REPLACE FUNCTION `+q+`.claim_batch(p_group text, p_session text, p_parts text[], p_limit integer)
+RETURNS TABLE (r_ord bigint, r_status text, r_owner text, r_epoch text, r_member text, r_checkpoint bytea, r_given_back text)
+LANGUAGE sql AS $$ SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NULL::text, NULL::bytea, NULL::text $$`)
+	admin(t, `COMMENT ON FUNCTION `+q+claimBatchSignature+` IS NULL`)
+
+	// A read-only store, which calls none of them, opens it as it is.
+	openIn(t, schema, WithReadOnly()).Close()
+	s = openIn(t, schema)
+	res, err := s.ClaimBatch(t.Context(), "g", sess, []string{"a"})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("ClaimBatch after Open = %+v, %v; want claimed by the replaced claim_batch", res, err)
+	}
+}

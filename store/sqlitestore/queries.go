@@ -13,7 +13,7 @@ const (
 	qNextExpiry       = `SELECT min(min(expires - ?, ttl)) FROM herd_sessions WHERE gid = ? AND expires > ?`
 	qEpochFloor       = `SELECT value FROM herd_meta WHERE key = 'epoch_floor'`
 	qRecord           = `SELECT session, member, epoch, given_back FROM herd_owners WHERE gid = ? AND partition = ?`
-	qCheckpoint       = `SELECT value FROM herd_checkpoints WHERE gid = ? AND partition = ?`
+	qClaimRead        = `SELECT o.partition IS NOT NULL, coalesce(o.session, ''), coalesce(o.member, ''), coalesce(o.epoch, 0), coalesce(o.given_back, ''), c.partition IS NOT NULL, c.value FROM (SELECT ? AS gid, ? AS partition) k LEFT JOIN herd_owners o ON o.gid = k.gid AND o.partition = k.partition LEFT JOIN herd_checkpoints c ON c.gid = k.gid AND c.partition = k.partition`
 	qRelease          = `UPDATE herd_owners SET session = '', member = '', given_back = ? WHERE gid = ? AND partition = ?`
 	qDeleteCheckpoint = `DELETE FROM herd_checkpoints WHERE gid = ? AND partition = ?`
 	qRestoreOwner     = `UPDATE herd_owners SET epoch = ?, claimed_at = ? WHERE gid = ? AND partition = ?`
@@ -48,7 +48,7 @@ var queries = []string{
 	qNextExpiry,
 	qEpochFloor,
 	qRecord,
-	qCheckpoint,
+	qClaimRead,
 	qRelease,
 	qDeleteCheckpoint,
 	qRestoreOwner,

@@ -231,6 +231,20 @@ func (w *wtx) alive(session string) (member string, ok bool, err error) {
 	return member, err == nil, err
 }
 
+// aliveIn is alive's answer for session, asked of the database once per
+// session in cache (nil: every time): a transaction's time is fixed, and
+// the calls that use it change no session, so neither does the answer.
+func (w *wtx) aliveIn(cache map[string]bool, session string) (bool, error) {
+	if ok, known := cache[session]; known {
+		return ok, nil
+	}
+	_, ok, err := w.alive(session)
+	if err == nil && cache != nil {
+		cache[session] = ok
+	}
+	return ok, err
+}
+
 // nextExpiry is the time until the earliest expiry of a live session of
 // the group, 0 if none is alive. A session's time left is never shown
 // above its TTL: after the wall clock stepped back, its deadline is
