@@ -61,7 +61,7 @@ func (m *Member) giveBack(sl *slot, err error) bool {
 	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
 		return false
 	}
-	c := sl.claim
+	c := &sl.c
 	m.log.Warn("handler gave the partition back; another member will run it if there is one", "partition", c.Partition, "epoch", c.Epoch, "err", err)
 	sl.cancel() // the claim's context: the handler has returned, anything it started stops
 	m.unown(c.Partition)
@@ -76,7 +76,7 @@ func (m *Member) sendGiveBack(sl *slot) {
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return
 	}
-	c := sl.claim
+	c := &sl.c
 	m.rep.contest(c.Partition, time.Now())
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()

@@ -265,7 +265,7 @@ func (l *runLoop) slotsOf(s *session) int {
 // slotReturned forgets a slot whose goroutine has returned.
 func (l *runLoop) slotReturned(sl *slot) {
 	m := l.m
-	delete(l.slots, sl.claim.Partition)
+	delete(l.slots, sl.c.Partition)
 	if sl.planInFull.Load() {
 		m.rep.dropTarget()
 	}

@@ -20,10 +20,10 @@ func (l *runLoop) loseSession() {
 	for _, sl := range l.slots {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)
-			if cp := sl.claim.restorePoint(); cp != nil {
-				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
+			if cp := sl.c.restorePoint(); cp != nil {
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.c.Partition, Epoch: sl.c.Epoch, Checkpoint: cp})
 			}
-			m.noteLostLoad(sl.claim.Partition)
+			m.noteLostLoad(sl.c.Partition)
 		}
 	}
 	// The store may have lost its data meanwhile: the next session holds
@@ -142,7 +142,7 @@ func (l *runLoop) finish(err error) {
 	}
 	for len(l.slots) > 0 {
 		sl := <-m.events.slotDone
-		delete(l.slots, sl.claim.Partition)
+		delete(l.slots, sl.c.Partition)
 	}
 	// Every handler has returned: the ties may go (the store then ends
 	// sessions not closed after TieGrace, as if the process had died).

@@ -57,18 +57,15 @@ type reconcilePlan struct {
 // something to claim, which the full plan decides.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
+	runs := func(p string) bool { return slots[p] != nil && slots[p].runsFor(sess) }
 	running := func() int {
 		n := 0
 		for _, sl := range slots {
-			if sl.sess == sess && sl.mode.Load() == modeRun {
+			if sl.runsFor(sess) {
 				n++
 			}
 		}
 		return n
-	}
-	runs := func(p string) bool {
-		sl := slots[p]
-		return sl != nil && sl.sess == sess && sl.mode.Load() == modeRun
 	}
 	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
 	if !ok || len(m.loss.restores) > 0 {

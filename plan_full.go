@@ -161,11 +161,11 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 func (fp *fullPlan) ownUnshownClaims() {
 	b := fp.b
 	for p, sl := range fp.slots {
-		if sl.sess != fp.sess || sl.mode.Load() != modeRun || fp.base >= sl.seq {
+		if !sl.runsFor(fp.sess) || fp.base >= sl.seq {
 			continue
 		}
 		if i, ok := partIndex(fp.parts, p, &sl.at); ok && b.owner[i] != fp.me {
-			if r := b.rec[i]; r < 0 || fp.owners[r].Epoch < sl.claim.Epoch {
+			if r := b.rec[i]; r < 0 || fp.owners[r].Epoch < sl.c.Epoch {
 				b.owner[i] = fp.me
 			}
 		}
@@ -177,7 +177,7 @@ func (fp *fullPlan) ownUnshownClaims() {
 func (m *Member) planRunning(fp *fullPlan) {
 	b, sess, owners, target := fp.b, fp.sess, fp.owners, fp.b.target
 	for p, sl := range fp.slots {
-		if sl.sess != sess || sl.mode.Load() != modeRun {
+		if !sl.runsFor(sess) {
 			continue
 		}
 		i, inSet := partIndex(fp.parts, p, &sl.at)
@@ -189,7 +189,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 		} else if r, ok := searchRecord(owners, p); ok && owners[r].Epoch > 0 {
 			rec = &owners[r]
 		}
-		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
+		if (rec == nil || rec.Epoch < sl.c.Epoch) && fp.base < sl.seq {
 			// Our claim's entry is not in the replica yet, so the record
 			// says nothing of whether we lost it. If the target gives the
 			// partition to another, hand it off now all the same: the
@@ -203,11 +203,11 @@ func (m *Member) planRunning(fp *fullPlan) {
 			continue
 		}
 		switch {
-		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
+		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.c.Epoch:
 			m.planner.step.dropLost(p)
-			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
+			if cp := sl.c.restorePoint(); rec == nil && cp != nil {
 				// Our record vanished: the store lost it. Put it back.
-				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.c.Epoch, Checkpoint: cp})
 				m.holdAfterLoss(true)
 			}
 			sl.mode.Store(modeLost)

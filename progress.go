@@ -224,7 +224,7 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 // partition) unless the partition or session was lost or the member
 // crashed.
 func (m *Member) finishProgress(sl *slot) {
-	c := sl.claim
+	c := &sl.c
 	p := &c.prog
 	c.mu.Lock()
 	if p.stop == nil {

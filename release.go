@@ -182,7 +182,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	}
 	held := make([]store.Ownership, len(batch))
 	for i, q := range batch {
-		held[i] = store.Ownership{Partition: q.sl.claim.Partition, Epoch: q.sl.claim.Epoch}
+		held[i] = store.Ownership{Partition: q.sl.c.Partition, Epoch: q.sl.c.Epoch}
 	}
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()

@@ -25,7 +25,6 @@ const (
 
 // slot is one partition this member runs or is stopping.
 type slot struct {
-	claim    *Claim // &c
 	c        Claim
 	counter  loadmeter.Counter // c.load
 	sess     *session
@@ -41,11 +40,15 @@ type slot struct {
 	watch      watchdog // armed by handOff
 }
 
+// runsFor reports whether sl runs its handler for session s: not lost,
+// handing off or giving back.
+func (sl *slot) runsFor(s *session) bool { return sl.sess == s && sl.mode.Load() == modeRun }
+
 // claimOnceStopped is called by plan, which would claim sl's partition for
-// sess but leaves it alone while sl runs: if sl is not sess's running
-// handler (lost, or handing off), its return calls for a full plan.
+// sess but leaves it alone while sl runs: if sl does not run for sess, its
+// return calls for a full plan.
 func (sl *slot) claimOnceStopped(sess *session) {
-	if sl.sess != sess || sl.mode.Load() != modeRun {
+	if !sl.runsFor(sess) {
 		sl.planInFull.Store(true)
 	}
 }
@@ -86,8 +89,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		write:     m.claimWrite(sess, part, epoch),
 		load:      &sl.counter,
 	}
-	sl.claim = &sl.c
-	m.startMeasure(sl.claim)
+	m.startMeasure(&sl.c)
 	slots[part] = sl
 	m.running.mu.Lock()
 	m.running.owned[part] = epoch
@@ -123,7 +125,7 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 // runSlot runs one partition's handler until its context is cancelled, then
 // releases the partition if it is being handed off, and reports to the loop.
 func (m *Member) runSlot(sl *slot) {
-	c := sl.claim
+	c := &sl.c
 	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
@@ -186,7 +188,7 @@ func (w *watchdog) expire() {
 	if returned || w.sl.mode.Load() != modeHandoff {
 		return
 	}
-	m, p := w.m, w.sl.claim.Partition
+	m, p := w.m, w.sl.c.Partition
 	if m.cfg.ForceHandoff {
 		m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", p)
 		m.release(w.sl)
