@@ -170,7 +170,7 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 		}
 	}
 	if joined > 0 {
-		m.planner.joinedAt = m.rep.sessionNews()
+		m.planner.joinedAt, _ = m.rep.sessionNews()
 	}
 	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
 		m.planner.endedAt = time.Now()
@@ -244,7 +244,8 @@ func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration 
 	if time.Until(at.Add(startQuiet(settle, limit, settle, limit))) <= 0 || !nothingRuns(snap) {
 		return 0
 	}
-	span, gap := startSpan(snap, opened, at), startGap(snap, m.rep.sessionNewsGap())
+	_, newsGap := m.rep.sessionNews()
+	span, gap := startSpan(snap, opened, at), startGap(snap, newsGap)
 	return max(0, time.Until(at.Add(startQuiet(settle, limit, span, gap))))
 }
 

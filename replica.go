@@ -122,19 +122,11 @@ func (r *replica) layoutNow() uint64 {
 }
 
 // sessionNews returns when the feed last brought news of a session opened
-// (see openedAt).
-func (r *replica) sessionNews() time.Time {
+// (openedAt), and the longest wait between two such news (newsGap).
+func (r *replica) sessionNews() (time.Time, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.openedAt
-}
-
-// sessionNewsGap returns the longest wait between two news of sessions
-// opened (see newsGap).
-func (r *replica) sessionNewsGap() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.newsGap
+	return r.openedAt, r.newsGap
 }
 
 // sessionNewsAt notes news of sessions opened at now: an entry, or a read
