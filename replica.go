@@ -12,24 +12,19 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// replica is the member's copy of the group: one Snapshot, taken when a
-// session opens (and again whenever the log cannot be continued, or the
-// store contradicts the copy), then kept up to date with the group's log,
-// so that a rebalance costs the store the entries of its changes, not one
-// read of every record per member per change.
-//
-// The feed goroutine (feedLoop) reads the log and queues its entries
-// (pending); plan applies what is queued when it takes the copy (current)
-// and uses it in place until it hands it back (release): a burst of
-// entries costs one pass over the records per plan, and a plan never
-// copies them. The feed applies the queue itself only when it grows large,
-// on a copy if plan holds the current one.
+// replica is the member's copy of the group: one Snapshot, read when a
+// session opens (or the log cannot be continued, or the store contradicts
+// the copy), then kept up to date by the group's log, so that a rebalance
+// costs the store its entries, not a read of every record per member. The
+// feed (feedLoop) queues the entries (pending); plan applies them as it
+// takes the copy (current) and uses it in place until release: a burst
+// costs one pass over the records per plan. The feed applies a large
+// queue itself, on a copy if plan holds the current one.
 type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read
-	// pending: the entries after work.Version not applied yet, in the
-	// batches Changes returned them in (not copied into one list),
-	// npending how many.
+	// pending: the entries after work.Version not applied yet, as Changes
+	// returned them; npending how many.
 	pending      [][]store.Change
 	npending     int
 	pendingLoads int        // how many of the queued entries publish loads (loadOf scans the queue only then)
@@ -77,13 +72,12 @@ type replica struct {
 	// openedAt: when the feed last brought news of a session opened (an
 	// entry, or a read of the group), which plan's JoinSettle counts from.
 	openedAt time.Time
-	// newsGap: the longest wait between two such news (from a read of
-	// the group to the next, or from one entry's to the next), for a
-	// first placement's quiet period (startGap).
+	// newsGap: the longest wait between two such news, for a first
+	// placement's quiet period (startGap).
 	newsGap time.Duration
 	// fresh: the log has answered since the last read of the group (or
-	// session opened). Members joining together open their sessions during
-	// a read: until the log has answered, plan waits.
+	// session opened); until then plan waits, as members joining together
+	// open their sessions during each other's reads.
 	fresh bool
 }
 
@@ -94,11 +88,10 @@ func (r *replica) isFresh() bool {
 	return r.fresh
 }
 
-// current returns the copy for plan, with every entry received so far
-// applied (nil if the group was never read, or the copy diverged from the
-// log and is being read anew), the writes it is known to show (see
-// Member.writes), and the error of the last read if it failed. The copy is
-// plan's until release: nothing changes it meanwhile.
+// current returns the copy for plan, every entry received applied (nil if
+// there is none, or it diverged and is being read anew), the writes it
+// shows (Member.writes) and the last read's error. Nothing changes the
+// copy until release.
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -112,9 +105,8 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	return r.work, r.base, r.err
 }
 
-// layoutNow returns the count of reads the copy was made from (see
-// layout). Taken before current, it is the layout of the copy current
-// returns, or an older one (never a newer: hintExact is then false).
+// layoutNow returns layout. Taken before current, it is that of the copy
+// current returns or older (never newer: hintExact is then false).
 func (r *replica) layoutNow() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,8 +122,7 @@ func (r *replica) sessionNews() (time.Time, time.Duration) {
 }
 
 // sessionNewsAt notes news of sessions opened at now: an entry, or a read
-// of the group (read), which only restarts the wait.
-// r.mu is held.
+// of the group (read), which only restarts the wait. r.mu is held.
 func (r *replica) sessionNewsAt(now time.Time, read bool) {
 	if !read && !r.openedAt.IsZero() {
 		r.newsGap = max(r.newsGap, now.Sub(r.openedAt))
@@ -146,11 +137,11 @@ func (r *replica) release() {
 	r.mu.Unlock()
 }
 
-// applyPending applies the queued entries to work (a copy of it if plan
-// holds it) and reports whether the copy is usable: false if the entries do
-// not fit it, in which case the group is read anew. With checkLast, the
-// last batch queued is checked against the target as it is applied (one
-// lookup of each entry's record for both). r.mu is held.
+// applyPending applies the queued entries to work (a copy if plan holds
+// it) and reports whether the copy is usable; if the entries do not fit,
+// the group is read anew. With checkLast, the last batch is checked
+// against the target as it is applied (one record lookup for both). r.mu
+// is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
@@ -246,19 +237,16 @@ func (r *replica) distrust() {
 	r.resync()
 }
 
-// broken reports whether the copy shows something broken by hand, which
-// the log cannot show the repair of: a malformed record, or a read that
-// failed. (A claim the store refused although the copy showed the
-// partition free is plan's to resolve: see contestedSince.)
+// broken reports whether the copy shows something broken by hand whose
+// repair the log cannot show: a malformed record, or a failed read.
 func (r *replica) broken() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0
 }
 
-// epochOf is the epoch of p's record in the copy, the entries queued and
-// not applied yet included (the latest claim or restore of p among them),
-// 0 if the copy has no record of p or there is no copy.
+// epochOf is the epoch of p's record in the copy, queued entries included
+// (the latest claim or restore of p); 0 if there is none.
 func (r *replica) epochOf(p string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

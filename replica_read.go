@@ -72,25 +72,15 @@ func liveSessions(ss []store.SessionInfo) map[string]*store.SessionInfo {
 }
 
 // withPlaceholders returns the records rs (sorted by partition) with a
-// placeholder, a record of epoch 0 (which no store writes), for every
-// partition of ps (sorted) that has none, and the partition ids of ps's
-// strings; and whether rs was sorted strictly (if not, the list is not to
-// be used). The copy keeps one entry per partition, so that a first
-// placement's claims replace entries in place rather than each batch
-// inserting into the sorted list; plan reads a placeholder as no record.
-//
-// The session and member strings of a record of a live session (of live,
-// by id) are that session's own (as ApplyAll makes them), so that plan's
-// comparisons of every record's session find equal pointers, not equal
-// bytes (which were a tenth of a large plan's CPU).
-//
-// One pass over the records: the list is new, zero beyond its length, and
-// an entry is made by setting the fields that are not zero, not by copying
-// a whole record into it (six pointer words, each a write barrier while
-// the collector runs, as it often does after the read that allocated rs).
-// The order is checked as the records are taken: a record matched to a
-// partition follows the last entry (ps increases strictly), and a record
-// outside the set is compared with the last entry's id.
+// placeholder (epoch 0, which no store writes; plan reads it as no record)
+// for every partition of ps (sorted) that has none, so that a first
+// placement's claims replace entries in place instead of inserting; and
+// whether rs was sorted strictly (if not, the list is not to be used).
+// Partition ids are ps's strings, and a live session's records (live, by
+// id) share its strings, so plan compares pointers, not bytes (a tenth of a
+// large plan's CPU). An entry is made by setting its non-zero fields, not
+// by copying a record (six pointer words, each a write barrier while the
+// collector runs, as it often does after the read that allocated rs).
 func withPlaceholders(ps []store.Partition, rs []store.Ownership, live map[string]*store.SessionInfo) ([]store.Ownership, bool) {
 	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
 	// add appends a record as partition p's (p: its own id or a set's);

@@ -3,26 +3,19 @@ package herd
 // The plan's target: what the last full plan decided, so that the entries
 // that only carry it out cost no plan.
 //
-// A full plan costs O(P). During a rebalance nearly every entry is progress
-// toward the target every member computed: a claim by the partition's
-// target owner, or a release by an owner that hands it to another. The
-// target computed after such an entry is the same (balance keeps every
-// target while the moves to it are carried out, in any order:
-// TestPartialFillKeepsTarget, TestHandoffKeepsTarget), so the feed checks
-// each entry against the target as it arrives (O(log P) at most), and plan
-// runs in full only when one is not such progress (a session opened or
-// ended, a claim by another member, a give-back, a restore, a new partition
-// set). A release toward this member is claimed without a full plan.
+// A full plan costs O(P), and during a rebalance nearly every entry is a
+// claim by the partition's target owner or a release by an owner handing it
+// on, after which balance finds the same target (TestPartialFillKeepsTarget,
+// TestHandoffKeepsTarget). So the feed checks each entry as it arrives
+// (O(log P) at most), plan runs in full only on one that is not such
+// progress, and a release toward this member is claimed without one.
 //
 // The target is dropped whenever something else may call for action (a
-// read of the group, a plan that left something to look at later, a
-// session lost, a contested claim left unexplained). It expires
-// RenewInterval after the first entry it let pass (up to maxTargetLife
-// when a full plan found it unchanged), and a third of that after the last
-// once the log is quiet, so that what the check cannot see (a target that
-// did change after all, a record of this member's it does not run) is
-// acted on within that bound. A target the copy shows carried out (met),
-// or that no entry has reached, lasts on: a full plan would find the same.
+// read of the group, a plan left something to look at later, a session
+// lost, a contested claim unexplained). It expires RenewInterval after the
+// first entry it let pass (up to maxTargetLife), and a third of that after
+// the last once the log is quiet, so what the check cannot see is acted on
+// within that bound; one the copy shows met, or no entry reached, lasts on.
 
 import (
 	"slices"
