@@ -12,10 +12,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// loadGather is how long the log reader waits after a read that brought
-// load reports only, before it reads again: members report at the same
-// moments (reportLoop), so the fleet's reports come in about two reads and
-// one plan per member and interval, not one each.
+// loadGather is how long the log reader waits after a read of load reports
+// only: members report together (reportLoop), so the fleet's reports cost
+// about two reads and one plan per member and interval, not one each.
 const loadGather = time.Second
 
 // reportLoop publishes the measured loads of session s every
@@ -95,10 +94,10 @@ func (m *Member) startMeasure(c *Claim) {
 	m.meter.Start(c.Partition, c.load, time.Now(), l, ok)
 }
 
-// stopMeasure ends it once the claim's handler has returned for good,
-// keeping the measure if the session ended (see noteLostLoad), or until
-// the release of a handoff is answered (releasedMeasure): if the store
-// loses its data meanwhile, only this member knows the partition's load.
+// stopMeasure ends it once the handler returned for good, keeping the
+// measure if the session ended (noteLostLoad) or until a handoff's release
+// is answered (releasedMeasure): only this member knows the load if the
+// store loses its data meanwhile.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:
