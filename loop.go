@@ -19,16 +19,9 @@ type loopEvents struct {
 type loopState int
 
 const (
-	// inSession: a session is open; the loop plans on the replica,
-	// claims and hands off.
-	inSession loopState = iota
-	// betweenSessions: the session was lost; the loop restores the
-	// checkpoints of the lost partitions, then opens a new session,
-	// retrying with back-off.
-	betweenSessions
-	// leaving: Leave was called; every partition is handed off, then the
-	// session (if any) is closed and the loop ends.
-	leaving
+	inSession       loopState = iota // the loop plans on the replica, claims and hands off
+	betweenSessions                  // the session was lost: restore the lost checkpoints, open a new one (with back-off)
+	leaving                          // Leave was called: hand every partition off, close the session, end
 )
 
 // firstBackoff is the first pause after a failed reconcile, doubled up to
@@ -43,21 +36,18 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, open one at the next turn (at once after
-	// a loss, then when retry fires, not on other wake-ups).
-	openDue bool
-	backoff time.Duration // the next pause after a failed reconcile
+	openDue bool             // between sessions, open one at the next turn (after a loss, then when retry fires)
+	backoff time.Duration    // the next pause after a failed reconcile
 
 	later *time.Timer // when plan asked to look again (JoinSettle, a hold, a contested claim)
 	// expire fires just after the group's earliest session would expire
 	// unless renewed, to have the store end it: a crashed member's session
 	// ends on time, and every replica learns it from the log.
 	expire *time.Timer
-	// backstop: the log does not show a record edited by hand. Every
+	// backstop, as the log does not show a record edited by hand: every
 	// PollInterval the group is read while the replica shows one broken,
-	// else the next batch of the member's own records is checked
-	// (ownRecordsIntact, from ownFrom); resync reads the group every
-	// ResyncInterval.
+	// else the next batch of own records is checked (ownRecordsIntact,
+	// from ownFrom); resync reads the group every ResyncInterval.
 	backstop *time.Ticker
 	ownFrom  string
 	resync   *time.Ticker
@@ -204,11 +194,11 @@ func (l *runLoop) await() (plan, ok bool) {
 }
 
 // plan reconciles once, unless the last full plan was too recent (planGap)
-// and this one would be full too: then the loop plans at the end of the
-// gap, and the changes until then cost one plan. A plan on the target
-// (target.go) costs only the entries since, so it is made at once: a member
-// claims what others release toward it as the releases come
-// (TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on 20,000).
+// and this one would be full too: the loop then plans at the gap's end, one
+// plan for the changes until then. A plan on the target (target.go) costs
+// only the entries since, so it is made at once: releases toward this
+// member are claimed as they come (TestJoinerClaimsWithoutPlanGap: 101
+// against 121 ms on 20,000).
 func (l *runLoop) plan() {
 	m := l.m
 	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 && !m.canPlanOnTarget(l.sess) {

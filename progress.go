@@ -15,15 +15,13 @@ import (
 // in call order, and the store is only given a value numbered above the
 // last it accepted, so the later call wins.
 type progress struct {
-	seq      uint64 // numbers Mark and Checkpoint calls
-	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
-	markSeq  uint64
-	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
-	wroteSeq uint64
-	// sending is the value of the write under way (valid if sendingSeq >
-	// 0): the store may have it before the write returns (see restorePoint).
-	sending    []byte
-	sendingSeq uint64
+	seq        uint64 // numbers Mark and Checkpoint calls
+	mark       []byte // the value last marked; unwritten while markSeq > wroteSeq
+	markSeq    uint64
+	wrote      []byte // the value last written by this claim (valid if wroteSeq > 0)
+	wroteSeq   uint64
+	sending    []byte // the value of the write under way, which the store may have already (restorePoint)
+	sendingSeq uint64 // sending is valid if > 0
 
 	timer   *time.Timer    // armed while a marked value waits for its timed write
 	flushes sync.WaitGroup // armed timers whose function has not returned

@@ -27,54 +27,38 @@ type replica struct {
 	// returned them; npending how many.
 	pending      [][]store.Change
 	npending     int
-	pendingLoads int        // how many of the queued entries publish loads (loadOf scans the queue only then)
-	loads        equalLoads // whether the copy's loads and those checked against the target are all equal
-	inPlan       bool       // plan is using work (current .. release)
-	layout       uint64     // counts the reads of the group work was made from (see hintExact)
-	base         uint64     // Member.writes when the read of work's snapshot began
-	err          error      // why the last read failed, nil after one succeeded
-	readAsked    bool       // read the group anew (the copy is stale or diverged)
-	// goneAt: when the log last answered that it cannot be continued from
-	// the copy's version (ErrVersionGone). See lossState.logMark.
-	goneAt time.Time
-	// freeLoads: the copy's lostLoads as the log went gone, which no owner
-	// publishes again if the store lost its data (noteLostLoads takes them).
-	freeLoads []store.Load
-	// distrusted: plan must not use the copy until a read succeeds (the
-	// store broke in a way the log cannot show).
-	distrusted bool
+	pendingLoads int          // how many of the queued entries publish loads (loadOf scans the queue only then)
+	loads        equalLoads   // whether the copy's loads and those checked against the target are all equal
+	inPlan       bool         // plan is using work (current .. release)
+	layout       uint64       // counts the reads of the group work was made from (see hintExact)
+	base         uint64       // Member.writes when the read of work's snapshot began
+	err          error        // why the last read failed, nil after one succeeded
+	readAsked    bool         // read the group anew (the copy is stale or diverged)
+	goneAt       time.Time    // when the log last answered ErrVersionGone (see lossState.logMark)
+	freeLoads    []store.Load // the copy's lostLoads as the log went gone (noteLostLoads takes them)
+	distrusted   bool         // plan waits for a read to succeed (the store broke in a way the log cannot show)
 	// cancel ends the feed's call to the log, and wakeFeed its pause after
 	// a failure, so that a read asked for is made at once.
 	cancel   context.CancelFunc
 	wakeFeed chan struct{}
 	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
 	// although the copy showed them free, and when (replica_contest.go).
-	contested map[string]time.Time
-	// reached: when the last call to the log that read to its end began:
-	// every entry appended before then is queued. lastContest: when the
-	// latest claim was contested.
-	reached, lastContest time.Time
-	log                  func(msg string, args ...any) // a warning about a diverged copy
-	// target is the target of the last full plan (nil: none, plan in full),
-	// offTarget whether an entry since was not progress toward it (target.go).
-	target    *planTarget
-	offTarget bool
-	// toClaim: partitions released toward this member since the target was
-	// set, which it claims without a full plan (see onTargetRunning).
-	toClaim []string
-	// unchecked: batches applied to the copy while no target was set (a
-	// plan under way), for setTarget to check; nunchecked their entries
-	// (over changesPerRead: too many, unchecked is empty).
+	contested   map[string]time.Time
+	reached     time.Time                     // when the last call that read the log to its end began: every entry before is queued
+	lastContest time.Time                     // when the latest claim was contested
+	log         func(msg string, args ...any) // a warning about a diverged copy
+	target      *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
+	offTarget   bool                          // an entry since target was set was not progress toward it
+	toClaim     []string                      // released toward this member since target was set (onTargetRunning)
+	// unchecked: batches applied while no target was set (a plan under
+	// way), for setTarget to check; nunchecked their entries (over
+	// changesPerRead, unchecked is emptied).
 	unchecked   [][]store.Change
 	nunchecked  int
-	targetFirst time.Time // when the first entry checked against target arrived (zero: none yet)
-	targetLast  time.Time // when the last one did
-	// openedAt: when the feed last brought news of a session opened (an
-	// entry, or a read of the group), which plan's JoinSettle counts from.
-	openedAt time.Time
-	// newsGap: the longest wait between two such news, for a first
-	// placement's quiet period (startGap).
-	newsGap time.Duration
+	targetFirst time.Time     // when the first entry checked against target arrived (zero: none yet)
+	targetLast  time.Time     // when the last one did
+	openedAt    time.Time     // when the feed last brought news of a session opened (JoinSettle counts from it)
+	newsGap     time.Duration // the longest wait between two such news, for a first placement (startGap)
 	// fresh: the log has answered since the last read of the group (or
 	// session opened); until then plan waits, as members joining together
 	// open their sessions during each other's reads.

@@ -19,13 +19,11 @@ type session struct {
 	seq    uint64        // the opening's number among the member's writes (Member.writes)
 	opened time.Time     // when the opening was sent
 	// fence is when the renewal goroutine fences the session unless a
-	// renewal succeeds first (the last successful renewal's send time plus
+	// renewal succeeds first (the last successful one's send time plus
 	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
-	fence atomic.Pointer[time.Time]
-	// tieDone is closed when the tie's goroutine returned (nil if the
-	// session is not tied); tie is the tie it made, read after that.
-	tieDone chan struct{}
-	tie     store.Tie
+	fence   atomic.Pointer[time.Time]
+	tieDone chan struct{} // closed when the tie's goroutine returned (nil: not tied)
+	tie     store.Tie     // the tie it made, read after tieDone
 }
 
 func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
@@ -37,13 +35,11 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time: every store
-// call made for the session's handlers goes through it, so none can keep a
-// handler inside herd past the time after which another member may start
-// its partition. It returns ok false, and the call must not be made, once
-// that time has come or the session is lost or fenced. A handoff cancels
-// the handler's context, not the session's: its final checkpoint goes
-// through.
+// withFence returns ctx bounded by the session's fence time, for every
+// store call made for its handlers: none keeps a handler inside herd past
+// the time another member may start its partition. ok false (make no call)
+// once that time has come or the session is lost. A handoff cancels the
+// handler's context, not the session's: its final checkpoint goes through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil || s.pastFence() {
 		return ctx, func() {}, false

@@ -25,19 +25,17 @@ const (
 
 // slot is one partition this member runs or is stopping.
 type slot struct {
-	c        Claim
-	counter  loadmeter.Counter // c.load
-	sess     *session
-	cancel   context.CancelFunc
-	mode     atomic.Int32
-	released atomic.Bool  // set once released (normal path or ForceHandoff)
-	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
-	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: once it is done the next plan is a full one, as no log
-	// entry will end the target (a failed give-back, claimOnceStopped).
-	planInFull atomic.Bool
-	at         int32    // where plan last found the partition in the set (a hint: see partIndex); reconcile loop only
-	watch      watchdog // armed by handOff
+	c          Claim
+	counter    loadmeter.Counter // c.load
+	sess       *session
+	cancel     context.CancelFunc
+	mode       atomic.Int32
+	released   atomic.Bool  // set once released (normal path or ForceHandoff)
+	coming     atomic.Int32 // the releaser's count of handoffs (comingNone ...)
+	seq        uint64       // the claim's number among the member's writes (Member.writes)
+	planInFull atomic.Bool  // once it is done, plan in full: no entry will end the target (a failed give-back, claimOnceStopped)
+	at         int32        // where plan last found the partition in the set (a hint: see partIndex); reconcile loop only
+	watch      watchdog     // armed by handOff
 }
 
 // runsFor reports whether sl runs its handler for session s: not lost,
