@@ -29,10 +29,10 @@ type fullPlan struct {
 	me       int32               // this member's index in b.members
 }
 
-// plan computes, from the replica, the target assignment, drops the
-// partitions this member lost and starts handing off those the target
-// gives to others (neither waits on the store), and returns what is left to
-// claim and to release. The replica's copy is not kept.
+// plan computes the target from the replica, drops the partitions this
+// member lost and starts handing off those the target gives to others
+// (neither waits on the store), and returns what is left to claim and
+// release.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	if pl, ok := m.planOnTarget(sess, slots); ok {
 		return pl, nil
@@ -82,9 +82,8 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
 	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
-		// Restores the store did not answer (planChecks), or a partition
-		// set not put back: no entry will come to make plan try again, so
-		// look again soon, as a failed renewal is retried.
+		// Restores not answered, or a set not put back: no entry will
+		// come, so look again as soon as a failed renewal is retried.
 		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
 		pl.held = true // no target: the next plan is a full one
 	}
@@ -129,9 +128,9 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	}
 	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
-	// By count, unless the published loads differ and the balance by load
-	// clearly improves on it (balance.Improves). A function of the copy
-	// alone: every member must find the same target.
+	// By count, unless the loads differ and the balance by load clearly
+	// improves on it; a function of the copy alone, as every member must
+	// find the same target.
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	var unequal bool
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
@@ -155,9 +154,8 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	return nil
 }
 
-// ownUnshownClaims counts as this member's the partitions it claimed that
-// the replica does not show yet: the target must not move them for want
-// of their entries.
+// ownUnshownClaims counts as this member's the claims the replica does
+// not show yet, so the target does not move them for want of an entry.
 func (fp *fullPlan) ownUnshownClaims() {
 	b := fp.b
 	for p, sl := range fp.slots {
@@ -190,11 +188,9 @@ func (m *Member) planRunning(fp *fullPlan) {
 			rec = &owners[r]
 		}
 		if (rec == nil || rec.Epoch < sl.c.Epoch) && fp.base < sl.seq {
-			// Our claim's entry is not in the replica yet, so the record
-			// says nothing of whether we lost it. If the target gives the
-			// partition to another, hand it off now all the same: the
-			// release is fenced by our claim's epoch, and its entry follows
-			// the claim's in the log.
+			// Our claim's entry is not in the replica yet: the record says
+			// nothing of a loss. Hand off all the same if the target says
+			// so: the release is fenced by our epoch and logged after it.
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
@@ -224,8 +220,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 }
 
 // planClaims lists in pl the partitions the target gives this member that
-// it may claim now, in ID order, and when to look again at those it must
-// wait for (held by another, held after a loss, contested).
+// it may claim now, in ID order, and when to look again at the others.
 func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 	b, me := fp.b, fp.me
 	now := time.Now()
@@ -275,10 +270,9 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 }
 
 // contestWait is how long to wait before claiming p, free in the copy,
-// because a claim of it failed (0: claim it now): the entry that explains
-// the failure was in the log before it. Once the feed has read the log to
-// its end since, and RenewInterval has passed, it is not coming (the
-// record was written by hand): read the group anew and claim again.
+// as a claim of it failed (0: now) and the entry that explains it is on
+// its way. Once the feed read the log to its end since, and RenewInterval
+// passed, it is not coming (a record written by hand): read the group.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {
@@ -296,9 +290,8 @@ func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	return 0
 }
 
-// planReleases lists the records the store says are this member's but it
-// does not run and the target gives to others: they are released (after
-// the claims).
+// planReleases lists this member's records it does not run and the target
+// gives to others, released after the claims.
 func (m *Member) planReleases(fp *fullPlan) []store.Ownership {
 	b := fp.b
 	var release []store.Ownership

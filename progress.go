@@ -10,10 +10,10 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// progress is what a claim knows of its handler's progress, guarded by the
-// claim's mu (but for writeMu). Every Mark and Checkpoint is numbered (seq)
-// in call order, and the store is only given a value numbered above the
-// last it accepted, so the later call wins.
+// progress is what a claim knows of its handler's progress, guarded by
+// the claim's mu (but for writeMu). Mark and Checkpoint calls are numbered
+// (seq), and the store only gets a value numbered above the last it
+// accepted: the later call wins.
 type progress struct {
 	seq        uint64 // numbers Mark and Checkpoint calls
 	mark       []byte // the value last marked; unwritten while markSeq > wroteSeq
@@ -101,10 +101,9 @@ func (c *Claim) timedFlush() {
 }
 
 // flush writes the latest marked value, bounded by RenewTimeout, unless
-// the store has it or something newer. The timeout's context is made only
-// when there is a value to write: 100,000 partitions stopping at once spent
-// a tenth of their members' CPU registering such contexts. Only a first
-// failure is logged (ErrNotOwner at DEBUG: the handler is being cancelled).
+// the store has it or newer; the context is made only then (100,000
+// partitions stopping spent a tenth of their members' CPU making them).
+// Only a first failure is logged (ErrNotOwner at DEBUG).
 func (c *Claim) flush() error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -137,10 +136,9 @@ func (c *Claim) flush() error {
 	return err
 }
 
-// write sends v (a copy the caller will not change), numbered seq, through
-// the claim's fenced write, and notes it as sending while the write is under
-// way (see restorePoint), then as written; a refusal ends the claim's
-// writes. Called with writeMu held.
+// write sends v (the caller's copy), numbered seq, through the claim's
+// fenced write, noting it as sending meanwhile (restorePoint), then as
+// written; a refusal ends the claim's writes. writeMu is held.
 func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
 	p.sending, p.sendingSeq = v, seq
@@ -160,10 +158,9 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) er
 	return err
 }
 
-// restorePoint is the value to restore if the store loses the partition's
-// record: the newest value this claim marked, wrote or is writing (the store
-// may have accepted a write under way, and a successor must never start
-// below an accepted value).
+// restorePoint is the value to restore if the store loses the record: the
+// newest this claim marked, wrote or is writing (the store may have it, and
+// a successor must never start below an accepted value).
 func (c *Claim) restorePoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,10 +170,9 @@ func (c *Claim) restorePoint() []byte {
 	return c.lastLocked()
 }
 
-// claimEnded is what Mark returns once the claim's handler has returned for
-// good. It formats its message only if a late Mark asks for it: formatting
-// one for every partition stopped was 7% of the CPU of a fleet placing
-// 100,000 partitions and leaving.
+// claimEnded is what Mark returns once the handler returned for good,
+// formatted only if asked: formatting one per partition stopped was 7% of
+// the CPU of a fleet placing 100,000 partitions and leaving.
 type claimEnded struct {
 	partition string
 	epoch     uint64
@@ -217,10 +213,9 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
-// finishProgress ends timed writes once the claim's handler has returned
-// for good, then writes the last mark (before runSlot releases the
-// partition) unless the partition or session was lost or the member
-// crashed.
+// finishProgress ends timed writes once the handler returned for good,
+// then writes the last mark (before the release) unless the partition or
+// session was lost or the member crashed.
 func (m *Member) finishProgress(sl *slot) {
 	c := &sl.c
 	p := &c.prog

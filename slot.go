@@ -57,9 +57,9 @@ func (m *Member) unown(p string) {
 	m.running.mu.Unlock()
 }
 
-// handOff cancels sl's handler so that its partition is released (or given
-// back) once the handler has returned, and arms the watchdog. The releaser
-// expects the release, to send it with the others of the same handoff.
+// handOff cancels sl's handler so that its partition is released (or
+// given back) once it returned, arms the watchdog, and has the releaser
+// expect the release, to send it with the rest of the handoff.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
@@ -96,10 +96,9 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	go m.runSlot(sl)
 }
 
-// claimWrite returns a claim's write function, the one path by which a
-// handler's writes reach the store: bounded by the session's fence time
-// whatever the handler's context, and refused at once (ErrFenced and
-// ErrNotOwner) past that time or once the session is lost.
+// claimWrite returns a claim's write, the one path of a handler's writes
+// to the store: bounded by the session's fence time, and refused at once
+// (ErrFenced and ErrNotOwner) past it or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
 	return m.metrics.CountFencing(func(ctx context.Context, v []byte) error {
@@ -154,10 +153,9 @@ func (m *Member) runSlot(sl *slot) {
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
-// handler being handed off has not returned within MaxShutdown. arm (on the
-// reconcile loop) may run after disarm (on the slot's goroutine), so they
-// share a lock and a flag: an arm after the disarm does nothing, and a
-// timer armed before it is stopped or waited for.
+// handler handed off has not returned within MaxShutdown. arm (reconcile
+// loop) may run after disarm (slot's goroutine): under one lock, an arm
+// after disarm does nothing, and a timer armed before is stopped or waited.
 type watchdog struct {
 	m  *Member
 	sl *slot
@@ -207,7 +205,7 @@ func (w *watchdog) disarm() {
 	}
 }
 
-// callHandler runs the handler, turning a panic into an error so one bad
+// callHandler runs the handler, a panic turned into an error: one bad
 // partition does not take the process down with partitions still held.
 func (m *Member) callHandler(c *Claim) (err error) {
 	defer func() {
