@@ -174,15 +174,9 @@ type Config struct {
 	// share a registerer need distinct Member ids. Nil: no metrics.
 	Metrics prometheus.Registerer
 
-	// gate, if set, pauses all of the member's goroutines while closed, as
-	// if the process were stopped (SIGSTOP): herdtest.WithGate sets it.
-	gate *pause.Gate
-	// onRequest, if set, receives every request the group's log carries
-	// (request.go): package jobs sets it through reqhook.
-	onRequest func(store.Request)
-	// ownLoads: loads are only those the handlers report, never the rate
-	// of their marks (package jobs sets it through reqhook).
-	ownLoads bool
+	gate      *pause.Gate         // pauses the member's goroutines while closed, as SIGSTOP would (herdtest.WithGate)
+	onRequest func(store.Request) // receives every request the group's log carries (package jobs, via reqhook)
+	ownLoads  bool                // loads are only those handlers report, never their marks' rate (jobs, via reqhook)
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -308,8 +302,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkStoreArgs reports a nil context or store given to op (Join,
-// DeleteGroup), including a typed nil (a store left nil by a failed Open).
+// checkStoreArgs reports a nil context or store (a typed nil too: a failed
+// Open's) given to op.
 func checkStoreArgs(op string, ctx context.Context, st store.Store) error {
 	if ctx == nil {
 		return errNilContext(op)
@@ -346,9 +340,8 @@ func Numbered(n int) []Partition {
 	return ps
 }
 
-// The pause hook (package herdtest's Gate) is set in Config.gate, and the
-// jobs scheduler's request handler in Config.onRequest, through these
-// bridges, so that they are no fields of the public Config.
+// The hooks of herdtest and jobs set Config's unexported fields through
+// these bridges, so that they are no fields of the public Config.
 func init() {
 	pause.SetHerdGate = func(c *Config, g *pause.Gate) { c.gate = g }
 	reqhook.SetHerdHandler = func(c *Config, f func(store.Request)) { c.onRequest = f }

@@ -20,12 +20,11 @@ import (
 // does so after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
-// avoidGivers changes target, the assignment balance computed, so that a
-// partition marked given back by a live session is not placed on it while
-// another member lives (balance.Avoid). rec[i] is the index in owners of
-// parts[i]'s record or -1, sessIdx maps live sessions to their index in
-// members; buf is scratch memory, returned for reuse; moved counts the
-// partitions placed elsewhere. Deterministic: every member gets the same.
+// avoidGivers changes target so that a partition marked given back by a
+// live session is placed on another member if one lives (balance.Avoid);
+// deterministic, as every member must get the same. rec[i] indexes
+// parts[i]'s record in owners (-1: none); buf is scratch, returned for
+// reuse; moved counts the partitions placed elsewhere.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
@@ -54,9 +53,8 @@ func avoidGivers(members []balance.Member, parts []balance.Partition, owners []s
 	return avoid, balance.Avoid(members, parts, owner, avoid, target)
 }
 
-// giveBack switches, on the slot's goroutine, a slot whose handler returned
-// ErrGiveBack to giving the partition back unless it is lost, and reports
-// whether it did.
+// giveBack switches sl, whose handler returned ErrGiveBack, to giving back
+// unless it is lost, and reports whether it did.
 func (m *Member) giveBack(sl *slot, err error) bool {
 	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
 		return false
@@ -68,10 +66,9 @@ func (m *Member) giveBack(sl *slot, err error) bool {
 	return true
 }
 
-// sendGiveBack gives a slot's partition back in the store, on the slot's
-// goroutine, after its last Mark was written. The partition is marked
-// contested first, so that plan does not claim it again (clearing the mark)
-// before the replica shows the release.
+// sendGiveBack gives sl's partition back, on its goroutine, after the last
+// Mark was written; contested first, so plan does not claim it again
+// (clearing the mark) before the replica shows the release.
 func (m *Member) sendGiveBack(sl *slot) {
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return
@@ -91,8 +88,7 @@ func (m *Member) sendGiveBack(sl *slot) {
 		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
 		m.rep.distrust()
 	default:
-		// The record stays this member's and no log entry will say so:
-		// the next plan is a full one, which claims it again or releases it.
+		// The record stays ours, and no entry will say so: plan in full.
 		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
 		sl.planInFull.Store(true)
 	}

@@ -1,9 +1,7 @@
 package herd
 
-// A read of the group made ready for the replica (sortedCopy: sorted,
-// with a placeholder per partition, session strings interned), and the
-// check of this member's own records that stands in for a read of the
-// whole group at rest (ownRecordsIntact).
+// A read of the group made ready for the replica (sortedCopy), and the
+// check of own records that stands in for a read at rest (ownRecordsIntact).
 
 import (
 	"context"
@@ -15,12 +13,10 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// sortedCopy returns a copy of snap that Apply may change, its lists sorted
-// by id without duplicates as the store contract promises (a backend that
-// breaks the promise costs a sorted copy; of duplicate records the last is
-// kept, as plan does). The records are copied once, by withPlaceholders
-// (which also checks their order), and the partition set not at all when
-// it is sorted: Apply replaces it and never writes into it.
+// sortedCopy returns a copy of snap that Apply may change, its lists
+// sorted by id without duplicates (of duplicate records the last kept, as
+// plan does). The records are copied once, by withPlaceholders, and a
+// sorted partition set not at all: Apply replaces it, never writes into it.
 func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 	c := *snap
 	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
@@ -135,14 +131,12 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership, live map[strin
 	return out, true
 }
 
-// ownRecordsIntact reads the records of one batch (MaxBatch) of the
-// partitions this member runs, the first ids after from, and reports
-// whether each still names this session at the epoch it runs, and the id
-// to continue after at the next check ("": from the start). One edited by
-// hand, which the log cannot show, makes the member read the whole group.
-// A failed read reports true: the next check, or a write, tells. One batch
-// per check, so a member at rest costs the store one read per PollInterval
-// whatever its share.
+// ownRecordsIntact reads the records of the next batch (MaxBatch) of the
+// partitions this member runs after from, and reports whether each still
+// names this session at its epoch (one edited by hand, which the log
+// cannot show, calls for a read of the group), and where the next check
+// goes on ("": the start). A failed read reports true. One batch a check:
+// a member at rest costs one read per PollInterval whatever its share.
 func (m *Member) ownRecordsIntact(sess *session, from string) (intact bool, next string) {
 	m.running.mu.Lock()
 	own := maps.Clone(m.running.owned)
@@ -173,9 +167,7 @@ func (m *Member) ownRecordsIntact(sess *session, from string) (intact bool, next
 	}
 	for _, r := range recs {
 		if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
-			// Another claim's entry may be on its way: the copy shows
-			// it soon, and a read costs one more read at worst.
-			return false, next
+			return false, next // edited, or another claim's entry on its way (one read more at worst)
 		}
 	}
 	return true, next
