@@ -100,15 +100,14 @@ type Config struct {
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
 	// TieSession ties the member's session to a connection of its own where
-	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock on a file
-	// of the session's own), so that when the member's process dies
-	// (kill -9, the OOM killer, a panic) others take over its partitions
-	// TieGrace after the store sees the connection closed, not after
-	// SessionTTL. If the connection closes while the member lives, the
-	// member cancels its handlers at once, as at its fence. Host crashes,
-	// network cuts and stalls still end the session by TTL. Off by default;
-	// it assumes no transaction-mode pooler and proxies' timeouts above
-	// 2 s + SessionTTL/4 (docs/takeover.md).
+	// the store can (store.ConnTied: PostgreSQL; SQLite, by a file lock),
+	// so that when the process dies (kill -9, OOM, a panic) others take over
+	// TieGrace after the store sees the connection closed, not SessionTTL.
+	// If it closes while the member lives, the member cancels its handlers
+	// at once, as at its fence. Host crashes, network cuts and stalls still
+	// end the session by TTL. Off by default; it assumes no
+	// transaction-mode pooler and proxy timeouts above 2 s + SessionTTL/4
+	// (docs/takeover.md).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
 	// the session ends. It must cover what can outlive the member's death
@@ -137,16 +136,14 @@ type Config struct {
 	// hand cannot keep its plan apart from the others' for longer.
 	// Default 10m, or 60 x SessionTTL if shorter.
 	ResyncInterval time.Duration
-	// JoinSettle: after a member joins the group, every member waits this
-	// long before claiming or handing off, so that members joining together
-	// are balanced in one step and no partition moves twice; leaves and
-	// crashes are acted on at once. Before a first placement the wait grows
-	// with the spread of the fleet's start, up to 3 x JoinSettle, and to 3
-	// times the longest pause between two sessions opening (at most
-	// SessionTTL/10); a member alone in the group waits 3 x JoinSettle.
-	// After reading the whole group, a member waits for the log to show
-	// what changed during the read, up to as long as the read took (at most
-	// 5 x JoinSettle). Default 100ms; negative means no wait.
+	// JoinSettle: after a member joins, every member waits this long before
+	// claiming or handing off, so that members joining together are
+	// balanced in one step; leaves and crashes are acted on at once. Before
+	// a first placement the wait grows with the spread of the fleet's start
+	// to 3 x JoinSettle, or 3 x the longest pause between two sessions
+	// opening (at most SessionTTL/10; alone, 3 x JoinSettle). After reading
+	// the group, a member waits for the log up to as long as the read took
+	// (at most 5 x JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

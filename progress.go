@@ -32,24 +32,19 @@ type progress struct {
 	writeMu sync.Mutex // one store write at a time
 }
 
-// Mark records value as the partition's progress, in memory, and returns at
-// once. The member writes the latest marked value to the store (fenced by
-// the epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
-// once more after the handler has returned for good, before the partition
-// is released: a handoff or Leave never loses the last mark, and a crash
-// loses at most CheckpointInterval of progress. Nothing is written once the
-// partition is lost.
+// Mark records a copy of value as the partition's progress, in memory, and
+// returns at once. The member writes the latest marked value (fenced by the
+// epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
+// once more before the partition is released after the handler returned for
+// good: a handoff or Leave never loses the last mark, a crash loses at most
+// CheckpointInterval. Nothing is written once the partition is lost.
 //
-// Call Mark after an item's work is done (the value means "everything up to
-// here is processed"). Use Checkpoint where the position must be stored
-// before the handler goes on, at one store round trip per call. They may be
-// mixed: the later call wins, and a timed write never overwrites a later
-// Checkpoint.
-//
-// Mark copies value. It returns an error wrapping store.ErrInvalid if value
-// is longer than store.MaxCheckpointLength, and one wrapping ErrNotOwner
-// once the store has refused a write of this claim or the claim has ended
-// (its handler returned for good): nothing is recorded then.
+// Call Mark after an item's work is done ("everything up to here is
+// processed"), Checkpoint where the position must be stored before the
+// handler goes on (one round trip). Mixed, the later call wins. Mark
+// returns an error wrapping store.ErrInvalid if value is longer than
+// store.MaxCheckpointLength, and one wrapping ErrNotOwner once the store
+// refused a write of this claim or the claim ended: nothing is recorded.
 func (c *Claim) Mark(value []byte) error {
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("herd: mark of partition %q: %d bytes, over the limit of %d: %w",
