@@ -1,7 +1,9 @@
 package herd
 
 // The reconcile loop: one goroutine per member that owns the sessions, the
-// slots and the timers, and moves between the member's states (loopState).
+// slots and the timers. In a session it plans, claims and hands off;
+// between sessions it restores and opens one; leaving, it hands every
+// partition off, closes the session and ends.
 
 import (
 	"context"
@@ -14,15 +16,6 @@ type loopEvents struct {
 	slotDone chan *slot     // a partition's goroutine finished
 	expireAt chan time.Time // from renewals: when the group's earliest session expires (see runLoop.expire)
 }
-
-// loopState is where the reconcile loop stands.
-type loopState int
-
-const (
-	inSession       loopState = iota // the loop plans on the replica, claims and hands off
-	betweenSessions                  // the session was lost: restore the lost checkpoints, open a new one (with back-off)
-	leaving                          // Leave was called: hand every partition off, close the session, end
-)
 
 // firstBackoff is the first pause after a failed reconcile, doubled up to
 // RenewInterval while failures go on.
@@ -100,17 +93,8 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// state names where the loop stands (see loopState).
-func (l *runLoop) state() loopState {
-	switch {
-	case l.leaving:
-		return leaving
-	case l.sess == nil:
-		return betweenSessions
-	default:
-		return inSession
-	}
-}
+// inSession reports whether a session is open and Leave was not called.
+func (l *runLoop) inSession() bool { return l.sess != nil && !l.leaving }
 
 // step is one turn of the loop: it settles the state (a session lost, a
 // leave complete, a session to open), waits for one event, and plans if
@@ -123,8 +107,8 @@ func (l *runLoop) step() (stop bool, why error) {
 	if l.sess != nil && l.sess.ctx.Err() != nil {
 		l.loseSession()
 	}
-	switch l.state() {
-	case leaving:
+	switch {
+	case l.leaving:
 		if len(l.slots) == 0 {
 			l.closeSession()
 			m.log.Info("left the group")
@@ -133,19 +117,17 @@ func (l *runLoop) step() (stop bool, why error) {
 			}
 			return true, ErrLeft
 		}
-	case betweenSessions:
-		if l.openDue {
-			l.openDue = false
-			if !l.openSession() {
-				return true, m.runCtx.Err()
-			}
+	case l.sess == nil && l.openDue:
+		l.openDue = false
+		if !l.openSession() {
+			return true, m.runCtx.Err()
 		}
 	}
 	plan, ok := l.await()
 	if !ok {
 		return true, m.runCtx.Err()
 	}
-	if plan && l.state() == inSession {
+	if plan && l.inSession() {
 		l.plan()
 	}
 	return false, nil
@@ -231,7 +213,7 @@ func (l *runLoop) expireAfter(d time.Duration) {
 // for the next.
 func (l *runLoop) expireSessions() {
 	m := l.m
-	if l.state() != inSession {
+	if !l.inSession() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.sess.ctx, m.cfg.RenewTimeout)

@@ -1,6 +1,6 @@
 package herd
 
-// The reconcile loop's moves between its states (loopState).
+// The reconcile loop's moves: a session lost, opened, left, and the end.
 
 import (
 	"context"
