@@ -14,9 +14,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// lossState is what the reconcile loop keeps about lost sessions:
-// checkpoints to put back, and until when partitions without a live owner
-// are left alone (holdAfterLoss).
+// lossState is what the reconcile loop keeps about lost sessions: what to
+// put back, and until when to leave ownerless partitions alone.
 type lossState struct {
 	restores    []store.Ownership
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
@@ -28,8 +27,7 @@ type lossState struct {
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
-// holding reports whether, at now, a hold after a lost session leaves
-// some partitions alone (holdFresh or holdFree not over).
+// holding reports whether a hold after a lost session is on at now.
 func (l *lossState) holding(now time.Time) bool {
 	return now.Before(l.holdFree) || now.Before(l.holdFresh)
 }
@@ -94,8 +92,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	// otherwise (plan puts back a lost set too).
 	if len(m.loss.lastParts) > 0 && errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone) {
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-		// Only a set the store does not hold at all was lost; an empty
-		// one was emptied on purpose and stays so.
+		// Only a set not held at all was lost (an empty one was emptied).
 		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
 			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.loss.lastParts, Mode: store.SetIfAbsent}
 			if res, err := m.st.SetPartitions(ctx, m.cfg.Group, set); err == nil && res.Written {
@@ -122,8 +119,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
 			// A newer record is there, or this one can never be written.
 		default:
-			// Store unreachable, or the pass is out of time: keep this one
-			// and the rest for the next pass.
+			// Unreachable, or out of time: the rest for the next pass.
 			m.loss.restores = append(keep, m.loss.restores[i:]...)
 			return wrote
 		}

@@ -1,8 +1,7 @@
 package herd
 
-// The plan's frame: what plan decided (reconcilePlan), plan on the target
-// (no full plan), the checks before a full plan (plan_full.go), and the
-// timings that space plans (planGap, expirySettle).
+// The plan's frame: what plan decided, plan on the target, the checks
+// before a full plan (plan_full.go), and the timings that space plans.
 
 import (
 	"context"
@@ -30,11 +29,8 @@ type plannerState struct {
 	plannedAt time.Time     // when plan last began a full plan
 	planGap   time.Duration // the least time until it runs in full again (see planGap)
 
-	// target and targetAt: the target of the last full plan and the version
-	// of the copy it was computed on, made the replica's target by
-	// reconcile before the plan's claims are made (target.go).
-	target   *planTarget
-	targetAt store.Version
+	target   *planTarget   // the last full plan's, made the replica's by reconcile before its claims (target.go)
+	targetAt store.Version // the version of the copy target was computed on
 }
 
 // reconcilePlan is what plan decided: the store calls left to make.
@@ -91,8 +87,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 }
 
 // canPlanOnTarget reports whether plan would plan on the target now
-// (planOnTarget), at the cost of the entries since: no full plan, nothing
-// taken.
+// (planOnTarget), taking nothing.
 func (m *Member) canPlanOnTarget(sess *session) bool {
 	now := time.Now()
 	if len(m.loss.restores) > 0 || m.loss.holding(now) {
@@ -123,9 +118,8 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 		m.holdAfterLoss(true)
 		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}
-	// The copy shows this session's opening (base >= sess.seq): if it
-	// lacks it, the store no longer knows it (expired, or it lost its
-	// data). A linear scan: snap.Alive trusts the store's sort order.
+	// The copy shows this session's opening (base >= sess.seq): if it lacks
+	// it, the store forgot it. A linear scan: Alive trusts the sort order.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
 		sess.cancel(ErrSessionExpired)
 		pl.expired = true
@@ -133,9 +127,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	}
 	m.noteSessions(snap)
 	if wait := m.joinWait(sess.opened, snap); wait > 0 {
-		// Others may be joining with the last member that joined: wait for
-		// the membership to settle, so the fleet moves once.
-		pl.next = wait
+		pl.next = wait // others may be joining too: the fleet moves once
 		return pl, false, nil
 	}
 	if !m.planner.endedAt.IsZero() {
@@ -148,9 +140,8 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	return pl, true, nil
 }
 
-// noteSessions compares the live sessions of snap with those of the last
-// plan: one new moves joinedAt to when the feed brought the last session
-// opened, one gone sets endedAt if no plan counted an end yet.
+// noteSessions compares snap's live sessions with the last plan's: one new
+// moves joinedAt, one gone sets endedAt if no plan counted an end yet.
 func (m *Member) noteSessions(snap *store.Snapshot) {
 	if m.planner.sessions == nil {
 		m.planner.sessions = map[string]bool{}

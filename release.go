@@ -10,10 +10,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// releaser batches the releases of the member's slots (up to MaxBatch):
-// handoffs begun together (by one plan, or Leave) are released together,
-// waiting at most releaseGather. run starts its loop and stops it once
-// every slot has returned.
+// releaser batches the releases of handoffs begun together (by one plan,
+// or Leave), up to MaxBatch, waiting at most releaseGather. run starts its
+// loop and stops it once every slot has returned.
 type releaser struct {
 	m        *Member
 	mu       sync.Mutex
@@ -168,8 +167,8 @@ func (r *releaser) flush() (landed bool) {
 // could release (not a broken record or group, nor an expired session).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
-	// Released through the member's run context, not the session's (already
-	// cancelled for the handoff): the store still fences it by epoch.
+	// The run context, not the session's (cancelled for the handoff): the
+	// epoch fences it.
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return nil
 	}
@@ -221,8 +220,8 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	return failed
 }
 
-// releasedRecords holds, partition -> epoch, the records this member
-// released (or found not its own) that the replica may still show as ours.
+// releasedRecords holds, partition -> epoch, the records released (or not
+// ours) that the replica may still show as ours.
 type releasedRecords struct {
 	mu     sync.Mutex
 	epochs map[string]uint64
@@ -239,8 +238,7 @@ func (m *Member) noteReleased(held []store.Ownership) {
 }
 
 // releasedAlready reports whether this member released p at epoch (mine:
-// the replica's record names its session); it forgets p once the replica
-// shows another record.
+// the record names its session); p is forgotten once the record differs.
 func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
 	m.rel.released.mu.Lock()
 	defer m.rel.released.mu.Unlock()

@@ -1,8 +1,7 @@
 package herd
 
-// The replica: the member's copy of the group, what plan takes from it
-// (current, release) and the queue of log entries not applied yet. Its
-// feed is in replica_feed.go, contested claims in replica_contest.go.
+// The replica: the member's copy of the group, what plan takes from it and
+// the queue of log entries not applied yet (feed: replica_feed.go).
 
 import (
 	"context"
@@ -27,29 +26,25 @@ type replica struct {
 	// returned them; npending how many.
 	pending      [][]store.Change
 	npending     int
-	pendingLoads int          // how many of the queued entries publish loads (loadOf scans the queue only then)
-	loads        equalLoads   // whether the copy's loads and those checked against the target are all equal
-	inPlan       bool         // plan is using work (current .. release)
-	layout       uint64       // counts the reads of the group work was made from (see hintExact)
-	base         uint64       // Member.writes when the read of work's snapshot began
-	err          error        // why the last read failed, nil after one succeeded
-	readAsked    bool         // read the group anew (the copy is stale or diverged)
-	goneAt       time.Time    // when the log last answered ErrVersionGone (see lossState.logMark)
-	freeLoads    []store.Load // the copy's lostLoads as the log went gone (noteLostLoads takes them)
-	distrusted   bool         // plan waits for a read to succeed (the store broke in a way the log cannot show)
-	// cancel ends the feed's call to the log, and wakeFeed its pause after
-	// a failure, so that a read asked for is made at once.
-	cancel   context.CancelFunc
-	wakeFeed chan struct{}
-	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
-	// although the copy showed them free, and when (replica_contest.go).
-	contested   map[string]time.Time
-	reached     time.Time                     // when the last call that read the log to its end began: every entry before is queued
-	lastContest time.Time                     // when the latest claim was contested
-	log         func(msg string, args ...any) // a warning about a diverged copy
-	target      *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
-	offTarget   bool                          // an entry since target was set was not progress toward it
-	toClaim     []string                      // released toward this member since target was set (onTargetRunning)
+	pendingLoads int                           // how many of the queued entries publish loads (loadOf scans the queue only then)
+	loads        equalLoads                    // whether the copy's loads and those checked against the target are all equal
+	inPlan       bool                          // plan is using work (current .. release)
+	layout       uint64                        // counts the reads of the group work was made from (see hintExact)
+	base         uint64                        // Member.writes when the read of work's snapshot began
+	err          error                         // why the last read failed, nil after one succeeded
+	readAsked    bool                          // read the group anew (the copy is stale or diverged)
+	goneAt       time.Time                     // when the log last answered ErrVersionGone (see lossState.logMark)
+	freeLoads    []store.Load                  // the copy's lostLoads as the log went gone (noteLostLoads takes them)
+	distrusted   bool                          // plan waits for a read to succeed (the store broke in a way the log cannot show)
+	cancel       context.CancelFunc            // ends the feed's call to the log, so that a read asked for is made at once
+	wakeFeed     chan struct{}                 // ends the feed's pause after a failure, likewise
+	contested    map[string]time.Time          // partitions free in the copy a claim failed for, and when (replica_contest.go)
+	reached      time.Time                     // when the last call that read the log to its end began: every entry before is queued
+	lastContest  time.Time                     // when the latest claim was contested
+	log          func(msg string, args ...any) // a warning about a diverged copy
+	target       *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
+	offTarget    bool                          // an entry since target was set was not progress toward it
+	toClaim      []string                      // released toward this member since target was set (onTargetRunning)
 	// unchecked: batches applied while no target was set (a plan under
 	// way), for setTarget to check; nunchecked their entries (over
 	// changesPerRead, unchecked is emptied).
@@ -59,10 +54,7 @@ type replica struct {
 	targetLast  time.Time     // when the last one did
 	openedAt    time.Time     // when the feed last brought news of a session opened (JoinSettle counts from it)
 	newsGap     time.Duration // the longest wait between two such news, for a first placement (startGap)
-	// fresh: the log has answered since the last read of the group (or
-	// session opened); until then plan waits, as members joining together
-	// open their sessions during each other's reads.
-	fresh bool
+	fresh       bool          // the log answered since the last read (or session opened): plan waits for it, as joiners open sessions during reads
 }
 
 // isFresh reports whether the log has answered since the last read.
@@ -121,11 +113,10 @@ func (r *replica) release() {
 	r.mu.Unlock()
 }
 
-// applyPending applies the queued entries to work (a copy if plan holds
-// it) and reports whether the copy is usable; if the entries do not fit,
-// the group is read anew. With checkLast, the last batch is checked
-// against the target as it is applied (one record lookup for both). r.mu
-// is held.
+// applyPending applies the queue to work (a copy if plan holds it) and
+// reports whether the copy is usable (else it is read anew). With
+// checkLast, the last batch is checked against the target as it is applied
+// (one record lookup for both). r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
@@ -137,8 +128,8 @@ func (r *replica) applyPending(checkLast bool) bool {
 	for k, cs := range r.pending {
 		var seen func(store.Change, int)
 		if a := r.target; checkLast && k == len(r.pending)-1 && a != nil && !r.offTarget {
-			// Records added by these entries are merged into the copy
-			// at the end of the call: until then, those it has stay put.
+			// Records these entries add are merged at the call's end:
+			// until then, the copy's stay put.
 			exact := r.hintExact(a)
 			seen = func(c store.Change, rec int) {
 				if !r.offTarget {

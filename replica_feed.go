@@ -1,8 +1,7 @@
 package herd
 
-// The replica's feed: the goroutine that reads the group (a snapshot, when
-// a session opens or the copy diverged) and then follows its log, queueing
-// the entries for plan and waking the reconcile loop.
+// The replica's feed: the goroutine that reads the group, then follows its
+// log, queueing the entries for plan and waking the reconcile loop.
 
 import (
 	"context"
@@ -21,9 +20,8 @@ const changesPerRead = 10 * store.MaxBatch
 // readPace whatever its size (a read costs Redis about 20 µs: 0.4 core).
 const readPace = 50 * time.Microsecond
 
-// freshWait is the least bound of the feed's first call to the log after a
-// read of the group (see replica.fresh), and maxFreshWait the most for the
-// longer calls made after one the store did not answer in time.
+// freshWait and maxFreshWait bound the feed's first call to the log after
+// a read of the group (replica.fresh), doubled while the store is late.
 const (
 	freshWait    = 150 * time.Millisecond
 	maxFreshWait = 16 * freshWait
@@ -134,15 +132,13 @@ func (f *feed) wait(d time.Duration) bool {
 	return false
 }
 
-// readDue reports whether the group is to be read (there is no copy, or a
-// read was asked for).
+// readDue reports whether the group is to be read: no copy, or asked.
 func (f *feed) readDue() bool {
 	r := f.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	read := r.work == nil || r.readAsked
-	// A read asked for while this one is under way may need writes
-	// completed after it began: it sets again, and is made next.
+	// One asked during this read sets it again: it may need later writes.
 	r.readAsked = false
 	return read
 }
@@ -151,8 +147,7 @@ func (f *feed) readDue() bool {
 func (f *feed) readGroup() bool {
 	m, r := f.m, f.r
 	base := m.writes.Load() // writes completed before the read began are in it
-	// A read of a large group is long, and one given up on starts over:
-	// give it the TTL, not a renewal's time.
+	// A large group's read is long, and one given up starts over: the TTL.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -160,8 +155,7 @@ func (f *feed) readGroup() bool {
 	took := time.Since(began)
 	r.mu.Lock()
 	if err == nil {
-		// contested is kept: a record broken by hand may look free in
-		// the new read too. plan may still hold the old copy.
+		// contested is kept: a broken record may look free in this read too.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.layout++
 		r.sessionNewsAt(time.Now(), true)
@@ -211,9 +205,8 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	m := f.m
 	cctx, ccancel := ctx, context.CancelFunc(func() {})
 	if c.firstCall {
-		// Plan waits for the first call after a read (see fresh): it
-		// answers within first, and after a session opened within
-		// JoinSettle (plan waits that long anyway).
+		// Plan waits for it (fresh): bounded by first, and after a
+		// session opened by JoinSettle (plan waits that long anyway).
 		bound := f.first
 		if f.settleCall && m.cfg.JoinSettle > 0 {
 			bound = min(f.first, max(m.cfg.JoinSettle, 10*time.Millisecond))
@@ -251,8 +244,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	// Any answer counts, an error too, but not a call the store did
-	// not answer in time (late).
+	// Any answer counts, an error too, but not a late one.
 	freshNow := !c.cancelled && !r.fresh && !c.late
 	if freshNow {
 		r.fresh = true
@@ -268,8 +260,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
-		// Kept unless none: a copy read anew from an emptied store does
-		// not replace those kept from the copy before.
+		// Kept unless none: an emptied store's copy does not replace them.
 		if free := r.lostLoads(m.cfg.Member); len(free) > 0 {
 			r.freeLoads = free
 		}
@@ -343,12 +334,10 @@ func (f *feed) pace(c *logCall) bool {
 	case m.runCtx.Err() != nil:
 		return false
 	case c.err == nil && len(c.cs) == changesPerRead:
-		// More entries are waiting: plan on the replica once it has
-		// caught up, not on a view that is already stale.
+		// More are waiting: plan once caught up, not on a stale view.
 	case c.err == nil && len(c.cs) > 0:
 		if c.kinds == kindBit(store.LoadsReported) { // load reports alone
-			// The fleet's load reports come together (loadreport.go):
-			// the rest of them in one more read, and one plan for all.
+			// The fleet's reports come together: one more read, one plan.
 			f.wait(max(time.Duration(c.sessions)*readPace, loadGather))
 			m.wakeLoop()
 			break
@@ -356,8 +345,7 @@ func (f *feed) pace(c *logCall) bool {
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
 	case c.read && errors.Is(c.err, store.ErrVersionGone):
-		// A log that cannot be continued from a read just made (a store
-		// whose snapshots lack their version): read again with back-off.
+		// Gone right after a read (snapshots without their version).
 		f.pause()
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)

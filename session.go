@@ -52,8 +52,8 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 	return fctx, cancel, true
 }
 
-// openSession opens a session and starts its goroutines. ctx and bound
-// bound the attempt only; the session lives until lost or the member stops.
+// openSession opens a session and starts its goroutines; ctx and bound
+// bound the attempt only.
 func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
 	if err := m.cfg.gate.Wait(ctx); err != nil {
 		return nil, err
@@ -96,16 +96,14 @@ func (m *Member) noteExpiry(t time.Time) {
 	}
 }
 
-// ErrTieLost is the cause of a session's context when its tied connection
+// ErrTieLost is the cause of a session's end when its tied connection
 // closed while the member lives (the server ended it, a proxy restarted).
-// It wraps ErrFenced: the member stopped its handlers, as at its fence, and
-// opens a new session.
+// It wraps ErrFenced: handlers stop as at the fence; a new session opens.
 var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
 
 // startTie ties session s, if the member ties sessions and the store can,
-// in a goroutine of its own (waited for by untie) that watches the tie until
-// the session ends. Until the tie is made, or if it cannot be (logged), the
-// session ends by TTL alone.
+// in a goroutine (waited for by untie) that watches the tie until the
+// session ends; without a tie, the session ends by TTL alone.
 func (m *Member) startTie(s *session) {
 	st := m.st
 	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
@@ -143,9 +141,8 @@ func (m *Member) watchTie(s *session, ct store.ConnTied) {
 	}
 }
 
-// untie ends session s's tie, once the session's handlers have all
-// returned: the store may then end the session after TieGrace (if it was
-// not closed). Safe to call more than once, and for an untied session.
+// untie ends s's tie once its handlers have all returned (the store may
+// then end it after TieGrace). Safe to call again, and untied.
 func (m *Member) untie(s *session) {
 	if s.tieDone == nil {
 		return
