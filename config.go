@@ -110,13 +110,12 @@ type Config struct {
 	// (docs/takeover.md).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
-	// the session ends. It must cover what can outlive the member's death
-	// or the loss of its tie: on PostgreSQL, a live member noticing and its
-	// handlers returning once cancelled; on SQLite, herd run's children
-	// dying with their member (7-25 ms after kill -9, docs/takeover.md).
-	// Default FenceMargin/4 (250 ms at the default TTL), at most
-	// FenceMargin; raise it where handlers are slow to return or the host
-	// stalls for hundreds of milliseconds.
+	// the session ends. It must cover what can outlive the member or its
+	// tie: on PostgreSQL, a live member noticing and its handlers returning;
+	// on SQLite, herd run's children dying with their member (7-25 ms after
+	// kill -9, docs/takeover.md). Default FenceMargin/4 (250 ms at the
+	// default TTL), at most FenceMargin; raise it where handlers are slow to
+	// return or the host stalls for hundreds of milliseconds.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,

@@ -11,13 +11,12 @@ import (
 
 // ErrGiveBack, returned by a Handler (wrapped or not), gives the partition
 // back instead of having the handler started again: the member writes the
-// last Mark, then releases the partition with its record marked as given
-// back by this member's session (Ownership.GivenBack, shown by herd status).
-// While that session lives, the partition goes to another live member if
-// there is one; else this member claims it again and the mark is cleared. A
-// handler that fails the same way every time on one member (a missing file,
-// a bad disk) returns it after as many failures as it sees fit; herd run
-// does so after --max-failures.
+// last Mark, then releases the partition marked as given back by its
+// session (Ownership.GivenBack, shown by herd status). While that session
+// lives, the partition goes to another live member if there is one, else
+// back to this one (the mark cleared). A handler that fails the same way on
+// one member (a missing file, a bad disk) returns it when it sees fit; herd
+// run does after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
 // avoidGivers changes target so that a partition marked given back by a

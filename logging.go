@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// What a log line lists of partition ids: the first few, each cut short, so
-// that no line grows with the number or length of ids.
+// A log line lists the first few partition ids, each cut short: no line
+// grows with their number or length.
 const (
 	maxListedIDs   = 10
 	maxListedBytes = 100 // the listed ids together
@@ -89,8 +89,7 @@ func (s *stepLog) claim(p string, epoch uint64) {
 func (s *stepLog) handingOff(p string) { s.begin(); s.handoff.add(p) }
 func (s *stepLog) dropLost(p string)   { s.begin(); s.lost.add(p) }
 
-// stepWait is how long a step's line waits for the partitions still being
-// handed to the member, so that they are counted in the same line.
+// stepWait is how long a step's line waits for partitions still coming.
 const stepWait = time.Second
 
 // logStep writes the current step's lines and starts a new step, unless

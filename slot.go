@@ -1,7 +1,6 @@
 package herd
 
-// A slot: one partition this member runs, from its claim to its handler
-// returning and its release (handoff), with the handoff watchdog.
+// A slot: one partition this member runs, from its claim to its release.
 
 import (
 	"context"
@@ -68,8 +67,8 @@ func (m *Member) handOff(sl *slot) {
 	sl.cancel()
 }
 
-// start runs the handler for a freshly claimed partition; at is its index
-// in the plan's partition set (slot.at; -1: unknown).
+// start runs the handler of a partition just claimed; at is its index in
+// the plan's set (-1: unknown).
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64, at int32) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	// One allocation for the slot, its claim and the claim's counter
@@ -119,8 +118,8 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 	})
 }
 
-// runSlot runs one partition's handler until its context is cancelled, then
-// releases the partition if it is being handed off, and reports to the loop.
+// runSlot runs sl's handler until its context is cancelled, releases the
+// partition if handed off, and reports to the loop.
 func (m *Member) runSlot(sl *slot) {
 	c := &sl.c
 	defer func() { m.events.slotDone <- sl }()
@@ -193,8 +192,7 @@ func (w *watchdog) expire() {
 	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
 }
 
-// disarm is called once the handler has returned, before the release; it
-// returns after any forced release the timer began.
+// disarm, once the handler returned, waits for a forced release begun.
 func (w *watchdog) disarm() {
 	w.mu.Lock()
 	w.returned = true
@@ -216,8 +214,8 @@ func (m *Member) callHandler(c *Claim) (err error) {
 	return m.cfg.Handler(c)
 }
 
-// release releases sl's partition (once) through the releaser, or gives it
-// back, and returns when the store has answered or the member stopped.
+// release releases (or gives back) sl's partition once, and returns when
+// the store answered or the member stopped.
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
 		return
