@@ -106,8 +106,8 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first opening (often a new connection's first call) may take up
-	// to SessionTTL-FenceMargin: its fence time counts from the send.
+	// The first opening (often a new connection's first call) may take up to
+	// SessionTTL-FenceMargin: its fence counts from the send.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -255,11 +255,9 @@ func (m *Member) Err() error {
 // runningSet is what the reconcile loop and the handlers' goroutines report
 // of the partitions being run and the session, for Owned, Session and Leave.
 type runningSet struct {
-	mu    sync.Mutex
-	owned map[string]uint64 // partitions with a running handler -> epoch
-	// handlers counts, per partition, the handler goroutines that have not
-	// returned, those cancelled for a handoff or a loss included.
-	handlers map[string]int
+	mu       sync.Mutex
+	owned    map[string]uint64       // partitions with a running handler -> epoch
+	handlers map[string]int          // per partition, handler goroutines not returned (cancelled ones too)
 	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
 }
 

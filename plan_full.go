@@ -74,9 +74,7 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planner.target.byCount = b.byCount
 	m.planner.target.layout = layout
 
-	// Partitions we run: keep, drop (lost) or hand off; the releases of
-	// the handoffs are sent together.
-	handed := m.rel.hold()
+	handed := m.rel.hold() // the handoffs' releases are sent together
 	defer handed()
 	m.planRunning(fp)
 	m.planClaims(fp, &pl)
@@ -146,8 +144,7 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 		return fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
 	}
 	b.target = target
-	// Partitions given back (ErrGiveBack) go to another member than the
-	// one that gave them back, while it lives (givenback.go).
+	// Partitions given back go to another member while the giver lives.
 	if b.marked > 0 { // join found marks: at rest, none (and the pass over the records is saved)
 		b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 	}
@@ -211,8 +208,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			m.unown(p)
 		case !inSet || target[i] != fp.me:
 			m.planner.step.handingOff(p)
-			// Not over a give-back the handler has just begun: the
-			// partition is released either way, and keeps its mark.
+			// Not over a give-back begun: released either way, keeping its mark.
 			m.handOff(sl)
 			m.unown(p)
 		}
@@ -240,8 +236,7 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			continue
 		}
 		if o := b.owner[i]; o >= 0 && o != me {
-			// Still held: its owner hands it off, and we claim it when the
-			// replica shows the release.
+			// Still held: we claim it once the replica shows the release.
 			m.planner.incoming++
 			continue
 		}
@@ -250,9 +245,8 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			hold = m.loss.holdFresh
 		}
 		if b.owner[i] < 0 && now.Before(hold) {
-			// The store may just have lost its data: its previous owners
-			// may be about to restore this record (or a newer one over a
-			// stale restore); see holdAfterLoss.
+			// Its previous owners may be about to restore it (or a newer
+			// one over a stale restore): see holdAfterLoss.
 			pl.lookAgainIn(hold.Sub(now))
 			pl.held = true
 			continue

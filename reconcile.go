@@ -54,15 +54,13 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		if _, err := m.st.ReleaseBatch(ctx, m.cfg.Group, sess.id, held[:n]); err != nil {
 			m.rep.dropTarget()
 			if errors.Is(err, store.ErrCorrupt) {
-				// The group's keys broke, which the log cannot show:
-				// read the group, whose failure is reported (once).
+				// Broken keys, which the log cannot show: read the group.
 				m.rep.distrust()
 				return pl.next, nil
 			}
 			return pl.next, fmt.Errorf("release %d records: %w", n, err)
 		}
-		// Each is released, not ours (ErrNotOwner) or malformed
-		// (ErrCorrupt, listed at the next read): none is released again.
+		// Each is released, not ours or malformed: none is sent again.
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
@@ -85,7 +83,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			sess.cancel(ErrSessionExpired)
 			return true, nil
 		case errors.Is(err, store.ErrCorrupt):
-			// As in reconcile: read the group, whose failure is reported.
+			// As in reconcile: read the group.
 			m.rep.distrust()
 			return true, nil
 		case err != nil:
@@ -102,13 +100,12 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 				m.start(sess, slots, r.Ownership, seq, hints[i])
 				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
-				// Another got there first; its entry is on its way, and if
-				// it does not come, plan reads the group anew.
+				// Another got there first: its entry is on its way, or
+				// plan reads the group anew.
 				claimed = append(claimed, p)
 			case errors.Is(r.Err, store.ErrCorrupt):
-				// Its record broke since the read, which the log cannot
-				// show: the group's read lists it as malformed (reported
-				// once, not placed).
+				// Its record broke, which the log cannot show: the read
+				// lists it as malformed (reported once, not placed).
 				m.rep.contest(p, time.Now())
 				m.rep.resync()
 			default:

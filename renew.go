@@ -40,8 +40,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		if m.cfg.gate.Wait(s.ctx) != nil {
 			return
 		}
-		// A renewal that succeeded has moved the fence on; the loop
-		// re-arms the timer right after.
+		// A renewal moved the fence on (the loop re-arms the timer).
 		if time.Now().Before(*s.fence.Load()) {
 			return
 		}
@@ -72,9 +71,8 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 				return
 			}
 			out++
-			// Bounded by the session's context (which the fence cancels),
-			// not by the fence time: an attempt out beside an earlier one
-			// may succeed after that time, once the earlier one moved it.
+			// Bounded by the session's context, not the fence time: it may
+			// succeed after that time, once an earlier one moved it.
 			attempts.Go(func() {
 				sent := time.Now()
 				next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
