@@ -32,6 +32,12 @@ func (l *lossState) holding(now time.Time) bool {
 	return now.Before(l.holdFree) || now.Before(l.holdFresh)
 }
 
+// toRestore reports whether restores are pending, or snap shows the
+// partition set lost (none stored, after one was).
+func (l *lossState) toRestore(snap *store.Snapshot) bool {
+	return len(l.restores) > 0 || (!snap.PartitionSetStored && len(snap.Partitions) == 0 && len(l.lastParts) > 0)
+}
+
 // holdAfterLoss makes the member leave partitions alone when a session
 // opens after one was lost, as the store may have lost its data and the
 // previous owners may be about to restore their records: record-less ones,

@@ -112,9 +112,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.loss.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	// Restores that failed before this session opened, or a lost set.
-	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
-	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
+	if m.loss.toRestore(snap) && m.restore(ctx) { // restores that failed before this session, or a lost set
 		m.holdAfterLoss(true)
 		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}

@@ -79,10 +79,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planRunning(fp)
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
-	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
+	if m.loss.toRestore(snap) {
 		// Restores not answered, or a set not put back: no entry will
-		// come, so look again as soon as a failed renewal is retried.
-		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+		// come, so look again as a failed renewal is retried.
+		pl.lookAgainIn(m.cfg.retryPause())
 		pl.held = true // no target: the next plan is a full one
 	}
 	return pl, nil
