@@ -93,9 +93,9 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
 	// A store that lost its data lost the set too. The group is read
-	// (30 to 600 ms of Redis on 100,000 records) only if the log does not
-	// go on from the mark within RenewTimeout/8: a slow store stays slow
-	// otherwise (plan puts back a lost set too).
+	// (30 to 600 ms of Redis on 100,000 records) only if the log answers
+	// within RenewTimeout/8 that it does not go on from the mark: a read
+	// would keep a slow store slow (plan puts back a lost set too).
 	if len(m.loss.lastParts) > 0 && errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone) {
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 		// Only a set not held at all was lost (an empty one was emptied).

@@ -38,7 +38,7 @@ type replica struct {
 	distrusted   bool                          // plan waits for a read to succeed (the store broke in a way the log cannot show)
 	cancel       context.CancelFunc            // ends the feed's call to the log, so that a read asked for is made at once
 	wakeFeed     chan struct{}                 // ends the feed's pause after a failure, likewise
-	contested    map[string]time.Time          // partitions free in the copy a claim failed for, and when (replica_contest.go)
+	contested    map[string]time.Time          // partitions free in the copy a claim failed for (ErrClaimed, ErrCorrupt), and when
 	reached      time.Time                     // when the last call that read the log to its end began: every entry before is queued
 	lastContest  time.Time                     // when the latest claim was contested
 	log          func(msg string, args ...any) // a warning about a diverged copy

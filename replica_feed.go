@@ -147,7 +147,7 @@ func (f *feed) readDue() bool {
 func (f *feed) readGroup() bool {
 	m, r := f.m, f.r
 	base := m.writes.Load() // writes completed before the read began are in it
-	// A large group's read is long, and one given up starts over: the TTL.
+	// A large group's read is long, and one given up starts over: give it the TTL.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -345,7 +345,7 @@ func (f *feed) pace(c *logCall) bool {
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
 	case c.read && errors.Is(c.err, store.ErrVersionGone):
-		// Gone right after a read (snapshots without their version).
+		// Gone right after a read (snapshots without their version): back off.
 		f.pause()
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)
