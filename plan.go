@@ -52,7 +52,7 @@ type reconcilePlan struct {
 // and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	runs := func(p string) bool { return slots[p] != nil && slots[p].runsFor(sess) }
+	runs := func(p string) bool { sl := slots[p]; return sl != nil && sl.runsFor(sess) }
 	running := func() int {
 		n := 0
 		for _, sl := range slots {
