@@ -63,16 +63,13 @@ func (c *Claim) lastLocked() []byte {
 }
 
 // Checkpoint records value as the partition's progress. The write is fenced:
-// it goes through only if this claim's epoch is still the partition's current
-// one and the member's session is alive; otherwise nothing is written and the
-// error wraps ErrNotOwner. A handler may call Checkpoint after its context was
-// cancelled for a handoff, to save its final progress.
-//
-// The call is bounded by the claim's FenceTime, whatever ctx is: a write
-// still waiting on the store then fails with an error wrapping ErrFenced (it
-// may have been applied; the epoch keeps it from harming a successor). Past
-// that time, or once the session is lost, nothing is sent and the error
-// wraps both ErrFenced and ErrNotOwner.
+// it goes through only if this claim's epoch is still current and the
+// session alive, else the error wraps ErrNotOwner. A handler may call it
+// after its context was cancelled for a handoff, to save its final progress.
+// The call is bounded by the claim's FenceTime, whatever ctx: a write still
+// waiting then fails wrapping ErrFenced (it may have been applied; the epoch
+// keeps it from harming a successor). Past that time, or once the session
+// is lost, nothing is sent and the error wraps ErrFenced and ErrNotOwner.
 func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 	if c == nil || c.m == nil || c.write == nil {
 		return fmt.Errorf("herd: checkpoint: this Claim was not made by a member (handlers get theirs from herd): %w", store.ErrInvalid)
@@ -100,14 +97,13 @@ func (c *Claim) Checkpoint(ctx context.Context, value []byte) error {
 }
 
 // FenceTime is when the member fences itself, cancelling this claim's
-// handler and refusing its writes, unless a renewal of its session succeeds
-// first (the last successful renewal's send time plus
-// SessionTTL-FenceMargin; every renewal moves it later). It carries a
-// monotonic clock reading. Past it another member may own the partition even
-// if Context is not yet cancelled (a stopped or starved process cancels
-// late): check it before an action that must not start after the partition
-// was lost. Once SessionDone is closed the claim is fenced, whatever
-// FenceTime says. Zero for a Claim made outside herd (a test of a handler).
+// handler and refusing its writes, unless a renewal succeeds first (the
+// last successful renewal's send time plus SessionTTL-FenceMargin), on the
+// monotonic clock. Past it another member may own the partition even if
+// Context is not cancelled yet (a stopped or starved process cancels late):
+// check it before an action that must not start after a loss. Once
+// SessionDone is closed the claim is fenced, whatever FenceTime says. Zero
+// for a Claim made outside herd.
 func (c *Claim) FenceTime() time.Time {
 	if c.sess != nil {
 		if t := c.sess.fence.Load(); t != nil {

@@ -100,24 +100,22 @@ type Config struct {
 	// over one TTL plus the time handlers take to notice. Default TTL/10.
 	FenceMargin time.Duration
 	// TieSession ties the member's session to a connection of its own where
-	// the store can (store.ConnTied: PostgreSQL; on SQLite, a lock on a file
-	// of the session's own), so that when the member's process dies
-	// (kill -9, the OOM killer, a panic) others take over its partitions
-	// TieGrace after the store sees the connection closed, not after
-	// SessionTTL. If the connection closes while the member lives, the
-	// member cancels its handlers at once, as at its fence. Host crashes,
-	// network cuts and stalls still end the session by TTL. Off by default;
-	// it assumes no transaction-mode pooler and proxies' timeouts above
-	// 2 s + SessionTTL/4 (docs/takeover.md).
+	// the store can (store.ConnTied: PostgreSQL; SQLite, by a file lock),
+	// so that when the process dies (kill -9, OOM, a panic) others take over
+	// TieGrace after the store sees the connection closed, not SessionTTL.
+	// If it closes while the member lives, the member cancels its handlers
+	// at once, as at its fence. Host crashes, network cuts and stalls still
+	// end the session by TTL. Off by default; it assumes no
+	// transaction-mode pooler and proxy timeouts above 2 s + SessionTTL/4
+	// (docs/takeover.md).
 	TieSession bool
 	// TieGrace is how long after the store sees a tied connection closed
-	// the session ends. It must cover what can outlive the member's death
-	// or the loss of its tie: on PostgreSQL, a live member noticing and its
-	// handlers returning once cancelled; on SQLite, herd run's children
-	// dying with their member (7-25 ms after kill -9, docs/takeover.md).
-	// Default FenceMargin/4 (250 ms at the default TTL), at most
-	// FenceMargin; raise it where handlers are slow to return or the host
-	// stalls for hundreds of milliseconds.
+	// the session ends. It must cover what can outlive the member or its
+	// tie: on PostgreSQL, a live member noticing and its handlers returning;
+	// on SQLite, herd run's children dying with their member (7-25 ms after
+	// kill -9, docs/takeover.md). Default FenceMargin/4 (250 ms at the
+	// default TTL), at most FenceMargin; raise it where handlers are slow to
+	// return or the host stalls for hundreds of milliseconds.
 	TieGrace time.Duration
 	// MaxShutdown is how long a handler being handed off may take to return
 	// before an error is logged; the partition stays owned until it returns,
@@ -137,16 +135,14 @@ type Config struct {
 	// hand cannot keep its plan apart from the others' for longer.
 	// Default 10m, or 60 x SessionTTL if shorter.
 	ResyncInterval time.Duration
-	// JoinSettle: after a member joins the group, every member waits this
-	// long before claiming or handing off, so that members joining together
-	// are balanced in one step and no partition moves twice; leaves and
-	// crashes are acted on at once. Before a first placement the wait grows
-	// with the spread of the fleet's start, up to 3 x JoinSettle, and to 3
-	// times the longest pause between two sessions opening (at most
-	// SessionTTL/10); a member alone in the group waits 3 x JoinSettle.
-	// After reading the whole group, a member waits for the log to show
-	// what changed during the read, up to as long as the read took (at most
-	// 5 x JoinSettle). Default 100ms; negative means no wait.
+	// JoinSettle: after a member joins, every member waits this long before
+	// claiming or handing off, so that members joining together are
+	// balanced in one step; leaves and crashes are acted on at once. Before
+	// a first placement the wait grows with the spread of the fleet's start
+	// to 3 x JoinSettle, or 3 x the longest pause between two sessions
+	// opening (at most SessionTTL/10; alone, 3 x JoinSettle). After reading
+	// the group, a member waits for the log up to as long as the read took
+	// (at most 5 x JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.
@@ -174,15 +170,9 @@ type Config struct {
 	// share a registerer need distinct Member ids. Nil: no metrics.
 	Metrics prometheus.Registerer
 
-	// gate, if set, pauses all of the member's goroutines while closed, as
-	// if the process were stopped (SIGSTOP): herdtest.WithGate sets it.
-	gate *pause.Gate
-	// onRequest, if set, receives every request the group's log carries
-	// (request.go): package jobs sets it through reqhook.
-	onRequest func(store.Request)
-	// ownLoads: loads are only those the handlers report, never the rate
-	// of their marks (package jobs sets it through reqhook).
-	ownLoads bool
+	gate      *pause.Gate         // pauses the member's goroutines while closed, as SIGSTOP would (herdtest.WithGate)
+	onRequest func(store.Request) // receives every request the group's log carries (package jobs, via reqhook)
+	ownLoads  bool                // loads are only those handlers report, never their marks' rate (jobs, via reqhook)
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -308,8 +298,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkStoreArgs reports a nil context or store given to op (Join,
-// DeleteGroup), including a typed nil (a store left nil by a failed Open).
+// checkStoreArgs reports a nil context or store (a typed nil too: a failed
+// Open's) given to op.
 func checkStoreArgs(op string, ctx context.Context, st store.Store) error {
 	if ctx == nil {
 		return errNilContext(op)
@@ -346,9 +336,8 @@ func Numbered(n int) []Partition {
 	return ps
 }
 
-// The pause hook (package herdtest's Gate) is set in Config.gate, and the
-// jobs scheduler's request handler in Config.onRequest, through these
-// bridges, so that they are no fields of the public Config.
+// The hooks of herdtest and jobs set Config's unexported fields through
+// these bridges, so that they are no fields of the public Config.
 func init() {
 	pause.SetHerdGate = func(c *Config, g *pause.Gate) { c.gate = g }
 	reqhook.SetHerdHandler = func(c *Config, f func(store.Request)) { c.onRequest = f }

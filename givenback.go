@@ -11,21 +11,19 @@ import (
 
 // ErrGiveBack, returned by a Handler (wrapped or not), gives the partition
 // back instead of having the handler started again: the member writes the
-// last Mark, then releases the partition with its record marked as given
-// back by this member's session (Ownership.GivenBack, shown by herd status).
-// While that session lives, the partition goes to another live member if
-// there is one; else this member claims it again and the mark is cleared. A
-// handler that fails the same way every time on one member (a missing file,
-// a bad disk) returns it after as many failures as it sees fit; herd run
-// does so after --max-failures.
+// last Mark, then releases the partition marked as given back by its
+// session (Ownership.GivenBack, shown by herd status). While that session
+// lives, the partition goes to another live member if there is one, else
+// back to this one (the mark cleared). A handler that fails the same way on
+// one member (a missing file, a bad disk) returns it when it sees fit; herd
+// run does after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
-// avoidGivers changes target, the assignment balance computed, so that a
-// partition marked given back by a live session is not placed on it while
-// another member lives (balance.Avoid). rec[i] is the index in owners of
-// parts[i]'s record or -1, sessIdx maps live sessions to their index in
-// members; buf is scratch memory, returned for reuse; moved counts the
-// partitions placed elsewhere. Deterministic: every member gets the same.
+// avoidGivers changes target so that a partition marked given back by a
+// live session is placed on another member if one lives (balance.Avoid);
+// deterministic, as every member must get the same. rec[i] indexes
+// parts[i]'s record in owners (-1: none); buf is scratch, returned for
+// reuse; moved counts the partitions placed elsewhere.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
@@ -54,29 +52,27 @@ func avoidGivers(members []balance.Member, parts []balance.Partition, owners []s
 	return avoid, balance.Avoid(members, parts, owner, avoid, target)
 }
 
-// giveBack switches, on the slot's goroutine, a slot whose handler returned
-// ErrGiveBack to giving the partition back unless it is lost, and reports
-// whether it did.
+// giveBack switches sl, whose handler returned ErrGiveBack, to giving back
+// unless it is lost, and reports whether it did.
 func (m *Member) giveBack(sl *slot, err error) bool {
 	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
 		return false
 	}
-	c := sl.claim
+	c := &sl.c
 	m.log.Warn("handler gave the partition back; another member will run it if there is one", "partition", c.Partition, "epoch", c.Epoch, "err", err)
 	sl.cancel() // the claim's context: the handler has returned, anything it started stops
 	m.unown(c.Partition)
 	return true
 }
 
-// sendGiveBack gives a slot's partition back in the store, on the slot's
-// goroutine, after its last Mark was written. The partition is marked
-// contested first, so that plan does not claim it again (clearing the mark)
-// before the replica shows the release.
+// sendGiveBack gives sl's partition back, on its goroutine, after the last
+// Mark was written; contested first, so plan does not claim it again
+// (clearing the mark) before the replica shows the release.
 func (m *Member) sendGiveBack(sl *slot) {
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return
 	}
-	c := sl.claim
+	c := &sl.c
 	m.rep.contest(c.Partition, time.Now())
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()
@@ -91,8 +87,7 @@ func (m *Member) sendGiveBack(sl *slot) {
 		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
 		m.rep.distrust()
 	default:
-		// The record stays this member's and no log entry will say so:
-		// the next plan is a full one, which claims it again or releases it.
+		// The record stays ours, and no entry will say so: plan in full.
 		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
 		sl.planInFull.Store(true)
 	}

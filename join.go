@@ -60,9 +60,8 @@ func RetryUnavailable(ctx context.Context, log *slog.Logger, step string, op fun
 }
 
 // joinPartitionSet is Join's first store call: it checks the group's kind
-// (giving the group the member's if it has none) and stores cfg.Partitions
-// as Config.Partitions and KeepStoredPartitions say, with the warnings an
-// operator needs.
+// (setting it if none) and stores cfg.Partitions as KeepStoredPartitions
+// says, with the warnings an operator needs.
 func joinPartitionSet(ctx context.Context, st store.Store, cfg Config) error {
 	set := store.PartitionSet{Kind: cfg.Kind, Partitions: cfg.Partitions}
 	switch {

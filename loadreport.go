@@ -1,10 +1,8 @@
 package herd
 
-// Load reports: each member measures the partitions it runs
-// (internal/loadmeter) and publishes the loads that changed in one store
-// write per Config.LoadReportInterval (store.Store.ReportLoads); every
-// member's copy of the group learns them from the log it follows, and
-// plan balances by them (plan_full.go).
+// Load reports: each member measures its partitions (internal/loadmeter)
+// and publishes those that changed in one write per LoadReportInterval;
+// every replica learns them from the log, and plan balances by them.
 
 import (
 	"time"
@@ -12,10 +10,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// loadGather is how long the log reader waits after a read that brought
-// load reports only, before it reads again: members report at the same
-// moments (reportLoop), so the fleet's reports come in about two reads and
-// one plan per member and interval, not one each.
+// loadGather is how long the log reader waits after a read of load reports
+// only: members report together (reportLoop), so the fleet's reports cost
+// about two reads and one plan per member and interval, not one each.
 const loadGather = time.Second
 
 // reportLoop publishes the measured loads of session s every
@@ -74,16 +71,14 @@ func (r *replica) loadOf(p string) (float64, bool) {
 	return r.work.LoadOf(p)
 }
 
-// ReportLoad sets the load of the claim's partition, replacing the rate of
-// its Mark and Checkpoint calls, which is its load otherwise: a handler
-// whose items differ in cost reports what it knows (CPU seconds per
-// second, bytes per second...), in the same unit on every member of the
-// group. The latest value is sampled every LoadReportInterval and smoothed
-// (a value more than 1.5 times above or below the smoothed load replaces
-// it; another moves it by 5 % of the difference, so noise does not move
-// partitions); the member publishes the result if it changed by more than
-// 10 %. A value that is not a finite number >= 0 is ignored. Safe for
-// concurrent use; a no-op on a Claim made outside herd.
+// ReportLoad sets the load of the claim's partition, in place of the rate
+// of its Mark and Checkpoint calls: a handler whose items differ in cost
+// reports what it knows (CPU or bytes per second...), in one unit across
+// the group. The latest value is sampled every LoadReportInterval and
+// smoothed (1.5 times above or below replaces the load, else it moves 5 %
+// of the way), and published if it changed by over 10 %. A value not a
+// finite number >= 0 is ignored. Safe for concurrent use; a no-op on a
+// Claim made outside herd.
 func (c *Claim) ReportLoad(v float64) { c.load.Report(v) }
 
 // startMeasure begins measuring a claim's partition from its published load.
@@ -95,10 +90,10 @@ func (m *Member) startMeasure(c *Claim) {
 	m.meter.Start(c.Partition, c.load, time.Now(), l, ok)
 }
 
-// stopMeasure ends it once the claim's handler has returned for good,
-// keeping the measure if the session ended (see noteLostLoad), or until
-// the release of a handoff is answered (releasedMeasure): if the store
-// loses its data meanwhile, only this member knows the partition's load.
+// stopMeasure ends it once the handler returned for good, keeping the
+// measure if the session ended (noteLostLoad) or until a handoff's release
+// is answered (releasedMeasure): only this member knows the load if the
+// store loses its data meanwhile.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:

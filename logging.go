@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// What a log line lists of partition ids: the first few, each cut short, so
-// that no line grows with the number or length of ids.
+// A log line lists the first few partition ids, each cut short: no line
+// grows with their number or length.
 const (
 	maxListedIDs   = 10
 	maxListedBytes = 100 // the listed ids together
@@ -62,10 +62,9 @@ func listIDs(ids []string) string {
 	return strconv.Itoa(l.n) + " partitions: " + l.String()
 }
 
-// stepLog sums up one rebalance step of a member (the partitions it
-// claimed, handed off and lost) for one INFO line of counts (WARN if any
-// were lost) and, at DEBUG, one line of ids per kind. Owned by the
-// reconcile loop.
+// stepLog sums up one rebalance step of a member (claimed, handed off,
+// lost) for one INFO line of counts (WARN if any lost) and, at DEBUG, one
+// line of ids per kind. Owned by the reconcile loop.
 type stepLog struct {
 	start                  time.Time // when the first partition was counted; zero: nothing to log
 	claimed, handoff, lost idList
@@ -90,13 +89,12 @@ func (s *stepLog) claim(p string, epoch uint64) {
 func (s *stepLog) handingOff(p string) { s.begin(); s.handoff.add(p) }
 func (s *stepLog) dropLost(p string)   { s.begin(); s.lost.add(p) }
 
-// stepWait is how long a step's line waits for the partitions still being
-// handed to the member, so that they are counted in the same line.
+// stepWait is how long a step's line waits for partitions still coming.
 const stepWait = time.Second
 
-// logStep writes the current step's lines, unless partitions the last read
-// gave this member are still on their way (for up to stepWait), and starts
-// a new step. Called by the reconcile loop after each reconcile.
+// logStep writes the current step's lines and starts a new step, unless
+// partitions the last plan gave this member are on their way (up to
+// stepWait). The reconcile loop calls it after each reconcile.
 func (m *Member) logStep() {
 	s := &m.planner.step
 	if s.start.IsZero() || (m.planner.incoming > 0 && time.Since(s.start) < stepWait) {

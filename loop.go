@@ -1,7 +1,9 @@
 package herd
 
 // The reconcile loop: one goroutine per member that owns the sessions, the
-// slots and the timers, and moves between the member's states (loopState).
+// slots and the timers. In a session it plans, claims and hands off;
+// between sessions it restores and opens one; leaving, it hands every
+// partition off, closes the session and ends.
 
 import (
 	"context"
@@ -15,22 +17,6 @@ type loopEvents struct {
 	expireAt chan time.Time // from renewals: when the group's earliest session expires (see runLoop.expire)
 }
 
-// loopState is where the reconcile loop stands.
-type loopState int
-
-const (
-	// inSession: a session is open; the loop plans on the replica,
-	// claims and hands off.
-	inSession loopState = iota
-	// betweenSessions: the session was lost; the loop restores the
-	// checkpoints of the lost partitions, then opens a new session,
-	// retrying with back-off.
-	betweenSessions
-	// leaving: Leave was called; every partition is handed off, then the
-	// session (if any) is closed and the loop ends.
-	leaving
-)
-
 // firstBackoff is the first pause after a failed reconcile, doubled up to
 // RenewInterval while failures go on.
 const firstBackoff = 20 * time.Millisecond
@@ -43,21 +29,18 @@ type runLoop struct {
 	orphans []*session       // lost sessions whose handlers have not all returned
 	leaving bool             // Leave was called
 	leaveCh <-chan struct{}  // m.life.leaveCh until it is seen closed, then nil
-	// openDue: between sessions, open one at the next turn (at once after
-	// a loss, then when retry fires, not on other wake-ups).
-	openDue bool
-	backoff time.Duration // the next pause after a failed reconcile
+	openDue bool             // between sessions, open one at the next turn (after a loss, then when retry fires)
+	backoff time.Duration    // the next pause after a failed reconcile
 
 	later *time.Timer // when plan asked to look again (JoinSettle, a hold, a contested claim)
 	// expire fires just after the group's earliest session would expire
 	// unless renewed, to have the store end it: a crashed member's session
 	// ends on time, and every replica learns it from the log.
 	expire *time.Timer
-	// backstop: the log does not show a record edited by hand. Every
+	// backstop, as the log does not show a record edited by hand: every
 	// PollInterval the group is read while the replica shows one broken,
-	// else the next batch of the member's own records is checked
-	// (ownRecordsIntact, from ownFrom); resync reads the group every
-	// ResyncInterval.
+	// else the next batch of own records is checked (ownRecordsIntact,
+	// from ownFrom); resync reads the group every ResyncInterval.
 	backstop *time.Ticker
 	ownFrom  string
 	resync   *time.Ticker
@@ -110,17 +93,8 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// state names where the loop stands (see loopState).
-func (l *runLoop) state() loopState {
-	switch {
-	case l.leaving:
-		return leaving
-	case l.sess == nil:
-		return betweenSessions
-	default:
-		return inSession
-	}
-}
+// inSession reports whether a session is open and Leave was not called.
+func (l *runLoop) inSession() bool { return l.sess != nil && !l.leaving }
 
 // step is one turn of the loop: it settles the state (a session lost, a
 // leave complete, a session to open), waits for one event, and plans if
@@ -133,8 +107,8 @@ func (l *runLoop) step() (stop bool, why error) {
 	if l.sess != nil && l.sess.ctx.Err() != nil {
 		l.loseSession()
 	}
-	switch l.state() {
-	case leaving:
+	switch {
+	case l.leaving:
 		if len(l.slots) == 0 {
 			l.closeSession()
 			m.log.Info("left the group")
@@ -143,19 +117,17 @@ func (l *runLoop) step() (stop bool, why error) {
 			}
 			return true, ErrLeft
 		}
-	case betweenSessions:
-		if l.openDue {
-			l.openDue = false
-			if !l.openSession() {
-				return true, m.runCtx.Err()
-			}
+	case l.sess == nil && l.openDue:
+		l.openDue = false
+		if !l.openSession() {
+			return true, m.runCtx.Err()
 		}
 	}
 	plan, ok := l.await()
 	if !ok {
 		return true, m.runCtx.Err()
 	}
-	if plan && l.state() == inSession {
+	if plan && l.inSession() {
 		l.plan()
 	}
 	return false, nil
@@ -204,11 +176,11 @@ func (l *runLoop) await() (plan, ok bool) {
 }
 
 // plan reconciles once, unless the last full plan was too recent (planGap)
-// and this one would be full too: then the loop plans at the end of the
-// gap, and the changes until then cost one plan. A plan on the target
-// (target.go) costs only the entries since, so it is made at once: a member
-// claims what others release toward it as the releases come
-// (TestJoinerClaimsWithoutPlanGap: 101 against 121 ms on 20,000).
+// and this one would be full too: the loop then plans at the gap's end, one
+// plan for the changes until then. A plan on the target (target.go) costs
+// only the entries since, so it is made at once: releases toward this
+// member are claimed as they come (TestJoinerClaimsWithoutPlanGap: 101
+// against 121 ms on 20,000).
 func (l *runLoop) plan() {
 	m := l.m
 	if wait := m.planner.planGap - time.Since(m.planner.plannedAt); wait > 0 && !m.canPlanOnTarget(l.sess) {
@@ -241,7 +213,7 @@ func (l *runLoop) expireAfter(d time.Duration) {
 // for the next.
 func (l *runLoop) expireSessions() {
 	m := l.m
-	if l.state() != inSession {
+	if !l.inSession() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.sess.ctx, m.cfg.RenewTimeout)
@@ -265,7 +237,7 @@ func (l *runLoop) slotsOf(s *session) int {
 // slotReturned forgets a slot whose goroutine has returned.
 func (l *runLoop) slotReturned(sl *slot) {
 	m := l.m
-	delete(l.slots, sl.claim.Partition)
+	delete(l.slots, sl.c.Partition)
 	if sl.planInFull.Load() {
 		m.rep.dropTarget()
 	}

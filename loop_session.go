@@ -1,6 +1,6 @@
 package herd
 
-// The reconcile loop's moves between its states (loopState).
+// The reconcile loop's moves: a session lost, opened, left, and the end.
 
 import (
 	"context"
@@ -20,15 +20,13 @@ func (l *runLoop) loseSession() {
 	for _, sl := range l.slots {
 		if sl.sess == sess {
 			sl.mode.Store(modeLost)
-			if cp := sl.claim.restorePoint(); cp != nil {
-				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.claim.Partition, Epoch: sl.claim.Epoch, Checkpoint: cp})
+			if cp := sl.c.restorePoint(); cp != nil {
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: sl.c.Partition, Epoch: sl.c.Epoch, Checkpoint: cp})
 			}
-			m.noteLostLoad(sl.claim.Partition)
+			m.noteLostLoad(sl.c.Partition)
 		}
 	}
-	// The store may have lost its data meanwhile: the next session holds
-	// (holdAfterLoss) unless the log shows it kept it.
-	m.noteLossMark(sess)
+	m.noteLossMark(sess) // the next session holds unless the log shows the store kept its data
 	l.openDue = true
 	if errors.Is(cause, ErrSessionExpired) {
 		m.loss.lossSeen = true // the store forgot the session
@@ -50,9 +48,7 @@ func (l *runLoop) closeOrphans() {
 			keep = append(keep, o)
 			continue
 		}
-		// If the store still thinks it alive (we fenced early), others
-		// need not wait for its TTL.
-		_ = m.closeStoreSession(o.id)
+		_ = m.closeStoreSession(o.id) // alive in the store if we fenced early: others need not wait its TTL
 		m.untie(o)
 	}
 	l.orphans = keep
@@ -72,9 +68,8 @@ func (l *runLoop) openSession() bool {
 	case err == nil:
 		l.sess = s
 		l.backoff = firstBackoff
-		// Between sessions a session was lost: unless the log goes on from
-		// the mark (the new session's entry follows it, so the read returns
-		// at once), hold.
+		// Hold unless the log goes on from the mark (the new session's
+		// entry follows it: the read returns at once).
 		lost := m.readFromMark(m.life.attemptCtx, m.cfg.RenewTimeout) != nil
 		if lost {
 			m.holdAfterLoss(m.loss.lossSeen)
@@ -142,10 +137,10 @@ func (l *runLoop) finish(err error) {
 	}
 	for len(l.slots) > 0 {
 		sl := <-m.events.slotDone
-		delete(l.slots, sl.claim.Partition)
+		delete(l.slots, sl.c.Partition)
 	}
-	// Every handler has returned: the ties may go (the store then ends
-	// sessions not closed after TieGrace, as if the process had died).
+	// Every handler has returned: the ties may go (the store ends sessions
+	// not closed TieGrace later).
 	for _, s := range sessions {
 		m.untie(s)
 	}

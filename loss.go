@@ -14,9 +14,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// lossState is what the reconcile loop keeps about lost sessions:
-// checkpoints to put back, and until when partitions without a live owner
-// are left alone (holdAfterLoss).
+// lossState is what the reconcile loop keeps about lost sessions: what to
+// put back, and until when to leave ownerless partitions alone.
 type lossState struct {
 	restores    []store.Ownership
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
@@ -28,23 +27,24 @@ type lossState struct {
 	lastParts   []store.Partition  // the last partition set the store held (possibly emptied)
 }
 
-// holding reports whether, at now, a hold after a lost session leaves
-// some partitions alone (holdFresh or holdFree not over).
+// holding reports whether a hold after a lost session is on at now.
 func (l *lossState) holding(now time.Time) bool {
 	return now.Before(l.holdFree) || now.Before(l.holdFresh)
 }
 
-// holdAfterLoss makes the member leave partitions alone when a new session
-// opens after one was lost: the store may have lost its data and the
-// partitions' previous owners may be about to restore their records. It
-// holds record-less partitions, and if all (a sign of a loss: the store
-// forgot the session, a restore wrote something) every partition without a
-// live owner, since a stale checkpoint restored first is replaced by a newer
-// one only while nobody has claimed the partition.
-//
-// The hold lasts SessionTTL (or RenewInterval+2*RenewTimeout if longer):
-// enough for every member whose connection comes back with this one's to
-// restore (one RenewTimeout) and open a session (another) first.
+// toRestore reports whether restores are pending, or snap shows the
+// partition set lost (none stored, after one was).
+func (l *lossState) toRestore(snap *store.Snapshot) bool {
+	return len(l.restores) > 0 || (!snap.PartitionSetStored && len(snap.Partitions) == 0 && len(l.lastParts) > 0)
+}
+
+// holdAfterLoss makes the member leave partitions alone when a session
+// opens after one was lost, as the store may have lost its data and the
+// previous owners may be about to restore their records: record-less ones,
+// and with all (a sign of a loss) every one without a live owner, as a
+// stale restored checkpoint is replaced by a newer one only while nobody
+// claimed it. The hold lasts max(SessionTTL, RenewInterval+2*RenewTimeout):
+// time for the others to restore and open a session first.
 func (m *Member) holdAfterLoss(all bool) {
 	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
 	if until.After(m.loss.holdFresh) {
@@ -55,10 +55,9 @@ func (m *Member) holdAfterLoss(all bool) {
 	}
 }
 
-// noteLossMark records, as sess is lost, the point of the log from which
-// the next session checks that the store kept its data (readFromMark): the
-// replica's version, unless the log has begun a new history since sess
-// opened, or the replica has none.
+// noteLossMark records, as sess is lost, the replica's version, from which
+// the next session checks that the store kept its data (readFromMark);
+// none if the log began a new history since sess opened.
 func (m *Member) noteLossMark(sess *session) {
 	v, goneAt := m.rep.mark()
 	m.loss.logMark = nil
@@ -67,11 +66,10 @@ func (m *Member) noteLossMark(sess *session) {
 	}
 }
 
-// readFromMark reads one entry of the group's log after m.loss.logMark,
-// bounded by d: nil means the store kept its data since the last session was
-// lost (a store that loses data begins a new history), and so does waiting
-// at the log's end until d (the log is at rest at the mark). Without a mark
-// it answers store.ErrVersionGone, as if the store had lost its data.
+// readFromMark reads one entry of the log after m.loss.logMark, bounded by
+// d: nil (an entry, or the log at rest until d) means the store kept its
+// data, as one that loses data begins a new history. Without a mark it
+// answers store.ErrVersionGone.
 func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 	if m.loss.logMark == nil {
 		return store.ErrVersionGone
@@ -84,26 +82,23 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 
 // restore puts back the last checkpoint this member wrote for each
 // partition of a lost session, and the partition set if the store holds
-// none. Store.Restore writes only where there is no record, or a released
-// one with a lower epoch: harmless if the store kept its data, and the last
-// owner (highest epoch) wins if it did not. Bounded by one RenewTimeout, it
-// stops at the first call the store does not answer (the rest is tried
-// later). It reports whether it wrote anything: the store had lost data.
+// none. Store.Restore writes only over no record or a released one of a
+// lower epoch: harmless if the store kept its data, else the highest epoch
+// wins. Bounded by RenewTimeout, it stops at the first failure (the rest is
+// tried later). It reports whether it wrote anything: the store lost data.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
-	// A store that lost its data lost the partition set too. The group is
-	// read (O(records): 30 to 600 ms of Redis on 100,000) only if the log
-	// does not go on from the mark, and not if the store does not answer
-	// that small call within RenewTimeout/8, as the read would keep a slow
-	// store slow (plan puts back a lost set too).
+	// A store that lost its data lost the set too. The group is read
+	// (30 to 600 ms of Redis on 100,000 records) only if the log answers
+	// within RenewTimeout/8 that it does not go on from the mark: a read
+	// would keep a slow store slow (plan puts back a lost set too).
 	if len(m.loss.lastParts) > 0 && errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone) {
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-		// Only a set the store does not hold at all was lost; an empty
-		// one was emptied on purpose and stays so.
+		// Only a set not held at all was lost (an empty one was emptied).
 		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
 			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.loss.lastParts, Mode: store.SetIfAbsent}
 			if res, err := m.st.SetPartitions(ctx, m.cfg.Group, set); err == nil && res.Written {
@@ -130,8 +125,7 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
 			// A newer record is there, or this one can never be written.
 		default:
-			// Store unreachable, or the pass is out of time: keep this one
-			// and the rest for the next pass.
+			// Unreachable, or out of time: the rest for the next pass.
 			m.loss.restores = append(keep, m.loss.restores[i:]...)
 			return wrote
 		}
@@ -155,13 +149,12 @@ func (m *Member) noteLostLoad(p string) {
 	}
 }
 
-// noteLostLoads begins the loads to publish again (restoreLoads) after a
+// noteLostLoads begins the loads to publish again (restoreLoads) as a
 // session opened at opened, which ran partitions if ran, is lost: the
-// copy's lostLoads, and those it showed as the log went gone during the
-// session (replica.freeLoads: the copy may be a read made after the store
-// lost its data); loseSession adds its measures (noteLostLoad). A session
-// lost during the hold after one that ran nothing keeps the loads kept
-// then: the copy, read anew, may not show them.
+// copy's lostLoads, and replica.freeLoads if the log went gone during it
+// (the copy may be read after the store lost its data). A session that ran
+// nothing, lost during the hold, keeps the loads kept before: a copy read
+// anew may not show them.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -182,12 +175,10 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	}
 }
 
-// lostLoads returns the copy's loads that the member named member
-// publishes again if the store lost its data: those of the partitions no
-// live session holds (handed off, not claimed yet), which no owner
-// publishes again, and of those its own records hold, which include those
-// it has just handed off (its meter forgot them once the release was
-// answered). r.mu is held.
+// lostLoads returns the copy's loads that member publishes again if the
+// store lost its data: of the partitions no live session holds (no owner
+// publishes them) and of its own records (those just handed off included,
+// which its meter forgot). r.mu is held.
 func (r *replica) lostLoads(member string) []store.Load {
 	if r.work == nil {
 		return nil
@@ -202,15 +193,12 @@ func (r *replica) lostLoads(member string) []store.Load {
 	return lost
 }
 
-// restoreLoads publishes again, on session s, the loads of the partitions
-// of the lost sessions (noteLostLoads, noteLostLoad) when the store lost
-// its data (lost): without them the fleet would place the partitions by
-// count once the hold ends, then move them for load as their measures
-// come. Bounded by RenewTimeout; a failure is not retried (the next owners
-// measure the loads anyway). maybe: the loss is not shown yet (restores
-// the store did not answer in time): the loads are kept, for planChecks to
-// publish once a restore shows the loss, as this member may be the only
-// one that knows them.
+// restoreLoads publishes again, on session s, the lost sessions' loads
+// (noteLostLoads) if the store lost its data (lost): else the fleet places
+// by count after the hold, then moves partitions as loads are measured.
+// Bounded by RenewTimeout, not retried (the next owners measure anyway).
+// maybe (restores not answered yet): they are kept for planChecks, as this
+// member may be the only one that knows them.
 func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool) {
 	if m.meter != nil {
 		m.meter.DropKept()

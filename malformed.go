@@ -8,10 +8,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// malformedReports is what has been reported of malformed records
-// (store.Snapshot.Malformed: each costs at most its own partition) and of a
-// corrupt group (store.ErrCorrupt: retried with back-off), so that each is
-// reported once; owned by the reconcile loop.
+// malformedReports is what the reconcile loop reported of malformed
+// records (Snapshot.Malformed) and of a corrupt group (ErrCorrupt), so
+// that each is reported once.
 type malformedReports struct {
 	malformed   map[string]bool // malformed records already reported
 	corruptSeen string          // the corrupt-group error already reported, "" if none
@@ -49,9 +48,9 @@ func logID(s string) string {
 	return fmt.Sprintf("%q...(%d bytes)", s[:maxLogID], len(s))
 }
 
-// unplaceable returns parts without the partitions whose ownership record
-// is malformed (no member claims them); parts itself when there are none,
-// so that plan's buffers recognise the shared slice.
+// unplaceable returns parts without those whose record is malformed (no
+// member claims them); parts itself if none, for plan's buffers to
+// recognise the shared slice.
 func unplaceable(parts []store.Partition, ms []store.Malformed) []store.Partition {
 	bad := map[string]bool{}
 	for _, x := range ms {

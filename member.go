@@ -18,12 +18,10 @@ import (
 
 // Member is one process taking part in a group. Create it with Join.
 //
-// Goroutines, each with one owner: the reconcile loop (started by Join,
-// waited for by Done) owns the sessions and partitions and starts and waits
-// for the others: per session, its renewal goroutine, which nothing else can
-// delay, and its load reporter and tie watcher where set; one reader of the
-// group's log, which feeds the replica; the releaser; one goroutine per
-// partition run (its handler, then its release).
+// The reconcile loop (started by Join, waited for by Done) owns the
+// sessions and partitions and starts and waits for every other goroutine:
+// per session its renewal (which nothing else can delay), load reporter and
+// tie watcher; the log reader; the releaser; one per partition run.
 type Member struct {
 	cfg Config
 	st  store.Store
@@ -38,10 +36,8 @@ type Member struct {
 	planner plannerState     // what plan keeps from one plan to the next
 	reports malformedReports // what malformed.go has reported
 
-	rep replica // the member's copy of the group, fed by the log reader
-	// writes numbers this member's completed writes (a session opened, a
-	// batch of claims); plan waits until the replica shows them.
-	writes atomic.Uint64
+	rep    replica       // the member's copy of the group, fed by the log reader
+	writes atomic.Uint64 // numbers completed writes (a session opened, a batch of claims); plan waits for the replica to show them
 
 	running runningSet             // the partitions with a running handler, and the session
 	rel     *releaser              // batches the releases of handed-off slots; keeps every release (noteReleased)
@@ -110,8 +106,8 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first opening (often the first call on a new connection) may take
-	// up to SessionTTL-FenceMargin, as its fence time counts from the send.
+	// The first opening (often a new connection's first call) may take up to
+	// SessionTTL-FenceMargin: its fence counts from the send.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -202,10 +198,8 @@ func notify(ch chan<- struct{}) {
 // lifecycle is how Join, Leave and the reconcile loop stop the member and
 // say that it stopped and why.
 type lifecycle struct {
-	stop context.CancelFunc // cancels Member.runCtx: a crash (Join's ctx) or the end of Leave
-	// attemptCtx bounds the store calls made between sessions (restores,
-	// opening a session); Leave cancels it, so as not to wait for them.
-	attemptCtx  context.Context
+	stop        context.CancelFunc // cancels Member.runCtx: a crash (Join's ctx) or the end of Leave
+	attemptCtx  context.Context    // bounds the store calls between sessions; Leave cancels it, not to wait for them
 	stopAttempt context.CancelFunc
 
 	leaveOnce sync.Once
@@ -255,5 +249,44 @@ func (m *Member) Err() error {
 		return m.life.err
 	default:
 		return nil
+	}
+}
+
+// runningSet is what the reconcile loop and the handlers' goroutines report
+// of the partitions being run and the session, for Owned, Session and Leave.
+type runningSet struct {
+	mu       sync.Mutex
+	owned    map[string]uint64       // partitions with a running handler -> epoch
+	handlers map[string]int          // per partition, handler goroutines not returned (cancelled ones too)
+	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
+}
+
+// dropOwned forgets every owned partition, as their handlers are cancelled.
+func (r *runningSet) dropOwned() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.owned)
+}
+
+// handlersRunning lists, sorted, the partitions whose handlers have not
+// returned, those being handed off included.
+func (m *Member) handlersRunning() []string {
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.running.handlers))
+}
+
+func (m *Member) ownedCount() int {
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	return len(m.running.owned)
+}
+
+// handlerReturned counts out a handler that start counted in.
+func (m *Member) handlerReturned(p string) {
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	if m.running.handlers[p]--; m.running.handlers[p] <= 0 {
+		delete(m.running.handlers, p)
 	}
 }

@@ -1,8 +1,7 @@
 package herd
 
-// The plan's frame: what plan decided (reconcilePlan), plan on the target
-// (no full plan), the checks before a full plan (plan_full.go), and the
-// timings that space plans (planGap, expirySettle).
+// The plan's frame: what plan decided, plan on the target, the checks
+// before a full plan (plan_full.go), and the timings that space plans.
 
 import (
 	"context"
@@ -30,11 +29,8 @@ type plannerState struct {
 	plannedAt time.Time     // when plan last began a full plan
 	planGap   time.Duration // the least time until it runs in full again (see planGap)
 
-	// target and targetAt: the target of the last full plan and the version
-	// of the copy it was computed on, made the replica's target by
-	// reconcile before the plan's claims are made (target.go).
-	target   *planTarget
-	targetAt store.Version
+	target   *planTarget   // the last full plan's, made the replica's by reconcile before its claims (target.go)
+	targetAt store.Version // the version of the copy target was computed on
 }
 
 // reconcilePlan is what plan decided: the store calls left to make.
@@ -50,25 +46,21 @@ type reconcilePlan struct {
 }
 
 // planOnTarget is plan when every entry since the last full plan carried it
-// out (target.go): nothing to do but claim what was released toward this
-// member since, as a full plan would. It reports false if a full plan is
-// due: the target is off or expired, restores are pending, or a hold after a
-// loss of the store's data is under way (holdAfterLoss) and there is
-// something to claim, which the full plan decides.
+// out (target.go): claim what was released toward this member since. It
+// reports false if a full plan is due: the target is off or expired,
+// restores are pending, or a hold after a loss (holdAfterLoss) is under way
+// and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
+	runs := func(p string) bool { sl := slots[p]; return sl != nil && sl.runsFor(sess) }
 	running := func() int {
 		n := 0
 		for _, sl := range slots {
-			if sl.sess == sess && sl.mode.Load() == modeRun {
+			if sl.runsFor(sess) {
 				n++
 			}
 		}
 		return n
-	}
-	runs := func(p string) bool {
-		sl := slots[p]
-		return sl != nil && sl.sess == sess && sl.mode.Load() == modeRun
 	}
 	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
 	if !ok || len(m.loss.restores) > 0 {
@@ -95,8 +87,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 }
 
 // canPlanOnTarget reports whether plan would plan on the target now
-// (planOnTarget), at the cost of the entries since: no full plan, nothing
-// taken.
+// (planOnTarget), taking nothing.
 func (m *Member) canPlanOnTarget(sess *session) bool {
 	now := time.Now()
 	if len(m.loss.restores) > 0 || m.loss.holding(now) {
@@ -105,10 +96,9 @@ func (m *Member) canPlanOnTarget(sess *session) bool {
 	return m.rep.onTargetNow(sess.id, now)
 }
 
-// planChecks is what plan checks on the copy snap (from replica.current,
-// with its base and error) before it plans in full: ok false, with what to
-// return, if it must not (the copy is not ready, this session has ended, or
-// a member just joined and the membership is to settle first).
+// planChecks is what plan checks on the copy snap (replica.current's)
+// before it plans in full: ok false, with what to return, if the copy is
+// not ready, this session ended, or the membership is to settle first.
 func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snapshot, base uint64, err error) (pl reconcilePlan, ok bool, _ error) {
 	if err != nil {
 		return pl, false, fmt.Errorf("read group: %w", err)
@@ -122,15 +112,12 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	if len(snap.Partitions) > 0 || snap.PartitionSetStored {
 		m.loss.lastParts = snap.Partitions // follows a set emptied on purpose
 	}
-	// Restores that failed before this session opened, or a lost set.
-	lostSet := !snap.PartitionSetStored && len(snap.Partitions) == 0 && len(m.loss.lastParts) > 0
-	if (len(m.loss.restores) > 0 || lostSet) && m.restore(ctx) {
+	if m.loss.toRestore(snap) && m.restore(ctx) { // restores that failed before this session, or a lost set
 		m.holdAfterLoss(true)
 		m.restoreLoads(ctx, sess, true, false) // those kept as the session opened
 	}
-	// The copy shows this session's opening (base >= sess.seq): if it
-	// lacks it, the store no longer knows it (expired, or it lost its
-	// data). A linear scan: snap.Alive trusts the store's sort order.
+	// The copy shows this session's opening (base >= sess.seq): if it lacks
+	// it, the store forgot it. A linear scan: Alive trusts the sort order.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
 		sess.cancel(ErrSessionExpired)
 		pl.expired = true
@@ -138,9 +125,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	}
 	m.noteSessions(snap)
 	if wait := m.joinWait(sess.opened, snap); wait > 0 {
-		// Others may be joining with the last member that joined: wait for
-		// the membership to settle, so the fleet moves once.
-		pl.next = wait
+		pl.next = wait // others may be joining too: the fleet moves once
 		return pl, false, nil
 	}
 	if !m.planner.endedAt.IsZero() {
@@ -153,17 +138,15 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	return pl, true, nil
 }
 
-// noteSessions compares the live sessions of snap with those of the last
-// plan: one new moves joinedAt to when the feed brought the last session
-// opened, one gone sets endedAt if no plan counted an end yet.
+// noteSessions compares snap's live sessions with the last plan's: one new
+// moves joinedAt, one gone sets endedAt if no plan counted an end yet.
 func (m *Member) noteSessions(snap *store.Snapshot) {
 	if m.planner.sessions == nil {
 		m.planner.sessions = map[string]bool{}
 	}
-	// The membership settles JoinSettle after the feed brought the last
-	// session opened, not after plan first saw it: a plan that came late
-	// (spaced by planGap, or busy with a large group) would otherwise wait
-	// again, and hand back late what it claimed on a partial view.
+	// JoinSettle counts from when the feed brought the last session, not
+	// from when plan saw it: a late plan would wait again, and hand back
+	// late what it claimed on a partial view.
 	present, joined := 0, 0
 	for _, s := range snap.Sessions {
 		if !m.planner.sessions[s.ID] {
@@ -173,7 +156,7 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 		}
 	}
 	if joined > 0 {
-		m.planner.joinedAt = m.rep.sessionNews()
+		m.planner.joinedAt, _ = m.rep.sessionNews()
 	}
 	if present < len(m.planner.sessions) && m.planner.endedAt.IsZero() {
 		m.planner.endedAt = time.Now()
@@ -184,14 +167,12 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 	}
 }
 
-// expirySettle is how long plan waits, after sessions ended (first seen at
-// m.planner.endedAt), for the next session to expire (m.planner.expireDue,
-// until just after this member's own call to expire it); 0: not at all.
-// Members that crash together expire one after the other over up to
-// RenewInterval, and each expiry's plan costs every member O(P): waiting
-// plans them together (TestCrashesPlannedTogether: 5 plans per member for
-// 10 crashes, 11 without). The wait ends early when the expiry's entry
-// comes, and lasts at most SessionTTL/10 from the first session ended.
+// expirySettle is how long plan waits, after sessions ended (endedAt),
+// for the next one due to expire (expireDue) and this member's call to
+// expire it; 0: not at all. Members that crash together expire over up to
+// RenewInterval, and each expiry's plan costs every member O(P)
+// (TestCrashesPlannedTogether: 5 plans per member for 10 crashes, 11
+// without). The expiry's entry ends the wait; at most SessionTTL/10.
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -214,28 +195,24 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	return wait
 }
 
-// expireDelay is how long after a session is due to expire the reconcile
-// loop asks the store to expire it: enough to absorb timer slack (the due
-// time is already late by the renewal's reply), never spinning; a crash's
-// takeover waits for it in full.
+// expireDelay is how long after a session is due the loop asks the store
+// to expire it: enough for timer slack, never spinning; a crash's takeover
+// waits for it in full.
 func expireDelay(ttl time.Duration) time.Duration {
 	return max(ttl/1000, 5*time.Millisecond)
 }
 
-// planGap is the least time between two full plans of a group of p
-// records, the last having taken took. A plan costs O(p) and every batch of
-// the log wakes the member: spacing plans by the larger of 1 µs per record
-// and 4 times the last plan's time keeps planning to about a fifth of a
-// core, and limit (SessionTTL/40) bounds how late a burst is acted on.
+// planGap is the least time between two full plans of p records, the last
+// having taken took: the larger of 1 µs per record and 4 x took keeps
+// planning to about a fifth of a core, and limit (SessionTTL/40) bounds
+// how late a burst is acted on.
 func planGap(p int, took, limit time.Duration) time.Duration {
 	return min(max(time.Duration(p)*time.Microsecond, 4*took), limit)
 }
 
 // joinWait is how long plan is to wait for the membership to settle after
-// the last session opened: JoinSettle, and before a first placement
-// (nothing runs yet) the quiet period startQuiet gives for how long the
-// fleet's start has lasted so far (startSpan) and its longest pause
-// between two openings (startGap).
+// the last session opened: JoinSettle, and before a first placement the
+// quiet period startQuiet gives for startSpan and startGap.
 func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration {
 	settle, at := m.cfg.JoinSettle, m.planner.joinedAt
 	wait := time.Until(at.Add(settle))
@@ -247,16 +224,16 @@ func (m *Member) joinWait(opened time.Time, snap *store.Snapshot) time.Duration 
 	if time.Until(at.Add(startQuiet(settle, limit, settle, limit))) <= 0 || !nothingRuns(snap) {
 		return 0
 	}
-	span, gap := startSpan(snap, opened, at), startGap(snap, m.rep.sessionNewsGap())
+	_, newsGap := m.rep.sessionNews()
+	span, gap := startSpan(snap, opened, at), startGap(snap, newsGap)
 	return max(0, time.Until(at.Add(startQuiet(settle, limit, span, gap))))
 }
 
-// startSpan is how long the fleet's start has lasted, as far as a member
-// whose session opened at opened, and that last had news of one at last,
-// knows: the spread of the Remaining of the sessions in its read of the
-// group (the store's clock, taken at once), plus the time up to last over
-// which the log brought the others. Alone in the group, a member knows of
-// no one starting with it yet: the span is unbounded.
+// startSpan is how long the fleet's start has lasted as far as a member
+// whose session opened at opened, with news of one at last, knows: the
+// spread of the sessions' Remaining in its read (one reading of the store's
+// clock), plus the time to last over which the log brought others.
+// Unbounded for a member alone in the group.
 func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
 	if len(snap.Sessions) < 2 {
 		return time.Duration(math.MaxInt64)
@@ -276,11 +253,9 @@ func startSpan(snap *store.Snapshot, opened, last time.Time) time.Duration {
 }
 
 // startGap is the longest pause between two sessions opening in the
-// fleet's start, as far as a member knows: between the openings of the
-// sessions in its read of the group (by their Remaining, on the store's
-// clock, taken at once), and between two news of sessions opened that the
-// feed brought (newsGap, on this member's clock: a late read makes a pause
-// look longer, never shorter).
+// fleet's start: between those of its read (by Remaining, on the store's
+// clock), and between two news the feed brought (newsGap, on this member's
+// clock: a late read makes a pause look longer, never shorter).
 func startGap(snap *store.Snapshot, newsGap time.Duration) time.Duration {
 	var rem []time.Duration
 	for _, s := range snap.Sessions {
@@ -296,12 +271,10 @@ func startGap(snap *store.Snapshot, newsGap time.Duration) time.Duration {
 	return gap
 }
 
-// startQuiet is how long the membership is to be quiet, after the last
-// session opened, before a first placement, for a fleet whose start has
-// lasted span so far: settle for sessions opened together, growing with
-// the span to firstSettle x settle for a start spread over settle or more,
-// and to firstSettle times the longest pause between two openings (gap):
-// at most limit (SessionTTL/10), at least settle.
+// startQuiet is how long the membership is to be quiet after the last
+// session opened before a first placement: settle for sessions opened
+// together, growing with the span of the start to firstSettle x settle,
+// and to firstSettle x the longest pause (gap); within [settle, limit].
 func startQuiet(settle, limit, span, gap time.Duration) time.Duration {
 	most := max(settle, min(firstSettle*settle, limit))
 	span = min(max(span, 0), settle)
@@ -322,13 +295,10 @@ func nothingRuns(snap *store.Snapshot) bool {
 
 // firstSettle is how many times JoinSettle, or the longest pause between
 // two openings, the membership is to be quiet before a first placement
-// when the fleet's start has been spread out: a member that plans while
-// others are still joining claims what they get, and hands it off again.
-// 100 member processes started together on two cores open their sessions
-// over about 2 s, with pauses of 150 to 190 ms and, as the first members
-// read the group, up to a second (docs/benchmarks.md, the large rows);
-// TestJoinBurstPlacesOnce replays such a start: 8,099 moves on 4,000
-// partitions waiting JoinSettle, none with this. Not more: the wait delays
-// a first placement, and members whose sessions opened together wait only
-// about JoinSettle (startQuiet).
+// after a spread-out start: a member that plans while others still join
+// claims what they get, and hands it off again. 100 members started on two
+// cores open their sessions over about 2 s with pauses up to a second
+// (docs/benchmarks.md); TestJoinBurstPlacesOnce replays it: 8,099 moves on
+// 4,000 partitions waiting JoinSettle, none with this. Not more: the wait
+// delays a first placement.
 const firstSettle = 3

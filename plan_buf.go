@@ -11,9 +11,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// reconcileBuf is plan's working memory, O(P) for P partitions (about 10
-// MB on 100,000), kept from one full plan to the next so that a
-// rebalance's plans do not allocate it again.
+// reconcileBuf is plan's working memory, O(P) (about 10 MB on 100,000),
+// kept from one full plan to the next.
 type reconcileBuf struct {
 	sessIdx  map[string]int32 // live session id -> index in members
 	members  []balance.Member // live sessions, sorted by id
@@ -35,11 +34,10 @@ type reconcileBuf struct {
 }
 
 // sorted returns the snapshot's sessions and partitions, each sorted by id
-// without duplicates, as the store contract promises (join checks the
-// records). A backend that breaks the promise costs a sorted copy, in which
-// the first of duplicates is kept, as balance.Assign does. A partition set
-// already checked (the same read-only slice, shared between snapshots:
-// b.checked) is not checked again.
+// without duplicates as the store contract promises (join checks the
+// records): a sorted copy if broken, keeping the first of duplicates as
+// balance.Assign does. The set last checked (b.checked, a read-only slice
+// shared between snapshots) is not checked again.
 func (b *reconcileBuf) sorted(snap *store.Snapshot) ([]store.SessionInfo, []store.Partition) {
 	ss, ps := sortedByID(snap.Sessions, sessionID), snap.Partitions
 	if !sameSlice(ps, b.checked) {
@@ -67,15 +65,11 @@ func sameSlice[T any](a, b []T) bool {
 	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
-// join joins the partition set with the records, both sorted by partition:
-// it sets b.parts, and for each partition its record (b.rec) and live owner
-// (b.owner), and lists our records for partitions outside the set
-// (b.strays). It reports false, and the result is to be discarded, if the
-// records turn out not to be sorted: the records it consumes are checked to
-// increase strictly, at no cost where a record matches its partition.
-//
-// The owner found at the same index last time is tried before the map: it
-// is usually right.
+// join joins the partition set with the records, both sorted by partition,
+// into b.parts, b.rec, b.owner (the owner found at the same index last time
+// tried first: usually right) and b.strays (our records outside the set).
+// It reports false, the result to be discarded, if the records are not
+// sorted (checked at no cost where a record matches its partition).
 func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partition, owners []store.Ownership, mine string) bool {
 	P := len(parts)
 	if !sameSlice(parts, b.from) {
@@ -159,9 +153,9 @@ func resize[T any](s []T, n int) []T {
 }
 
 // partIndex returns the index of partition p in parts (sorted by ID) and
-// whether it is there, trying *at first (where it was found last time; the
-// set seldom changes) and storing the answer there: a search per partition
-// cost more than the rest of plan's loops over them.
+// whether it is there, trying *at first (where it was last found) and
+// storing it there: a search per partition cost more than the rest of
+// plan's loops.
 func partIndex(parts []store.Partition, p string, at *int32) (int, bool) {
 	if i := int(*at); i < len(parts) && parts[i].ID == p {
 		return i, true

@@ -29,10 +29,10 @@ type fullPlan struct {
 	me       int32               // this member's index in b.members
 }
 
-// plan computes, from the replica, the target assignment, drops the
-// partitions this member lost and starts handing off those the target
-// gives to others (neither waits on the store), and returns what is left to
-// claim and to release. The replica's copy is not kept.
+// plan computes the target from the replica, drops the partitions this
+// member lost and starts handing off those the target gives to others
+// (neither waits on the store), and returns what is left to claim and
+// release.
 func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot) (reconcilePlan, error) {
 	if pl, ok := m.planOnTarget(sess, slots); ok {
 		return pl, nil
@@ -74,18 +74,15 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	m.planner.target.byCount = b.byCount
 	m.planner.target.layout = layout
 
-	// Partitions we run: keep, drop (lost) or hand off; the releases of
-	// the handoffs are sent together.
-	handed := m.rel.hold()
+	handed := m.rel.hold() // the handoffs' releases are sent together
 	defer handed()
 	m.planRunning(fp)
 	m.planClaims(fp, &pl)
 	pl.release = m.planReleases(fp)
-	if len(m.loss.restores) > 0 || (len(snap.Partitions) == 0 && !snap.PartitionSetStored && len(m.loss.lastParts) > 0) {
-		// Restores the store did not answer (planChecks), or a partition
-		// set not put back: no entry will come to make plan try again, so
-		// look again soon, as a failed renewal is retried.
-		pl.lookAgainIn(min(m.cfg.RenewInterval/4, 500*time.Millisecond))
+	if m.loss.toRestore(snap) {
+		// Restores not answered, or a set not put back: no entry will
+		// come, so look again as a failed renewal is retried.
+		pl.lookAgainIn(m.cfg.retryPause())
 		pl.held = true // no target: the next plan is a full one
 	}
 	return pl, nil
@@ -129,9 +126,9 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 	}
 	m.loss.lastRecords = b.records
 	fp.ownUnshownClaims()
-	// By count, unless the published loads differ and the balance by load
-	// clearly improves on it (balance.Improves). A function of the copy
-	// alone: every member must find the same target.
+	// By count, unless the loads differ and the balance by load clearly
+	// improves on it; a function of the copy alone, as every member must
+	// find the same target.
 	target, err := b.assigner.AssignSorted(b.members, b.parts, b.owner, b.target)
 	var unequal bool
 	b.load, unequal = loadmeter.Align(b.load, len(b.parts), func(i int) string { return b.parts[i].ID }, snap.Loads)
@@ -147,25 +144,23 @@ func (m *Member) assign(fp *fullPlan, snap *store.Snapshot) error {
 		return fmt.Errorf("assign: %w", err) // unreachable: the input is sorted
 	}
 	b.target = target
-	// Partitions given back (ErrGiveBack) go to another member than the
-	// one that gave them back, while it lives (givenback.go).
+	// Partitions given back go to another member while the giver lives.
 	if b.marked > 0 { // join found marks: at rest, none (and the pass over the records is saved)
 		b.avoid, _ = avoidGivers(b.members, b.parts, owners, b.rec, b.owner, target, b.sessIdx, b.avoid)
 	}
 	return nil
 }
 
-// ownUnshownClaims counts as this member's the partitions it claimed that
-// the replica does not show yet: the target must not move them for want
-// of their entries.
+// ownUnshownClaims counts as this member's the claims the replica does
+// not show yet, so the target does not move them for want of an entry.
 func (fp *fullPlan) ownUnshownClaims() {
 	b := fp.b
 	for p, sl := range fp.slots {
-		if sl.sess != fp.sess || sl.mode.Load() != modeRun || fp.base >= sl.seq {
+		if !sl.runsFor(fp.sess) || fp.base >= sl.seq {
 			continue
 		}
 		if i, ok := partIndex(fp.parts, p, &sl.at); ok && b.owner[i] != fp.me {
-			if r := b.rec[i]; r < 0 || fp.owners[r].Epoch < sl.claim.Epoch {
+			if r := b.rec[i]; r < 0 || fp.owners[r].Epoch < sl.c.Epoch {
 				b.owner[i] = fp.me
 			}
 		}
@@ -177,7 +172,7 @@ func (fp *fullPlan) ownUnshownClaims() {
 func (m *Member) planRunning(fp *fullPlan) {
 	b, sess, owners, target := fp.b, fp.sess, fp.owners, fp.b.target
 	for p, sl := range fp.slots {
-		if sl.sess != sess || sl.mode.Load() != modeRun {
+		if !sl.runsFor(sess) {
 			continue
 		}
 		i, inSet := partIndex(fp.parts, p, &sl.at)
@@ -189,12 +184,10 @@ func (m *Member) planRunning(fp *fullPlan) {
 		} else if r, ok := searchRecord(owners, p); ok && owners[r].Epoch > 0 {
 			rec = &owners[r]
 		}
-		if (rec == nil || rec.Epoch < sl.claim.Epoch) && fp.base < sl.seq {
-			// Our claim's entry is not in the replica yet, so the record
-			// says nothing of whether we lost it. If the target gives the
-			// partition to another, hand it off now all the same: the
-			// release is fenced by our claim's epoch, and its entry follows
-			// the claim's in the log.
+		if (rec == nil || rec.Epoch < sl.c.Epoch) && fp.base < sl.seq {
+			// Our claim's entry is not in the replica yet: the record says
+			// nothing of a loss. Hand off all the same if the target says
+			// so: the release is fenced by our epoch and logged after it.
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
@@ -203,11 +196,11 @@ func (m *Member) planRunning(fp *fullPlan) {
 			continue
 		}
 		switch {
-		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.claim.Epoch:
+		case rec == nil || rec.Session != sess.id || rec.Epoch != sl.c.Epoch:
 			m.planner.step.dropLost(p)
-			if cp := sl.claim.restorePoint(); rec == nil && cp != nil {
+			if cp := sl.c.restorePoint(); rec == nil && cp != nil {
 				// Our record vanished: the store lost it. Put it back.
-				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.claim.Epoch, Checkpoint: cp})
+				m.loss.restores = append(m.loss.restores, store.Ownership{Partition: p, Epoch: sl.c.Epoch, Checkpoint: cp})
 				m.holdAfterLoss(true)
 			}
 			sl.mode.Store(modeLost)
@@ -215,8 +208,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 			m.unown(p)
 		case !inSet || target[i] != fp.me:
 			m.planner.step.handingOff(p)
-			// Not over a give-back the handler has just begun: the
-			// partition is released either way, and keeps its mark.
+			// Not over a give-back begun: released either way, keeping its mark.
 			m.handOff(sl)
 			m.unown(p)
 		}
@@ -224,8 +216,7 @@ func (m *Member) planRunning(fp *fullPlan) {
 }
 
 // planClaims lists in pl the partitions the target gives this member that
-// it may claim now, in ID order, and when to look again at those it must
-// wait for (held by another, held after a loss, contested).
+// it may claim now, in ID order, and when to look again at the others.
 func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 	b, me := fp.b, fp.me
 	now := time.Now()
@@ -245,8 +236,7 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			continue
 		}
 		if o := b.owner[i]; o >= 0 && o != me {
-			// Still held: its owner hands it off, and we claim it when the
-			// replica shows the release.
+			// Still held: we claim it once the replica shows the release.
 			m.planner.incoming++
 			continue
 		}
@@ -255,9 +245,8 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 			hold = m.loss.holdFresh
 		}
 		if b.owner[i] < 0 && now.Before(hold) {
-			// The store may just have lost its data: its previous owners
-			// may be about to restore this record (or a newer one over a
-			// stale restore); see holdAfterLoss.
+			// Its previous owners may be about to restore it (or a newer
+			// one over a stale restore): see holdAfterLoss.
 			pl.lookAgainIn(hold.Sub(now))
 			pl.held = true
 			continue
@@ -275,10 +264,9 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 }
 
 // contestWait is how long to wait before claiming p, free in the copy,
-// because a claim of it failed (0: claim it now): the entry that explains
-// the failure was in the log before it. Once the feed has read the log to
-// its end since, and RenewInterval has passed, it is not coming (the
-// record was written by hand): read the group anew and claim again.
+// as a claim of it failed (0: now) and the entry that explains it is on
+// its way. Once the feed read the log to its end since, and RenewInterval
+// passed, it is not coming (a record written by hand): read the group.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	at, ok := m.rep.contestedSince(p)
 	if !ok {
@@ -296,9 +284,8 @@ func (m *Member) contestWait(p string, now time.Time) time.Duration {
 	return 0
 }
 
-// planReleases lists the records the store says are this member's but it
-// does not run and the target gives to others: they are released (after
-// the claims).
+// planReleases lists this member's records it does not run and the target
+// gives to others, released after the claims.
 func (m *Member) planReleases(fp *fullPlan) []store.Ownership {
 	b := fp.b
 	var release []store.Ownership

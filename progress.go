@@ -10,20 +10,18 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// progress is what a claim knows of its handler's progress, guarded by the
-// claim's mu (but for writeMu). Every Mark and Checkpoint is numbered (seq)
-// in call order, and the store is only given a value numbered above the
-// last it accepted, so the later call wins.
+// progress is what a claim knows of its handler's progress, guarded by
+// the claim's mu (but for writeMu). Mark and Checkpoint calls are numbered
+// (seq), and the store only gets a value numbered above the last it
+// accepted: the later call wins.
 type progress struct {
-	seq      uint64 // numbers Mark and Checkpoint calls
-	mark     []byte // the value last marked; unwritten while markSeq > wroteSeq
-	markSeq  uint64
-	wrote    []byte // the value last written by this claim (valid if wroteSeq > 0)
-	wroteSeq uint64
-	// sending is the value of the write under way (valid if sendingSeq >
-	// 0): the store may have it before the write returns (see restorePoint).
-	sending    []byte
-	sendingSeq uint64
+	seq        uint64 // numbers Mark and Checkpoint calls
+	mark       []byte // the value last marked; unwritten while markSeq > wroteSeq
+	markSeq    uint64
+	wrote      []byte // the value last written by this claim (valid if wroteSeq > 0)
+	wroteSeq   uint64
+	sending    []byte // the value of the write under way, which the store may have already (restorePoint)
+	sendingSeq uint64 // sending is valid if > 0
 
 	timer   *time.Timer    // armed while a marked value waits for its timed write
 	flushes sync.WaitGroup // armed timers whose function has not returned
@@ -34,24 +32,19 @@ type progress struct {
 	writeMu sync.Mutex // one store write at a time
 }
 
-// Mark records value as the partition's progress, in memory, and returns at
-// once. The member writes the latest marked value to the store (fenced by
-// the epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
-// once more after the handler has returned for good, before the partition
-// is released: a handoff or Leave never loses the last mark, and a crash
-// loses at most CheckpointInterval of progress. Nothing is written once the
-// partition is lost.
+// Mark records a copy of value as the partition's progress, in memory, and
+// returns at once. The member writes the latest marked value (fenced by the
+// epoch, as Checkpoint) at most once per Config.CheckpointInterval, and
+// once more before the partition is released after the handler returned for
+// good: a handoff or Leave never loses the last mark, a crash loses at most
+// CheckpointInterval. Nothing is written once the partition is lost.
 //
-// Call Mark after an item's work is done (the value means "everything up to
-// here is processed"). Use Checkpoint where the position must be stored
-// before the handler goes on, at one store round trip per call. They may be
-// mixed: the later call wins, and a timed write never overwrites a later
-// Checkpoint.
-//
-// Mark copies value. It returns an error wrapping store.ErrInvalid if value
-// is longer than store.MaxCheckpointLength, and one wrapping ErrNotOwner
-// once the store has refused a write of this claim or the claim has ended
-// (its handler returned for good): nothing is recorded then.
+// Call Mark after an item's work is done ("everything up to here is
+// processed"), Checkpoint where the position must be stored before the
+// handler goes on (one round trip). Mixed, the later call wins. Mark
+// returns an error wrapping store.ErrInvalid if value is longer than
+// store.MaxCheckpointLength, and one wrapping ErrNotOwner once the store
+// refused a write of this claim or the claim ended: nothing is recorded.
 func (c *Claim) Mark(value []byte) error {
 	if len(value) > store.MaxCheckpointLength {
 		return fmt.Errorf("herd: mark of partition %q: %d bytes, over the limit of %d: %w",
@@ -103,10 +96,9 @@ func (c *Claim) timedFlush() {
 }
 
 // flush writes the latest marked value, bounded by RenewTimeout, unless
-// the store has it or something newer. The timeout's context is made only
-// when there is a value to write: 100,000 partitions stopping at once spent
-// a tenth of their members' CPU registering such contexts. Only a first
-// failure is logged (ErrNotOwner at DEBUG: the handler is being cancelled).
+// the store has it or newer; the context is made only then (100,000
+// partitions stopping spent a tenth of their members' CPU making them).
+// Only a first failure is logged (ErrNotOwner at DEBUG).
 func (c *Claim) flush() error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -139,10 +131,9 @@ func (c *Claim) flush() error {
 	return err
 }
 
-// write sends v (a copy the caller will not change), numbered seq, through
-// the claim's fenced write, and notes it as sending while the write is under
-// way (see restorePoint), then as written; a refusal ends the claim's
-// writes. Called with writeMu held.
+// write sends v (the caller's copy), numbered seq, through the claim's
+// fenced write, noting it as sending meanwhile (restorePoint), then as
+// written; a refusal ends the claim's writes. writeMu is held.
 func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
 	p.sending, p.sendingSeq = v, seq
@@ -162,10 +153,9 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) er
 	return err
 }
 
-// restorePoint is the value to restore if the store loses the partition's
-// record: the newest value this claim marked, wrote or is writing (the store
-// may have accepted a write under way, and a successor must never start
-// below an accepted value).
+// restorePoint is the value to restore if the store loses the record: the
+// newest this claim marked, wrote or is writing (the store may have it, and
+// a successor must never start below an accepted value).
 func (c *Claim) restorePoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -175,10 +165,9 @@ func (c *Claim) restorePoint() []byte {
 	return c.lastLocked()
 }
 
-// claimEnded is what Mark returns once the claim's handler has returned for
-// good. It formats its message only if a late Mark asks for it: formatting
-// one for every partition stopped was 7% of the CPU of a fleet placing
-// 100,000 partitions and leaving.
+// claimEnded is what Mark returns once the handler returned for good,
+// formatted only if asked: formatting one per partition stopped was 7% of
+// the CPU of a fleet placing 100,000 partitions and leaving.
 type claimEnded struct {
 	partition string
 	epoch     uint64
@@ -219,12 +208,11 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
-// finishProgress ends timed writes once the claim's handler has returned
-// for good, then writes the last mark (before runSlot releases the
-// partition) unless the partition or session was lost or the member
-// crashed.
+// finishProgress ends timed writes once the handler returned for good,
+// then writes the last mark (before the release) unless the partition or
+// session was lost or the member crashed.
 func (m *Member) finishProgress(sl *slot) {
-	c := sl.claim
+	c := &sl.c
 	p := &c.prog
 	c.mu.Lock()
 	if p.stop == nil {

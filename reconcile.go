@@ -9,10 +9,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// reconcile plans from the replica (no store operation) and carries the
-// plan out: drops partitions this member lost, hands off those the target
-// gives to others, and claims, in batches, free ones the target gives it.
-// It returns when to look again (0: when the replica changes).
+// reconcile plans from the replica (no store call) and carries the plan
+// out: claims and releases in batches. It returns when to look again (0:
+// when the replica changes).
 func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Duration, err error) {
 	defer m.logStep()
 	tctx, cancel := context.WithTimeout(sess.ctx, m.cfg.SessionTTL)
@@ -27,12 +26,10 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		return pl.next, err
 	}
 	if m.planner.target != nil && !pl.held && !pl.onTarget {
-		// Nothing is left to look at later but contested claims: until an
-		// entry says otherwise, or the first of those claims is due, the
-		// next plans would find nothing to do (target.go). The replica
-		// checks entries against the target from before the claims below,
-		// so that the others' claims meanwhile do not make the next plan a
-		// full one. If the claims or releases below fail, it is dropped.
+		// Nothing to look at later but contested claims: until an entry
+		// says otherwise, or such a claim is due, plans would do nothing
+		// (target.go). Set before the claims below, so the others' claims
+		// meanwhile are checked too; dropped if ours fail.
 		if pl.next > 0 {
 			m.planner.target.due = time.Now().Add(pl.next)
 		}
@@ -57,26 +54,22 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		if _, err := m.st.ReleaseBatch(ctx, m.cfg.Group, sess.id, held[:n]); err != nil {
 			m.rep.dropTarget()
 			if errors.Is(err, store.ErrCorrupt) {
-				// The group's keys broke, which the log cannot show:
-				// read the group, whose failure is reported (once).
+				// Broken keys, which the log cannot show: read the group.
 				m.rep.distrust()
 				return pl.next, nil
 			}
 			return pl.next, fmt.Errorf("release %d records: %w", n, err)
 		}
-		// Each is released, not ours (ErrNotOwner) or malformed
-		// (ErrCorrupt, listed at the next read): none is released again.
+		// Each is released, not ours or malformed: none is sent again.
 		m.noteReleased(held[:n])
 		held = held[n:]
 	}
 	return pl.next, nil
 }
 
-// claimAll claims the partitions ps, skipping those already running here,
-// in batches of store.MaxBatch, and starts their handlers. A partition
-// claimed by another member first, or whose record turns out malformed,
-// is skipped (see replica.contested). It reports done if the session
-// turned out to be expired.
+// claimAll claims the partitions ps not running here, in batches, and
+// starts their handlers; one claimed by another first, or malformed, is
+// contested. It reports done if the session turned out expired.
 func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string, at []int32) (done bool, err error) {
 	ps, at = notRunning(slots, ps, at)
 	for len(ps) > 0 {
@@ -90,7 +83,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			sess.cancel(ErrSessionExpired)
 			return true, nil
 		case errors.Is(err, store.ErrCorrupt):
-			// As in reconcile: read the group, whose failure is reported.
+			// As in reconcile: read the group.
 			m.rep.distrust()
 			return true, nil
 		case err != nil:
@@ -107,13 +100,12 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 				m.start(sess, slots, r.Ownership, seq, hints[i])
 				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
-				// Another got there first; its entry is on its way, and if
-				// it does not come, plan reads the group anew.
+				// Another got there first: its entry is on its way, or
+				// plan reads the group anew.
 				claimed = append(claimed, p)
 			case errors.Is(r.Err, store.ErrCorrupt):
-				// Its record broke since the read, which the log cannot
-				// show: the group's read lists it as malformed (reported
-				// once, not placed).
+				// Its record broke, which the log cannot show: the read
+				// lists it as malformed (reported once, not placed).
 				m.rep.contest(p, time.Now())
 				m.rep.resync()
 			default:

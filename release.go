@@ -10,25 +10,21 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// releaser batches the releases of the member's slots (up to
-// store.MaxBatch): handoffs begun together (by one plan, or Leave) are
-// released together, waiting for the slots expected at most releaseGather.
-// Its goroutine (loop) is started by run and stopped once every slot has
-// returned.
+// releaser batches the releases of handoffs begun together (by one plan,
+// or Leave), up to MaxBatch, waiting at most releaseGather. run starts its
+// loop and stops it once every slot has returned.
 type releaser struct {
-	m     *Member
-	mu    sync.Mutex
-	queue []releaseReq
-	wake  chan struct{} // capacity 1: there is something in queue, or the last expected slot arrived
-	// coming counts slots handed off (expect) that have not arrived; it may
-	// dip below zero for a moment.
-	coming   atomic.Int64
+	m        *Member
+	mu       sync.Mutex
+	queue    []releaseReq
+	wake     chan struct{}   // capacity 1: there is something in queue, or the last expected slot arrived
+	coming   atomic.Int64    // slots handed off (expect) that have not arrived; may dip below zero for a moment
 	released releasedRecords // released records the replica may still show as ours
 }
 
 // releaseGather is the longest the releaser holds a release back for the
-// others of its handoff, so that a handoff of many partitions is one store
-// call and one log entry (waking every member), not one per handler.
+// others of its handoff: one store call and one log entry (which wakes
+// every member) per handoff, not one per handler.
 const releaseGather = 20 * time.Millisecond
 
 // Slot states for the releaser's count (slot.coming).
@@ -45,9 +41,8 @@ func (r *releaser) expect(sl *slot) {
 	}
 }
 
-// hold makes the releaser wait, as for one more slot expected, until done
-// is called, so that handoffs begun together are all expected before it
-// sends.
+// hold makes the releaser wait, as for one more slot, until done is
+// called: handoffs begun together are all expected before it sends.
 func (r *releaser) hold() (done func()) {
 	r.coming.Add(1)
 	return r.countOut
@@ -84,10 +79,9 @@ func (r *releaser) release(sl *slot) {
 	<-done
 }
 
-// loop sends the queued releases until stop is closed (then every slot has
-// returned). A release the store did not apply is sent again, until it lands
-// or its session ends, after 20 ms doubling up to Config.retryPause while
-// sends fail (the partition is idle until its release lands).
+// loop sends the queued releases until stop is closed (every slot has
+// returned). One the store did not apply is sent again until it lands or
+// its session ends, after 20 ms doubling up to Config.retryPause.
 func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	retry := stoppedTimer()
@@ -131,10 +125,9 @@ func (r *releaser) gather(stop <-chan struct{}) {
 	}
 }
 
-// flush sends everything queued, one batch (of one session's slots) at a
-// time. A release the store did not apply is queued again, unless its
-// session has ended (its records free with it) or the member stops; flush
-// reports false if one was.
+// flush sends everything queued, a batch of one session's slots at a time,
+// and queues again (reporting false) what the store did not apply, unless
+// its session ended (its records free with it) or the member stops.
 func (r *releaser) flush() (landed bool) {
 	var again []releaseReq
 	for {
@@ -170,19 +163,18 @@ func (r *releaser) flush() (landed bool) {
 	}
 }
 
-// send releases one batch of slots of sess, and returns those whose
-// release a retry could apply (not a broken record or group, nor a session
-// the store no longer knows).
+// send releases one batch of slots of sess, and returns those a retry
+// could release (not a broken record or group, nor an expired session).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
-	// Released through the member's run context, not the session's (already
-	// cancelled for the handoff): the store still fences it by epoch.
+	// The run context, not the session's (cancelled for the handoff): the
+	// epoch fences it.
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return nil
 	}
 	held := make([]store.Ownership, len(batch))
 	for i, q := range batch {
-		held[i] = store.Ownership{Partition: q.sl.claim.Partition, Epoch: q.sl.claim.Epoch}
+		held[i] = store.Ownership{Partition: q.sl.c.Partition, Epoch: q.sl.c.Epoch}
 	}
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.RenewTimeout)
 	defer cancel()
@@ -228,15 +220,15 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	return failed
 }
 
-// releasedRecords holds, partition -> epoch, the records this member
-// released (or found not its own) that the replica may still show as ours.
+// releasedRecords holds, partition -> epoch, the records released (or not
+// ours) that the replica may still show as ours.
 type releasedRecords struct {
 	mu     sync.Mutex
 	epochs map[string]uint64
 }
 
-// noteReleased records that the records held are released (or not this
-// member's), so that plan does not release them again.
+// noteReleased records the records held as released, for plan not to
+// release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
 	m.rel.released.mu.Lock()
 	defer m.rel.released.mu.Unlock()
@@ -245,9 +237,8 @@ func (m *Member) noteReleased(held []store.Ownership) {
 	}
 }
 
-// releasedAlready reports whether this member released partition p at
-// epoch (mine: the replica's record names this member's session); it
-// forgets p once the replica shows another record.
+// releasedAlready reports whether this member released p at epoch (mine:
+// the record names its session); p is forgotten once the record differs.
 func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
 	m.rel.released.mu.Lock()
 	defer m.rel.released.mu.Unlock()

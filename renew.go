@@ -17,17 +17,13 @@ type renewal struct {
 
 // renewLoop is the renewal goroutine of session s, which waits on nothing
 // else. If no renewal has succeeded for SessionTTL-FenceMargin since the
-// last successful one was sent, it cancels the session's context, and with
-// it every handler, before the store can expire the session (self-fencing);
-// the fence is a timer of its own, as a call can return after its deadline.
-//
-// An attempt may take until the fence: a slow store still renews the
-// session, and cutting the call at RenewTimeout would throw that renewal
-// away and queue another behind the same backlog. Once an attempt has been
-// out for RenewTimeout another starts beside it (the first may be stuck on
-// a cut connection), so at most about (SessionTTL-FenceMargin)/RenewTimeout
-// are out at once. Whichever succeeds moves the fence to its send time plus
-// SessionTTL-FenceMargin: the store renewed the session after that send.
+// last successful one was sent, a timer of its own (a call can return after
+// its deadline) cancels the session, and every handler, before the store
+// can expire it. An attempt may run until the fence (cutting a slow store's
+// call would throw its renewal away), and another starts beside it after
+// RenewTimeout (the first may be stuck on a cut connection): at most about
+// (SessionTTL-FenceMargin)/RenewTimeout are out. Whichever succeeds moves
+// the fence to its send time plus SessionTTL-FenceMargin.
 func (m *Member) renewLoop(s *session, lastSent time.Time) {
 	defer close(s.renew)
 	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
@@ -44,8 +40,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		if m.cfg.gate.Wait(s.ctx) != nil {
 			return
 		}
-		// A renewal that succeeded has moved the fence on; the loop
-		// re-arms the timer right after.
+		// A renewal moved the fence on (the loop re-arms the timer).
 		if time.Now().Before(*s.fence.Load()) {
 			return
 		}
@@ -76,9 +71,8 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 				return
 			}
 			out++
-			// Bounded by the session's context (which the fence cancels),
-			// not by the fence time: an attempt out beside an earlier one
-			// may succeed after that time, once the earlier one moved it.
+			// Bounded by the session's context, not the fence time: it may
+			// succeed after that time, once an earlier one moved it.
 			attempts.Go(func() {
 				sent := time.Now()
 				next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)

@@ -1,8 +1,7 @@
 package herd
 
-// The replica: the member's copy of the group, what plan takes from it
-// (current, release) and the queue of log entries not applied yet. Its
-// feed is in replica_feed.go, contested claims in replica_contest.go.
+// The replica: the member's copy of the group, what plan takes from it and
+// the queue of log entries not applied yet (feed: replica_feed.go).
 
 import (
 	"context"
@@ -12,79 +11,50 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// replica is the member's copy of the group: one Snapshot, taken when a
-// session opens (and again whenever the log cannot be continued, or the
-// store contradicts the copy), then kept up to date with the group's log,
-// so that a rebalance costs the store the entries of its changes, not one
-// read of every record per member per change.
-//
-// The feed goroutine (feedLoop) reads the log and queues its entries
-// (pending); plan applies what is queued when it takes the copy (current)
-// and uses it in place until it hands it back (release): a burst of
-// entries costs one pass over the records per plan, and a plan never
-// copies them. The feed applies the queue itself only when it grows large,
-// on a copy if plan holds the current one.
+// replica is the member's copy of the group: one Snapshot, read when a
+// session opens (or the log cannot be continued, or the store contradicts
+// the copy), then kept up to date by the group's log, so that a rebalance
+// costs the store its entries, not a read of every record per member. The
+// feed (feedLoop) queues the entries (pending); plan applies them as it
+// takes the copy (current) and uses it in place until release: a burst
+// costs one pass over the records per plan. The feed applies a large
+// queue itself, on a copy if plan holds the current one.
 type replica struct {
 	mu   sync.Mutex
 	work *store.Snapshot // nil until the first read
-	// pending: the entries after work.Version not applied yet, in the
-	// batches Changes returned them in (not copied into one list),
-	// npending how many.
+	// pending: the entries after work.Version not applied yet, as Changes
+	// returned them; npending how many.
 	pending      [][]store.Change
 	npending     int
-	pendingLoads int        // how many of the queued entries publish loads (loadOf scans the queue only then)
-	loads        equalLoads // whether the copy's loads and those checked against the target are all equal
-	inPlan       bool       // plan is using work (current .. release)
-	layout       uint64     // counts the reads of the group work was made from (see hintExact)
-	base         uint64     // Member.writes when the read of work's snapshot began
-	err          error      // why the last read failed, nil after one succeeded
-	readAsked    bool       // read the group anew (the copy is stale or diverged)
-	// goneAt: when the log last answered that it cannot be continued from
-	// the copy's version (ErrVersionGone). See lossState.logMark.
-	goneAt time.Time
-	// freeLoads: the copy's lostLoads as the log went gone, which no owner
-	// publishes again if the store lost its data (noteLostLoads takes them).
-	freeLoads []store.Load
-	// distrusted: plan must not use the copy until a read succeeds (the
-	// store broke in a way the log cannot show).
-	distrusted bool
-	// cancel ends the feed's call to the log, and wakeFeed its pause after
-	// a failure, so that a read asked for is made at once.
-	cancel   context.CancelFunc
-	wakeFeed chan struct{}
-	// contested: partitions a claim failed for (ErrClaimed, ErrCorrupt)
-	// although the copy showed them free, and when (replica_contest.go).
-	contested map[string]time.Time
-	// reached: when the last call to the log that read to its end began:
-	// every entry appended before then is queued. lastContest: when the
-	// latest claim was contested.
-	reached, lastContest time.Time
-	log                  func(msg string, args ...any) // a warning about a diverged copy
-	// target is the target of the last full plan (nil: none, plan in full),
-	// offTarget whether an entry since was not progress toward it (target.go).
-	target    *planTarget
-	offTarget bool
-	// toClaim: partitions released toward this member since the target was
-	// set, which it claims without a full plan (see onTargetRunning).
-	toClaim []string
-	// unchecked: batches applied to the copy while no target was set (a
-	// plan under way), for setTarget to check; nunchecked their entries
-	// (over changesPerRead: too many, unchecked is empty).
+	pendingLoads int                           // how many of the queued entries publish loads (loadOf scans the queue only then)
+	loads        equalLoads                    // whether the copy's loads and those checked against the target are all equal
+	inPlan       bool                          // plan is using work (current .. release)
+	layout       uint64                        // counts the reads of the group work was made from (see hintExact)
+	base         uint64                        // Member.writes when the read of work's snapshot began
+	err          error                         // why the last read failed, nil after one succeeded
+	readAsked    bool                          // read the group anew (the copy is stale or diverged)
+	goneAt       time.Time                     // when the log last answered ErrVersionGone (see lossState.logMark)
+	freeLoads    []store.Load                  // the copy's lostLoads as the log went gone (noteLostLoads takes them)
+	distrusted   bool                          // plan waits for a read to succeed (the store broke in a way the log cannot show)
+	cancel       context.CancelFunc            // ends the feed's call to the log, so that a read asked for is made at once
+	wakeFeed     chan struct{}                 // ends the feed's pause after a failure, likewise
+	contested    map[string]time.Time          // partitions free in the copy a claim failed for (ErrClaimed, ErrCorrupt), and when
+	reached      time.Time                     // when the last call that read the log to its end began: every entry before is queued
+	lastContest  time.Time                     // when the latest claim was contested
+	log          func(msg string, args ...any) // a warning about a diverged copy
+	target       *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
+	offTarget    bool                          // an entry since target was set was not progress toward it
+	toClaim      []string                      // released toward this member since target was set (onTargetRunning)
+	// unchecked: batches applied while no target was set (a plan under
+	// way), for setTarget to check; nunchecked their entries (over
+	// changesPerRead, unchecked is emptied).
 	unchecked   [][]store.Change
 	nunchecked  int
-	targetFirst time.Time // when the first entry checked against target arrived (zero: none yet)
-	targetLast  time.Time // when the last one did
-	// openedAt: when the feed last brought news of a session opened (an
-	// entry, or a read of the group), which plan's JoinSettle counts from.
-	openedAt time.Time
-	// newsGap: the longest wait between two such news (from a read of
-	// the group to the next, or from one entry's to the next), for a
-	// first placement's quiet period (startGap).
-	newsGap time.Duration
-	// fresh: the log has answered since the last read of the group (or
-	// session opened). Members joining together open their sessions during
-	// a read: until the log has answered, plan waits.
-	fresh bool
+	targetFirst time.Time     // when the first entry checked against target arrived (zero: none yet)
+	targetLast  time.Time     // when the last one did
+	openedAt    time.Time     // when the feed last brought news of a session opened (JoinSettle counts from it)
+	newsGap     time.Duration // the longest wait between two such news, for a first placement (startGap)
+	fresh       bool          // the log answered since the last read (or session opened): plan waits for it, as joiners open sessions during reads
 }
 
 // isFresh reports whether the log has answered since the last read.
@@ -94,11 +64,10 @@ func (r *replica) isFresh() bool {
 	return r.fresh
 }
 
-// current returns the copy for plan, with every entry received so far
-// applied (nil if the group was never read, or the copy diverged from the
-// log and is being read anew), the writes it is known to show (see
-// Member.writes), and the error of the last read if it failed. The copy is
-// plan's until release: nothing changes it meanwhile.
+// current returns the copy for plan, every entry received applied (nil if
+// there is none, or it diverged and is being read anew), the writes it
+// shows (Member.writes) and the last read's error. Nothing changes the
+// copy until release.
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -112,9 +81,8 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	return r.work, r.base, r.err
 }
 
-// layoutNow returns the count of reads the copy was made from (see
-// layout). Taken before current, it is the layout of the copy current
-// returns, or an older one (never a newer: hintExact is then false).
+// layoutNow returns layout. Taken before current, it is that of the copy
+// current returns or older (never newer: hintExact is then false).
 func (r *replica) layoutNow() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,24 +90,15 @@ func (r *replica) layoutNow() uint64 {
 }
 
 // sessionNews returns when the feed last brought news of a session opened
-// (see openedAt).
-func (r *replica) sessionNews() time.Time {
+// (openedAt), and the longest wait between two such news (newsGap).
+func (r *replica) sessionNews() (time.Time, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.openedAt
-}
-
-// sessionNewsGap returns the longest wait between two news of sessions
-// opened (see newsGap).
-func (r *replica) sessionNewsGap() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.newsGap
+	return r.openedAt, r.newsGap
 }
 
 // sessionNewsAt notes news of sessions opened at now: an entry, or a read
-// of the group (read), which only restarts the wait.
-// r.mu is held.
+// of the group (read), which only restarts the wait. r.mu is held.
 func (r *replica) sessionNewsAt(now time.Time, read bool) {
 	if !read && !r.openedAt.IsZero() {
 		r.newsGap = max(r.newsGap, now.Sub(r.openedAt))
@@ -154,11 +113,10 @@ func (r *replica) release() {
 	r.mu.Unlock()
 }
 
-// applyPending applies the queued entries to work (a copy of it if plan
-// holds it) and reports whether the copy is usable: false if the entries do
-// not fit it, in which case the group is read anew. With checkLast, the
-// last batch queued is checked against the target as it is applied (one
-// lookup of each entry's record for both). r.mu is held.
+// applyPending applies the queue to work (a copy if plan holds it) and
+// reports whether the copy is usable (else it is read anew). With
+// checkLast, the last batch is checked against the target as it is applied
+// (one record lookup for both). r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
@@ -170,8 +128,8 @@ func (r *replica) applyPending(checkLast bool) bool {
 	for k, cs := range r.pending {
 		var seen func(store.Change, int)
 		if a := r.target; checkLast && k == len(r.pending)-1 && a != nil && !r.offTarget {
-			// Records added by these entries are merged into the copy
-			// at the end of the call: until then, those it has stay put.
+			// Records these entries add are merged at the call's end:
+			// until then, the copy's stay put.
 			exact := r.hintExact(a)
 			seen = func(c store.Change, rec int) {
 				if !r.offTarget {
@@ -254,19 +212,16 @@ func (r *replica) distrust() {
 	r.resync()
 }
 
-// broken reports whether the copy shows something broken by hand, which
-// the log cannot show the repair of: a malformed record, or a read that
-// failed. (A claim the store refused although the copy showed the
-// partition free is plan's to resolve: see contestedSince.)
+// broken reports whether the copy shows something broken by hand whose
+// repair the log cannot show: a malformed record, or a failed read.
 func (r *replica) broken() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.work == nil || r.err != nil || r.distrusted || len(r.work.Malformed) > 0
 }
 
-// epochOf is the epoch of p's record in the copy, the entries queued and
-// not applied yet included (the latest claim or restore of p among them),
-// 0 if the copy has no record of p or there is no copy.
+// epochOf is the epoch of p's record in the copy, queued entries included
+// (the latest claim or restore of p); 0 if there is none.
 func (r *replica) epochOf(p string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,8 +1,7 @@
 package herd
 
 // Claims the store refused although the replica showed the partition free
-// (contested), and what the feed has read since: plan waits for the entry
-// that explains them, or reads the group anew.
+// (contested): plan waits for the entry that explains them, or reads anew.
 
 import "time"
 
@@ -24,10 +23,9 @@ func (r *replica) contestLocked(p string, now time.Time) {
 	}
 }
 
-// contestClaims notes that claims of ps failed (ErrClaimed) although the
-// copy plan used showed them free. Those the feed has explained since (a
-// queued entry about the partition, or the copy showing it held by a live
-// session) are not contested; the others are.
+// contestClaims contests the partitions ps whose claims failed
+// (ErrClaimed) although plan's copy showed them free, but for those the
+// feed explained since (a queued entry, or held by a live session).
 func (r *replica) contestClaims(ps []string, now time.Time) {
 	if len(ps) == 0 {
 		return
@@ -71,8 +69,8 @@ func (r *replica) reachedSince(t time.Time) bool {
 	return !r.reached.Before(t)
 }
 
-// contestedSince returns when a claim of p failed, if the copy has shown
-// nothing new about p since.
+// contestedSince returns when a claim of p failed, if nothing new about p
+// came since.
 func (r *replica) contestedSince(p string) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,8 +1,7 @@
 package herd
 
-// The replica's feed: the goroutine that reads the group (a snapshot, when
-// a session opens or the copy diverged) and then follows its log, queueing
-// the entries for plan and waking the reconcile loop.
+// The replica's feed: the goroutine that reads the group, then follows its
+// log, queueing the entries for plan and waking the reconcile loop.
 
 import (
 	"context"
@@ -16,27 +15,23 @@ import (
 // placement of 100,000 partitions is read in ten calls.
 const changesPerRead = 10 * store.MaxBatch
 
-// readPace spaces a member's reads of the log, per live session of the
-// group: after a read that returned entries a member waits sessions x
-// readPace, so the fleet reads the log about once per readPace whatever its
-// size (each read costs Redis about 20 µs of its one core: 0.4 of it).
+// readPace spaces a member's reads of the log: after one that returned
+// entries it waits sessions x readPace, so the fleet reads about once per
+// readPace whatever its size (a read costs Redis about 20 µs: 0.4 core).
 const readPace = 50 * time.Microsecond
 
-// freshWait is the least bound of the feed's first call to the log after a
-// read of the group (see replica.fresh), and maxFreshWait the most for the
-// longer calls made after one the store did not answer in time.
+// freshWait and maxFreshWait bound the feed's first call to the log after
+// a read of the group (replica.fresh), doubled while the store is late.
 const (
 	freshWait    = 150 * time.Millisecond
 	maxFreshWait = 16 * freshWait
 )
 
-// firstWait bounds the first call to the log after a read of the group that
-// took took, for a member with JoinSettle settle: as long as the read took,
-// at most 5 x settle and SessionTTL/4 ttl4, and at least freshWait. Members
-// that join together open their sessions during each other's reads, which
-// on a large group take longer than JoinSettle: a member that planned
-// before their sessions showed would claim more than its share. A log that
-// has changes answers at once.
+// firstWait bounds the first call to the log after a read of the group
+// that took took: as long as the read, within [freshWait, min(5 x settle,
+// ttl4)]. Members joining together open their sessions during each other's
+// reads, longer than JoinSettle on a large group: one that planned before
+// they showed would claim more than its share.
 func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 	if settle <= 0 {
 		return freshWait
@@ -69,12 +64,11 @@ type logCall struct {
 	asked     bool // a read of the group was asked for meanwhile
 }
 
-// kindSet is a set of kinds of log entries, a bit each (the kinds from 31
-// on share the top bit: has may say yes for such a kind absent, never no
-// for a kind present). The feed takes it of each answer of the log in one
-// pass, and the steps that look for one kind of entry (sessions opened,
-// load reports, requests) skip their own pass over the entries (10,000 of
-// them, 1.9 MB, per answer in a placement) when it has none.
+// kindSet is a set of kinds of log entries, a bit each (kinds from 31 on
+// share the top bit: has may say yes for one absent, never no for one
+// present). Taken of each answer in one pass, it lets the steps that look
+// for one kind skip their pass over the entries (10,000, 1.9 MB, per
+// answer in a placement).
 type kindSet uint32
 
 func kindBit(k store.ChangeKind) kindSet { return 1 << min(uint(k), 31) }
@@ -91,9 +85,8 @@ func kindsOf(cs []store.Change) kindSet {
 }
 
 // feedLoop keeps the replica up to date until the member stops: it reads
-// the group when asked to (or when the log cannot be continued), and
-// otherwise waits on Changes and applies what it returns, waking the
-// reconcile loop after each batch. It is started and waited for by run.
+// the group when asked to, and otherwise follows the log, waking the
+// reconcile loop after each batch. run starts and waits for it.
 func (m *Member) feedLoop(done chan<- struct{}) {
 	defer close(done)
 	f := &feed{m: m, r: &m.rep, backoff: firstBackoff, first: freshWait}
@@ -139,15 +132,13 @@ func (f *feed) wait(d time.Duration) bool {
 	return false
 }
 
-// readDue reports whether the group is to be read (there is no copy, or a
-// read was asked for).
+// readDue reports whether the group is to be read: no copy, or asked.
 func (f *feed) readDue() bool {
 	r := f.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	read := r.work == nil || r.readAsked
-	// A read asked for while this one is under way may need writes
-	// completed after it began: it sets again, and is made next.
+	// One asked during this read sets it again: it may need later writes.
 	r.readAsked = false
 	return read
 }
@@ -156,8 +147,7 @@ func (f *feed) readDue() bool {
 func (f *feed) readGroup() bool {
 	m, r := f.m, f.r
 	base := m.writes.Load() // writes completed before the read began are in it
-	// A read of a large group is long, and one given up on starts over:
-	// give it the TTL, not a renewal's time.
+	// A large group's read is long, and one given up starts over: give it the TTL.
 	ctx, cancel := context.WithTimeout(m.runCtx, m.cfg.SessionTTL)
 	began := time.Now()
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
@@ -165,8 +155,7 @@ func (f *feed) readGroup() bool {
 	took := time.Since(began)
 	r.mu.Lock()
 	if err == nil {
-		// contested is kept: a record broken by hand may look free in
-		// the new read too. plan may still hold the old copy.
+		// contested is kept: a broken record may look free in this read too.
 		r.work, r.base, r.err, r.distrusted = sortedCopy(snap), base, nil, false
 		r.layout++
 		r.sessionNewsAt(time.Now(), true)
@@ -216,9 +205,8 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	m := f.m
 	cctx, ccancel := ctx, context.CancelFunc(func() {})
 	if c.firstCall {
-		// Plan waits for the first call after a read (see fresh): it
-		// answers within first, and after a session opened within
-		// JoinSettle (plan waits that long anyway).
+		// Plan waits for it (fresh): bounded by first, and after a
+		// session opened by JoinSettle (plan waits that long anyway).
 		bound := f.first
 		if f.settleCall && m.cfg.JoinSettle > 0 {
 			bound = min(f.first, max(m.cfg.JoinSettle, 10*time.Millisecond))
@@ -233,12 +221,11 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	c.cancelled = ctx.Err() != nil // by resync, or the member stopping
 	// Fewer entries than asked for: the call read the log to its end.
 	c.atEnd = c.err == nil && !c.cancelled && len(c.cs) < changesPerRead
-	// A store answers a call at rest by its deadline with no entries
-	// and no error; a call cut by the deadline is one the store did not
-	// answer in time (busy with the joining members' reads): it does not
-	// make the copy fresh, and the next call may take twice as long. Past
-	// maxFreshWait it does (a backend that answers a deadline with its
-	// error).
+	// A store answers a call at rest by its deadline with no error; one
+	// cut by the deadline was not answered in time (busy with the joining
+	// members' reads): it does not make the copy fresh, and the next may
+	// take twice as long, up to maxFreshWait (a backend that answers a
+	// deadline with its error).
 	c.late = c.firstCall && c.err != nil && cctx.Err() != nil && !c.cancelled
 	if c.late {
 		if f.first < maxFreshWait {
@@ -257,8 +244,7 @@ func (f *feed) take(c *logCall) (wake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	// Any answer counts, an error too, but not a call the store did
-	// not answer in time (late).
+	// Any answer counts, an error too, but not a late one.
 	freshNow := !c.cancelled && !r.fresh && !c.late
 	if freshNow {
 		r.fresh = true
@@ -274,15 +260,13 @@ func (f *feed) take(c *logCall) (wake bool) {
 	case errors.Is(c.err, store.ErrVersionGone):
 		r.readAsked = true
 		r.goneAt = time.Now()
-		// Kept unless none: a copy read anew from an emptied store does
-		// not replace those kept from the copy before.
+		// Kept unless none: an emptied store's copy does not replace them.
 		if free := r.lostLoads(m.cfg.Member); len(free) > 0 {
 			r.freeLoads = free
 		}
 	}
-	// A claim contested before this call whose entry has not come, not
-	// even in this answer (queue forgot those it explains): plan reads
-	// the group anew (see contestWait), so wake it.
+	// A claim contested before this call whose entry has not come (queue
+	// forgot those it explains): plan reads the group anew (contestWait).
 	explain := false
 	if c.atEnd {
 		explain = r.reached.Before(r.lastContest) && !c.began.Before(r.lastContest) && len(r.contested) > 0
@@ -308,22 +292,18 @@ func (f *feed) queue(cs []store.Change, kinds kindSet) {
 		}
 	}
 	if kinds.has(store.SessionOpened) {
-		// A store busy with the joining members' reads may log the
-		// last of their sessions later than JoinSettle after the
-		// first. The copy is fresh again once the log has answered
-		// one more call: that shows every session the store had
-		// begun to open by then.
+		// A busy store may log the last joining sessions later than
+		// JoinSettle after the first: the copy is fresh again once the
+		// log has answered one more call.
 		r.sessionNewsAt(time.Now(), false)
 		r.fresh = false
 		f.settleCall = true
 	}
-	// The queue is applied when it holds as many entries as the group has
-	// records or partitions (applying them costs a pass over the records;
-	// the queue's memory stays of the order of the copy's), and when plan
-	// does not hold the copy once it holds a batch (in place, about a
-	// microsecond an entry): the entries a target lets pass would otherwise
-	// wait for, and delay, the plan of the next membership change. Fewer
-	// are only checked, and left queued.
+	// The queue is applied once it holds as many entries as the group has
+	// records or partitions (a pass over the records; its memory stays of
+	// the copy's order), or a batch while plan does not hold the copy (in
+	// place, about a microsecond an entry), so that the entries a target
+	// lets pass do not delay the next full plan. Fewer are only checked.
 	w := r.work
 	if r.npending >= max(len(w.Owners), len(w.Partitions), changesPerRead) || (!r.inPlan && r.npending >= store.MaxBatch) {
 		r.applyPending(true)
@@ -354,12 +334,10 @@ func (f *feed) pace(c *logCall) bool {
 	case m.runCtx.Err() != nil:
 		return false
 	case c.err == nil && len(c.cs) == changesPerRead:
-		// More entries are waiting: plan on the replica once it has
-		// caught up, not on a view that is already stale.
+		// More are waiting: plan once caught up, not on a stale view.
 	case c.err == nil && len(c.cs) > 0:
 		if c.kinds == kindBit(store.LoadsReported) { // load reports alone
-			// The fleet's load reports come together (loadreport.go):
-			// the rest of them in one more read, and one plan for all.
+			// The fleet's reports come together: one more read, one plan.
 			f.wait(max(time.Duration(c.sessions)*readPace, loadGather))
 			m.wakeLoop()
 			break
@@ -367,8 +345,7 @@ func (f *feed) pace(c *logCall) bool {
 		m.wakeLoop()
 		f.wait(time.Duration(c.sessions) * readPace)
 	case c.read && errors.Is(c.err, store.ErrVersionGone):
-		// A log that cannot be continued from a read just made (a store
-		// whose snapshots lack their version): read again with back-off.
+		// Gone right after a read (snapshots without their version): back off.
 		f.pause()
 	case c.err != nil && !c.asked && !errors.Is(c.err, store.ErrVersionGone):
 		m.log.Debug("reading the group's log failed; retrying", "err", c.err)

@@ -1,9 +1,7 @@
 package herd
 
-// A read of the group made ready for the replica (sortedCopy: sorted,
-// with a placeholder per partition, session strings interned), and the
-// check of this member's own records that stands in for a read of the
-// whole group at rest (ownRecordsIntact).
+// A read of the group made ready for the replica (sortedCopy), and the
+// check of own records that stands in for a read at rest (ownRecordsIntact).
 
 import (
 	"context"
@@ -15,12 +13,10 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// sortedCopy returns a copy of snap that Apply may change, its lists sorted
-// by id without duplicates as the store contract promises (a backend that
-// breaks the promise costs a sorted copy; of duplicate records the last is
-// kept, as plan does). The records are copied once, by withPlaceholders
-// (which also checks their order), and the partition set not at all when
-// it is sorted: Apply replaces it and never writes into it.
+// sortedCopy returns a copy of snap that Apply may change, its lists
+// sorted by id without duplicates (of duplicate records the last kept, as
+// plan does). The records are copied once, by withPlaceholders, and a
+// sorted partition set not at all: Apply replaces it, never writes into it.
 func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 	c := *snap
 	c.Sessions = slices.Clone(sortedByID(c.Sessions, sessionID)) // Apply inserts into it
@@ -72,25 +68,15 @@ func liveSessions(ss []store.SessionInfo) map[string]*store.SessionInfo {
 }
 
 // withPlaceholders returns the records rs (sorted by partition) with a
-// placeholder, a record of epoch 0 (which no store writes), for every
-// partition of ps (sorted) that has none, and the partition ids of ps's
-// strings; and whether rs was sorted strictly (if not, the list is not to
-// be used). The copy keeps one entry per partition, so that a first
-// placement's claims replace entries in place rather than each batch
-// inserting into the sorted list; plan reads a placeholder as no record.
-//
-// The session and member strings of a record of a live session (of live,
-// by id) are that session's own (as ApplyAll makes them), so that plan's
-// comparisons of every record's session find equal pointers, not equal
-// bytes (which were a tenth of a large plan's CPU).
-//
-// One pass over the records: the list is new, zero beyond its length, and
-// an entry is made by setting the fields that are not zero, not by copying
-// a whole record into it (six pointer words, each a write barrier while
-// the collector runs, as it often does after the read that allocated rs).
-// The order is checked as the records are taken: a record matched to a
-// partition follows the last entry (ps increases strictly), and a record
-// outside the set is compared with the last entry's id.
+// placeholder (epoch 0, which no store writes; plan reads it as no record)
+// for every partition of ps (sorted) that has none, so that a first
+// placement's claims replace entries in place instead of inserting; and
+// whether rs was sorted strictly (if not, the list is not to be used).
+// Partition ids are ps's strings, and a live session's records (live, by
+// id) share its strings, so plan compares pointers, not bytes (a tenth of a
+// large plan's CPU). An entry is made by setting its non-zero fields, not
+// by copying a record (six pointer words, each a write barrier while the
+// collector runs, as it often does after the read that allocated rs).
 func withPlaceholders(ps []store.Partition, rs []store.Ownership, live map[string]*store.SessionInfo) ([]store.Ownership, bool) {
 	out := make([]store.Ownership, 0, len(ps)+len(rs)/8)
 	// add appends a record as partition p's (p: its own id or a set's);
@@ -145,14 +131,12 @@ func withPlaceholders(ps []store.Partition, rs []store.Ownership, live map[strin
 	return out, true
 }
 
-// ownRecordsIntact reads the records of one batch (MaxBatch) of the
-// partitions this member runs, the first ids after from, and reports
-// whether each still names this session at the epoch it runs, and the id
-// to continue after at the next check ("": from the start). One edited by
-// hand, which the log cannot show, makes the member read the whole group.
-// A failed read reports true: the next check, or a write, tells. One batch
-// per check, so a member at rest costs the store one read per PollInterval
-// whatever its share.
+// ownRecordsIntact reads the records of the next batch (MaxBatch) of the
+// partitions this member runs after from, and reports whether each still
+// names this session at its epoch (one edited by hand, which the log
+// cannot show, calls for a read of the group), and where the next check
+// goes on ("": the start). A failed read reports true. One batch a check:
+// a member at rest costs one read per PollInterval whatever its share.
 func (m *Member) ownRecordsIntact(sess *session, from string) (intact bool, next string) {
 	m.running.mu.Lock()
 	own := maps.Clone(m.running.owned)
@@ -183,9 +167,7 @@ func (m *Member) ownRecordsIntact(sess *session, from string) (intact bool, next
 	}
 	for _, r := range recs {
 		if e, ok := own[r.Partition]; ok && (r.Session != sess.id || r.Epoch != e) {
-			// Another claim's entry may be on its way: the copy shows
-			// it soon, and a read costs one more read at worst.
-			return false, next
+			return false, next // edited, or another claim's entry on its way (one read more at worst)
 		}
 	}
 	return true, next

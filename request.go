@@ -12,10 +12,9 @@ import (
 // such a leave, and errors.Is(err, ErrLeft) holds for it too.
 var ErrLeaveRequested = fmt.Errorf("herd: leave requested through the group's log: %w", ErrLeft)
 
-// takeRequests acts on the requests (store.Request) among the log entries
-// call c read, at no store operation of their own: a request to leave that
-// names this member starts a graceful leave, even between sessions; every
-// request goes to the jobs scheduler's handler, if set.
+// takeRequests acts on the requests among the entries call c read, at no
+// store call of their own: one to leave naming this member starts a
+// graceful leave, even between sessions; each goes to Config.onRequest.
 func (f *feed) takeRequests(c *logCall) {
 	if c.err != nil || c.cancelled || !c.kinds.has(store.Requested) {
 		return

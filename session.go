@@ -10,7 +10,7 @@ import (
 )
 
 // session is one incarnation of the member in the store, with its renewal
-// goroutine (renew.go) and its fence time.
+// goroutine (renew.go), its fence time and its tie (Config.TieSession).
 type session struct {
 	id     string
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
@@ -19,13 +19,11 @@ type session struct {
 	seq    uint64        // the opening's number among the member's writes (Member.writes)
 	opened time.Time     // when the opening was sent
 	// fence is when the renewal goroutine fences the session unless a
-	// renewal succeeds first (the last successful renewal's send time plus
+	// renewal succeeds first (the last successful one's send time plus
 	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
-	fence atomic.Pointer[time.Time]
-	// tieDone is closed when the tie's goroutine returned (nil if the
-	// session is not tied); tie is the tie it made, read after that.
-	tieDone chan struct{}
-	tie     store.Tie
+	fence   atomic.Pointer[time.Time]
+	tieDone chan struct{} // closed when the tie's goroutine returned (nil: not tied)
+	tie     store.Tie     // the tie it made, read after tieDone
 }
 
 func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
@@ -37,13 +35,11 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time: every store
-// call made for the session's handlers goes through it, so none can keep a
-// handler inside herd past the time after which another member may start
-// its partition. It returns ok false, and the call must not be made, once
-// that time has come or the session is lost or fenced. A handoff cancels
-// the handler's context, not the session's: its final checkpoint goes
-// through.
+// withFence returns ctx bounded by the session's fence time, for every
+// store call made for its handlers: none keeps a handler inside herd past
+// the time another member may start its partition. ok false (make no call)
+// once that time has come or the session is lost. A handoff cancels the
+// handler's context, not the session's: its final checkpoint goes through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil || s.pastFence() {
 		return ctx, func() {}, false
@@ -56,8 +52,8 @@ func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.C
 	return fctx, cancel, true
 }
 
-// openSession opens a session and starts its goroutines. ctx and bound
-// bound the attempt only; the session lives until lost or the member stops.
+// openSession opens a session and starts its goroutines; ctx and bound
+// bound the attempt only.
 func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session, error) {
 	if err := m.cfg.gate.Wait(ctx); err != nil {
 		return nil, err
@@ -97,5 +93,62 @@ func (m *Member) noteExpiry(t time.Time) {
 		case <-m.events.expireAt:
 		default:
 		}
+	}
+}
+
+// ErrTieLost is the cause of a session's end when its tied connection
+// closed while the member lives (the server ended it, a proxy restarted).
+// It wraps ErrFenced: handlers stop as at the fence; a new session opens.
+var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
+
+// startTie ties session s, if the member ties sessions and the store can,
+// in a goroutine (waited for by untie) that watches the tie until the
+// session ends; without a tie, the session ends by TTL alone.
+func (m *Member) startTie(s *session) {
+	st := m.st
+	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
+		st = w.Unwrap() // the metrics' wrapper
+	}
+	ct, ok := st.(store.ConnTied)
+	if !m.cfg.TieSession || !ok {
+		return
+	}
+	s.tieDone = make(chan struct{})
+	go m.watchTie(s, ct)
+}
+
+func (m *Member) watchTie(s *session, ct store.ConnTied) {
+	defer close(s.tieDone)
+	if m.cfg.gate.Wait(s.ctx) != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, m.cfg.RenewTimeout)
+	tie, err := ct.TieSession(ctx, m.cfg.Group, s.id, store.TieConfig{TTL: m.cfg.SessionTTL, Grace: m.cfg.TieGrace})
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			m.log.Warn("cannot tie the session to a connection: a crash of this process is noticed after the session's TTL", "session", s.id, "err", err)
+		}
+		return
+	}
+	s.tie = tie // read by untie after tieDone is closed
+	m.log.Debug("session tied to a connection", "session", s.id)
+	select {
+	case <-s.ctx.Done():
+	case <-tie.Lost():
+		m.log.Warn("the session's tied connection closed: cancelling handlers", "session", s.id, "err", tie.Err())
+		s.cancel(ErrTieLost)
+	}
+}
+
+// untie ends s's tie once its handlers have all returned (the store may
+// then end it after TieGrace). Safe to call again, and untied.
+func (m *Member) untie(s *session) {
+	if s.tieDone == nil {
+		return
+	}
+	<-s.tieDone
+	if s.tie != nil {
+		_ = s.tie.Close()
 	}
 }

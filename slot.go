@@ -1,7 +1,6 @@
 package herd
 
-// A slot: one partition this member runs, from its claim to its handler
-// returning and its release (handoff), with the handoff watchdog.
+// A slot: one partition this member runs, from its claim to its release.
 
 import (
 	"context"
@@ -25,27 +24,28 @@ const (
 
 // slot is one partition this member runs or is stopping.
 type slot struct {
-	claim    *Claim // &c
-	c        Claim
-	counter  loadmeter.Counter // c.load
-	sess     *session
-	cancel   context.CancelFunc
-	mode     atomic.Int32
-	released atomic.Bool  // set once released (normal path or ForceHandoff)
-	coming   atomic.Int32 // the releaser's count of handoffs (comingNone ...)
-	seq      uint64       // the claim's number among the member's writes (Member.writes)
-	// planInFull: once it is done the next plan is a full one, as no log
-	// entry will end the target (a failed give-back, claimOnceStopped).
-	planInFull atomic.Bool
-	at         int32    // where plan last found the partition in the set (a hint: see partIndex); reconcile loop only
-	watch      watchdog // armed by handOff
+	c          Claim
+	counter    loadmeter.Counter // c.load
+	sess       *session
+	cancel     context.CancelFunc
+	mode       atomic.Int32
+	released   atomic.Bool  // set once released (normal path or ForceHandoff)
+	coming     atomic.Int32 // the releaser's count of handoffs (comingNone ...)
+	seq        uint64       // the claim's number among the member's writes (Member.writes)
+	planInFull atomic.Bool  // once it is done, plan in full: no entry will end the target (a failed give-back, claimOnceStopped)
+	at         int32        // where plan last found the partition in the set (a hint: see partIndex); reconcile loop only
+	watch      watchdog     // armed by handOff
 }
 
+// runsFor reports whether sl runs its handler for session s: not lost,
+// handing off or giving back.
+func (sl *slot) runsFor(s *session) bool { return sl.sess == s && sl.mode.Load() == modeRun }
+
 // claimOnceStopped is called by plan, which would claim sl's partition for
-// sess but leaves it alone while sl runs: if sl is not sess's running
-// handler (lost, or handing off), its return calls for a full plan.
+// sess but leaves it alone while sl runs: if sl does not run for sess, its
+// return calls for a full plan.
 func (sl *slot) claimOnceStopped(sess *session) {
-	if sl.sess != sess || sl.mode.Load() != modeRun {
+	if !sl.runsFor(sess) {
 		sl.planInFull.Store(true)
 	}
 }
@@ -56,9 +56,9 @@ func (m *Member) unown(p string) {
 	m.running.mu.Unlock()
 }
 
-// handOff cancels sl's handler so that its partition is released (or given
-// back) once the handler has returned, and arms the watchdog. The releaser
-// expects the release, to send it with the others of the same handoff.
+// handOff cancels sl's handler so that its partition is released (or
+// given back) once it returned, arms the watchdog, and has the releaser
+// expect the release, to send it with the rest of the handoff.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
@@ -67,8 +67,8 @@ func (m *Member) handOff(sl *slot) {
 	sl.cancel()
 }
 
-// start runs the handler for a freshly claimed partition; at is its index
-// in the plan's partition set (slot.at; -1: unknown).
+// start runs the handler of a partition just claimed; at is its index in
+// the plan's set (-1: unknown).
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64, at int32) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	// One allocation for the slot, its claim and the claim's counter
@@ -86,8 +86,7 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 		write:     m.claimWrite(sess, part, epoch),
 		load:      &sl.counter,
 	}
-	sl.claim = &sl.c
-	m.startMeasure(sl.claim)
+	m.startMeasure(&sl.c)
 	slots[part] = sl
 	m.running.mu.Lock()
 	m.running.owned[part] = epoch
@@ -96,10 +95,9 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	go m.runSlot(sl)
 }
 
-// claimWrite returns a claim's write function, the one path by which a
-// handler's writes reach the store: bounded by the session's fence time
-// whatever the handler's context, and refused at once (ErrFenced and
-// ErrNotOwner) past that time or once the session is lost.
+// claimWrite returns a claim's write, the one path of a handler's writes
+// to the store: bounded by the session's fence time, and refused at once
+// (ErrFenced and ErrNotOwner) past it or once the session is lost.
 func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx context.Context, v []byte) error {
 	group := m.cfg.Group
 	return m.metrics.CountFencing(func(ctx context.Context, v []byte) error {
@@ -120,10 +118,10 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 	})
 }
 
-// runSlot runs one partition's handler until its context is cancelled, then
-// releases the partition if it is being handed off, and reports to the loop.
+// runSlot runs sl's handler until its context is cancelled, releases the
+// partition if handed off, and reports to the loop.
 func (m *Member) runSlot(sl *slot) {
-	c := sl.claim
+	c := &sl.c
 	defer func() { m.events.slotDone <- sl }()
 	for {
 		err := m.callHandler(c)
@@ -154,10 +152,9 @@ func (m *Member) runSlot(sl *slot) {
 }
 
 // watchdog warns, or with ForceHandoff releases the partition, when a
-// handler being handed off has not returned within MaxShutdown. arm (on the
-// reconcile loop) may run after disarm (on the slot's goroutine), so they
-// share a lock and a flag: an arm after the disarm does nothing, and a
-// timer armed before it is stopped or waited for.
+// handler handed off has not returned within MaxShutdown. arm (reconcile
+// loop) may run after disarm (slot's goroutine): under one lock, an arm
+// after disarm does nothing, and a timer armed before is stopped or waited.
 type watchdog struct {
 	m  *Member
 	sl *slot
@@ -186,7 +183,7 @@ func (w *watchdog) expire() {
 	if returned || w.sl.mode.Load() != modeHandoff {
 		return
 	}
-	m, p := w.m, w.sl.claim.Partition
+	m, p := w.m, w.sl.c.Partition
 	if m.cfg.ForceHandoff {
 		m.log.Error("handler did not return within MaxShutdown; releasing anyway (ForceHandoff)", "partition", p)
 		m.release(w.sl)
@@ -195,8 +192,7 @@ func (w *watchdog) expire() {
 	m.log.Error("handler did not return within MaxShutdown; keeping the partition until it does", "partition", p, "max_shutdown", m.cfg.MaxShutdown)
 }
 
-// disarm is called once the handler has returned, before the release; it
-// returns after any forced release the timer began.
+// disarm, once the handler returned, waits for a forced release begun.
 func (w *watchdog) disarm() {
 	w.mu.Lock()
 	w.returned = true
@@ -207,7 +203,7 @@ func (w *watchdog) disarm() {
 	}
 }
 
-// callHandler runs the handler, turning a panic into an error so one bad
+// callHandler runs the handler, a panic turned into an error: one bad
 // partition does not take the process down with partitions still held.
 func (m *Member) callHandler(c *Claim) (err error) {
 	defer func() {
@@ -218,8 +214,8 @@ func (m *Member) callHandler(c *Claim) (err error) {
 	return m.cfg.Handler(c)
 }
 
-// release releases sl's partition (once) through the releaser, or gives it
-// back, and returns when the store has answered or the member stopped.
+// release releases (or gives back) sl's partition once, and returns when
+// the store answered or the member stopped.
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
 		return

@@ -3,26 +3,19 @@ package herd
 // The plan's target: what the last full plan decided, so that the entries
 // that only carry it out cost no plan.
 //
-// A full plan costs O(P). During a rebalance nearly every entry is progress
-// toward the target every member computed: a claim by the partition's
-// target owner, or a release by an owner that hands it to another. The
-// target computed after such an entry is the same (balance keeps every
-// target while the moves to it are carried out, in any order:
-// TestPartialFillKeepsTarget, TestHandoffKeepsTarget), so the feed checks
-// each entry against the target as it arrives (O(log P) at most), and plan
-// runs in full only when one is not such progress (a session opened or
-// ended, a claim by another member, a give-back, a restore, a new partition
-// set). A release toward this member is claimed without a full plan.
+// A full plan costs O(P), and during a rebalance nearly every entry is a
+// claim by the partition's target owner or a release by an owner handing it
+// on, after which balance finds the same target (TestPartialFillKeepsTarget,
+// TestHandoffKeepsTarget). So the feed checks each entry as it arrives
+// (O(log P) at most), plan runs in full only on one that is not such
+// progress, and a release toward this member is claimed without one.
 //
 // The target is dropped whenever something else may call for action (a
-// read of the group, a plan that left something to look at later, a
-// session lost, a contested claim left unexplained). It expires
-// RenewInterval after the first entry it let pass (up to maxTargetLife
-// when a full plan found it unchanged), and a third of that after the last
-// once the log is quiet, so that what the check cannot see (a target that
-// did change after all, a record of this member's it does not run) is
-// acted on within that bound. A target the copy shows carried out (met),
-// or that no entry has reached, lasts on: a full plan would find the same.
+// read of the group, a plan left something to look at later, a session
+// lost, a contested claim unexplained). It expires RenewInterval after the
+// first entry it let pass (up to maxTargetLife), and a third of that after
+// the last once the log is quiet, so what the check cannot see is acted on
+// within that bound; one the copy shows met, or no entry reached, lasts on.
 
 import (
 	"slices"
@@ -41,20 +34,16 @@ type planTarget struct {
 	life    time.Duration     // how long after the first entry it let pass the target lasts
 	byCount bool              // the plan found the published loads all equal (see replica.progress)
 	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3)
-	// layout: the read of the group the copy plan used descends from
-	// (replica.layout, as it was before plan took the copy).
-	layout uint64
-	// recPart: per record of the copy plan used (by index in its Owners,
-	// placeholders included), the index in parts of its partition (-1: a
-	// record outside the set; nil: search parts). It saves the feed a
-	// search of parts per entry (a third of a microsecond on 100,000).
+	layout  uint64            // the read of the group the copy plan used descends from (replica.layout before current)
+	// recPart: per record of the copy plan used (placeholders included),
+	// the index in parts of its partition (-1: outside the set; nil: search
+	// parts), saving the feed a search per entry (a third of a µs on 100,000).
 	recPart []int32
 }
 
-// newPlanTarget records the target of a full plan: sessions and parts as
-// plan saw them (sorted by id), target and recPart (nil: none) copied, and
-// its life. The lists of prev (nil: none), the member's previous target,
-// are reused: prev must be nobody else's any more.
+// newPlanTarget records the target of a full plan (sessions and parts
+// sorted by id; target and recPart copied), reusing the lists of prev
+// (nil: none), the member's previous target, which must be nobody else's.
 func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, parts []store.Partition, target, recPart []int32, life time.Duration) *planTarget {
 	a := prev
 	if a == nil {
@@ -73,11 +62,9 @@ func newPlanTarget(prev *planTarget, sess string, sessions []store.SessionInfo, 
 	return a
 }
 
-// maxTargetLife bounds a target's life, in RenewIntervals: a full plan that
-// finds the same target as the last (a long placement still being carried
-// out) doubles its life, up to this, as each full plan of 100,000
-// partitions costs every member 20 to 25 ms of CPU. The quiet time does
-// not grow.
+// maxTargetLife bounds a target's life, in RenewIntervals: a full plan
+// that finds the same target (a long placement under way) doubles it, as
+// a full plan of 100,000 partitions costs every member 20 to 25 ms of CPU.
 const maxTargetLife = 4
 
 // same reports whether a (nil: none) is the target sess found for these
@@ -90,9 +77,9 @@ func (a *planTarget) same(sess string, sessions []store.SessionInfo, parts []sto
 		(sameSlice(a.parts, parts) || slices.EqualFunc(a.parts, parts, func(x, y store.Partition) bool { return x.ID == y.ID }))
 }
 
-// noteUnchecked keeps batches applied to the copy while no target was set (a
-// plan under way), for setTarget to check: up to changesPerRead entries,
-// beyond which the next target is off. r.mu is held.
+// noteUnchecked keeps batches applied while no target was set, for
+// setTarget: up to changesPerRead entries, beyond which the next target is
+// off. r.mu is held.
 func (r *replica) noteUnchecked(cs []store.Change) {
 	if r.nunchecked > changesPerRead {
 		return
@@ -111,10 +98,9 @@ func (r *replica) forgetUnchecked() {
 	r.unchecked, r.nunchecked = r.unchecked[:0], 0
 }
 
-// setTarget makes a the target, for a full plan of the copy at version v. The
-// entries after v are checked against it: those the feed applied to the
-// copy meanwhile (noteUnchecked), then those still queued. If the applied
-// ones were not all kept, the target is off.
+// setTarget makes a the target, for a full plan of the copy at version v,
+// and checks the entries after v against it: those applied meanwhile
+// (noteUnchecked; all must have been kept), then those queued.
 func (r *replica) setTarget(a *planTarget, v store.Version) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -159,13 +145,11 @@ func (r *replica) dropTarget() {
 }
 
 // onTargetRunning reports whether every entry since the last full plan was
-// progress toward its target, so that plan has nothing to do but claim the
-// partitions released toward this member since (claims, taken: each is
-// returned once), and if so how long until the target expires. For a
-// member that runs (runs) running() partitions of this session, a target
-// whose life ends lasts on (its life starts again with the next entry) if
-// the copy shows it carried out (met), as a full plan would find the same;
-// runs nil: it ends.
+// progress toward its target, and if so the partitions released toward
+// this member since (each returned once) and how long until the target
+// expires. A target whose life ends lasts on (until the next entry) if the
+// copy shows it met by a member that runs (runs) running() partitions of
+// this session; runs nil: it ends.
 func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running func() int) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -193,9 +177,8 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	return next, claims, true
 }
 
-// targetValid reports whether the target is session sess's and still holds
-// at now: every entry since was checked as progress toward it, and it is
-// not due. r.mu is held.
+// targetValid reports whether the target is session sess's, every entry
+// since was progress toward it, and it is not due at now. r.mu is held.
 func (r *replica) targetValid(sess string, now time.Time) bool {
 	a := r.target
 	if a == nil || r.offTarget || a.sess != sess || r.work == nil || r.readAsked || r.distrusted {
@@ -205,8 +188,7 @@ func (r *replica) targetValid(sess string, now time.Time) bool {
 }
 
 // onTargetNow reports whether onTargetRunning would answer ok at now
-// without looking at the copy (the target's life and quiet time not over),
-// taking nothing.
+// without looking at the copy, taking nothing.
 func (r *replica) onTargetNow(sess string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -216,9 +198,8 @@ func (r *replica) onTargetNow(sess string, now time.Time) bool {
 	return r.targetFirst.IsZero() || now.Before(r.targetEnd())
 }
 
-// targetEnd is when the target's life or its quiet time ends, since the
-// first entry that made progress toward it (targetFirst, not zero). r.mu
-// is held.
+// targetEnd is when the target's life (from targetFirst, not zero) or its
+// quiet time ends. r.mu is held.
 func (r *replica) targetEnd() time.Time {
 	a := r.target
 	end := r.targetFirst.Add(a.life)
@@ -243,9 +224,9 @@ func (r *replica) checkTarget(cs []store.Change) {
 	r.reachedTarget(len(cs))
 }
 
-// reachedTarget notes that n entries, checked, were all progress toward the
-// target (if it is still on): the target's life starts with the first, and
-// its quiet time with the last. r.mu is held.
+// reachedTarget notes that n entries were progress toward the target (if
+// still on): its life starts with the first, its quiet time with the
+// last. r.mu is held.
 func (r *replica) reachedTarget(n int) {
 	if r.target != nil && !r.offTarget && n > 0 {
 		r.targetLast = time.Now()
@@ -255,12 +236,11 @@ func (r *replica) reachedTarget(n int) {
 	}
 }
 
-// met reports whether the copy shows the target a carried out: every
-// partition of the set held by its target owner without a give-back mark,
-// no record of this member's outside the set, and this member running
-// (runs) the partitions the copy says it holds and no other (running). A
-// full plan would find the same and do nothing, so the target lasts on.
-// r.mu is held, the pending entries applied.
+// met reports whether the copy shows a carried out, so a full plan would
+// do nothing: every partition held by its target owner without a
+// give-back mark, none of this member's records outside the set, and this
+// member running (runs) exactly those it holds (running). r.mu is held,
+// the pending entries applied.
 func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {

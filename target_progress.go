@@ -6,13 +6,11 @@ package herd
 
 import "github.com/herdhq/herd/store"
 
-// progressHint reports whether entry c only carries out the target: a claim
-// by the partition's target owner, or a plain release by an owner that is
-// not its target owner; claim, whether it is such a release toward this
-// member, which it is to claim. rec, if >= 0, is the index of the
-// partition's record in the copy: a hint, checked against the partition's
-// id unless exact (see replica.hintExact; the check is most of an entry's
-// cost).
+// progressHint reports whether entry c only carries out the target (a
+// claim by the target owner, or a plain release by another owner), and
+// claim, whether it is a release toward this member. rec, if >= 0, is the
+// index of the record in the copy: a hint, checked against the id unless
+// exact (replica.hintExact; the check is most of an entry's cost).
 func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, claim bool) {
 	if c.Kind != store.Claimed && c.Kind != store.Released {
 		return false, false
@@ -43,12 +41,10 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 	return true, t == a.sess
 }
 
-// progress is a.progressHint, and for a load report, whether the copy's
-// published loads stay all equal (equalLoads), so that a target by count
-// stands: a full plan would balance by count again, and find the same.
-// Members that moved partitions publish their loads at the next report,
-// all at once (reportLoop): at 100 members on 100,000 partitions each of
-// those reports cost every member a full plan. r.mu is held.
+// progress is a.progressHint, and for a load report, whether the loads
+// stay all equal (equalLoads), so a target by count stands: members that
+// moved partitions all report at once, and at 100 members on 100,000
+// partitions each report cost every member a full plan. r.mu is held.
 func (r *replica) progress(a *planTarget, c store.Change, rec int, exact bool) (ok, claim bool) {
 	if c.Kind == store.LoadsReported {
 		return a.byCount && r.loads.after(c.Loads), false
@@ -56,8 +52,8 @@ func (r *replica) progress(a *planTarget, c store.Change, rec int, exact bool) (
 	return a.progressHint(c, rec, exact)
 }
 
-// progressIn is progress with the record's index found in the copy. Only
-// reads the copy: plan may be reading it at the same time. r.mu is held.
+// progressIn is progress with the record's index found in the copy, which
+// plan may be reading meanwhile. r.mu is held.
 func (r *replica) progressIn(a *planTarget, c store.Change, exact bool) (ok, claim bool) {
 	rec := -1
 	if a.recPart != nil && r.work != nil && c.Partition != "" {
@@ -68,10 +64,9 @@ func (r *replica) progressIn(a *planTarget, c store.Change, exact bool) (ok, cla
 	return r.progress(a, c, rec, exact)
 }
 
-// equalLoads tells whether the published loads of a copy, and of the load
-// reports checked after it, are all equal (none: equal), which makes the
-// plan balance by count (loadmeter.Align). A load that replaces a
-// different one is not tracked: the loads are then taken as unequal.
+// equalLoads tells whether the loads of a copy and of the reports checked
+// after it are all equal (none: equal), so plan balances by count
+// (loadmeter.Align). A load replacing another is taken as unequal.
 type equalLoads struct {
 	equal, known bool
 	value        float64
@@ -97,18 +92,15 @@ func (e *equalLoads) after(loads []store.Load) bool {
 }
 
 // hintExact reports whether the copy's records are where they were in the
-// copy a's plan used, so that a's hints (recPart) need no check: it
-// descends from the same read and has as many records (Apply only ever
-// inserts records, so one with as many has them all in place). r.mu is
-// held.
+// copy a's plan used, so a.recPart needs no check: the same read, as many
+// records (Apply only inserts). r.mu is held.
 func (r *replica) hintExact(a *planTarget) bool {
 	return a.recPart != nil && r.work != nil && a.layout == r.layout && len(r.work.Owners) == len(a.recPart)
 }
 
-// noteProgress notes what an entry about p, found progress toward the
-// target (ok) and a release toward this member (claim) or not, calls for:
-// nothing, a claim (toClaim), or a full plan (offTarget; false). r.mu is
-// held.
+// noteProgress notes what an entry about p (progress ok, a release toward
+// this member claim) calls for: nothing, a claim (toClaim), or a full plan
+// (offTarget; false). r.mu is held.
 func (r *replica) noteProgress(p string, ok, claim bool) bool {
 	switch {
 	case !ok:
