@@ -52,17 +52,7 @@ type reconcilePlan struct {
 // and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	runs := func(p string) bool { sl := slots[p]; return sl != nil && sl.runsFor(sess) }
-	running := func() int {
-		n := 0
-		for _, sl := range slots {
-			if sl.runsFor(sess) {
-				n++
-			}
-		}
-		return n
-	}
-	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
+	next, claims, ok := m.rep.onTargetRunning(sess, slots, now)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
