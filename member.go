@@ -95,7 +95,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
-	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
+	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: map[string]uint64{}}
 	if cfg.LoadReportInterval > 0 && cfg.ownLoads {
 		m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
 	} else if cfg.LoadReportInterval > 0 {
