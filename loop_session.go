@@ -95,12 +95,12 @@ func (l *runLoop) startLeaving() {
 	l.leaveCh = nil // a nil channel is never ready again
 	l.leaving = true
 	m.log.Info("leaving the group: handing off every partition", "partitions", len(l.slots))
+	m.metrics.Leaving(m.ownedCount())
 	handed := m.rel.hold()
 	for _, sl := range l.slots {
 		m.handOff(sl)
 	}
 	handed()
-	m.metrics.Leaving(m.ownedCount())
 	m.running.dropOwned()
 }
 

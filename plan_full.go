@@ -191,7 +191,6 @@ func (m *Member) planRunning(fp *fullPlan) {
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
-				m.unown(p)
 			}
 			continue
 		}
@@ -210,7 +209,6 @@ func (m *Member) planRunning(fp *fullPlan) {
 			m.planner.step.handingOff(p)
 			// Not over a give-back begun: released either way, keeping its mark.
 			m.handOff(sl)
-			m.unown(p)
 		}
 	}
 }

@@ -55,11 +55,8 @@ func strictlySorted[T any](xs []T, id func(T) string) bool {
 	return true
 }
 
-// liveSessions indexes the sessions ss by id (nil: none).
+// liveSessions indexes the sessions ss by id.
 func liveSessions(ss []store.SessionInfo) map[string]*store.SessionInfo {
-	if len(ss) == 0 {
-		return nil
-	}
 	byID := make(map[string]*store.SessionInfo, len(ss))
 	for i := range ss {
 		byID[ss[i].ID] = &ss[i]
