@@ -69,10 +69,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if prev.same(sess.id, fp.sessions, fp.parts, b.target) {
 		life = min(2*prev.life, maxTargetLife*m.cfg.RenewInterval)
 	}
-	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
-	m.planner.target.life = life // its quiet time stays RenewInterval/3
-	m.planner.target.byCount = b.byCount
-	m.planner.target.layout = layout
+	t := newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval)
+	t.life, t.byCount, t.layout = life, b.byCount, layout // its quiet time stays RenewInterval/3
+	m.planner.target, m.planner.targetAt = t, snap.Version
 
 	handed := m.rel.hold() // the handoffs' releases are sent together
 	defer handed()
