@@ -14,8 +14,7 @@ import (
 func (l *runLoop) loseSession() {
 	m, sess := l.m, l.sess
 	cause := context.Cause(sess.ctx)
-	sess.cancel(ErrSessionExpired)
-	<-sess.renew
+	sess.end(ErrSessionExpired)
 	m.noteLostLoads(l.slotsOf(sess) > 0, sess.opened)
 	for _, sl := range l.slots {
 		if sl.sess == sess {
@@ -112,8 +111,7 @@ func (l *runLoop) closeSession() {
 	}
 	// Stop renewing first, or a renewal in flight would be answered
 	// "expired" and reported as a session lost.
-	sess.cancel(ErrLeft)
-	<-sess.renew
+	sess.end(ErrLeft)
 	if err := m.closeStoreSession(sess.id); err != nil {
 		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
 	}
@@ -131,8 +129,7 @@ func (m *Member) closeStoreSession(id string) error {
 func (l *runLoop) finish(err error) {
 	m, sessions := l.m, l.orphans
 	if l.sess != nil {
-		l.sess.cancel(err)
-		<-l.sess.renew
+		l.sess.end(err)
 		sessions = append(sessions, l.sess)
 	}
 	for len(l.slots) > 0 {

@@ -80,10 +80,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 // (planOnTarget), taking nothing.
 func (m *Member) canPlanOnTarget(sess *session) bool {
 	now := time.Now()
-	if len(m.loss.restores) > 0 || m.loss.holding(now) {
-		return false
-	}
-	return m.rep.onTargetNow(sess.id, now)
+	return len(m.loss.restores) == 0 && !m.loss.holding(now) && m.rep.onTargetNow(sess.id, now)
 }
 
 // planChecks is what plan checks on the copy snap (replica.current's)

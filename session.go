@@ -28,6 +28,9 @@ type session struct {
 
 func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
 
+// end cancels s (if not already, with cause) and waits for its renewal.
+func (s *session) end(cause error) { s.cancel(cause); <-s.renew }
+
 // pastFence reports whether the session's fence time has come (a store
 // call may fail at that instant before its context's timer fires).
 func (s *session) pastFence() bool {

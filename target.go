@@ -191,10 +191,7 @@ func (r *replica) targetValid(sess string, now time.Time) bool {
 func (r *replica) onTargetNow(sess string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.targetValid(sess, now) {
-		return false
-	}
-	return r.targetFirst.IsZero() || now.Before(r.targetEnd())
+	return r.targetValid(sess, now) && (r.targetFirst.IsZero() || now.Before(r.targetEnd()))
 }
 
 // targetEnd is when the target's life (from targetFirst, not zero) or its
