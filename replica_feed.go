@@ -284,13 +284,7 @@ func (f *feed) queue(cs []store.Change, kinds kindSet) {
 	r := f.r
 	r.pending = append(r.pending, cs)
 	r.npending += len(cs)
-	if kinds.has(store.LoadsReported) {
-		for i := range cs {
-			if cs[i].Kind == store.LoadsReported {
-				r.pendingLoads++
-			}
-		}
-	}
+	r.loadsQueued = r.loadsQueued || kinds.has(store.LoadsReported)
 	if kinds.has(store.SessionOpened) {
 		// A busy store may log the last joining sessions later than
 		// JoinSettle after the first: the copy is fresh again once the
