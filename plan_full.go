@@ -265,12 +265,12 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 // its way. Once the feed read the log to its end since, and RenewInterval
 // passed, it is not coming (a record written by hand): read the group.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
-	at, ok := m.rep.contestedSince(p)
+	at, ok, reached := m.rep.contestedSince(p)
 	if !ok {
 		return 0
 	}
 	wait := m.cfg.RenewInterval - now.Sub(at)
-	if wait <= 0 && !m.rep.reachedSince(at) {
+	if wait <= 0 && !reached {
 		wait = m.cfg.RenewInterval
 	}
 	if wait > 0 {
