@@ -142,9 +142,9 @@ func (l *runLoop) finish(err error) {
 		m.untie(s)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
-	<-l.relDone
+	l.releasing.Wait()
 	m.life.stop() // ends the log reader (feedLoop)
-	<-l.feedDone
+	l.feeding.Wait()
 	m.running.dropOwned()
 	m.running.live.Store(nil)
 	m.life.err = err

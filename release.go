@@ -82,8 +82,7 @@ func (r *releaser) release(sl *slot) {
 // loop sends the queued releases until stop is closed (every slot has
 // returned). One the store did not apply is sent again until it lands or
 // its session ends, after 20 ms doubling up to Config.retryPause.
-func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (r *releaser) loop(stop <-chan struct{}) {
 	retry := stoppedTimer()
 	failures := 0 // sends that failed in a row
 	for {

@@ -87,8 +87,7 @@ func kindsOf(cs []store.Change) kindSet {
 // feedLoop keeps the replica up to date until the member stops: it reads
 // the group when asked to, and otherwise follows the log, waking the
 // reconcile loop after each batch. run starts and waits for it.
-func (m *Member) feedLoop(done chan<- struct{}) {
-	defer close(done)
+func (m *Member) feedLoop() {
 	f := &feed{m: m, r: &m.rep, backoff: firstBackoff, first: freshWait}
 	for m.runCtx.Err() == nil {
 		if m.cfg.gate.Wait(m.runCtx) != nil {
