@@ -179,14 +179,13 @@ func (f *feed) readGroup() bool {
 // if the member stops.
 func (f *feed) follow(read bool) bool {
 	m, r := f.m, f.r
-	ctx, cancel := context.WithCancel(m.runCtx)
 	c := logCall{read: read}
 	r.mu.Lock()
 	if r.readAsked || r.work == nil {
 		r.mu.Unlock()
-		cancel()
 		return true // the read first
 	}
+	ctx, cancel := context.WithCancel(m.runCtx)
 	c.after, c.firstCall, c.sessions = r.version(), !r.fresh, len(r.work.Sessions)
 	r.cancel = cancel
 	r.mu.Unlock()
