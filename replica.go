@@ -236,9 +236,8 @@ func (r *replica) epochOf(p string) uint64 {
 	if r.work == nil {
 		return 0
 	}
-	i, ok := searchRecord(r.work.Owners, p)
-	if !ok {
-		return 0
+	if i, ok := searchRecord(r.work.Owners, p); ok {
+		return r.work.Owners[i].Epoch
 	}
-	return r.work.Owners[i].Epoch
+	return 0
 }

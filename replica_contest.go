@@ -55,10 +55,7 @@ func (r *replica) heldByLive(p string) bool {
 		return false
 	}
 	i, ok := searchRecord(r.work.Owners, p)
-	if !ok || r.work.Owners[i].Session == "" {
-		return false
-	}
-	return r.work.Alive(r.work.Owners[i].Session)
+	return ok && r.work.Owners[i].Session != "" && r.work.Alive(r.work.Owners[i].Session)
 }
 
 // contestedSince returns when a claim of p failed (at), if nothing new
