@@ -49,11 +49,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			m.planner.planGap = planGap(len(snap.Owners), time.Since(m.planner.plannedAt), m.cfg.SessionTTL/40)
 		}
 	}()
+	defer m.rep.release()
 	if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
-		m.rep.release()
 		return pl, err
 	}
-	defer m.rep.release()
 	m.planner.full.Add(1)
 
 	b := &m.planner.buf
