@@ -43,7 +43,12 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 
 	// Records the store says are ours but we do not run (a Claim whose reply
 	// was lost) and the target gives to others: release them.
-	held := pl.release
+	var held []store.Ownership
+	for _, r := range pl.release {
+		if slots[r.Partition] == nil {
+			held = append(held, r)
+		}
+	}
 	for len(held) > 0 {
 		n := min(len(held), store.MaxBatch)
 		if _, err := m.st.ReleaseBatch(ctx, m.cfg.Group, sess.id, held[:n]); err != nil {
@@ -62,13 +67,16 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 	return pl.next, nil
 }
 
-// claimAll claims the partitions ps (none running here), in batches, and
-// starts their handlers; at[i] is ps[i]'s index hint (nil: none). One
-// claimed by another first, or malformed, is contested. It reports done if
-// the session turned out expired.
+// claimAll claims the partitions ps not running here, in batches, and
+// starts their handlers; one claimed by another first, or malformed, is
+// contested. It reports done if the session turned out expired.
 func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*slot, ps []string, at []int32) (done bool, err error) {
-	for k := 0; k < len(ps); k += store.MaxBatch {
-		batch := ps[k:min(len(ps), k+store.MaxBatch)]
+	ps, at = notRunning(slots, ps, at)
+	for len(ps) > 0 {
+		batch := ps[:min(len(ps), store.MaxBatch)]
+		ps = ps[len(batch):]
+		hints := at[:len(batch)]
+		at = at[len(batch):]
 		res, err := m.st.ClaimBatch(ctx, m.cfg.Group, sess.id, batch)
 		switch {
 		case errors.Is(err, store.ErrSessionExpired):
@@ -89,11 +97,7 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 			p := batch[i]
 			switch {
 			case r.Err == nil:
-				hint := int32(0)
-				if at != nil {
-					hint = at[k+i]
-				}
-				m.start(sess, slots, r.Ownership, seq, hint)
+				m.start(sess, slots, r.Ownership, seq, hints[i])
 				m.planner.step.claim(p, r.Ownership.Epoch)
 			case errors.Is(r.Err, store.ErrClaimed):
 				// Another got there first: its entry is on its way, or
@@ -112,4 +116,21 @@ func (m *Member) claimAll(ctx context.Context, sess *session, slots map[string]*
 		m.rep.contestClaims(claimed, time.Now())
 	}
 	return false, nil
+}
+
+// notRunning returns the partitions of ps that no slot runs, and their
+// index hints (at, or -1 each if at is nil), in new lists.
+func notRunning(slots map[string]*slot, ps []string, at []int32) ([]string, []int32) {
+	keep, hints := make([]string, 0, len(ps)), make([]int32, 0, len(ps))
+	for i, p := range ps {
+		if slots[p] != nil {
+			continue
+		}
+		h := int32(-1)
+		if i < len(at) {
+			h = at[i]
+		}
+		keep, hints = append(keep, p), append(hints, h)
+	}
+	return keep, hints
 }

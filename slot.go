@@ -70,12 +70,12 @@ func (m *Member) handOff(sl *slot) {
 }
 
 // start runs the handler of a partition just claimed; at is its index in
-// the plan's set (a hint: 0 if unknown).
+// the plan's set (-1: unknown).
 func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership, seq uint64, at int32) {
 	hctx, cancel := context.WithCancel(sess.ctx)
 	// One allocation for the slot, its claim and the claim's counter
 	// (BenchmarkMemberPlacement: 9 allocations per claim, 11 with three).
-	sl := &slot{sess: sess, cancel: cancel, seq: seq, at: at}
+	sl := &slot{sess: sess, cancel: cancel, seq: seq, at: max(at, 0)}
 	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
 	sl.c = Claim{
