@@ -84,15 +84,20 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 }
 
 // noteExpiry tells the reconcile loop when the earliest session of the
-// group expires; the latest news replaces what it has not read yet. The
-// send never blocks: its only caller is the renewal goroutine of the one
-// session open (the loop waits for it before opening the next).
+// group expires; the latest news replaces what it has not read yet. It
+// never blocks.
 func (m *Member) noteExpiry(t time.Time) {
-	select {
-	case <-m.events.expireAt:
-	default:
+	for {
+		select {
+		case m.events.expireAt <- t:
+			return
+		default:
+		}
+		select {
+		case <-m.events.expireAt:
+		default:
+		}
 	}
-	m.events.expireAt <- t
 }
 
 // ErrTieLost is the cause of a session's end when its tied connection
