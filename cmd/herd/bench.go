@@ -236,7 +236,10 @@ goes to stderr when it is a terminal.
 
 Scenarios: ` + scenarioNames() + `
 
-steady: 16 members on 10,000 and on 100,000 partitions (a result each).
+steady: 16 members on 10,000 and on 100,000 partitions (a result each):
+the placement, then --steady-for of the fleet at rest, from one session TTL
+after the placement and, for member processes, once every member has
+published the loads of the partitions it took (up to 2 minutes).
 large: 100 members place 100,000 partitions, then 10 join, then 10 crash.
 large-start: 100 members started at once, each joining with the 100,000
 partitions as its set (none stored before): how many fail to join, and the

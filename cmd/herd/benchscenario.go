@@ -148,7 +148,8 @@ func result(name string, conn *connector, parts, before int, s step, o benchOpts
 }
 
 // measureSteady lets a balanced fleet run for o.steadyFor (after one session
-// TTL to settle) and reports its store operations, CPU and memory per
+// TTL to settle, and for member processes after their first load reports)
+// and reports its store operations, CPU and memory per
 // member. The handlers do no work and write no checkpoints: the figures are
 // the cost of coordination alone.
 func measureSteady(ctx context.Context, c benchFleet, conn *connector, sc benchScenario, parts int, initial step, o benchOpts) (benchResult, error) {

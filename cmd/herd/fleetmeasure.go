@@ -201,9 +201,14 @@ func (f *procFleet) settle(ctx context.Context, balancedAt time.Time) (time.Time
 	}
 }
 
-// steady lets the balanced fleet run for settle, then measures window.
+// steady lets the balanced fleet run for settle and until its first load
+// reports are in (firstReports), then measures window: the cost of a fleet
+// at rest.
 func (f *procFleet) steady(ctx context.Context, settle, window time.Duration) (steadyFigures, error) {
 	if err := sleepCtx(ctx, settle); err != nil {
+		return steadyFigures{}, err
+	}
+	if err := f.firstReports(ctx); err != nil {
 		return steadyFigures{}, err
 	}
 	f.mu.Lock()
@@ -231,6 +236,43 @@ func (f *procFleet) steady(ctx context.Context, settle, window time.Duration) (s
 	renewals := float64(c1.Renewals-c0.Renewals) / n / secs
 	return steadyFigures{OpsPerSec: float64(c1.ops()-c0.ops()) / n / secs, RenewalsPerSec: &renewals,
 		FullReads: c1.FullReads - c0.FullReads, CPUPerSec: cpu / n / secs, PeakRSS: &rss, MaxConcurrent: maxConc}, nil
+}
+
+// reportsSettle is how long after the last member's first load report the
+// steady window starts: the reports wake every member's log reader, which
+// reads them over about one loadGather (1 s), and the members report their
+// counts every countsEvery.
+const reportsSettle = 2*time.Second + 2*countsEvery
+
+// firstReports waits until every live member has published the loads of
+// the partitions it took (its first LoadsReported: at the first multiple of
+// the members' LoadReportInterval on the clock once they have run half an
+// interval, internal/loadmeter), plus reportsSettle: those reports, a write
+// and about two log reads per member once after a placement, are the
+// placement's cost, not the fleet's at rest. After two intervals and
+// reportsSettle it goes on regardless (a member with nothing to report
+// writes nothing).
+func (f *procFleet) firstReports(ctx context.Context) error {
+	bound := time.Now().Add(2*herd.DefaultLoadReportInterval + reportsSettle)
+	tick := time.NewTicker(countsEvery)
+	defer tick.Stop()
+	for time.Now().Before(bound) {
+		f.mu.Lock()
+		all := true
+		for _, m := range f.all {
+			all = all && (m.gone || m.counts.LoadReports > 0)
+		}
+		f.mu.Unlock()
+		if all {
+			return sleepCtx(ctx, reportsSettle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // serverCPUNow reads the store server's CPU time (an error if the store
