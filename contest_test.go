@@ -25,7 +25,7 @@ func TestContestClaims(t *testing.T) {
 	now := time.Now()
 	r.contestClaims([]string{"p1", "p2", "p3", "p4", "p5"}, now)
 	for p, want := range map[string]bool{"p1": false, "p2": true, "p3": false, "p4": true, "p5": true} {
-		if _, got := r.contestedSince(p); got != want {
+		if _, got, _ := r.contestedSince(p); got != want {
 			t.Errorf("%s contested = %v, want %v", p, got, want)
 		}
 	}
@@ -35,7 +35,7 @@ func TestContestClaims(t *testing.T) {
 	// A give-back marks its partition contested although the copy shows
 	// it held (by this member).
 	r.contest("p1", now)
-	if _, ok := r.contestedSince("p1"); !ok {
+	if _, ok, _ := r.contestedSince("p1"); !ok {
 		t.Error("contest did not mark p1")
 	}
 }
@@ -45,15 +45,22 @@ func TestContestClaims(t *testing.T) {
 func TestReachedSince(t *testing.T) {
 	var r replica
 	t0 := time.Now()
-	if r.reachedSince(t0) {
+	if reachedSince(&r, t0) {
 		t.Fatal("reachedSince with no call yet")
 	}
 	r.reached = t0.Add(-time.Millisecond)
-	if r.reachedSince(t0) {
+	if reachedSince(&r, t0) {
 		t.Fatal("a call that began before t0 counts")
 	}
 	r.reached = t0
-	if !r.reachedSince(t0) {
+	if !reachedSince(&r, t0) {
 		t.Fatal("a call that began at t0 does not count")
 	}
+}
+
+// reachedSince is contestedSince's answer reached for a claim contested at t.
+func reachedSince(r *replica, t time.Time) bool {
+	r.contest("p", t)
+	_, _, reached := r.contestedSince("p")
+	return reached
 }

@@ -55,7 +55,7 @@ func (m *Member) reportLoop(s *session) {
 func (r *replica) loadOf(p string) (float64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := len(r.pending) - 1; i >= 0 && r.pendingLoads > 0; i-- {
+	for i := len(r.pending) - 1; i >= 0 && r.loadsQueued; i-- {
 		cs := r.pending[i]
 		for j := len(cs) - 1; j >= 0; j-- {
 			if c := &cs[j]; c.Kind == store.LoadsReported {

@@ -7,6 +7,7 @@ package herd
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -46,9 +47,9 @@ type runLoop struct {
 	resync   *time.Ticker
 	retry    *time.Timer // between sessions: the next attempt to open one; after a failed reconcile, the next plan
 
-	feedDone chan struct{} // closed when feedLoop has returned
-	relStop  chan struct{} // closed to end the releaser's loop
-	relDone  chan struct{} // closed when it has returned
+	feeding   sync.WaitGroup // the log reader (feedLoop), ended with the member's runCtx
+	releasing sync.WaitGroup // the releaser's loop, ended by closing relStop
+	relStop   chan struct{}
 }
 
 // run is the reconcile loop, started by Join with the first session.
@@ -78,12 +79,10 @@ func (m *Member) newRunLoop(sess *session) *runLoop {
 		retry:    stoppedTimer(),
 		backstop: time.NewTicker(m.cfg.PollInterval),
 		resync:   time.NewTicker(m.cfg.ResyncInterval),
-		feedDone: make(chan struct{}),
 		relStop:  make(chan struct{}),
-		relDone:  make(chan struct{}),
 	}
-	go m.feedLoop(l.feedDone)
-	go m.rel.loop(l.relStop, l.relDone)
+	l.feeding.Go(m.feedLoop)
+	l.releasing.Go(func() { m.rel.loop(l.relStop) })
 	return l
 }
 

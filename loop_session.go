@@ -14,8 +14,7 @@ import (
 func (l *runLoop) loseSession() {
 	m, sess := l.m, l.sess
 	cause := context.Cause(sess.ctx)
-	sess.cancel(ErrSessionExpired)
-	<-sess.renew
+	sess.end(ErrSessionExpired)
 	m.noteLostLoads(l.slotsOf(sess) > 0, sess.opened)
 	for _, sl := range l.slots {
 		if sl.sess == sess {
@@ -95,12 +94,12 @@ func (l *runLoop) startLeaving() {
 	l.leaveCh = nil // a nil channel is never ready again
 	l.leaving = true
 	m.log.Info("leaving the group: handing off every partition", "partitions", len(l.slots))
+	m.metrics.Leaving(m.ownedCount())
 	handed := m.rel.hold()
 	for _, sl := range l.slots {
 		m.handOff(sl)
 	}
 	handed()
-	m.metrics.Leaving(m.ownedCount())
 	m.running.dropOwned()
 }
 
@@ -112,8 +111,7 @@ func (l *runLoop) closeSession() {
 	}
 	// Stop renewing first, or a renewal in flight would be answered
 	// "expired" and reported as a session lost.
-	sess.cancel(ErrLeft)
-	<-sess.renew
+	sess.end(ErrLeft)
 	if err := m.closeStoreSession(sess.id); err != nil {
 		m.log.Warn("closing session failed; it will expire after its TTL", "err", err)
 	}
@@ -131,8 +129,7 @@ func (m *Member) closeStoreSession(id string) error {
 func (l *runLoop) finish(err error) {
 	m, sessions := l.m, l.orphans
 	if l.sess != nil {
-		l.sess.cancel(err)
-		<-l.sess.renew
+		l.sess.end(err)
 		sessions = append(sessions, l.sess)
 	}
 	for len(l.slots) > 0 {
@@ -145,9 +142,9 @@ func (l *runLoop) finish(err error) {
 		m.untie(s)
 	}
 	close(l.relStop) // every slot has returned: nothing more to release
-	<-l.relDone
+	l.releasing.Wait()
 	m.life.stop() // ends the log reader (feedLoop)
-	<-l.feedDone
+	l.feeding.Wait()
 	m.running.dropOwned()
 	m.running.live.Store(nil)
 	m.life.err = err

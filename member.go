@@ -95,7 +95,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		loss:    lossState{loads: map[string]float64{}},
 		running: runningSet{owned: map[string]uint64{}, handlers: map[string]int{}},
 	}
-	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: releasedRecords{epochs: map[string]uint64{}}}
+	m.rel = &releaser{m: m, wake: make(chan struct{}, 1), released: map[string]uint64{}}
 	if cfg.LoadReportInterval > 0 && cfg.ownLoads {
 		m.meter = loadmeter.NewOwnOnly(cfg.LoadReportInterval)
 	} else if cfg.LoadReportInterval > 0 {
@@ -227,7 +227,10 @@ func (m *Member) Leave(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		if waiting := m.handlersRunning(); len(waiting) > 0 {
+		m.running.mu.Lock()
+		waiting := slices.Sorted(maps.Keys(m.running.handlers)) // those being handed off included
+		m.running.mu.Unlock()
+		if len(waiting) > 0 {
 			return fmt.Errorf("herd: leave %q: handlers have not returned yet (%s): %w",
 				m.cfg.Group, listIDs(waiting), ctx.Err())
 		}
@@ -266,14 +269,6 @@ func (r *runningSet) dropOwned() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.owned)
-}
-
-// handlersRunning lists, sorted, the partitions whose handlers have not
-// returned, those being handed off included.
-func (m *Member) handlersRunning() []string {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	return slices.Sorted(maps.Keys(m.running.handlers))
 }
 
 func (m *Member) ownedCount() int {

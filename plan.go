@@ -37,8 +37,7 @@ type plannerState struct {
 type reconcilePlan struct {
 	next     time.Duration // when to look again (JoinSettle, a hold, a contested claim)
 	held     bool          // next is for a hold (not only contested claims)
-	expired  bool          // the store no longer knows the session
-	wait     bool          // the replica does not show the session yet: nothing to do
+	wait     bool          // nothing to do: the replica does not show the session yet, or the store no longer knows it
 	onTarget bool          // no full plan: claim is what was released toward this member (target.go)
 	claim    []string      // partitions to claim, in ID order
 	claimAt  []int32       // per partition of claim, its index in the full plan's set (slot.at); nil on the target
@@ -52,17 +51,7 @@ type reconcilePlan struct {
 // and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	runs := func(p string) bool { sl := slots[p]; return sl != nil && sl.runsFor(sess) }
-	running := func() int {
-		n := 0
-		for _, sl := range slots {
-			if sl.runsFor(sess) {
-				n++
-			}
-		}
-		return n
-	}
-	next, claims, ok := m.rep.onTargetRunning(sess.id, now, runs, running)
+	next, claims, ok := m.rep.onTargetRunning(sess, slots, now)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
@@ -90,10 +79,7 @@ func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconci
 // (planOnTarget), taking nothing.
 func (m *Member) canPlanOnTarget(sess *session) bool {
 	now := time.Now()
-	if len(m.loss.restores) > 0 || m.loss.holding(now) {
-		return false
-	}
-	return m.rep.onTargetNow(sess.id, now)
+	return len(m.loss.restores) == 0 && !m.loss.holding(now) && m.rep.onTargetNow(sess.id, now)
 }
 
 // planChecks is what plan checks on the copy snap (replica.current's)
@@ -120,7 +106,7 @@ func (m *Member) planChecks(ctx context.Context, sess *session, snap *store.Snap
 	// it, the store forgot it. A linear scan: Alive trusts the sort order.
 	if !slices.ContainsFunc(snap.Sessions, func(s store.SessionInfo) bool { return s.ID == sess.id }) {
 		sess.cancel(ErrSessionExpired)
-		pl.expired = true
+		pl.wait = true // for the loop to open a new session
 		return pl, false, nil
 	}
 	m.noteSessions(snap)

@@ -49,11 +49,10 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 			m.planner.planGap = planGap(len(snap.Owners), time.Since(m.planner.plannedAt), m.cfg.SessionTTL/40)
 		}
 	}()
+	defer m.rep.release()
 	if pl, ok, err := m.planChecks(ctx, sess, snap, base, err); !ok {
-		m.rep.release()
 		return pl, err
 	}
-	defer m.rep.release()
 	m.planner.full.Add(1)
 
 	b := &m.planner.buf
@@ -69,10 +68,9 @@ func (m *Member) plan(ctx context.Context, sess *session, slots map[string]*slot
 	if prev.same(sess.id, fp.sessions, fp.parts, b.target) {
 		life = min(2*prev.life, maxTargetLife*m.cfg.RenewInterval)
 	}
-	m.planner.target, m.planner.targetAt = newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval), snap.Version
-	m.planner.target.life = life // its quiet time stays RenewInterval/3
-	m.planner.target.byCount = b.byCount
-	m.planner.target.layout = layout
+	t := newPlanTarget(prev, sess.id, fp.sessions, fp.parts, b.target, recPart, m.cfg.RenewInterval)
+	t.life, t.byCount, t.layout = life, b.byCount, layout // its quiet time stays RenewInterval/3
+	m.planner.target, m.planner.targetAt = t, snap.Version
 
 	handed := m.rel.hold() // the handoffs' releases are sent together
 	defer handed()
@@ -191,7 +189,6 @@ func (m *Member) planRunning(fp *fullPlan) {
 			if inSet && target[i] != fp.me {
 				m.planner.step.handingOff(p)
 				m.handOff(sl)
-				m.unown(p)
 			}
 			continue
 		}
@@ -210,7 +207,6 @@ func (m *Member) planRunning(fp *fullPlan) {
 			m.planner.step.handingOff(p)
 			// Not over a give-back begun: released either way, keeping its mark.
 			m.handOff(sl)
-			m.unown(p)
 		}
 	}
 }
@@ -268,12 +264,12 @@ func (m *Member) planClaims(fp *fullPlan, pl *reconcilePlan) {
 // its way. Once the feed read the log to its end since, and RenewInterval
 // passed, it is not coming (a record written by hand): read the group.
 func (m *Member) contestWait(p string, now time.Time) time.Duration {
-	at, ok := m.rep.contestedSince(p)
+	at, ok, reached := m.rep.contestedSince(p)
 	if !ok {
 		return 0
 	}
 	wait := m.cfg.RenewInterval - now.Sub(at)
-	if wait <= 0 && !m.rep.reachedSince(at) {
+	if wait <= 0 && !reached {
 		wait = m.cfg.RenewInterval
 	}
 	if wait > 0 {

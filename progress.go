@@ -183,9 +183,6 @@ func (e claimEnded) Unwrap() error { return ErrNotOwner }
 // checkpoint is Checkpoint's write, numbered among the claim's Mark and
 // Checkpoint calls.
 func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
-	if ctx == nil {
-		return errNilContext("checkpoint")
-	}
 	if err := ctx.Err(); err != nil {
 		// Usually c.Context(), cancelled for a handoff.
 		return fmt.Errorf("nothing written, as the context passed is done "+

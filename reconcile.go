@@ -22,7 +22,7 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 		return 0, nil // the session is being fenced; the loop opens a new one
 	}
 	pl, err := m.plan(ctx, sess, slots)
-	if err != nil || pl.expired || pl.wait {
+	if err != nil || pl.wait {
 		return pl.next, err
 	}
 	if m.planner.target != nil && !pl.held && !pl.onTarget {

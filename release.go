@@ -17,9 +17,9 @@ type releaser struct {
 	m        *Member
 	mu       sync.Mutex
 	queue    []releaseReq
-	wake     chan struct{}   // capacity 1: there is something in queue, or the last expected slot arrived
-	coming   atomic.Int64    // slots handed off (expect) that have not arrived; may dip below zero for a moment
-	released releasedRecords // released records the replica may still show as ours
+	released map[string]uint64 // partition -> epoch of records released (or not ours) that the replica may still show as ours; under mu
+	wake     chan struct{}     // capacity 1: there is something in queue, or the last expected slot arrived
+	coming   atomic.Int64      // slots handed off (expect) that have not arrived; may dip below zero for a moment
 }
 
 // releaseGather is the longest the releaser holds a release back for the
@@ -82,8 +82,7 @@ func (r *releaser) release(sl *slot) {
 // loop sends the queued releases until stop is closed (every slot has
 // returned). One the store did not apply is sent again until it lands or
 // its session ends, after 20 ms doubling up to Config.retryPause.
-func (r *releaser) loop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (r *releaser) loop(stop <-chan struct{}) {
 	retry := stoppedTimer()
 	failures := 0 // sends that failed in a row
 	for {
@@ -220,31 +219,24 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	return failed
 }
 
-// releasedRecords holds, partition -> epoch, the records released (or not
-// ours) that the replica may still show as ours.
-type releasedRecords struct {
-	mu     sync.Mutex
-	epochs map[string]uint64
-}
-
 // noteReleased records the records held as released, for plan not to
 // release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
-	m.rel.released.mu.Lock()
-	defer m.rel.released.mu.Unlock()
+	m.rel.mu.Lock()
+	defer m.rel.mu.Unlock()
 	for _, r := range held {
-		m.rel.released.epochs[r.Partition] = r.Epoch
+		m.rel.released[r.Partition] = r.Epoch
 	}
 }
 
 // releasedAlready reports whether this member released p at epoch (mine:
 // the record names its session); p is forgotten once the record differs.
 func (m *Member) releasedAlready(p string, epoch uint64, mine bool) bool {
-	m.rel.released.mu.Lock()
-	defer m.rel.released.mu.Unlock()
-	e, ok := m.rel.released.epochs[p]
+	m.rel.mu.Lock()
+	defer m.rel.mu.Unlock()
+	e, ok := m.rel.released[p]
 	if ok && (!mine || e != epoch) {
-		delete(m.rel.released.epochs, p)
+		delete(m.rel.released, p)
 		return false
 	}
 	return ok

@@ -24,27 +24,27 @@ type replica struct {
 	work *store.Snapshot // nil until the first read
 	// pending: the entries after work.Version not applied yet, as Changes
 	// returned them; npending how many.
-	pending      [][]store.Change
-	npending     int
-	pendingLoads int                           // how many of the queued entries publish loads (loadOf scans the queue only then)
-	loads        equalLoads                    // whether the copy's loads and those checked against the target are all equal
-	inPlan       bool                          // plan is using work (current .. release)
-	layout       uint64                        // counts the reads of the group work was made from (see hintExact)
-	base         uint64                        // Member.writes when the read of work's snapshot began
-	err          error                         // why the last read failed, nil after one succeeded
-	readAsked    bool                          // read the group anew (the copy is stale or diverged)
-	goneAt       time.Time                     // when the log last answered ErrVersionGone (see lossState.logMark)
-	freeLoads    []store.Load                  // the copy's lostLoads as the log went gone (noteLostLoads takes them)
-	distrusted   bool                          // plan waits for a read to succeed (the store broke in a way the log cannot show)
-	cancel       context.CancelFunc            // ends the feed's call to the log, so that a read asked for is made at once
-	wakeFeed     chan struct{}                 // ends the feed's pause after a failure, likewise
-	contested    map[string]time.Time          // partitions free in the copy a claim failed for (ErrClaimed, ErrCorrupt), and when
-	reached      time.Time                     // when the last call that read the log to its end began: every entry before is queued
-	lastContest  time.Time                     // when the latest claim was contested
-	log          func(msg string, args ...any) // a warning about a diverged copy
-	target       *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
-	offTarget    bool                          // an entry since target was set was not progress toward it
-	toClaim      []string                      // released toward this member since target was set (onTargetRunning)
+	pending     [][]store.Change
+	npending    int
+	loadsQueued bool                          // a queued entry publishes loads (loadOf scans the queue only then)
+	loads       equalLoads                    // whether the copy's loads and those checked against the target are all equal
+	inPlan      bool                          // plan is using work (current .. release)
+	layout      uint64                        // counts the reads of the group work was made from (see hintExact)
+	base        uint64                        // Member.writes when the read of work's snapshot began
+	err         error                         // why the last read failed, nil after one succeeded
+	readAsked   bool                          // read the group anew (the copy is stale or diverged)
+	goneAt      time.Time                     // when the log last answered ErrVersionGone (see lossState.logMark)
+	freeLoads   []store.Load                  // the copy's lostLoads as the log went gone (noteLostLoads takes them)
+	distrusted  bool                          // plan waits for a read to succeed (the store broke in a way the log cannot show)
+	cancel      context.CancelFunc            // ends the feed's call to the log, so that a read asked for is made at once
+	wakeFeed    chan struct{}                 // ends the feed's pause after a failure, likewise
+	contested   map[string]time.Time          // partitions free in the copy a claim failed for (ErrClaimed, ErrCorrupt), and when
+	reached     time.Time                     // when the last call that read the log to its end began: every entry before is queued
+	lastContest time.Time                     // when the latest claim was contested
+	log         func(msg string, args ...any) // a warning about a diverged copy
+	target      *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
+	offTarget   bool                          // an entry since target was set was not progress toward it
+	toClaim     []string                      // released toward this member since target was set (onTargetRunning)
 	// unchecked: batches applied while no target was set (a plan under
 	// way), for setTarget to check; nunchecked their entries (over
 	// changesPerRead, unchecked is emptied).
@@ -186,7 +186,7 @@ func (r *replica) mark() (store.Version, time.Time) {
 // dropPending empties the queue. r.mu is held.
 func (r *replica) dropPending() {
 	clear(r.pending) // let the entries go
-	r.pending, r.npending, r.pendingLoads = r.pending[:0], 0, 0
+	r.pending, r.npending, r.loadsQueued = r.pending[:0], 0, false
 }
 
 // resync asks the feed to read the group anew, at once: it cancels the
@@ -236,9 +236,8 @@ func (r *replica) epochOf(p string) uint64 {
 	if r.work == nil {
 		return 0
 	}
-	i, ok := searchRecord(r.work.Owners, p)
-	if !ok {
-		return 0
+	if i, ok := searchRecord(r.work.Owners, p); ok {
+		return r.work.Owners[i].Epoch
 	}
-	return r.work.Owners[i].Epoch
+	return 0
 }

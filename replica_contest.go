@@ -55,27 +55,17 @@ func (r *replica) heldByLive(p string) bool {
 		return false
 	}
 	i, ok := searchRecord(r.work.Owners, p)
-	if !ok || r.work.Owners[i].Session == "" {
-		return false
-	}
-	return r.work.Alive(r.work.Owners[i].Session)
+	return ok && r.work.Owners[i].Session != "" && r.work.Alive(r.work.Owners[i].Session)
 }
 
-// reachedSince reports whether the feed has read the log to its end in a
-// call that began at t or later.
-func (r *replica) reachedSince(t time.Time) bool {
+// contestedSince returns when a claim of p failed (at), if nothing new
+// about p came since (ok), and whether the feed has read the log to its end
+// in a call that began at at or later (reached).
+func (r *replica) contestedSince(p string) (at time.Time, ok, reached bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.reached.Before(t)
-}
-
-// contestedSince returns when a claim of p failed, if nothing new about p
-// came since.
-func (r *replica) contestedSince(p string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.contested[p]
-	return t, ok
+	at, ok = r.contested[p]
+	return at, ok, !r.reached.Before(at)
 }
 
 // uncontest forgets that a claim of p failed.

@@ -33,7 +33,7 @@ func TestContestExplainedNoFullPlan(t *testing.T) {
 	if r.target == nil {
 		t.Fatal("a contest explained by the answer that read the log to its end dropped the target: a full plan for nothing")
 	}
-	if _, ok := r.contestedSince("p2"); ok {
+	if _, ok, _ := r.contestedSince("p2"); ok {
 		t.Fatal("p2 still contested after the entry about it")
 	}
 	if _, _, ok := r.onTarget("A", time.Now()); !ok {

@@ -87,8 +87,7 @@ func kindsOf(cs []store.Change) kindSet {
 // feedLoop keeps the replica up to date until the member stops: it reads
 // the group when asked to, and otherwise follows the log, waking the
 // reconcile loop after each batch. run starts and waits for it.
-func (m *Member) feedLoop(done chan<- struct{}) {
-	defer close(done)
+func (m *Member) feedLoop() {
 	f := &feed{m: m, r: &m.rep, backoff: firstBackoff, first: freshWait}
 	for m.runCtx.Err() == nil {
 		if m.cfg.gate.Wait(m.runCtx) != nil {
@@ -180,14 +179,13 @@ func (f *feed) readGroup() bool {
 // if the member stops.
 func (f *feed) follow(read bool) bool {
 	m, r := f.m, f.r
-	ctx, cancel := context.WithCancel(m.runCtx)
 	c := logCall{read: read}
 	r.mu.Lock()
 	if r.readAsked || r.work == nil {
 		r.mu.Unlock()
-		cancel()
 		return true // the read first
 	}
+	ctx, cancel := context.WithCancel(m.runCtx)
 	c.after, c.firstCall, c.sessions = r.version(), !r.fresh, len(r.work.Sessions)
 	r.cancel = cancel
 	r.mu.Unlock()
@@ -284,13 +282,7 @@ func (f *feed) queue(cs []store.Change, kinds kindSet) {
 	r := f.r
 	r.pending = append(r.pending, cs)
 	r.npending += len(cs)
-	if kinds.has(store.LoadsReported) {
-		for i := range cs {
-			if cs[i].Kind == store.LoadsReported {
-				r.pendingLoads++
-			}
-		}
-	}
+	r.loadsQueued = r.loadsQueued || kinds.has(store.LoadsReported)
 	if kinds.has(store.SessionOpened) {
 		// A busy store may log the last joining sessions later than
 		// JoinSettle after the first: the copy is fresh again once the

@@ -34,32 +34,21 @@ func sortedCopy(snap *store.Snapshot) *store.Snapshot {
 // sortedByID returns xs if its ids increase strictly, or else a copy sorted
 // by id without duplicates (the first of each kept).
 func sortedByID[T any](xs []T, id func(T) string) []T {
-	if strictlySorted(xs, id) {
-		return xs
+	for i := 1; i < len(xs); i++ {
+		if id(xs[i-1]) >= id(xs[i]) {
+			xs = slices.Clone(xs)
+			slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+			return slices.CompactFunc(xs, func(a, b T) bool { return id(a) == id(b) })
+		}
 	}
-	xs = slices.Clone(xs)
-	slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
-	return slices.CompactFunc(xs, func(a, b T) bool { return id(a) == id(b) })
+	return xs
 }
 
 func sessionID(s store.SessionInfo) string { return s.ID }
 func partitionID(p store.Partition) string { return p.ID }
 
-// strictlySorted reports whether the ids of xs increase strictly.
-func strictlySorted[T any](xs []T, id func(T) string) bool {
-	for i := 1; i < len(xs); i++ {
-		if id(xs[i-1]) >= id(xs[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// liveSessions indexes the sessions ss by id (nil: none).
+// liveSessions indexes the sessions ss by id.
 func liveSessions(ss []store.SessionInfo) map[string]*store.SessionInfo {
-	if len(ss) == 0 {
-		return nil
-	}
 	byID := make(map[string]*store.SessionInfo, len(ss))
 	for i := range ss {
 		byID[ss[i].ID] = &ss[i]

@@ -28,6 +28,9 @@ type session struct {
 
 func (s *session) setFence(t time.Time) { s.fence.Store(&t) }
 
+// end cancels s (if not already, with cause) and waits for its renewal.
+func (s *session) end(cause error) { s.cancel(cause); <-s.renew }
+
 // pastFence reports whether the session's fence time has come (a store
 // call may fail at that instant before its context's timer fires).
 func (s *session) pastFence() bool {
@@ -81,7 +84,8 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 }
 
 // noteExpiry tells the reconcile loop when the earliest session of the
-// group expires; the latest news replaces what it has not read yet.
+// group expires; the latest news replaces what it has not read yet. It
+// never blocks.
 func (m *Member) noteExpiry(t time.Time) {
 	for {
 		select {

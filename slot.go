@@ -57,14 +57,16 @@ func (m *Member) unown(p string) {
 }
 
 // handOff cancels sl's handler so that its partition is released (or
-// given back) once it returned, arms the watchdog, and has the releaser
-// expect the release, to send it with the rest of the handoff.
+// given back) once it returned, arms the watchdog, has the releaser
+// expect the release, to send it with the rest of the handoff, and no
+// longer counts the partition owned.
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
 		sl.watch.arm()
 	}
 	sl.cancel()
+	m.unown(sl.c.Partition)
 }
 
 // start runs the handler of a partition just claimed; at is its index in

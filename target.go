@@ -148,13 +148,12 @@ func (r *replica) dropTarget() {
 // progress toward its target, and if so the partitions released toward
 // this member since (each returned once) and how long until the target
 // expires. A target whose life ends lasts on (until the next entry) if the
-// copy shows it met by a member that runs (runs) running() partitions of
-// this session; runs nil: it ends.
-func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) bool, running func() int) (next time.Duration, claims []string, ok bool) {
+// copy shows it met by a member whose slots run for sess; slots nil: it ends.
+func (r *replica) onTargetRunning(sess *session, slots map[string]*slot, now time.Time) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.target
-	if !r.targetValid(sess, now) {
+	if !r.targetValid(sess.id, now) {
 		return 0, nil, false
 	}
 	claims, r.toClaim = r.toClaim, nil
@@ -162,7 +161,7 @@ func (r *replica) onTargetRunning(sess string, now time.Time, runs func(string) 
 	if !r.targetFirst.IsZero() {
 		end := r.targetEnd()
 		if !now.Before(end) {
-			if runs == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, runs, running) {
+			if slots == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, sess, slots) {
 				r.toClaim = claims
 				return 0, nil, false
 			}
@@ -192,10 +191,7 @@ func (r *replica) targetValid(sess string, now time.Time) bool {
 func (r *replica) onTargetNow(sess string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.targetValid(sess, now) {
-		return false
-	}
-	return r.targetFirst.IsZero() || now.Before(r.targetEnd())
+	return r.targetValid(sess, now) && (r.targetFirst.IsZero() || now.Before(r.targetEnd()))
 }
 
 // targetEnd is when the target's life (from targetFirst, not zero) or its
@@ -239,9 +235,9 @@ func (r *replica) reachedTarget(n int) {
 // met reports whether the copy shows a carried out, so a full plan would
 // do nothing: every partition held by its target owner without a
 // give-back mark, none of this member's records outside the set, and this
-// member running (runs) exactly those it holds (running). r.mu is held,
+// member's slots running for sess exactly those it holds. r.mu is held,
 // the pending entries applied.
-func (r *replica) met(a *planTarget, runs func(string) bool, running func() int) bool {
+func (r *replica) met(a *planTarget, sess *session, slots map[string]*slot) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
 		return false
@@ -261,11 +257,16 @@ func (r *replica) met(a *planTarget, runs func(string) bool, running func() int)
 			return false
 		}
 		if o.Session == a.sess {
-			if !runs(o.Partition) {
+			if sl := slots[o.Partition]; sl == nil || !sl.runsFor(sess) {
 				return false
 			}
 			mine++
 		}
 	}
-	return mine == running()
+	for _, sl := range slots {
+		if sl.runsFor(sess) {
+			mine--
+		}
+	}
+	return mine == 0
 }
