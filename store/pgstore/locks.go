@@ -38,8 +38,11 @@ const intxAppPrefix = "herd InTx "
 // schema as the comment of claim_batch: a store that finds an older one
 // replaces them (ensureSchema). Revision 3 reads the locked records and
 // the live sessions as hashed sets, and each record by its key (see
-// claim_batch); the functions before it carried no comment.
-const locksRevision = 3
+// claim_batch); the functions before it carried no comment. Revision 4
+// changes none of them, but marks the schema's finish (schema.go) that
+// sends a batch's entries in its notifications: a store that finds an
+// older revision replaces finish too (logTimeSQL, run with locksSQL).
+const locksRevision = 4
 
 // claimBatchSignature names claim_batch after its schema (regprocedure).
 const claimBatchSignature = ".claim_batch(text, text, text[], integer)"

@@ -115,3 +115,32 @@ LANGUAGE sql AS $$ SELECT 0::bigint, 'expired'::text, NULL::text, NULL::text, NU
 		t.Fatalf("ClaimBatch after Open = %+v, %v; want claimed by the replaced claim_batch", res, err)
 	}
 }
+
+// A schema of locks revision 3 has a finish that notifies a batch of
+// more than 32 entries by the group's name alone (readers read the
+// table): Open replaces it with the one that sends the entries.
+func TestOpenReplacesOlderFinish(t *testing.T) {
+	requireServer(t)
+	schema := newSchema(t)
+	s := openIn(t, schema)
+	channel := s.channel
+	s.Close()
+	q := `"` + schema + `"`
+	admin(t, `CREATE OR REPLACE FUNCTION `+q+`.finish(g `+q+`.groups, p_seq bigint, p_tag bigint, p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$ BEGIN
+  IF p_seq = g.seq THEN RETURN; END IF;
+  UPDATE `+q+`.groups SET seq = p_seq, tag = p_tag WHERE gid = g.gid;
+  PERFORM pg_notify(`+quoteLiteral(channel)+`, g.name);
+END $$`)
+	admin(t, `COMMENT ON FUNCTION `+q+claimBatchSignature+` IS 'herd locks revision 3'`)
+
+	s = openIn(t, schema)
+	var def string
+	if err := s.Pool().QueryRow(t.Context(), "SELECT pg_get_functiondef(to_regprocedure($1))",
+		q+".finish("+q+".groups, bigint, bigint, integer)").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(def, "v_notes") {
+		t.Fatalf("after Open, finish is still the older one:\n%s", def)
+	}
+}
