@@ -49,6 +49,21 @@ func openNamed(t *testing.T, prefix, name string) *Store {
 	return s
 }
 
+// groupAtRest opens a store named by a fresh prefix, with a group "g" of
+// one session, and returns the group's version: a reader from it waits.
+func groupAtRest(t *testing.T) (s *Store, raw *redis.Client, prefix string, at store.Version) {
+	t.Helper()
+	raw = redistest.Need(t)
+	prefix = testPrefix(t, raw)
+	s = openNamed(t, prefix, prefix)
+	ctx := ctxT(t)
+	_, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
+	must(t, err, "OpenSession")
+	snap, err := s.Snapshot(ctx, "g")
+	must(t, err, "Snapshot")
+	return s, raw, prefix, snap.Version
+}
+
 // A Changes call waiting on an idle log whose context is cancelled ends
 // its XREAD before it returns: the server lists no blocked client of the
 // store, and every connection of the pool is idle again. Before, the call
@@ -131,18 +146,12 @@ func testCancelEndsWait(t *testing.T, s *Store, blocked func() int) {
 // entries and no error, its connection idle: the wait on a connection of
 // its own keeps Changes' contract.
 func TestChangesWaitEndsAtDeadline(t *testing.T) {
-	raw := redistest.Need(t)
-	prefix := testPrefix(t, raw)
-	s := openNamed(t, prefix, prefix)
+	s, raw, prefix, at := groupAtRest(t)
 	ctx := ctxT(t)
-	_, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
-	must(t, err, "OpenSession")
-	snap, err := s.Snapshot(ctx, "g")
-	must(t, err, "Snapshot")
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	cs, v, err := s.Changes(dctx, "g", snap.Version, 10)
-	if err != nil || len(cs) != 0 || v != snap.Version {
+	cs, v, err := s.Changes(dctx, "g", at, 10)
+	if err != nil || len(cs) != 0 || v != at {
 		t.Fatalf("Changes at rest until its deadline: %v, %v, %v; want nothing, the same version, no error", cs, v, err)
 	}
 	if st := s.client.PoolStats(); st.IdleConns != st.TotalConns || blockedClients(t, raw, prefix) != 0 {
@@ -191,17 +200,11 @@ func TestChangesWaitWithoutUnblock(t *testing.T) {
 // Close of a store Open made ends a wait under way: the call returns an
 // unavailable store, and Close has waited for the wait's goroutine.
 func TestCloseEndsWait(t *testing.T) {
-	raw := redistest.Need(t)
-	prefix := testPrefix(t, raw)
-	s := openNamed(t, prefix, prefix)
+	s, raw, prefix, at := groupAtRest(t)
 	ctx := ctxT(t)
-	_, err := s.OpenSession(ctx, "g", "m", 1, time.Minute)
-	must(t, err, "OpenSession")
-	snap, err := s.Snapshot(ctx, "g")
-	must(t, err, "Snapshot")
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := s.Changes(ctx, "g", snap.Version, 10)
+		_, _, err := s.Changes(ctx, "g", at, 10)
 		done <- err
 	}()
 	waitForCond(t, 5*time.Second, "the wait blocked on the server", func() bool { return blockedClients(t, raw, prefix) == 1 })
