@@ -240,13 +240,7 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 	default:
 		block = pooledChangesBlock
 	}
-	if d, ok := ctx.Deadline(); ok && block > 0 {
-		// Leave time for the reply before the deadline.
-		block = min(block, time.Until(d)-100*time.Millisecond)
-	}
-	if block < time.Millisecond {
-		block = -1 // no time to wait: read what is there (XREAD without BLOCK)
-	}
+	block = blockBefore(ctx, block)
 	// The entries of every read are decoded together once the reads are
 	// done, into a list of the size they need: a list grown read by read
 	// was allocated and copied twice whenever a first read of full entries
@@ -336,7 +330,8 @@ func (s *Store) readLog(ctx context.Context, node *redis.Client, k keys, after, 
 		if !errors.Is(r.err, errNoUnblock) && !redirect(r.err) {
 			return readReply(after, r)
 		}
-		args.Block = min(block, pooledChangesBlock)
+		// The refused CLIENT ID took a round trip of the time left.
+		args.Block = blockBefore(ctx, min(block, pooledChangesBlock))
 	}
 	ch := make(chan waitReply, 1)
 	go func() {
@@ -349,6 +344,20 @@ func (s *Store) readLog(ctx context.Context, node *redis.Client, k keys, after, 
 		return nil, fail("Changes", ctx.Err())
 	}
 	return readReply(after, r)
+}
+
+// blockBefore is how long an XREAD sent now may block for at most block
+// (<= 0: not at all), ending 100 ms before ctx's deadline to leave time
+// for its reply: -1 (XREAD without BLOCK, which reads what is there) when
+// less than a millisecond is left.
+func blockBefore(ctx context.Context, block time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok && block > 0 {
+		block = min(block, time.Until(d)-100*time.Millisecond)
+	}
+	if block < time.Millisecond {
+		return -1
+	}
+	return block
 }
 
 // readReply is readLog's answer for the reply r of its XREAD.

@@ -153,6 +153,8 @@ func (s *Store) waitOn(ctx context.Context, conn *redis.Conn, args *redis.XReadA
 		return waitReply{err: err}
 	}
 	ids <- id
+	// CLIENT ID took a round trip of the time left before ctx's deadline.
+	args.Block = blockBefore(ctx, args.Block)
 	xs, err := conn.XRead(ctx, args).Result()
 	return waitReply{xs, err}
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -180,6 +181,9 @@ func TestChangesWaitWithoutUnblock(t *testing.T) {
 	s, err := Open(ctx, "redis://"+user+":"+pass+"@"+strings.TrimPrefix(u, "redis://"), WithPrefix(prefix))
 	must(t, err, "Open as the documented ACL user")
 	defer s.Close()
+	// A refusal that answers late leaves the XREAD less time before the
+	// deadline: its block is reckoned when it is sent.
+	s.client.AddHook(slowClientID{150 * time.Millisecond})
 	_, err = s.OpenSession(ctx, "g", "m", 1, time.Minute)
 	must(t, err, "OpenSession")
 	snap, err := s.Snapshot(ctx, "g")
@@ -216,4 +220,37 @@ func TestCloseEndsWait(t *testing.T) {
 		t.Fatal("Changes has not returned 5 s after Close")
 	}
 	waitForCond(t, 5*time.Second, "no blocked client left", func() bool { return blockedClients(t, raw, prefix) == 0 })
+}
+
+// slowClientID delays every CLIENT ID by d: a server slow to answer the
+// wait's first round trip.
+type slowClientID struct{ d time.Duration }
+
+func (h slowClientID) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowClientID) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "client") && len(cmd.Args()) > 1 && strings.EqualFold(fmt.Sprint(cmd.Args()[1]), "id") {
+			time.Sleep(h.d)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h slowClientID) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A wait whose CLIENT ID answers late still ends before its caller's
+// deadline, with nothing and no error: the XREAD's block is reckoned when
+// it is sent, not before the round trip.
+func TestChangesWaitAfterSlowClientID(t *testing.T) {
+	s, _, _, at := groupAtRest(t)
+	s.client.AddHook(slowClientID{150 * time.Millisecond})
+	for range 2 {
+		dctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+		cs, v, err := s.Changes(dctx, "g", at, 10)
+		cancel()
+		if err != nil || len(cs) != 0 || v != at {
+			t.Fatalf("Changes at rest after a slow CLIENT ID: %v, %v, %v; want nothing, the same version, no error", cs, v, err)
+		}
+	}
 }
