@@ -75,11 +75,6 @@ func diagnose(ctx context.Context, ep string, cfg *tls.Config) string {
 	return ""
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // certCause says in words why the server's certificate was refused, or ""
 // if err is not a verification failure (see tlscause.Cert).
 func certCause(err error, serverName string) string {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/herdhq/herd/store"
@@ -128,10 +127,3 @@ type opError struct {
 
 func (e *opError) Error() string   { return e.msg }
 func (e *opError) Unwrap() []error { return e.errs }
-
-// isTimeout reports a timeout or cancellation of a context or connection.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) ||
-		errors.As(err, &ne) && ne.Timeout()
-}
