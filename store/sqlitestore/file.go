@@ -80,7 +80,13 @@ func openFile(ctx context.Context, path string, allowNetwork bool, cfg config) (
 			return nil, err
 		}
 		f := &dbFile{db: db, stmts: map[string]*sql.Stmt{}, info: before}
-		if err := f.prepare(ctx); err != nil {
+		// The ties' statements too: herd_ties exists in a file opened
+		// for writing (initSchema adds it), not always in a read-only one.
+		err = f.prepare(ctx, queries)
+		if err == nil {
+			err = f.prepare(ctx, tieQueries)
+		}
+		if err != nil {
 			f.closeDB()
 			return nil, fail("preparing statements on "+path, err)
 		}

@@ -37,7 +37,7 @@ func (r record) invalid(partition string) string {
 // loadRecord reads partition's row (ok false if none).
 func (w *wtx) loadRecord(partition string) (r record, ok bool, err error) {
 	var epoch int64
-	err = w.row(qRecord,
+	err = w.step.row(qRecord,
 		w.g.id, partition).Scan(&r.session, &r.member, &epoch, &r.givenBack)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
@@ -78,6 +78,9 @@ func (s *Store) claim(ctx context.Context, op, group, session string, partitions
 		}
 		live := map[string]bool{} // other owners' liveness, read once per batch
 		for i, p := range partitions {
+			if err := w.ctx.Err(); err != nil { // see wtx.step
+				return err
+			}
 			out[i].Ownership, out[i].Err, err = w.claimOne(op, p, session, member, floor, live)
 			if err != nil {
 				return err
@@ -102,7 +105,7 @@ func (w *wtx) claimOne(op, partition, session, member string, floor uint64, live
 	var found, hasCP bool
 	var epoch int64
 	var cp []byte
-	if err := w.row(qClaimRead, w.g.id, partition).Scan(&found, &r.session, &r.member, &epoch, &r.givenBack, &hasCP, &cp); err != nil {
+	if err := w.step.row(qClaimRead, w.g.id, partition).Scan(&found, &r.session, &r.member, &epoch, &r.givenBack, &hasCP, &cp); err != nil {
 		return o, nil, err
 	}
 	r.epoch = uint64(epoch)
@@ -125,7 +128,7 @@ func (w *wtx) claimOne(op, partition, session, member string, floor uint64, live
 	if givenBack == session {
 		givenBack = "" // the giver claims it back: the mark is moot
 	}
-	if _, err := w.exec(qClaimOwner,
+	if _, err := w.step.exec(qClaimOwner,
 		w.g.id, partition, session, member, int64(next), givenBack, w.us); err != nil {
 		return o, nil, err
 	}
@@ -169,6 +172,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, group, session string, held []
 	err := s.write(ctx, "release batch", group, false, func(w *wtx) error {
 		live := map[string]bool{} // the session's liveness, read once per batch
 		for i, o := range held {
+			if err := w.ctx.Err(); err != nil { // see wtx.step
+				return err
+			}
 			var err error
 			if out[i], err = w.release("release batch", o.Partition, session, o.Epoch, false, live); err != nil {
 				return err
@@ -207,7 +213,7 @@ func (w *wtx) release(op, partition, session string, epoch uint64, giveBack bool
 	if giveBack {
 		givenBack = session
 	}
-	if _, err := w.exec(qRelease,
+	if _, err := w.step.exec(qRelease,
 		givenBack, w.g.id, partition); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func openReadOnly(ctx context.Context, path string, allowNetwork bool, cfg confi
 		return nil, err
 	}
 	f := &dbFile{db: db, stmts: map[string]*sql.Stmt{}, info: before}
-	if err := f.prepare(ctx); err != nil {
+	if err := f.prepare(ctx, queries); err != nil {
 		_ = f.closeDB()
 		return nil, fail("preparing statements on "+path, err)
 	}

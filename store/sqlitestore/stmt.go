@@ -12,9 +12,9 @@ import (
 // transaction, would wait for a free connection of the pool while holding
 // one: with every connection held that way, a deadlock.
 
-// prepare prepares every statement of queries.
-func (f *dbFile) prepare(ctx context.Context) error {
-	for _, q := range queries {
+// prepare prepares every statement of qs.
+func (f *dbFile) prepare(ctx context.Context, qs []string) error {
+	for _, q := range qs {
 		st, err := f.db.PrepareContext(ctx, q)
 		if err != nil {
 			return err
