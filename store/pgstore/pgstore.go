@@ -157,6 +157,7 @@ type Store struct {
 	ghosts   store.Ghosts // sessions that failed opens may have opened
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
 	ties     tieState     // session ties (tie.go)
+	openWarm atomic.Bool  // warmOpen ran
 
 	mu     sync.Mutex
 	closed bool
