@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,35 +52,6 @@ const connCheckInterval = 100 * time.Millisecond
 
 // tieQueries are the statements of ties, with the store's schema.
 type tieQueries struct{ tie, nudge, watch, cutGroup string }
-
-// ensureTies installs the ties' SQL, once per store.
-func (s *Store) ensureTies(ctx context.Context) error {
-	s.ties.mu.Lock()
-	defer s.ties.mu.Unlock()
-	if s.ties.ready {
-		return nil
-	}
-	text := strings.NewReplacer("{{SCHEMA}}", quoteLiteral(s.schema), "{{TIEAPP}}", quoteLiteral(tieAppPrefix)).Replace(tiesSQL)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(tiesInstallLock)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, s.sqlFor(text))
-		return err
-	})
-	if err != nil {
-		return s.fail("TieSession: installing the ties table and functions", err)
-	}
-	S := s.qschema
-	s.ties.q = tieQueries{
-		tie:      "SELECT " + S + ".tie($1, $2, $3)",
-		nudge:    "SELECT " + S + ".nudge($1, $2)",
-		watch:    "CALL " + S + ".watch($1, $2, $3, $4, NULL, NULL)",
-		cutGroup: "SELECT " + S + ".cut_group($1)",
-	}
-	s.ties.ready = true
-	return nil
-}
 
 // tieState is what a Store keeps of ties.
 type tieState struct {
