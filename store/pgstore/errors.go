@@ -41,7 +41,8 @@ func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) e
 	for attempt := 0; err != nil && attempt < 3; attempt++ {
 		switch {
 		case missingSchema(err) && attempt == 0:
-			if e := s.ensureSchema(ctx); e != nil {
+			p, perr := s.probe(ctx)
+			if e := s.ensureSchema(ctx, p, perr); e != nil {
 				if errors.Is(e, store.ErrInvalid) {
 					return e
 				}

@@ -43,6 +43,7 @@ func (s *Store) OpenSession(ctx context.Context, group, member string, weight in
 	if weight > 1<<31-1 {
 		return "", fmt.Errorf("pgstore: OpenSession: weight %d does not fit the weight column (int4): %w", weight, store.ErrInvalid)
 	}
+	s.warmOpen(ctx)
 	return s.ghosts.OpenSession(group, ttl, "pgstore: OpenSession",
 		func(id string) error {
 			return s.exec(ctx, "OpenSession (closing a session a failed call may have opened)", s.q.close,

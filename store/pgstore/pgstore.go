@@ -157,6 +157,7 @@ type Store struct {
 	ghosts   store.Ghosts // sessions that failed opens may have opened
 	logReads atomic.Int64 // reads of the log table by Changes (tests)
 	ties     tieState     // session ties (tie.go)
+	openWarm atomic.Bool  // warmOpen ran
 
 	mu     sync.Mutex
 	closed bool
@@ -302,23 +303,29 @@ func newStore(pool *pgxpool.Pool, lc *pgx.ConnConfig, redacted string, secrets [
 	return s, nil
 }
 
-// start checks the server and installs the schema.
+// start checks the server and installs the schema. On an installed
+// schema that is one statement, in one round trip (probe); 16 member
+// processes opening their stores at once each waited for 4 before (two
+// statements, each prepared, then run).
 func (s *Store) start(ctx context.Context) error {
-	var version int
-	var standby bool
-	err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, pg_is_in_recovery()").Scan(&version, &standby)
-	if err != nil {
-		return s.connectErr(err)
+	p, perr := s.probe(ctx)
+	if perr != nil {
+		// The schema missing, or the probe refused: the server's own
+		// answers first, asked alone, so its errors come as they always did.
+		err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, pg_is_in_recovery()", s.oneTrip()...).Scan(&p.server, &p.standby)
+		if err != nil {
+			return s.connectErr(err)
+		}
 	}
 	switch {
-	case version < MinServerVersion*10000:
+	case p.server < MinServerVersion*10000:
 		return fmt.Errorf("pgstore: %s runs PostgreSQL %d.%d; herd needs %d or later: %w",
-			s.where(), version/10000, version%10000, MinServerVersion, store.ErrInvalid)
-	case standby:
+			s.where(), p.server/10000, p.server%10000, MinServerVersion, store.ErrInvalid)
+	case p.standby:
 		return fmt.Errorf("pgstore: %s is a read-only standby: point the URL at the primary (or list every host with target_session_attrs=read-write): %w",
 			s.where(), store.ErrInvalid)
 	}
-	if err := s.ensureSchema(ctx); err != nil {
+	if err := s.ensureSchema(ctx, p, perr); err != nil {
 		var ns newerSchema
 		if errors.As(err, &ns) || errors.Is(err, store.ErrInvalid) {
 			return err
@@ -326,6 +333,16 @@ func (s *Store) start(ctx context.Context) error {
 		return s.fail("creating the schema", err)
 	}
 	return nil
+}
+
+// oneTrip is the leading argument of a statement run once per store: it
+// is sent with its arguments in one round trip, not prepared first (pgx's
+// default), unless the URL asks for the simple protocol.
+func (s *Store) oneTrip() []any {
+	if s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return nil
+	}
+	return []any{pgx.QueryExecModeExec}
 }
 
 func (s *Store) where() string {

@@ -33,11 +33,12 @@ func quoteLiteral(v string) string { return `'` + v + `'` }
 // if they are missing, and refuses a schema of a later version. It runs in
 // one transaction that locks the version table, so concurrent stores
 // install it once; a store that raced another's CREATE SCHEMA retries.
-func (s *Store) ensureSchema(ctx context.Context) error {
+// p and perr are start's probe of the schema.
+func (s *Store) ensureSchema(ctx context.Context, p probe, perr error) error {
 	// Most opens find the schema installed: a read tells, without the
 	// lock, which would make stores opening together wait for each other
 	// (ten members joining at once took a quarter of a second longer).
-	if ok, err := s.installedAlready(ctx); ok || err != nil {
+	if ok, err := s.installedAlready(p, perr); ok || err != nil {
 		return err
 	}
 	if s.cfg.readOnly {
@@ -64,28 +65,47 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	return err
 }
 
-// installedAlready reports whether the schema holds this version's tables
+// probe is what start reads in one statement: the server's version and
+// role, and the state of the schema.
+type probe struct {
+	server  int  // server_version_num
+	standby bool // pg_is_in_recovery
+	version *int // the schema's version (NULL: none recorded)
+	// hasAt: the log's time (logTimeSQL) and the loads (loadsSQL), added
+	// to version 2 without a new version.
+	hasAt    bool
+	locksNow bool // the functions of locks.go are of this revision or later
+}
+
+// probe reads the server's version and role and the schema's state in one
+// statement; it fails (42P01, 3F000) where the schema or its version
+// table is missing.
+func (s *Store) probe(ctx context.Context) (probe, error) {
+	var p probe
+	args := append(s.oneTrip(), s.qschema+".log", s.qschema+".loads", s.qschema+claimBatchSignature, locksRevision)
+	err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, pg_is_in_recovery(), "+
+		"max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) "+
+		"AND attname = 'at' AND NOT attisdropped) AND to_regclass($2) IS NOT NULL, "+locksRevisionOf("$3")+" >= $4 FROM "+s.qschema+".schema_version",
+		args...).Scan(&p.server, &p.standby, &p.version, &p.hasAt, &p.locksNow)
+	return p, err
+}
+
+// installedAlready reports whether the probe found this version's tables
 // (a newer version is ErrInvalid, as in installOnce); false, with no error,
 // when the schema or its version table is missing, or at an older version
 // that installOnce is to judge. A read-only store, which never calls them,
 // takes the functions of locks.go of any revision.
-func (s *Store) installedAlready(ctx context.Context) (bool, error) {
-	var v *int
-	var hasAt bool // the log's time (logTimeSQL) and the loads (loadsSQL), added to version 2 without a new version
-	var locksNow bool
-	err := s.pool.QueryRow(ctx, "SELECT max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) "+
-		"AND attname = 'at' AND NOT attisdropped) AND to_regclass($2) IS NOT NULL, "+locksRevisionOf("$3")+" >= $4 FROM "+s.qschema+".schema_version",
-		s.qschema+".log", s.qschema+".loads", s.qschema+claimBatchSignature, locksRevision).Scan(&v, &hasAt, &locksNow)
+func (s *Store) installedAlready(p probe, err error) (bool, error) {
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // undefined table or schema
 		return false, nil
 	case err != nil:
 		return false, err
-	case v != nil && *v > SchemaVersion:
-		return false, newerSchema{schema: s.schema, version: *v}
+	case p.version != nil && *p.version > SchemaVersion:
+		return false, newerSchema{schema: s.schema, version: *p.version}
 	}
-	return v != nil && *v == SchemaVersion && hasAt && (locksNow || s.cfg.readOnly), nil
+	return p.version != nil && *p.version == SchemaVersion && p.hasAt && (p.locksNow || s.cfg.readOnly), nil
 }
 
 // installOnce reports whether it created the schema's tables.

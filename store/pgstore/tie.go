@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,35 +52,6 @@ const connCheckInterval = 100 * time.Millisecond
 
 // tieQueries are the statements of ties, with the store's schema.
 type tieQueries struct{ tie, nudge, watch, cutGroup string }
-
-// ensureTies installs the ties' SQL, once per store.
-func (s *Store) ensureTies(ctx context.Context) error {
-	s.ties.mu.Lock()
-	defer s.ties.mu.Unlock()
-	if s.ties.ready {
-		return nil
-	}
-	text := strings.NewReplacer("{{SCHEMA}}", quoteLiteral(s.schema), "{{TIEAPP}}", quoteLiteral(tieAppPrefix)).Replace(tiesSQL)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(tiesInstallLock)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, s.sqlFor(text))
-		return err
-	})
-	if err != nil {
-		return s.fail("TieSession: installing the ties table and functions", err)
-	}
-	S := s.qschema
-	s.ties.q = tieQueries{
-		tie:      "SELECT " + S + ".tie($1, $2, $3)",
-		nudge:    "SELECT " + S + ".nudge($1, $2)",
-		watch:    "CALL " + S + ".watch($1, $2, $3, $4, NULL, NULL)",
-		cutGroup: "SELECT " + S + ".cut_group($1)",
-	}
-	s.ties.ready = true
-	return nil
-}
 
 // tieState is what a Store keeps of ties.
 type tieState struct {
@@ -187,25 +157,36 @@ func (s *Store) TieSession(ctx context.Context, group, session string, cfg store
 	return t, nil
 }
 
-// tieConnection sets the connection's settings and ties the session to it.
+// tieConnection sets the connection's settings and ties the session to it,
+// in three round trips (settings, tie, nudge): it made fourteen, a
+// statement per setting, each new statement prepared first, while 16
+// members starting together read their groups beside it.
 func tieConnection(ctx context.Context, conn *pgx.Conn, q tieQueries, group, session string, cfg store.TieConfig) (string, error) {
-	for _, kv := range tieSettings(cfg.TTL) {
-		if _, err := conn.Exec(ctx, "SELECT set_config(name, $2, false) FROM pg_settings WHERE name = $1", kv[0], kv[1]); err != nil {
-			return "", err
-		}
+	var once []any // each statement in one round trip, unless the URL asks for the simple protocol
+	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol {
+		once = []any{pgx.QueryExecModeExec}
+	}
+	settings := tieSettings(cfg.TTL)
+	names, values := make([]string, len(settings)), make([]string, len(settings))
+	for i, kv := range settings {
+		names[i], values[i] = kv[0], kv[1]
+	}
+	if _, err := conn.Exec(ctx, "SELECT set_config(t.name, t.value, false) FROM unnest($1::text[], $2::text[]) AS t(name, value) "+
+		"WHERE EXISTS (SELECT 1 FROM pg_settings p WHERE p.name = t.name)", append(once, names, values)...); err != nil {
+		return "", err
 	}
 	var status string
-	err := conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+	err := conn.QueryRow(ctx, q.tie, append(once, group, session, ttlMicros(cfg.Grace))...).Scan(&status)
 	if pgCode(err) == "57014" {
 		// Cancelled by another tie made at the same moment, taken for a
 		// watch: once more (the lock, if taken, is taken again: advisory
 		// locks count).
-		err = conn.QueryRow(ctx, q.tie, group, session, ttlMicros(cfg.Grace)).Scan(&status)
+		err = conn.QueryRow(ctx, q.tie, append(once, group, session, ttlMicros(cfg.Grace))...).Scan(&status)
 	}
 	if err == nil && status == "ok" {
 		// Best effort: without it the ring finds the new tie within a
 		// watch's wait.
-		_, _ = conn.Exec(ctx, q.nudge, group, session)
+		_, _ = conn.Exec(ctx, q.nudge, append(once, group, session)...)
 	}
 	return status, err
 }
