@@ -52,14 +52,20 @@ func BenchmarkSnapshot10k(b *testing.B) {
 	}
 }
 
+// benchIDs are the ids benchGroup gives its first n partitions.
+func benchIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%06d", i)
+	}
+	return ids
+}
+
 // ClaimBatch of 1,000 partitions the session holds (a new epoch each).
 func BenchmarkClaimBatch1000(b *testing.B) {
 	s := openTest(b)
 	group, sessions := benchGroup(b, s, 1000)
-	ids := make([]string, 1000)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("p%06d", i)
-	}
+	ids := benchIDs(1000)
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := s.ClaimBatch(ctx, group, sessions[0], ids); err != nil {
@@ -105,10 +111,7 @@ func BenchmarkOps(b *testing.B) {
 func BenchmarkReleaseBatch1000(b *testing.B) {
 	s := openTest(b)
 	group, sessions := benchGroup(b, s, 1000)
-	ids := make([]string, 1000)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("p%06d", i)
-	}
+	ids := benchIDs(1000)
 	ctx := context.Background()
 	held := make([]store.Ownership, len(ids))
 	for b.Loop() {
