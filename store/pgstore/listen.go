@@ -27,15 +27,12 @@ import (
 // 625 claims takes 10 notes). The hub keeps the last notes of each group a
 // reader waited on lately, and a reader whose version is one a note
 // follows, or one inside a note, takes the entries from there without
-// reading the table: in a fleet's first placement every member's reader
-// would otherwise read every claim's rows (16 members placing 10,000
-// partitions: the readers' statements took about 12 s on the server over
-// the 3 s placement, each read of 625 rows about 4 ms alone and 50 ms among
-// the others; BenchmarkReadLog625). With the notes the readers read no
-// rows during that placement: the 16 claims took 1.0 s instead of 1.7 s,
-// the placement 2.2 s instead of 3.0 s (medians of 3, load average 8-13:
-// herd bench --store 'postgres://...?schema=X' --scenario steady
-// --partition-count 10000 --steady-for 1s). Any other notification of the
+// reading the table: in a fleet's first placement every member process's
+// reader would otherwise read every claim's rows, 16 processes x 625 rows
+// per claim, about 4 ms of server time each (BenchmarkReadLog625), while
+// the claims wait for the CPU on the group's lock. A waiting reader takes a
+// batch of 625 with no read of the table (TestNotificationsCarryABatch);
+// the fleet figures are in docs/benchmarks.md. Any other notification of the
 // group (a partition set, a deleted group) drops the group's notes, and
 // readers read the table.
 //

@@ -72,9 +72,9 @@ func (s *Store) SetPartitions(ctx context.Context, group string, ps store.Partit
 // when the call would change nothing (ok): the group holds the set (or
 // any, for SetIfAbsent) and the kind already. It takes no write lock, so
 // the members of a fleet starting together, which all set the one set,
-// do not queue one by one behind each other's writes for it (16 write
-// transactions at the start of herd bench --scenario steady, 1-9 ms each
-// with the lock held, up to 170 ms waited). Anything else, or a failed
+// do not queue one by one behind each other's writes for it (16 processes
+// starting together: 16 write transactions, 1-9 ms each with the lock
+// held; TestSetSamePartitionsTakesNoWriteLock). Anything else, or a failed
 // read, is left to the write, which decides again.
 func (s *Store) setUnchanged(ctx context.Context, group string, ps store.PartitionSet, digest string) (res store.SetResult, ok bool) {
 	err := s.read(ctx, "set partitions", func(c conn) error {
