@@ -76,7 +76,6 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	// Every store call of the join is retried until JoinTimeout (join.go).
 	joinCtx, joined := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer joined()
 	if err := joinPartitionSet(joinCtx, st, cfg); err != nil {
@@ -106,8 +105,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first opening (often a new connection's first call) may take up to
-	// SessionTTL-FenceMargin: its fence counts from the send.
+	// A first opening (a new connection's first call) may take until its fence.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -264,24 +262,15 @@ type runningSet struct {
 	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
 }
 
-// dropOwned forgets every owned partition, as their handlers are cancelled.
-func (r *runningSet) dropOwned() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.owned)
+func (r *runningSet) dropOwned() { r.mu.Lock(); clear(r.owned); r.mu.Unlock() }
+func (m *Member) unown(p string) {
+	m.running.mu.Lock()
+	delete(m.running.owned, p)
+	m.running.mu.Unlock()
 }
 
 func (m *Member) ownedCount() int {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
 	return len(m.running.owned)
-}
-
-// handlerReturned counts out a handler that start counted in.
-func (m *Member) handlerReturned(p string) {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	if m.running.handlers[p]--; m.running.handlers[p] <= 0 {
-		delete(m.running.handlers, p)
-	}
 }
