@@ -10,10 +10,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// progress is what a claim knows of its handler's progress, guarded by
-// the claim's mu (but for writeMu). Mark and Checkpoint calls are numbered
-// (seq), and the store only gets a value numbered above the last it
-// accepted: the later call wins.
+// progress is what a claim knows of its handler's progress, under the
+// claim's mu. Mark and Checkpoint calls are numbered (seq); the store only
+// gets a value numbered above the last it accepted: the later call wins.
 type progress struct {
 	seq        uint64 // numbers Mark and Checkpoint calls
 	mark       []byte // the value last marked; unwritten while markSeq > wroteSeq
@@ -64,8 +63,7 @@ func (c *Claim) Mark(value []byte) error {
 	return nil
 }
 
-// armFlush starts the timer of the next timed write unless one is armed or
-// the claim is outside herd. Called with c.mu held.
+// armFlush arms the timer of the next timed write. c.mu is held.
 func (c *Claim) armFlush() {
 	p := &c.prog
 	if p.timer != nil || p.stop != nil || c.m == nil || c.write == nil {
@@ -75,8 +73,7 @@ func (c *Claim) armFlush() {
 	p.timer = time.AfterFunc(c.m.cfg.CheckpointInterval, c.timedFlush)
 }
 
-// timedFlush is the timer's function: it writes the latest marked value,
-// and arms the timer again if the write failed.
+// timedFlush writes the latest marked value, and on a failure arms again.
 func (c *Claim) timedFlush() {
 	defer c.prog.flushes.Done()
 	c.mu.Lock()
@@ -89,16 +86,16 @@ func (c *Claim) timedFlush() {
 	if err := c.flush(); err != nil {
 		c.mu.Lock()
 		if c.prog.markSeq > c.prog.wroteSeq {
-			c.armFlush() // try again an interval later (and after the handler returns)
+			c.armFlush()
 		}
 		c.mu.Unlock()
 	}
 }
 
-// flush writes the latest marked value, bounded by RenewTimeout, unless
-// the store has it or newer; the context is made only then (100,000
-// partitions stopping spent a tenth of their members' CPU making them).
-// Only a first failure is logged (ErrNotOwner at DEBUG).
+// flush writes the latest marked value within RenewTimeout unless the store
+// has it or newer, the only case that makes a context (100,000 partitions
+// stopping spent a tenth of their members' CPU making them). Only a first
+// failure is logged.
 func (c *Claim) flush() error {
 	p := &c.prog
 	p.writeMu.Lock()
@@ -132,8 +129,7 @@ func (c *Claim) flush() error {
 }
 
 // write sends v (the caller's copy), numbered seq, through the claim's
-// fenced write, noting it as sending meanwhile (restorePoint), then as
-// written; a refusal ends the claim's writes. writeMu is held.
+// fenced write; a refusal ends the claim's writes. writeMu is held.
 func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) error {
 	c.mu.Lock()
 	p.sending, p.sendingSeq = v, seq
@@ -154,8 +150,7 @@ func (p *progress) write(ctx context.Context, c *Claim, v []byte, seq uint64) er
 }
 
 // restorePoint is the value to restore if the store loses the record: the
-// newest this claim marked, wrote or is writing (the store may have it, and
-// a successor must never start below an accepted value).
+// newest this claim marked, wrote or is writing (which the store may have).
 func (c *Claim) restorePoint() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -180,11 +175,8 @@ func (e claimEnded) Error() string {
 
 func (e claimEnded) Unwrap() error { return ErrNotOwner }
 
-// checkpoint is Checkpoint's write, numbered among the claim's Mark and
-// Checkpoint calls.
 func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	if err := ctx.Err(); err != nil {
-		// Usually c.Context(), cancelled for a handoff.
 		return fmt.Errorf("nothing written, as the context passed is done "+
 			"(c.Context() is cancelled once the partition is being handed off or was lost; "+
 			"record the last position with Mark, or pass a context of your own): %w", err)
@@ -205,9 +197,8 @@ func (c *Claim) checkpoint(ctx context.Context, v []byte) error {
 	return p.write(ctx, c, append([]byte(nil), v...), seq)
 }
 
-// finishProgress ends timed writes once the handler returned for good,
-// then writes the last mark (before the release) unless the partition or
-// session was lost or the member crashed.
+// finishProgress ends timed writes once the handler returned for good, then
+// writes the last mark unless the partition or session is lost.
 func (m *Member) finishProgress(sl *slot) {
 	c := &sl.c
 	p := &c.prog

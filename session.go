@@ -18,9 +18,8 @@ type session struct {
 	renew  chan struct{} // closed when the renewal goroutine has returned
 	seq    uint64        // the opening's number among the member's writes (Member.writes)
 	opened time.Time     // when the opening was sent
-	// fence is when the renewal goroutine fences the session unless a
-	// renewal succeeds first (the last successful one's send time plus
-	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
+	// fence is when the renewal goroutine fences the session (Claim.FenceTime),
+	// the deadline of the handlers' store calls.
 	fence   atomic.Pointer[time.Time]
 	tieDone chan struct{} // closed when the tie's goroutine returned (nil: not tied)
 	tie     store.Tie     // the tie it made, read after tieDone
@@ -38,11 +37,11 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time, for every
-// store call made for its handlers: none keeps a handler inside herd past
-// the time another member may start its partition. ok false (make no call)
-// once that time has come or the session is lost. A handoff cancels the
-// handler's context, not the session's: its final checkpoint goes through.
+// withFence bounds ctx by the fence time, for every store call made for the
+// handlers: none keeps a handler inside herd past the time another member
+// may start its partition. ok false (make no call) once that time has come
+// or the session is lost; a handoff cancels the handler's context, not the
+// session's, so that its final checkpoint goes through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil || s.pastFence() {
 		return ctx, func() {}, false
@@ -70,8 +69,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
-	// A new session starts from a new read of the group.
-	m.rep.resync()
+	m.rep.resync() // a new session starts from a new read of the group
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
@@ -83,9 +81,8 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	return s, nil
 }
 
-// noteExpiry tells the reconcile loop when the earliest session of the
-// group expires; the latest news replaces what it has not read yet. It
-// never blocks.
+// noteExpiry tells the reconcile loop when the group's earliest session
+// expires, replacing news not read yet; it never blocks.
 func (m *Member) noteExpiry(t time.Time) {
 	for {
 		select {
@@ -105,20 +102,17 @@ func (m *Member) noteExpiry(t time.Time) {
 // It wraps ErrFenced: handlers stop as at the fence; a new session opens.
 var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
 
-// startTie ties session s, if the member ties sessions and the store can,
-// in a goroutine (waited for by untie) that watches the tie until the
-// session ends; without a tie, the session ends by TTL alone.
+// startTie ties s, if the member ties sessions and the store can, in a
+// goroutine (waited for by untie) that watches the tie until s ends.
 func (m *Member) startTie(s *session) {
 	st := m.st
 	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
 		st = w.Unwrap() // the metrics' wrapper
 	}
-	ct, ok := st.(store.ConnTied)
-	if !m.cfg.TieSession || !ok {
-		return
+	if ct, ok := st.(store.ConnTied); ok && m.cfg.TieSession {
+		s.tieDone = make(chan struct{})
+		go m.watchTie(s, ct)
 	}
-	s.tieDone = make(chan struct{})
-	go m.watchTie(s, ct)
 }
 
 func (m *Member) watchTie(s *session, ct store.ConnTied) {
@@ -145,8 +139,8 @@ func (m *Member) watchTie(s *session, ct store.ConnTied) {
 	}
 }
 
-// untie ends s's tie once its handlers have all returned (the store may
-// then end it after TieGrace). Safe to call again, and untied.
+// untie ends s's tie once its handlers have all returned. Safe to call
+// again, and untied.
 func (m *Member) untie(s *session) {
 	if s.tieDone == nil {
 		return
