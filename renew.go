@@ -36,15 +36,11 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 		})
 	}
 	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
-		// A member paused by a gate fires its timers once it resumes.
-		if m.cfg.gate.Wait(s.ctx) != nil {
-			return
+		// A paused member fires its timers once it resumes; a renewal may
+		// have moved the fence on meanwhile (the loop re-arms the timer).
+		if m.cfg.gate.Wait(s.ctx) == nil && !time.Now().Before(*s.fence.Load()) {
+			fenceNow()
 		}
-		// A renewal moved the fence on (the loop re-arms the timer).
-		if time.Now().Before(*s.fence.Load()) {
-			return
-		}
-		fenceNow()
 	})
 	defer fence.Stop()
 	results := make(chan renewal, 1)
@@ -79,8 +75,7 @@ func (m *Member) renewLoop(s *session, lastSent time.Time) {
 				m.metrics.Renewed(s.ctx, time.Since(sent), err)
 				results <- renewal{sent: sent, next: next, err: err}
 			})
-			// Another beside it if it is still out after RenewTimeout.
-			next.Reset(m.cfg.RenewTimeout)
+			next.Reset(m.cfg.RenewTimeout) // another beside it if it is still out then
 		case r := <-results:
 			out--
 			switch {

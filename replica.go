@@ -50,9 +50,8 @@ type replica struct {
 func (r *replica) isFresh() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.fresh }
 
 // current returns the copy for plan, every entry received applied (nil if
-// there is none, or it diverged and is being read anew), the writes it
-// shows (Member.writes) and the last read's error. Nothing changes the
-// copy until release.
+// none, or being read anew), the writes it shows (Member.writes) and the
+// last read's error. Nothing changes the copy until release.
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -90,10 +89,9 @@ func (r *replica) sessionNewsAt(now time.Time, read bool) {
 // release hands the copy current returned back to the feed.
 func (r *replica) release() { r.mu.Lock(); r.inPlan = false; r.mu.Unlock() }
 
-// applyPending applies the queue to work (a copy if plan holds it) and
-// reports whether the copy is usable (else it is read anew). With
-// checkLast, the last batch is checked against the target as it is applied
-// (one record lookup for both). r.mu is held.
+// applyPending applies the queue to work (a copy if plan holds it), false if
+// the copy is to be read anew. With checkLast, the last batch is checked
+// against the target as it is applied (one record lookup). r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
@@ -139,7 +137,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 	return true
 }
 
-// version is the point of the log the copy has reached, queued entries
+// version is the point of the log the copy reached, queued entries
 // included. r.mu is held.
 func (r *replica) version() store.Version {
 	if n := len(r.pending); n > 0 {
@@ -160,14 +158,14 @@ func (r *replica) mark() (store.Version, time.Time) {
 	return r.version(), r.goneAt
 }
 
-// dropPending empties the queue. r.mu is held.
+// dropPending empties the queue, letting its entries go. r.mu is held.
 func (r *replica) dropPending() {
-	clear(r.pending) // let the entries go
+	clear(r.pending)
 	r.pending, r.npending, r.loadsQueued = r.pending[:0], 0, false
 }
 
-// resync asks the feed to read the group anew, at once: it cancels the
-// feed's call to the log, or ends its pause after a failure.
+// resync has the feed read the group anew at once: it cancels the feed's
+// call to the log, or ends its pause after a failure.
 func (r *replica) resync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

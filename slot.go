@@ -1,7 +1,5 @@
 package herd
 
-// A slot: one partition this member runs, from its claim to its release.
-
 import (
 	"context"
 	"errors"
@@ -22,7 +20,8 @@ const (
 	modeGiveBack              // the handler returned ErrGiveBack: give the partition back (GiveBack)
 )
 
-// slot is one partition this member runs or is stopping.
+// slot is one partition this member runs or is stopping, from its claim to
+// its release.
 type slot struct {
 	c          Claim
 	counter    loadmeter.Counter // c.load
@@ -69,16 +68,8 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	sl := &slot{sess: sess, cancel: cancel, seq: seq, at: max(at, 0)}
 	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
-	sl.c = Claim{
-		Partition: part,
-		Epoch:     epoch,
-		ctx:       hctx,
-		m:         m,
-		sess:      sess,
-		last:      o.Checkpoint,
-		write:     m.claimWrite(sess, part, epoch),
-		load:      &sl.counter,
-	}
+	sl.c = Claim{Partition: part, Epoch: epoch, ctx: hctx, m: m, sess: sess, last: o.Checkpoint,
+		write: m.claimWrite(sess, part, epoch), load: &sl.counter}
 	m.startMeasure(&sl.c)
 	slots[part] = sl
 	m.running.mu.Lock()
