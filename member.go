@@ -204,7 +204,7 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	leaveRequested bool  // by the group's log (request.go), before leaveCh is closed: Err says ErrLeaveRequested
+	leaveRequested bool  // by the group's log (takeRequests), before leaveCh is closed: Err says ErrLeaveRequested
 	err            error // why the member stopped, set by the reconcile loop before done is closed
 }
 
@@ -237,6 +237,19 @@ func (m *Member) Leave(ctx context.Context) error {
 	}
 }
 
+// startLeave starts a graceful leave unless the member is leaving already;
+// requested (through the group's log) makes Err say ErrLeaveRequested.
+func (m *Member) startLeave(requested bool) {
+	m.life.leaveOnce.Do(func() {
+		if requested {
+			m.log.Info("leave requested through the group's log: leaving gracefully")
+			m.life.leaveRequested = true
+		}
+		close(m.life.leaveCh)
+		m.life.stopAttempt()
+	})
+}
+
 // Done is closed when the member has stopped (left, or crashed via Join's ctx)
 // and every goroutine it started has returned.
 func (m *Member) Done() <-chan struct{} { return m.life.done }
@@ -263,6 +276,7 @@ type runningSet struct {
 }
 
 func (r *runningSet) dropOwned() { r.mu.Lock(); clear(r.owned); r.mu.Unlock() }
+
 func (m *Member) unown(p string) {
 	m.running.mu.Lock()
 	delete(m.running.owned, p)
@@ -273,4 +287,32 @@ func (m *Member) ownedCount() int {
 	m.running.mu.Lock()
 	defer m.running.mu.Unlock()
 	return len(m.running.owned)
+}
+
+// ErrLeaveRequested: the member left the group gracefully because a request
+// to leave naming it was logged in the group (store.RequestLeave, sent by
+// the dashboard's "leave" action). Err returns it instead of ErrLeft after
+// such a leave, and errors.Is(err, ErrLeft) holds for it too.
+var ErrLeaveRequested = fmt.Errorf("herd: leave requested through the group's log: %w", ErrLeft)
+
+// takeRequests acts on the requests among the entries call c read, at no
+// store call of their own: one to leave naming this member starts a
+// graceful leave, even between sessions; each goes to Config.onRequest.
+func (f *feed) takeRequests(c *logCall) {
+	if c.err != nil || c.cancelled || !c.kinds.has(store.Requested) {
+		return
+	}
+	m := f.m
+	for _, e := range c.cs {
+		if e.Kind != store.Requested {
+			continue
+		}
+		r := e.Request()
+		if r.Action == store.RequestLeave && r.Member == m.cfg.Member {
+			m.startLeave(true)
+		}
+		if m.cfg.onRequest != nil {
+			m.cfg.onRequest(r)
+		}
+	}
 }
