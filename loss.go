@@ -100,7 +100,6 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		return cmp.Or(strings.Compare(a.Partition, b.Partition), cmp.Compare(b.Epoch, a.Epoch))
 	})
 	m.loss.restores = slices.CompactFunc(m.loss.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
-	keep := m.loss.restores[:0]
 	for i, r := range m.loss.restores {
 		err := ctx.Err()
 		if err == nil {
@@ -113,11 +112,11 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
 			// A newer record is there, or this one can never be written.
 		default: // unreachable or out of time: the rest for the next pass
-			m.loss.restores = append(keep, m.loss.restores[i:]...)
+			m.loss.restores = m.loss.restores[i:]
 			return wrote
 		}
 	}
-	m.loss.restores = keep
+	m.loss.restores = m.loss.restores[:0]
 	return wrote
 }
 
@@ -186,13 +185,10 @@ func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool)
 	if m.meter != nil {
 		m.meter.DropKept()
 	}
-	if !lost {
-		if !maybe {
-			clear(m.loss.loads)
-		}
-		return
+	if !lost && !maybe {
+		clear(m.loss.loads)
 	}
-	if len(m.loss.loads) == 0 {
+	if !lost || len(m.loss.loads) == 0 {
 		return
 	}
 	loads := make([]store.Load, 0, len(m.loss.loads))
