@@ -48,11 +48,9 @@ func (r *releaser) hold() (done func()) {
 
 // arrived: sl's release is queued, or it is not released (lost, given back).
 func (r *releaser) arrived(sl *slot) {
-	if sl.coming.CompareAndSwap(comingExpected, comingArrived) {
+	if sl.coming.Swap(comingArrived) == comingExpected {
 		r.countOut()
-		return
 	}
-	sl.coming.CompareAndSwap(comingNone, comingArrived)
 }
 
 func (r *releaser) countOut() {
