@@ -74,8 +74,9 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 
 // restore puts back the last checkpoint this member wrote for each
 // partition of a lost session, and the partition set if the store holds
-// none, within RenewTimeout; what fails is tried again later. Having written
-// anything means the store lost data.
+// none, within RenewTimeout; what fails is tried again later. Store.Restore
+// never writes over a newer record: harmless if the store kept its data,
+// else the highest epoch wins. Having written anything means a loss.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false

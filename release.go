@@ -46,7 +46,7 @@ func (r *releaser) hold() (done func()) {
 	return r.countOut
 }
 
-// arrived: sl's release is queued, or it is not released (lost, given back).
+// arrived: sl's release is queued, or it is not released (lost, given back). Idempotent.
 func (r *releaser) arrived(sl *slot) {
 	if sl.coming.Swap(comingArrived) == comingExpected {
 		r.countOut()
