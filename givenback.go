@@ -20,8 +20,8 @@ import (
 var ErrGiveBack = errors.New("herd: partition given back")
 
 // avoidGivers places a partition given back by a live session on another
-// member if one lives (balance.Avoid, deterministic). rec[i] indexes
-// parts[i]'s record in owners (-1: none); buf is scratch, returned for reuse.
+// member if one lives (balance.Avoid), the same on every member. rec[i]
+// indexes parts[i]'s record in owners (-1: none); buf is scratch, returned.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
