@@ -19,11 +19,9 @@ import (
 // run does after --max-failures.
 var ErrGiveBack = errors.New("herd: partition given back")
 
-// avoidGivers changes target so that a partition marked given back by a
-// live session is placed on another member if one lives (balance.Avoid);
-// deterministic, as every member must get the same. rec[i] indexes
-// parts[i]'s record in owners (-1: none); buf is scratch, returned for
-// reuse; moved counts the partitions placed elsewhere.
+// avoidGivers places a partition given back by a live session on another
+// member if one lives (balance.Avoid), the same on every member. rec[i]
+// indexes parts[i]'s record in owners (-1: none); buf is scratch, returned.
 func avoidGivers(members []balance.Member, parts []balance.Partition, owners []store.Ownership,
 	rec, owner, target []int32, sessIdx map[string]int32, buf []int32) (_ []int32, moved int) {
 	if len(members) < 2 {
@@ -53,7 +51,7 @@ func avoidGivers(members []balance.Member, parts []balance.Partition, owners []s
 }
 
 // giveBack switches sl, whose handler returned ErrGiveBack, to giving back
-// unless it is lost, and reports whether it did.
+// unless it is lost.
 func (m *Member) giveBack(sl *slot, err error) bool {
 	if !sl.mode.CompareAndSwap(modeRun, modeGiveBack) && !sl.mode.CompareAndSwap(modeHandoff, modeGiveBack) {
 		return false
@@ -87,7 +85,7 @@ func (m *Member) sendGiveBack(sl *slot) {
 		m.log.Debug("giving the partition back failed", "partition", c.Partition, "err", err)
 		m.rep.distrust()
 	default:
-		// The record stays ours, and no entry will say so: plan in full.
+		// The record stays ours and no entry will say so: plan in full.
 		m.log.Warn("giving the partition back failed; the partition stays with this member", "partition", c.Partition, "err", err)
 		sl.planInFull.Store(true)
 	}

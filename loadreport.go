@@ -50,8 +50,7 @@ func (m *Member) reportLoop(s *session) {
 	}
 }
 
-// loadOf is the published load of partition p in the copy (ok false if
-// none), the entries queued and not applied yet included.
+// loadOf is the published load of p in the copy, queued entries included.
 func (r *replica) loadOf(p string) (float64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -91,9 +90,8 @@ func (m *Member) startMeasure(c *Claim) {
 }
 
 // stopMeasure ends it once the handler returned for good, keeping the
-// measure if the session ended (noteLostLoad) or until a handoff's release
-// is answered (releasedMeasure): only this member knows the load if the
-// store loses its data meanwhile.
+// measure if the session ended or until a handoff's release is answered:
+// only this member knows the load if the store loses its data meanwhile.
 func (m *Member) stopMeasure(c *Claim, handing bool) {
 	switch {
 	case m.meter == nil:
@@ -104,8 +102,8 @@ func (m *Member) stopMeasure(c *Claim, handing bool) {
 	}
 }
 
-// releasedMeasure forgets the measure stopMeasure kept for a handoff once
-// its release was answered, unless the session ended meanwhile.
+// releasedMeasure forgets the measure kept for a handoff once released,
+// unless the session ended meanwhile.
 func (m *Member) releasedMeasure(c *Claim) {
 	if m.meter != nil && c.sess != nil && c.sess.ctx.Err() == nil {
 		m.meter.Forget(c.Partition)

@@ -63,8 +63,7 @@ func listIDs(ids []string) string {
 }
 
 // stepLog sums up one rebalance step of a member (claimed, handed off,
-// lost) for one INFO line of counts (WARN if any lost) and, at DEBUG, one
-// line of ids per kind. Owned by the reconcile loop.
+// lost) for one line of counts and, at DEBUG, one line of ids per kind.
 type stepLog struct {
 	start                  time.Time // when the first partition was counted; zero: nothing to log
 	claimed, handoff, lost idList
@@ -92,9 +91,8 @@ func (s *stepLog) dropLost(p string)   { s.begin(); s.lost.add(p) }
 // stepWait is how long a step's line waits for partitions still coming.
 const stepWait = time.Second
 
-// logStep writes the current step's lines and starts a new step, unless
-// partitions the last plan gave this member are on their way (up to
-// stepWait). The reconcile loop calls it after each reconcile.
+// logStep logs the step and starts a new one, unless partitions the last
+// plan gave this member are on their way (up to stepWait).
 func (m *Member) logStep() {
 	s := &m.planner.step
 	if s.start.IsZero() || (m.planner.incoming > 0 && time.Since(s.start) < stepWait) {

@@ -1,8 +1,5 @@
 package herd
 
-// After a lost session: holding free partitions while their previous owners
-// restore what the store may have lost, and restoring this member's own.
-
 import (
 	"cmp"
 	"context"
@@ -14,8 +11,9 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// lossState is what the reconcile loop keeps about lost sessions: what to
-// put back, and until when to leave ownerless partitions alone.
+// lossState is what the reconcile loop keeps after a lost session: what to
+// put back, and until when to leave ownerless partitions alone
+// (docs/safety.md, "When the store loses its data").
 type lossState struct {
 	restores    []store.Ownership
 	loads       map[string]float64 // lost sessions' partitions' loads, to publish again (restoreLoads); made by Join
@@ -38,13 +36,10 @@ func (l *lossState) toRestore(snap *store.Snapshot) bool {
 	return len(l.restores) > 0 || (!snap.PartitionSetStored && len(snap.Partitions) == 0 && len(l.lastParts) > 0)
 }
 
-// holdAfterLoss makes the member leave partitions alone when a session
-// opens after one was lost, as the store may have lost its data and the
-// previous owners may be about to restore their records: record-less ones,
-// and with all (a sign of a loss) every one without a live owner, as a
-// stale restored checkpoint is replaced by a newer one only while nobody
-// claimed it. The hold lasts max(SessionTTL, RenewInterval+2*RenewTimeout):
-// time for the others to restore and open a session first.
+// holdAfterLoss leaves record-less partitions alone, and with all (a sign
+// the store lost data) every one without a live owner, for
+// max(SessionTTL, RenewInterval+2*RenewTimeout): the previous owners restore
+// first, as a restore never replaces a claimed record.
 func (m *Member) holdAfterLoss(all bool) {
 	until := time.Now().Add(max(m.cfg.SessionTTL, m.cfg.RenewInterval+2*m.cfg.RenewTimeout))
 	if until.After(m.loss.holdFresh) {
@@ -55,8 +50,7 @@ func (m *Member) holdAfterLoss(all bool) {
 	}
 }
 
-// noteLossMark records, as sess is lost, the replica's version, from which
-// the next session checks that the store kept its data (readFromMark);
+// noteLossMark keeps, as sess is lost, the copy's version for readFromMark;
 // none if the log began a new history since sess opened.
 func (m *Member) noteLossMark(sess *session) {
 	v, goneAt := m.rep.mark()
@@ -66,10 +60,8 @@ func (m *Member) noteLossMark(sess *session) {
 	}
 }
 
-// readFromMark reads one entry of the log after m.loss.logMark, bounded by
-// d: nil (an entry, or the log at rest until d) means the store kept its
-// data, as one that loses data begins a new history. Without a mark it
-// answers store.ErrVersionGone.
+// readFromMark reads one log entry after the loss mark, bounded by d: nil
+// means the store kept its data (one that loses it begins a new history).
 func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 	if m.loss.logMark == nil {
 		return store.ErrVersionGone
@@ -82,24 +74,21 @@ func (m *Member) readFromMark(ctx context.Context, d time.Duration) error {
 
 // restore puts back the last checkpoint this member wrote for each
 // partition of a lost session, and the partition set if the store holds
-// none. Store.Restore writes only over no record or a released one of a
-// lower epoch: harmless if the store kept its data, else the highest epoch
-// wins. Bounded by RenewTimeout, it stops at the first failure (the rest is
-// tried later). It reports whether it wrote anything: the store lost data.
+// none, within RenewTimeout; what fails is tried again later. Store.Restore
+// never writes over a newer record: harmless if the store kept its data,
+// else the highest epoch wins. Having written anything means a loss.
 func (m *Member) restore(ctx context.Context) (wrote bool) {
 	if len(m.loss.restores) == 0 && len(m.loss.lastParts) == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewTimeout)
 	defer cancel()
-	// A store that lost its data lost the set too. The group is read
-	// (30 to 600 ms of Redis on 100,000 records) only if the log answers
-	// within RenewTimeout/8 that it does not go on from the mark: a read
-	// would keep a slow store slow (plan puts back a lost set too).
+	// The group is read (30 to 600 ms of Redis on 100,000 records) only if
+	// the log answers within RenewTimeout/8 that it does not go on: a read
+	// would keep a slow store slow.
 	if len(m.loss.lastParts) > 0 && errors.Is(m.readFromMark(ctx, m.cfg.RenewTimeout/8), store.ErrVersionGone) {
 		snap, err := m.st.Snapshot(ctx, m.cfg.Group)
-		// Only a set not held at all was lost (an empty one was emptied).
-		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored {
+		if err == nil && len(snap.Partitions) == 0 && !snap.PartitionSetStored { // an emptied set stays empty
 			set := store.PartitionSet{Kind: m.cfg.Kind, Partitions: m.loss.lastParts, Mode: store.SetIfAbsent}
 			if res, err := m.st.SetPartitions(ctx, m.cfg.Group, set); err == nil && res.Written {
 				m.log.Info("restored the partition set the store had lost", "partitions", len(m.loss.lastParts))
@@ -112,7 +101,6 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 		return cmp.Or(strings.Compare(a.Partition, b.Partition), cmp.Compare(b.Epoch, a.Epoch))
 	})
 	m.loss.restores = slices.CompactFunc(m.loss.restores, func(a, b store.Ownership) bool { return a.Partition == b.Partition })
-	keep := m.loss.restores[:0]
 	for i, r := range m.loss.restores {
 		err := ctx.Err()
 		if err == nil {
@@ -124,18 +112,17 @@ func (m *Member) restore(ctx context.Context) (wrote bool) {
 			wrote = true
 		case errors.Is(err, store.ErrNotOwner), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt):
 			// A newer record is there, or this one can never be written.
-		default:
-			// Unreachable, or out of time: the rest for the next pass.
-			m.loss.restores = append(keep, m.loss.restores[i:]...)
+		default: // unreachable or out of time: the rest for the next pass
+			m.loss.restores = m.loss.restores[i:]
 			return wrote
 		}
 	}
-	m.loss.restores = keep
+	m.loss.restores = m.loss.restores[:0]
 	return wrote
 }
 
-// noteLostLoad keeps the load of partition p of a lost session (this
-// member's measure, else the one published), for restoreLoads.
+// noteLostLoad keeps the load of partition p of a lost session (measured,
+// else published), for restoreLoads.
 func (m *Member) noteLostLoad(p string) {
 	if m.meter == nil {
 		return
@@ -149,12 +136,10 @@ func (m *Member) noteLostLoad(p string) {
 	}
 }
 
-// noteLostLoads begins the loads to publish again (restoreLoads) as a
-// session opened at opened, which ran partitions if ran, is lost: the
-// copy's lostLoads, and replica.freeLoads if the log went gone during it
-// (the copy may be read after the store lost its data). A session that ran
-// nothing, lost during the hold, keeps the loads kept before: a copy read
-// anew may not show them.
+// noteLostLoads begins the loads to publish again as a session opened at
+// opened is lost: the copy's lostLoads, and freeLoads if the log went gone
+// meanwhile (the copy may be read after the loss). A session that ran
+// nothing, lost during the hold, keeps those kept before.
 func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	if m.meter == nil {
 		return
@@ -175,10 +160,9 @@ func (m *Member) noteLostLoads(ran bool, opened time.Time) {
 	}
 }
 
-// lostLoads returns the copy's loads that member publishes again if the
-// store lost its data: of the partitions no live session holds (no owner
-// publishes them) and of its own records (those just handed off included,
-// which its meter forgot). r.mu is held.
+// lostLoads returns the copy's loads member publishes again if the store
+// lost its data: of partitions no live session holds, and of its own records
+// (handed off ones too, which its meter forgot). r.mu is held.
 func (r *replica) lostLoads(member string) []store.Load {
 	if r.work == nil {
 		return nil
@@ -193,23 +177,19 @@ func (r *replica) lostLoads(member string) []store.Load {
 	return lost
 }
 
-// restoreLoads publishes again, on session s, the lost sessions' loads
-// (noteLostLoads) if the store lost its data (lost): else the fleet places
-// by count after the hold, then moves partitions as loads are measured.
-// Bounded by RenewTimeout, not retried (the next owners measure anyway).
-// maybe (restores not answered yet): they are kept for planChecks, as this
-// member may be the only one that knows them.
+// restoreLoads publishes again, on s, the lost sessions' loads if the store
+// lost its data, so the fleet places by load after the hold; within
+// RenewTimeout, not retried (the next owners measure anyway). With maybe
+// (restores not answered yet) they are kept for plan: only this member may
+// know them.
 func (m *Member) restoreLoads(ctx context.Context, s *session, lost, maybe bool) {
 	if m.meter != nil {
 		m.meter.DropKept()
 	}
-	if !lost {
-		if !maybe {
-			clear(m.loss.loads)
-		}
-		return
+	if !lost && !maybe {
+		clear(m.loss.loads)
 	}
-	if len(m.loss.loads) == 0 {
+	if !lost || len(m.loss.loads) == 0 {
 		return
 	}
 	loads := make([]store.Load, 0, len(m.loss.loads))

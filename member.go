@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/herdhq/herd/internal/loadmeter"
 	"github.com/herdhq/herd/internal/membermetrics"
 	"github.com/herdhq/herd/store"
@@ -76,7 +78,6 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	// Every store call of the join is retried until JoinTimeout (join.go).
 	joinCtx, joined := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer joined()
 	if err := joinPartitionSet(joinCtx, st, cfg); err != nil {
@@ -106,8 +107,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 		stop()
 		return nil, err
 	}
-	// The first opening (often a new connection's first call) may take up to
-	// SessionTTL-FenceMargin: its fence counts from the send.
+	// A first opening (a new connection's first call) may take until its fence.
 	var sess *session
 	err := RetryUnavailable(joinCtx, cfg.Logger, "open session", func(ctx context.Context) error {
 		var err error
@@ -123,6 +123,45 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	return m, nil
 }
 
+// registerMetrics registers the member's metrics (internal/membermetrics)
+// with Config.Metrics, if set, and counts its store calls from then on.
+func (m *Member) registerMetrics() error {
+	if m.cfg.Metrics == nil {
+		return nil
+	}
+	mm := membermetrics.New(m.cfg.Group, m.cfg.Member, ErrFenced, membermetrics.Gauges{
+		Owned: func() float64 { return float64(m.ownedCount()) },
+		Handlers: func() float64 {
+			m.running.mu.Lock()
+			defer m.running.mu.Unlock()
+			return float64(len(m.running.handlers))
+		},
+		Live: func() float64 {
+			if m.SessionLive() {
+				return 1
+			}
+			return 0
+		},
+		Load: func() float64 {
+			if m.meter == nil {
+				return 0
+			}
+			return m.meter.Total()
+		},
+	})
+	if err := mm.Register(m.cfg.Metrics); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			return fmt.Errorf("herd: join %q: metrics: a member %q of this group already has its metrics registered "+
+				"with Config.Metrics (give each member of one process its own Config.Member, or its own registerer): %w: %w",
+				m.cfg.Group, m.cfg.Member, store.ErrInvalid, are)
+		}
+		return fmt.Errorf("herd: join %q: metrics: %w: %w", m.cfg.Group, store.ErrInvalid, err)
+	}
+	m.metrics = mm
+	m.st = mm.Store(m.st)
+	return nil
+}
+
 // ID is the member id.
 func (m *Member) ID() string { return m.cfg.Member }
 
@@ -132,6 +171,15 @@ func (m *Member) Session() string {
 		return s.id
 	}
 	return ""
+}
+
+// SessionLive reports whether the member holds a live session: open, not
+// lost or fenced, and its fence time not come. It is false between sessions
+// and once the member has stopped. A health check can report it: while it
+// is false the member runs no handler it could not be sure to own.
+func (m *Member) SessionLive() bool {
+	s := m.running.live.Load()
+	return s != nil && s.ctx.Err() == nil && !s.pastFence()
 }
 
 // Owned lists, sorted, the partitions this member owns and runs a handler
@@ -206,7 +254,7 @@ type lifecycle struct {
 	leaveCh   chan struct{} // closed by Leave
 	done      chan struct{} // closed when every goroutine has returned
 
-	leaveRequested bool  // by the group's log (request.go), before leaveCh is closed: Err says ErrLeaveRequested
+	leaveRequested bool  // by the group's log (takeRequests), before leaveCh is closed: Err says ErrLeaveRequested
 	err            error // why the member stopped, set by the reconcile loop before done is closed
 }
 
@@ -239,6 +287,19 @@ func (m *Member) Leave(ctx context.Context) error {
 	}
 }
 
+// startLeave starts a graceful leave unless the member is leaving already;
+// requested (through the group's log) makes Err say ErrLeaveRequested.
+func (m *Member) startLeave(requested bool) {
+	m.life.leaveOnce.Do(func() {
+		if requested {
+			m.log.Info("leave requested through the group's log: leaving gracefully")
+			m.life.leaveRequested = true
+		}
+		close(m.life.leaveCh)
+		m.life.stopAttempt()
+	})
+}
+
 // Done is closed when the member has stopped (left, or crashed via Join's ctx)
 // and every goroutine it started has returned.
 func (m *Member) Done() <-chan struct{} { return m.life.done }
@@ -264,11 +325,12 @@ type runningSet struct {
 	live     atomic.Pointer[session] // the open session, nil between sessions (read without mu)
 }
 
-// dropOwned forgets every owned partition, as their handlers are cancelled.
-func (r *runningSet) dropOwned() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.owned)
+func (r *runningSet) dropOwned() { r.mu.Lock(); clear(r.owned); r.mu.Unlock() }
+
+func (m *Member) unown(p string) {
+	m.running.mu.Lock()
+	delete(m.running.owned, p)
+	m.running.mu.Unlock()
 }
 
 func (m *Member) ownedCount() int {
@@ -277,11 +339,30 @@ func (m *Member) ownedCount() int {
 	return len(m.running.owned)
 }
 
-// handlerReturned counts out a handler that start counted in.
-func (m *Member) handlerReturned(p string) {
-	m.running.mu.Lock()
-	defer m.running.mu.Unlock()
-	if m.running.handlers[p]--; m.running.handlers[p] <= 0 {
-		delete(m.running.handlers, p)
+// ErrLeaveRequested: the member left the group gracefully because a request
+// to leave naming it was logged in the group (store.RequestLeave, sent by
+// the dashboard's "leave" action). Err returns it instead of ErrLeft after
+// such a leave, and errors.Is(err, ErrLeft) holds for it too.
+var ErrLeaveRequested = fmt.Errorf("herd: leave requested through the group's log: %w", ErrLeft)
+
+// takeRequests acts on the requests among the entries call c read, at no
+// store call of their own: one to leave naming this member starts a
+// graceful leave, even between sessions; each goes to Config.onRequest.
+func (f *feed) takeRequests(c *logCall) {
+	if c.err != nil || c.cancelled || !c.kinds.has(store.Requested) {
+		return
+	}
+	m := f.m
+	for _, e := range c.cs {
+		if e.Kind != store.Requested {
+			continue
+		}
+		r := e.Request()
+		if r.Action == store.RequestLeave && r.Member == m.cfg.Member {
+			m.startLeave(true)
+		}
+		if m.cfg.onRequest != nil {
+			m.cfg.onRequest(r)
+		}
 	}
 }

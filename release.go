@@ -10,9 +10,8 @@ import (
 	"github.com/herdhq/herd/store"
 )
 
-// releaser batches the releases of handoffs begun together (by one plan,
-// or Leave), up to MaxBatch, waiting at most releaseGather. run starts its
-// loop and stops it once every slot has returned.
+// releaser batches the releases of handoffs begun together (by one plan, or
+// Leave), up to MaxBatch.
 type releaser struct {
 	m        *Member
 	mu       sync.Mutex
@@ -22,9 +21,8 @@ type releaser struct {
 	coming   atomic.Int64      // slots handed off (expect) that have not arrived; may dip below zero for a moment
 }
 
-// releaseGather is the longest the releaser holds a release back for the
-// others of its handoff: one store call and one log entry (which wakes
-// every member) per handoff, not one per handler.
+// releaseGather is the longest a release waits for the others of its
+// handoff: one store call and log entry (waking every member) per handoff.
 const releaseGather = 20 * time.Millisecond
 
 // Slot states for the releaser's count (slot.coming).
@@ -41,21 +39,18 @@ func (r *releaser) expect(sl *slot) {
 	}
 }
 
-// hold makes the releaser wait, as for one more slot, until done is
-// called: handoffs begun together are all expected before it sends.
+// hold makes the releaser wait as for one more slot until done is called,
+// so that handoffs begun together are all expected before it sends.
 func (r *releaser) hold() (done func()) {
 	r.coming.Add(1)
 	return r.countOut
 }
 
-// arrived notes that sl's goroutine is done with the handoff: its release
-// is queued, or it is not released at all (lost, given back). Idempotent.
+// arrived: sl's release is queued, or it is not released (lost, given back). Idempotent.
 func (r *releaser) arrived(sl *slot) {
-	if sl.coming.CompareAndSwap(comingExpected, comingArrived) {
+	if sl.coming.Swap(comingArrived) == comingExpected {
 		r.countOut()
-		return
 	}
-	sl.coming.CompareAndSwap(comingNone, comingArrived)
 }
 
 func (r *releaser) countOut() {
@@ -80,8 +75,7 @@ func (r *releaser) release(sl *slot) {
 }
 
 // loop sends the queued releases until stop is closed (every slot has
-// returned). One the store did not apply is sent again until it lands or
-// its session ends, after 20 ms doubling up to Config.retryPause.
+// returned), retrying after 20 ms doubling up to Config.retryPause.
 func (r *releaser) loop(stop <-chan struct{}) {
 	retry := stoppedTimer()
 	failures := 0 // sends that failed in a row
@@ -103,8 +97,8 @@ func (r *releaser) loop(stop <-chan struct{}) {
 	}
 }
 
-// gather waits until every slot expected has arrived, a batch is full, or
-// releaseGather has passed.
+// gather waits until every slot expected arrived, a batch is full, or
+// releaseGather passed.
 func (r *releaser) gather(stop <-chan struct{}) {
 	t := time.NewTimer(releaseGather)
 	for r.coming.Load() > 0 {
@@ -126,7 +120,7 @@ func (r *releaser) gather(stop <-chan struct{}) {
 
 // flush sends everything queued, a batch of one session's slots at a time,
 // and queues again (reporting false) what the store did not apply, unless
-// its session ended (its records free with it) or the member stops.
+// its session ended (its records free with it).
 func (r *releaser) flush() (landed bool) {
 	var again []releaseReq
 	for {
@@ -166,8 +160,7 @@ func (r *releaser) flush() (landed bool) {
 // could release (not a broken record or group, nor an expired session).
 func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]bool) {
 	m := r.m
-	// The run context, not the session's (cancelled for the handoff): the
-	// epoch fences it.
+	// The run context, not the session's (cancelled for the handoff): the epoch fences it.
 	if m.cfg.gate.Wait(m.runCtx) != nil {
 		return nil
 	}
@@ -183,8 +176,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	}
 	failed = map[*slot]bool{}
 	switch {
-	case errors.Is(err, store.ErrCorrupt):
-		// The group's keys broke (by hand): the next read reports it.
+	case errors.Is(err, store.ErrCorrupt): // the group's keys broke (by hand): the next read reports it
 		m.log.Debug("release failed; the partitions free when the session ends", "partitions", len(held), "err", err)
 		m.rep.distrust()
 		return nil
@@ -203,8 +195,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 		switch {
 		case e == nil || errors.Is(e, store.ErrNotOwner):
 			done = append(done, held[i])
-		case errors.Is(e, store.ErrCorrupt):
-			// Its record broke (by hand): the next read reports it.
+		case errors.Is(e, store.ErrCorrupt): // broken by hand: the next read reports it
 			m.log.Debug("release failed; the partition frees when the session ends", "partition", held[i].Partition, "err", e)
 			corrupt = true
 		default:
@@ -219,8 +210,7 @@ func (r *releaser) send(sess *session, batch []releaseReq) (failed map[*slot]boo
 	return failed
 }
 
-// noteReleased records the records held as released, for plan not to
-// release them again.
+// noteReleased notes records as released, for plan not to release them again.
 func (m *Member) noteReleased(held []store.Ownership) {
 	m.rel.mu.Lock()
 	defer m.rel.mu.Unlock()

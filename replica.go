@@ -1,8 +1,5 @@
 package herd
 
-// The replica: the member's copy of the group, what plan takes from it and
-// the queue of log entries not applied yet (feed: replica_feed.go).
-
 import (
 	"context"
 	"sync"
@@ -13,18 +10,14 @@ import (
 
 // replica is the member's copy of the group: one Snapshot, read when a
 // session opens (or the log cannot be continued, or the store contradicts
-// the copy), then kept up to date by the group's log, so that a rebalance
-// costs the store its entries, not a read of every record per member. The
-// feed (feedLoop) queues the entries (pending); plan applies them as it
-// takes the copy (current) and uses it in place until release: a burst
-// costs one pass over the records per plan. The feed applies a large
-// queue itself, on a copy if plan holds the current one.
+// the copy), then kept up to date by the group's log (replica_feed.go), so
+// that a rebalance costs the store its entries, not a read of every record
+// per member. plan applies the queued entries as it takes the copy and uses
+// it in place until release: a burst costs one pass over the records per plan.
 type replica struct {
-	mu   sync.Mutex
-	work *store.Snapshot // nil until the first read
-	// pending: the entries after work.Version not applied yet, as Changes
-	// returned them; npending how many.
-	pending     [][]store.Change
+	mu          sync.Mutex
+	work        *store.Snapshot  // nil until the first read
+	pending     [][]store.Change // the entries after work.Version not applied yet, as Changes returned them
 	npending    int
 	loadsQueued bool                          // a queued entry publishes loads (loadOf scans the queue only then)
 	loads       equalLoads                    // whether the copy's loads and those checked against the target are all equal
@@ -45,10 +38,7 @@ type replica struct {
 	target      *planTarget                   // of the last full plan (nil: none, plan in full; target.go)
 	offTarget   bool                          // an entry since target was set was not progress toward it
 	toClaim     []string                      // released toward this member since target was set (onTargetRunning)
-	// unchecked: batches applied while no target was set (a plan under
-	// way), for setTarget to check; nunchecked their entries (over
-	// changesPerRead, unchecked is emptied).
-	unchecked   [][]store.Change
+	unchecked   [][]store.Change              // batches applied while no target was set (a plan under way), for setTarget; emptied over changesPerRead entries
 	nunchecked  int
 	targetFirst time.Time     // when the first entry checked against target arrived (zero: none yet)
 	targetLast  time.Time     // when the last one did
@@ -57,17 +47,11 @@ type replica struct {
 	fresh       bool          // the log answered since the last read (or session opened): plan waits for it, as joiners open sessions during reads
 }
 
-// isFresh reports whether the log has answered since the last read.
-func (r *replica) isFresh() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fresh
-}
+func (r *replica) isFresh() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.fresh }
 
 // current returns the copy for plan, every entry received applied (nil if
-// there is none, or it diverged and is being read anew), the writes it
-// shows (Member.writes) and the last read's error. Nothing changes the
-// copy until release.
+// none, or being read anew), the writes it shows (Member.writes) and the
+// last read's error. Nothing changes the copy until release.
 func (r *replica) current() (*store.Snapshot, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -83,11 +67,7 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 
 // layoutNow returns layout. Taken before current, it is that of the copy
 // current returns or older (never newer: hintExact is then false).
-func (r *replica) layoutNow() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.layout
-}
+func (r *replica) layoutNow() uint64 { r.mu.Lock(); defer r.mu.Unlock(); return r.layout }
 
 // sessionNews returns when the feed last brought news of a session opened
 // (openedAt), and the longest wait between two such news (newsGap).
@@ -107,16 +87,11 @@ func (r *replica) sessionNewsAt(now time.Time, read bool) {
 }
 
 // release hands the copy current returned back to the feed.
-func (r *replica) release() {
-	r.mu.Lock()
-	r.inPlan = false
-	r.mu.Unlock()
-}
+func (r *replica) release() { r.mu.Lock(); r.inPlan = false; r.mu.Unlock() }
 
-// applyPending applies the queue to work (a copy if plan holds it) and
-// reports whether the copy is usable (else it is read anew). With
-// checkLast, the last batch is checked against the target as it is applied
-// (one record lookup for both). r.mu is held.
+// applyPending applies the queue to work (a copy if plan holds it), false if
+// the copy is to be read anew. With checkLast, the last batch is checked
+// against the target as it is applied (one record lookup). r.mu is held.
 func (r *replica) applyPending(checkLast bool) bool {
 	if r.npending == 0 {
 		return true
@@ -162,7 +137,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 	return true
 }
 
-// version is the point of the log the copy has reached, queued entries
+// version is the point of the log the copy reached, queued entries
 // included. r.mu is held.
 func (r *replica) version() store.Version {
 	if n := len(r.pending); n > 0 {
@@ -183,14 +158,14 @@ func (r *replica) mark() (store.Version, time.Time) {
 	return r.version(), r.goneAt
 }
 
-// dropPending empties the queue. r.mu is held.
+// dropPending empties the queue, letting its entries go. r.mu is held.
 func (r *replica) dropPending() {
-	clear(r.pending) // let the entries go
+	clear(r.pending)
 	r.pending, r.npending, r.loadsQueued = r.pending[:0], 0, false
 }
 
-// resync asks the feed to read the group anew, at once: it cancels the
-// feed's call to the log, or ends its pause after a failure.
+// resync has the feed read the group anew at once: it cancels the feed's
+// call to the log, or ends its pause after a failure.
 func (r *replica) resync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -198,10 +173,7 @@ func (r *replica) resync() {
 	if r.cancel != nil {
 		r.cancel()
 	}
-	select {
-	case r.wakeFeed <- struct{}{}:
-	default:
-	}
+	notify(r.wakeFeed)
 }
 
 // distrust asks the feed to read the group anew, and plan to wait for it.

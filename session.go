@@ -2,7 +2,9 @@ package herd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 )
 
 // session is one incarnation of the member in the store, with its renewal
-// goroutine (renew.go), its fence time and its tie (Config.TieSession).
+// goroutine (renewLoop), its fence time and its tie (Config.TieSession).
 type session struct {
 	id     string
 	ctx    context.Context // cancelled (with a cause) when the session is lost or fenced
@@ -18,9 +20,8 @@ type session struct {
 	renew  chan struct{} // closed when the renewal goroutine has returned
 	seq    uint64        // the opening's number among the member's writes (Member.writes)
 	opened time.Time     // when the opening was sent
-	// fence is when the renewal goroutine fences the session unless a
-	// renewal succeeds first (the last successful one's send time plus
-	// SessionTTL-FenceMargin); the deadline of the handlers' store calls.
+	// fence is when the renewal goroutine fences the session (Claim.FenceTime),
+	// the deadline of the handlers' store calls.
 	fence   atomic.Pointer[time.Time]
 	tieDone chan struct{} // closed when the tie's goroutine returned (nil: not tied)
 	tie     store.Tie     // the tie it made, read after tieDone
@@ -38,11 +39,11 @@ func (s *session) pastFence() bool {
 	return t != nil && !time.Now().Before(*t)
 }
 
-// withFence returns ctx bounded by the session's fence time, for every
-// store call made for its handlers: none keeps a handler inside herd past
-// the time another member may start its partition. ok false (make no call)
-// once that time has come or the session is lost. A handoff cancels the
-// handler's context, not the session's: its final checkpoint goes through.
+// withFence bounds ctx by the fence time, for every store call made for the
+// handlers: none keeps a handler inside herd past the time another member
+// may start its partition. ok false (make no call) once that time has come
+// or the session is lost; a handoff cancels the handler's context, not the
+// session's, so that its final checkpoint goes through.
 func (s *session) withFence(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
 	if s.ctx.Err() != nil || s.pastFence() {
 		return ctx, func() {}, false
@@ -70,8 +71,7 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	}
 	sctx, scancel := context.WithCancelCause(m.runCtx)
 	s := &session{id: id, ctx: sctx, cancel: scancel, renew: make(chan struct{}), seq: m.writes.Add(1), opened: sent}
-	// A new session starts from a new read of the group.
-	m.rep.resync()
+	m.rep.resync() // a new session starts from a new read of the group
 	s.setFence(sent.Add(m.cfg.SessionTTL - m.cfg.FenceMargin))
 	m.running.live.Store(s)
 	m.log.Debug("session opened", "session", id)
@@ -83,9 +83,8 @@ func (m *Member) openSession(ctx context.Context, bound time.Duration) (*session
 	return s, nil
 }
 
-// noteExpiry tells the reconcile loop when the earliest session of the
-// group expires; the latest news replaces what it has not read yet. It
-// never blocks.
+// noteExpiry tells the reconcile loop when the group's earliest session
+// expires, replacing news not read yet; it never blocks.
 func (m *Member) noteExpiry(t time.Time) {
 	for {
 		select {
@@ -105,20 +104,17 @@ func (m *Member) noteExpiry(t time.Time) {
 // It wraps ErrFenced: handlers stop as at the fence; a new session opens.
 var ErrTieLost = fmt.Errorf("%w: the session's tied connection closed", ErrFenced)
 
-// startTie ties session s, if the member ties sessions and the store can,
-// in a goroutine (waited for by untie) that watches the tie until the
-// session ends; without a tie, the session ends by TTL alone.
+// startTie ties s, if the member ties sessions and the store can, in a
+// goroutine (waited for by untie) that watches the tie until s ends.
 func (m *Member) startTie(s *session) {
 	st := m.st
 	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
 		st = w.Unwrap() // the metrics' wrapper
 	}
-	ct, ok := st.(store.ConnTied)
-	if !m.cfg.TieSession || !ok {
-		return
+	if ct, ok := st.(store.ConnTied); ok && m.cfg.TieSession {
+		s.tieDone = make(chan struct{})
+		go m.watchTie(s, ct)
 	}
-	s.tieDone = make(chan struct{})
-	go m.watchTie(s, ct)
 }
 
 func (m *Member) watchTie(s *session, ct store.ConnTied) {
@@ -145,8 +141,8 @@ func (m *Member) watchTie(s *session, ct store.ConnTied) {
 	}
 }
 
-// untie ends s's tie once its handlers have all returned (the store may
-// then end it after TieGrace). Safe to call again, and untied.
+// untie ends s's tie once its handlers have all returned. Safe to call
+// again, and untied.
 func (m *Member) untie(s *session) {
 	if s.tieDone == nil {
 		return
@@ -154,5 +150,102 @@ func (m *Member) untie(s *session) {
 	<-s.tieDone
 	if s.tie != nil {
 		_ = s.tie.Close()
+	}
+}
+
+// renewal is the outcome of one renewal attempt.
+type renewal struct {
+	sent time.Time
+	next time.Duration // when the group's earliest session expires (KeepAlive)
+	err  error
+}
+
+// renewLoop is the renewal goroutine of session s, which waits on nothing
+// else. If no renewal has succeeded for SessionTTL-FenceMargin since the
+// last successful one was sent, a timer of its own (a call can return after
+// its deadline) cancels the session, and every handler, before the store
+// can expire it. An attempt may run until the fence (cutting a slow store's
+// call would throw its renewal away), and another starts beside it after
+// RenewTimeout (the first may be stuck on a cut connection): at most about
+// (SessionTTL-FenceMargin)/RenewTimeout are out. Whichever succeeds moves
+// the fence to its send time plus SessionTTL-FenceMargin.
+func (m *Member) renewLoop(s *session, lastSent time.Time) {
+	defer close(s.renew)
+	fenceAfter := m.cfg.SessionTTL - m.cfg.FenceMargin
+	var once sync.Once
+	fenceNow := func() {
+		once.Do(func() {
+			m.log.Warn("session not renewed in time: cancelling handlers", "session", s.id,
+				"since_last_renewal", time.Since(*s.fence.Load())+fenceAfter)
+			s.cancel(ErrFenced)
+		})
+	}
+	fence := time.AfterFunc(fenceAfter-time.Since(lastSent), func() {
+		// A paused member fires its timers once it resumes; a renewal may
+		// have moved the fence on meanwhile (the loop re-arms the timer).
+		if m.cfg.gate.Wait(s.ctx) == nil && !time.Now().Before(*s.fence.Load()) {
+			fenceNow()
+		}
+	})
+	defer fence.Stop()
+	results := make(chan renewal, 1)
+	var attempts sync.WaitGroup
+	defer attempts.Wait()
+	out := 0 // attempts under way
+	// Before the Wait: take the results of those still out.
+	defer func() {
+		for range out {
+			<-results
+		}
+	}()
+	next := time.NewTimer(m.cfg.RenewInterval)
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-next.C:
+			if m.cfg.gate.Wait(s.ctx) != nil {
+				return
+			}
+			if time.Since(lastSent) >= fenceAfter {
+				fenceNow()
+				return
+			}
+			out++
+			// Bounded by the session's context, not the fence time: it may
+			// succeed after that time, once an earlier one moved it.
+			attempts.Go(func() {
+				sent := time.Now()
+				next, err := m.st.KeepAlive(s.ctx, m.cfg.Group, s.id, m.cfg.SessionTTL)
+				m.metrics.Renewed(s.ctx, time.Since(sent), err)
+				results <- renewal{sent: sent, next: next, err: err}
+			})
+			next.Reset(m.cfg.RenewTimeout) // another beside it if it is still out then
+		case r := <-results:
+			out--
+			switch {
+			case s.ctx.Err() != nil:
+				return // fenced (or stopped) while the call was under way
+			case r.err == nil:
+				if r.next > 0 {
+					m.noteExpiry(time.Now().Add(r.next))
+				}
+				if r.sent.After(lastSent) {
+					lastSent = r.sent
+					s.setFence(r.sent.Add(fenceAfter))
+					fence.Reset(fenceAfter - time.Since(r.sent))
+					next.Reset(m.cfg.RenewInterval - time.Since(r.sent))
+				}
+			case errors.Is(r.err, store.ErrSessionExpired):
+				m.log.Warn("session expired in the store: cancelling handlers", "session", s.id)
+				s.cancel(ErrSessionExpired)
+				return
+			case out == 0:
+				m.log.Warn("session renewal failed; retrying", "session", s.id, "err", r.err)
+				next.Reset(m.cfg.retryPause())
+			default:
+				m.log.Warn("session renewal failed; another attempt is under way", "session", s.id, "err", r.err)
+			}
+		}
 	}
 }

@@ -1,7 +1,5 @@
 package herd
 
-// A slot: one partition this member runs, from its claim to its release.
-
 import (
 	"context"
 	"errors"
@@ -22,7 +20,8 @@ const (
 	modeGiveBack              // the handler returned ErrGiveBack: give the partition back (GiveBack)
 )
 
-// slot is one partition this member runs or is stopping.
+// slot is one partition this member runs or is stopping, from its claim to
+// its release.
 type slot struct {
 	c          Claim
 	counter    loadmeter.Counter // c.load
@@ -41,25 +40,16 @@ type slot struct {
 // handing off or giving back.
 func (sl *slot) runsFor(s *session) bool { return sl.sess == s && sl.mode.Load() == modeRun }
 
-// claimOnceStopped is called by plan, which would claim sl's partition for
-// sess but leaves it alone while sl runs: if sl does not run for sess, its
-// return calls for a full plan.
+// claimOnceStopped: plan would claim sl's partition for sess but leaves it
+// alone while sl runs; if sl does not run for sess, its return plans in full.
 func (sl *slot) claimOnceStopped(sess *session) {
 	if !sl.runsFor(sess) {
 		sl.planInFull.Store(true)
 	}
 }
 
-func (m *Member) unown(p string) {
-	m.running.mu.Lock()
-	delete(m.running.owned, p)
-	m.running.mu.Unlock()
-}
-
-// handOff cancels sl's handler so that its partition is released (or
-// given back) once it returned, arms the watchdog, has the releaser
-// expect the release, to send it with the rest of the handoff, and no
-// longer counts the partition owned.
+// handOff cancels sl's handler so that its partition is released (or given
+// back) once it returned, with the rest of the handoff (releaser.expect).
 func (m *Member) handOff(sl *slot) {
 	if sl.mode.CompareAndSwap(modeRun, modeHandoff) {
 		m.rel.expect(sl)
@@ -78,16 +68,8 @@ func (m *Member) start(sess *session, slots map[string]*slot, o store.Ownership,
 	sl := &slot{sess: sess, cancel: cancel, seq: seq, at: max(at, 0)}
 	sl.watch.m, sl.watch.sl = m, sl
 	part, epoch := o.Partition, o.Epoch
-	sl.c = Claim{
-		Partition: part,
-		Epoch:     epoch,
-		ctx:       hctx,
-		m:         m,
-		sess:      sess,
-		last:      o.Checkpoint,
-		write:     m.claimWrite(sess, part, epoch),
-		load:      &sl.counter,
-	}
+	sl.c = Claim{Partition: part, Epoch: epoch, ctx: hctx, m: m, sess: sess, last: o.Checkpoint,
+		write: m.claimWrite(sess, part, epoch), load: &sl.counter}
 	m.startMeasure(&sl.c)
 	slots[part] = sl
 	m.running.mu.Lock()
@@ -120,8 +102,8 @@ func (m *Member) claimWrite(sess *session, part string, epoch uint64) func(ctx c
 	})
 }
 
-// runSlot runs sl's handler until its context is cancelled, releases the
-// partition if handed off, and reports to the loop.
+// runSlot runs sl's handler until its context is cancelled, then releases
+// the partition if handed off.
 func (m *Member) runSlot(sl *slot) {
 	c := &sl.c
 	defer func() { m.events.slotDone <- sl }()
@@ -144,7 +126,11 @@ func (m *Member) runSlot(sl *slot) {
 	sl.watch.disarm() // armed by handOff
 	mode := sl.mode.Load()
 	m.stopMeasure(c, mode == modeHandoff || mode == modeGiveBack)
-	m.handlerReturned(c.Partition)
+	m.running.mu.Lock()
+	if m.running.handlers[c.Partition]--; m.running.handlers[c.Partition] <= 0 {
+		delete(m.running.handlers, c.Partition) // counted in by start
+	}
+	m.running.mu.Unlock()
 	m.finishProgress(sl) // the last Mark is written before the release
 	if mode := sl.mode.Load(); mode == modeHandoff || mode == modeGiveBack {
 		m.release(sl)
@@ -205,8 +191,8 @@ func (w *watchdog) disarm() {
 	}
 }
 
-// callHandler runs the handler, a panic turned into an error: one bad
-// partition does not take the process down with partitions still held.
+// callHandler turns a handler's panic into an error: one bad partition
+// does not take the process down with partitions still held.
 func (m *Member) callHandler(c *Claim) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -216,7 +202,7 @@ func (m *Member) callHandler(c *Claim) (err error) {
 	return m.cfg.Handler(c)
 }
 
-// release releases (or gives back) sl's partition once, and returns when
+// release releases (or gives back) sl's partition once; it returns when
 // the store answered or the member stopped.
 func (m *Member) release(sl *slot) {
 	if !sl.released.CompareAndSwap(false, true) {
