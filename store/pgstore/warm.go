@@ -19,11 +19,11 @@ const warmUpSession = "AAAAAAAAAAAAAAAAAAAAAAAAAA"
 // first time it runs them, a few milliseconds per function; a member whose
 // handlers release their partitions at once would otherwise pay that on
 // each new connection, on its critical path. The hook runs every operation
-// once, in one round trip, in a transaction it rolls back (in a group whose
-// name, with a control character, no caller can use), so the connection's
-// functions, plans and prepared statements are ready before it serves a
-// call. It never fails the connection: on a server where the schema does
-// not exist yet it just does nothing useful.
+// once, in one round trip, in a transaction it rolls back (in a group of
+// its own, warmUpGroup), so the connection's functions, plans and prepared
+// statements are ready before it serves a call. It never fails the
+// connection: on a server where the schema does not exist yet it just does
+// nothing useful.
 func warmUp(q queries) func(context.Context, *pgx.Conn) error {
 	return func(ctx context.Context, conn *pgx.Conn) error {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -33,7 +33,7 @@ func warmUp(q queries) func(context.Context, *pgx.Conn) error {
 			return nil
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		g, id, limit := "\x01herd warm-up", warmUpSession, int32(100)
+		g, id, limit := warmUpGroup(), warmUpSession, int32(100)
 		b := &pgx.Batch{}
 		b.Queue(q.open, g, id, "warm-up", int32(1), int64(60_000_000), limit)
 		b.Queue(q.claim, g, id, []string{"p"}, limit)
@@ -68,16 +68,12 @@ func (s *Store) warmIdle(ctx context.Context) {
 // sessions at once queued behind each other (0.28 s median from store
 // opened to session opened, 16 member processes on PostgreSQL, 2 cores).
 // Compiled here, outside any group's lock, they compile side by side.
-// The group's name is the store's own, so stores warming up together do
-// not wait for each other's insert of it. A failure is the real call's to
-// report.
+// A failure is the real call's to report.
 func (s *Store) warmOpen(ctx context.Context) {
 	if !s.openWarm.CompareAndSwap(false, true) {
 		return
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	g := "\x01herd warm-up " + hex.EncodeToString(b[:])
+	g := warmUpGroup()
 	_ = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, s.q.open, g, warmUpSession, "warm-up", int32(1), int64(60_000_000), int32(100))
 		if err == nil {
@@ -85,6 +81,16 @@ func (s *Store) warmOpen(ctx context.Context) {
 		}
 		return err
 	})
+}
+
+// warmUpGroup is a group name for one warm-up: a control character no
+// caller's group can hold, and a random part, so that warm-ups running
+// together (members starting at once, each connecting) do not wait for
+// each other's insert of the group and its lock (TestWarmUpsDoNotQueue).
+func warmUpGroup() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "\x01herd warm-up " + hex.EncodeToString(b[:])
 }
 
 // errRollback makes pgx.BeginFunc roll back.

@@ -47,3 +47,38 @@ func TestOpenSessionWarmsUpOnce(t *testing.T) {
 		t.Errorf("%d groups and %d sessions after two OpenSessions; want 2 and 2 (the warm-up leaves nothing)", groups, sessions)
 	}
 }
+
+// TestWarmUpsDoNotQueue: a connection's warm-up does not wait for another
+// warm-up still in its transaction. Each runs in a group of its own; with
+// one group name for all, warm-ups of members connecting at once queued on
+// its row, each holding it while the server compiled its functions. Here a
+// transaction holds a session open in the name warm-ups once shared, and a
+// warm-up must end well before its deadline.
+func TestWarmUpsDoNotQueue(t *testing.T) {
+	s := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Rollback(ctx) }()
+	var status string
+	if err := held.QueryRow(ctx, s.q.open, "\x01herd warm-up", warmUpSession, "warm-up", int32(1), int64(60_000_000), int32(100)).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	// A new connection warms up (the pool's AfterConnect), then this one.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	c, err := s.pool.Acquire(wctx)
+	if err != nil {
+		t.Fatalf("a new connection: %v (its warm-up waited for another's transaction?)", err)
+	}
+	defer c.Release()
+	if err := warmUp(s.q)(wctx, c.Conn()); err != nil {
+		t.Fatal(err)
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("the warm-up waited %v for another warm-up's transaction: %v", 5*time.Second, wctx.Err())
+	}
+}
