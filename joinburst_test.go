@@ -95,8 +95,9 @@ func TestJoinBurstPlacesOnce(t *testing.T) {
 
 // TestCrashesPlannedTogether: members that crash together expire over up
 // to RenewInterval (each after its last renewal), one after the other;
-// the others plan for several of them at once, not once per expiry, and
-// still run every partition again within SessionTTL + 1 s of the crash.
+// the others plan for all of them at once, not once per expiry (a session
+// that missed a renewal is waited for: expirySettle), and still run every
+// partition again within SessionTTL + 1 s of the crash.
 func TestCrashesPlannedTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const members, parts = 100, 4000
@@ -158,8 +159,8 @@ func TestCrashesPlannedTogether(t *testing.T) {
 		if took > DefaultSessionTTL+time.Second {
 			t.Errorf("every partition ran again %v after the crash; want within TTL + 1 s", took)
 		}
-		if most > 5 {
-			t.Errorf("a member planned in full %d times after 10 crashed together; want at most 5", most)
+		if most > 1 {
+			t.Errorf("a member planned in full %d times after 10 crashed together; want 1", most)
 		}
 	})
 }
