@@ -13,8 +13,9 @@ package herd
 // The target is dropped whenever something else may call for action (a
 // read of the group, a plan left something to look at later, a session
 // lost, a contested claim unexplained). It expires RenewInterval after the
-// first entry it let pass (up to maxTargetLife), and a third of that after
-// the last once the log is quiet, so what the check cannot see is acted on
+// first entry it let pass (up to maxTargetLife), and a third of that (or
+// twice the time its plan and claims took: stretchQuiet) after the last
+// once the log is quiet, so what the check cannot see is acted on
 // within that bound; one the copy shows met, or no entry reached, lasts on.
 
 import (
@@ -33,7 +34,7 @@ type planTarget struct {
 	due     time.Time         // when to plan in full again anyway (zero: see life)
 	life    time.Duration     // how long after the first entry it let pass the target lasts
 	byCount bool              // the plan found the published loads all equal (see replica.progress)
-	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3)
+	quiet   time.Duration     // how long after the last entry it let pass the target lasts (life/3, or stretchQuiet's)
 	layout  uint64            // the read of the group the copy plan used descends from (replica.layout before current)
 	// recPart: per record of the copy plan used (placeholders included),
 	// the index in parts of its partition (-1: outside the set; nil: search
@@ -133,6 +134,20 @@ func (r *replica) setTarget(a *planTarget, v store.Version) {
 	r.reachedTarget(int(next - v.Seq - 1))
 	for _, cs := range r.pending {
 		r.checkTarget(cs)
+	}
+}
+
+// stretchQuiet makes a's quiet time (if still the target) at least twice
+// round, the time its full plan and the claims it made took, within its
+// life: the other members plan and claim on the same host and store about
+// as slowly, so a log quiet for less is the fleet still at work, not a
+// stall (TestSlowRoundKeepsTheTarget: a pause of 1.5 s in the others'
+// claims after a round of 1 s cost a full plan, none with this).
+func (r *replica) stretchQuiet(a *planTarget, round time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.target == a && a != nil {
+		a.quiet = min(a.life, max(a.quiet, 2*round))
 	}
 }
 
