@@ -51,7 +51,7 @@ type reconcilePlan struct {
 // and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	next, claims, ok := m.rep.onTargetRunning(sess, slots, now)
+	next, claims, ok := m.rep.onTargetRunning(sess, slots, now, maxTargetLife*m.cfg.RenewInterval)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}

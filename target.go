@@ -164,7 +164,12 @@ func (r *replica) dropTarget() {
 // this member since (each returned once) and how long until the target
 // expires. A target whose life ends lasts on (until the next entry) if the
 // copy shows it met by a member whose slots run for sess; slots nil: it ends.
-func (r *replica) onTargetRunning(sess *session, slots map[string]*slot, now time.Time) (next time.Duration, claims []string, ok bool) {
+// One by count whose life is short of maxLife lasts on with twice the life
+// if the copy shows this member's part met: a full plan would find it again
+// (the fill keeps its answer while the others carry it out: balance's
+// TestPartialFillKeepsTarget), and do nothing (TestOwnPartKeepsTheTarget:
+// 3 full plans while the others place over 18 s, 1 with this).
+func (r *replica) onTargetRunning(sess *session, slots map[string]*slot, now time.Time, maxLife time.Duration) (next time.Duration, claims []string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.target
@@ -176,7 +181,15 @@ func (r *replica) onTargetRunning(sess *session, slots map[string]*slot, now tim
 	if !r.targetFirst.IsZero() {
 		end := r.targetEnd()
 		if !now.Before(end) {
-			if slots == nil || len(claims) > 0 || !r.applyPending(false) || !r.met(a, sess, slots) {
+			if slots == nil || len(claims) > 0 || !r.applyPending(false) {
+				r.toClaim = claims
+				return 0, nil, false
+			}
+			switch {
+			case r.met(a, sess, slots, false):
+			case a.byCount && a.life < maxLife && r.met(a, sess, slots, true):
+				a.life = min(2*a.life, maxLife)
+			default:
 				r.toClaim = claims
 				return 0, nil, false
 			}
@@ -250,9 +263,10 @@ func (r *replica) reachedTarget(n int) {
 // met reports whether the copy shows a carried out, so a full plan would
 // do nothing: every partition held by its target owner without a
 // give-back mark, none of this member's records outside the set, and this
-// member's slots running for sess exactly those it holds. r.mu is held,
-// the pending entries applied.
-func (r *replica) met(a *planTarget, sess *session, slots map[string]*slot) bool {
+// member's slots running for sess exactly those it holds. With own, only
+// this member's part: the partitions the target gives it, and its records.
+// r.mu is held, the pending entries applied.
+func (r *replica) met(a *planTarget, sess *session, slots map[string]*slot, own bool) bool {
 	w := r.work
 	if a.recPart == nil || w == nil || !sameSlice(w.Partitions, a.parts) || len(w.Owners) != len(a.recPart) || len(w.Sessions) != len(a.members) {
 		return false
@@ -268,6 +282,9 @@ func (r *replica) met(a *planTarget, sess *session, slots map[string]*slot) bool
 			continue
 		}
 		t := a.target[k]
+		if own && o.Session != a.sess && (t < 0 || a.members[t] != a.sess) {
+			continue // another's part
+		}
 		if t < 0 || o.Epoch == 0 || o.GivenBack != "" || o.Session != a.members[t] || o.Partition != a.parts[k].ID {
 			return false
 		}
