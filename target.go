@@ -16,7 +16,9 @@ package herd
 // first entry it let pass (up to maxTargetLife), and a third of that (or
 // twice the time its plan and claims took: stretchQuiet) after the last
 // once the log is quiet, so what the check cannot see is acted on
-// within that bound; one the copy shows met, or no entry reached, lasts on.
+// within that bound; one the copy shows met, or no entry reached, lasts on,
+// and one by count whose part for this member is met lasts on with twice
+// the life, up to maxTargetLife (onTargetRunning).
 
 import (
 	"slices"
