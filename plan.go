@@ -51,7 +51,7 @@ type reconcilePlan struct {
 // and there is something to claim.
 func (m *Member) planOnTarget(sess *session, slots map[string]*slot) (pl reconcilePlan, ok bool) {
 	now := time.Now()
-	next, claims, ok := m.rep.onTargetRunning(sess, slots, now)
+	next, claims, ok := m.rep.onTargetRunning(sess, slots, now, maxTargetLife*m.cfg.RenewInterval)
 	if !ok || len(m.loss.restores) > 0 {
 		return pl, false
 	}
@@ -156,9 +156,11 @@ func (m *Member) noteSessions(snap *store.Snapshot) {
 // expirySettle is how long plan waits, after sessions ended (endedAt),
 // for the next one due to expire (expireDue) and this member's call to
 // expire it; 0: not at all. Members that crash together expire over up to
-// RenewInterval, and each expiry's plan costs every member O(P)
-// (TestCrashesPlannedTogether: 5 plans per member for 10 crashes, 11
-// without). The expiry's entry ends the wait; at most SessionTTL/10.
+// RenewInterval, and each expiry's plan costs every member O(P). The
+// expiry's entry ends the wait; at most SessionTTL/10, or RenewInterval
+// for a session that missed a renewal (missedRenewal): those of a crash
+// are all planned for at once (TestCrashesPlannedTogether: 1 full plan
+// per member for 10 crashes over 3 s, 4 waiting SessionTTL/10 at most).
 func (m *Member) expirySettle(now time.Time) time.Duration {
 	due, ttl := m.planner.expireDue, m.cfg.SessionTTL
 	if due.IsZero() {
@@ -175,10 +177,24 @@ func (m *Member) expirySettle(now time.Time) time.Duration {
 	default:
 		return 0
 	}
-	if now.Add(wait).Sub(m.planner.endedAt) > ttl/10 {
+	limit := ttl / 10
+	if m.missedRenewal(due.Sub(now)) {
+		limit = max(limit, m.cfg.RenewInterval+settle)
+	}
+	if now.Add(wait).Sub(m.planner.endedAt) > limit {
 		return 0
 	}
 	return wait
+}
+
+// missedRenewal reports whether a session due to expire in left has
+// missed a renewal: a live member renews every RenewInterval, each
+// attempt given up after RenewTimeout, so its session has at least
+// SessionTTL - RenewInterval - RenewTimeout left. One with less belongs to
+// a member that crashed (or is late beyond its timeout: waiting for it
+// costs only the time until its renewal moves expireDue on).
+func (m *Member) missedRenewal(left time.Duration) bool {
+	return left < m.cfg.SessionTTL-m.cfg.RenewInterval-m.cfg.RenewTimeout
 }
 
 // expireDelay is how long after a session is due the loop asks the store

@@ -25,7 +25,8 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 	if err != nil || pl.wait {
 		return pl.next, err
 	}
-	if m.planner.target != nil && !pl.held && !pl.onTarget {
+	set := m.planner.target != nil && !pl.held && !pl.onTarget
+	if set {
 		// Nothing to look at later but contested claims: until an entry
 		// says otherwise, or such a claim is due, plans would do nothing
 		// (target.go). Set before the claims below, so the others' claims
@@ -39,6 +40,9 @@ func (m *Member) reconcile(sess *session, slots map[string]*slot) (next time.Dur
 	if done, err := m.claimAll(ctx, sess, slots, pl.claim, pl.claimAt); done || err != nil {
 		m.rep.dropTarget()
 		return pl.next, err
+	}
+	if set {
+		m.rep.stretchQuiet(m.planner.target, time.Since(m.planner.plannedAt))
 	}
 
 	// Records the store says are ours but we do not run (a Claim whose reply

@@ -65,6 +65,26 @@ func (r *replica) current() (*store.Snapshot, uint64, error) {
 	return r.work, r.base, r.err
 }
 
+// awaitLog has plan wait for the log to answer a call begun after now
+// (the copy is not fresh until then): the feed's call under way, which may
+// have begun before what was just logged, is ended, and the next, bounded
+// as a first call, reads it.
+func (r *replica) awaitLog() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.work == nil {
+		return // the read to come is followed by such a call
+	}
+	r.fresh = false
+	if r.cancel != nil {
+		r.cancel()
+	}
+	select {
+	case r.wakeFeed <- struct{}{}: // ends a pause after the cancelled call
+	default:
+	}
+}
+
 // layoutNow returns layout. Taken before current, it is that of the copy
 // current returns or older (never newer: hintExact is then false).
 func (r *replica) layoutNow() uint64 { r.mu.Lock(); defer r.mu.Unlock(); return r.layout }

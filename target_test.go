@@ -332,5 +332,5 @@ func (a *planTarget) progressIn(c store.Change, snap *store.Snapshot) (ok, claim
 // onTarget is onTargetRunning for a member that runs nothing: a target
 // whose life ends, ends.
 func (r *replica) onTarget(sess string, now time.Time) (next time.Duration, claims []string, ok bool) {
-	return r.onTargetRunning(&session{id: sess}, nil, now)
+	return r.onTargetRunning(&session{id: sess}, nil, now, 0)
 }
