@@ -141,24 +141,29 @@ type work struct {
 	kept  []int
 	over  [][]int32
 	pool  []int32
-	slots []slot
 	ring  []slot
 	buf   []slot
 	next  []int32
-	all   []int32
-	// ringAll: every partition in ring order (see ringOrder), cached with
-	// the ideals while the partitions stay the same: each new membership's
-	// ideal matches every partition, and sorting them by hash was a third
-	// of the cost. Read-only (it may be the process's: shared.go), as are
-	// the ideals' targets. fp is the partitions' fingerprint, if fpOK.
+	taken []uint64 // match's bitmap of slots taken
+	// ringAll: every partition in ring order (see ringOrder), and ringH
+	// their hashes in that order, cached with the ideals while the
+	// partitions stay the same: each new membership's ideal matches every
+	// partition, and sorting them by hash was a third of the cost.
+	// Read-only (they may be the process's: shared.go), as are the ideals'
+	// targets. fp is the partitions' fingerprint, if fpOK, and set the
+	// process's entry for them, once found (nil: not yet).
 	ringAll []int32
+	ringH   []uint64
 	fp      uint64
 	fpOK    bool
+	set     *sharedSet
 	// ideals: the targets of every partition without owners (the ideal)
 	// for the last few memberships and quotas, most recent first; idealOK
 	// is cleared by the Assigner when the partitions change (see idealOf).
 	ideals  []ideal
 	idealOK bool
+	// The last ideal's slots, from which the next one's are made.
+	slotRing slotRing
 	// The fill ring (fill.go), cached while the members (ringFor) stay
 	// the same, and the members' room.
 	vring   []vnode
