@@ -28,10 +28,10 @@ const (
 )
 
 type sharedSet struct {
-	fp     uint64   // fingerprint of ids (see fingerprint)
-	ids    []string // the partitions, in the order the ideals index them
+	fp     uint64    // fingerprint of ids (see fingerprint)
+	ids    []string  // the partitions, in the order the ideals index them
 	ring   ringOrder // every partition in ring order (nil until computed)
-	ideals []ideal  // most recent first
+	ideals []ideal   // most recent first
 }
 
 var shared struct {
