@@ -102,6 +102,11 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 		a.w.idealOK = false
 	}
 	p.parts = resize(p.parts, len(partitions))
+	p.owner = resize(p.owner, len(partitions))
+	// An ID found at the same index of the same array is left in place:
+	// nothing is written (a pointer written is a write barrier while the
+	// collector runs).
+	inPlace := len(prev) > 0 && len(p.parts) > 0 && &prev[0] == &p.parts[0]
 	n := int32(len(members))
 	same := false // partitions[i-1] is the ID found at i-1 last time
 	for i, pt := range partitions {
@@ -112,22 +117,23 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 			p.held[o]++
 			p.owned++
 		}
-		var h uint64
+		p.owner[i] = o
 		if i < len(prev) && prev[i].id == pt.ID {
-			h = prev[i].h
 			if i > 0 && !same && partitions[i-1].ID >= pt.ID {
 				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
 			}
 			same = true
-		} else {
-			a.w.idealOK = false // the partition set changed
-			h = hashString(pt.ID)
-			if i > 0 && partitions[i-1].ID >= pt.ID {
-				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
+			if !inPlace {
+				p.parts[i] = prev[i]
 			}
-			same = false
+			continue
 		}
-		p.parts[i] = part{id: pt.ID, h: h, owner: o}
+		a.w.idealOK = false // the partition set changed
+		if i > 0 && partitions[i-1].ID >= pt.ID {
+			return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
+		}
+		same = false
+		p.parts[i] = part{id: pt.ID, h: hashString(pt.ID)}
 	}
 	a.valid = true
 	if len(members) == 0 {
@@ -173,6 +179,16 @@ type work struct {
 	room    []int
 }
 
+// overQuota reports whether a member holds more than its quota.
+func overQuota(held, quota []int) bool {
+	for m, h := range held {
+		if h > quota[m] {
+			return true
+		}
+	}
+	return false
+}
+
 // slot is one missing unit k of member m, at ring position pos.
 type slot struct {
 	pos uint64
@@ -186,10 +202,25 @@ type slot struct {
 func (w *work) assign(p *problem, target []int32) []int32 {
 	n := len(p.members)
 	target = resize(target, len(p.parts))
+	if len(p.parts) == 0 {
+		return target
+	}
+	quota := computeQuotas(p.members, p.held, len(p.parts))
+	switch {
+	case p.owned == 0:
+		// Nothing is kept: the target is the ideal (the passes below
+		// would pool every partition and come to the same).
+		copy(target, w.idealOf(p, quota))
+		return target
+	case p.owned == len(p.parts) && !overQuota(p.held, quota):
+		// Everything is kept where it is (a balanced group: the sticky
+		// pass below would keep each partition and pool none).
+		copy(target, p.owner)
+		return target
+	}
 	for i := range target {
 		target[i] = -1
 	}
-	quota := computeQuotas(p.members, p.held, len(p.parts))
 
 	// Sticky pass: members at or under quota keep everything they hold;
 	// partitions of over-quota members are collected for ranking.
@@ -204,9 +235,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		over[i] = over[i][:0]
 	}
 	pool := w.pool[:0]
-	for pi := range p.parts {
-		pt := &p.parts[pi]
-		o := pt.owner
+	for pi, o := range p.owner {
 		switch {
 		case o < 0:
 			pool = append(pool, int32(pi))

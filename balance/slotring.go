@@ -94,16 +94,25 @@ func (r *slotRing) renumber(members []member) bool {
 // mergeKept appends to out the slots of r.slots that quota keeps
 // (renumbered) merged with fresh (sorted), in order.
 func (r *slotRing) mergeKept(out, fresh []slot, quota []int) []slot {
-	f := 0
+	// next: the position of fresh[f]; past the last, the largest one,
+	// which the full comparison sorts right.
+	f, next := 0, ^uint64(0)
+	if len(fresh) > 0 {
+		next = fresh[0].pos
+	}
 	for _, s := range r.slots {
 		m := r.remap[s.m]
 		if m < 0 || int(s.k) >= quota[m] {
 			continue
 		}
 		s.m = m
-		for f < len(fresh) && compareSlot(fresh[f], s) < 0 {
+		for next <= s.pos && f < len(fresh) && compareSlot(fresh[f], s) < 0 {
 			out = append(out, fresh[f])
-			f++
+			if f++; f < len(fresh) {
+				next = fresh[f].pos
+			} else {
+				next = ^uint64(0)
+			}
 		}
 		out = append(out, s)
 	}
