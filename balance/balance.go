@@ -177,6 +177,7 @@ type work struct {
 	vseen   []int32
 	ringFor []member
 	room    []int
+	short   []bool // placeOnIdeal's
 }
 
 // overQuota reports whether a member holds more than its quota.
@@ -294,18 +295,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		// that read the group at different moments would disagree. Any
 		// matching of the pool moves the same partitions (the pool is what
 		// moves), so this keeps the moves minimal.
-		ideal := w.idealOf(p, quota)
-		w.poolOrder(p, pool) // which partitions get a member's room must not depend on input order
-		rest := pool[:0]
-		for _, pi := range pool {
-			if m := ideal[pi]; m >= 0 && kept[m] < quota[m] {
-				target[pi] = m
-				kept[m]++
-				continue
-			}
-			rest = append(rest, pi)
-		}
-		pool = rest
+		pool = w.placeOnIdeal(p, pool, w.idealOf(p, quota), quota, kept, target)
 		if len(pool) == 0 {
 			return target
 		}

@@ -174,29 +174,6 @@ func (f nextFree) clockwise(i int) int32 {
 // take marks position i used.
 func (f nextFree) take(i int32) { f[i] = i + 1 }
 
-// poolOrder puts pool (indices into p.parts, each once) in ring order, as
-// ringOrder does: a large pool (a first placement's: every partition not
-// yet claimed) is picked out of the ring order of every partition, which
-// idealOf left in w.ringAll, in O(P) instead of sorted again.
-func (w *work) poolOrder(p *problem, pool []int32) {
-	if len(pool) < len(p.parts)/8 || len(w.ringAll) != len(p.parts) {
-		w.ringOrder(p, pool)
-		return
-	}
-	in := resize(w.next, len(p.parts)) // scratch: nextFree is not in use
-	w.next = in
-	clear(in)
-	for _, pi := range pool {
-		in[pi] = 1
-	}
-	pool = pool[:0]
-	for _, pi := range w.ringAll {
-		if in[pi] != 0 {
-			pool = append(pool, pi)
-		}
-	}
-}
-
 // ringOrder sorts pool (indices into p.parts) in ring order: by hash, then
 // ID, whatever the order of the input.
 func (w *work) ringOrder(p *problem, pool []int32) {

@@ -1,7 +1,8 @@
 package balance
 
-// The ideal as it was first computed (every slot sorted anew, a union-find
-// walk), kept as the reference the faster one must equal bit for bit.
+// The ideal and the assignment as they were first computed (every slot
+// sorted anew, a union-find walk, the whole pool sorted), kept as the
+// reference the faster ones must equal bit for bit.
 
 import (
 	"cmp"
@@ -59,4 +60,73 @@ func refWalk(slots, ring []slot, pos func(slot) uint64, target []int32) {
 		target[r.m] = slots[s].m
 		free.take(s)
 	}
+}
+
+// refAssign is the assignment of p as first computed, with refIdeal: the
+// sticky pass, over-quota members' partitions ranked by a full sort, the
+// whole pool put in ring order by a sort and given to ideal members while
+// they have room, the rest to fill (unchanged since).
+func refAssign(p *problem) []int32 {
+	quota := computeQuotas(p.members, p.held, len(p.parts))
+	target := make([]int32, len(p.parts))
+	kept := make([]int, len(p.members))
+	over := make([][]int32, len(p.members))
+	var pool []int32
+	for pi, o := range p.owner {
+		target[pi] = -1
+		switch {
+		case o < 0:
+			pool = append(pool, int32(pi))
+		case p.held[o] <= quota[o]:
+			target[pi] = o
+			kept[o]++
+		default:
+			over[o] = append(over[o], int32(pi))
+		}
+	}
+	for o, list := range over {
+		if len(list) == 0 {
+			continue
+		}
+		key := p.members[o].key
+		slices.SortFunc(list, func(a, b int32) int {
+			if c := cmp.Compare(^score(p.parts[a].h, key), ^score(p.parts[b].h, key)); c != 0 {
+				return c
+			}
+			return strings.Compare(p.parts[a].id, p.parts[b].id)
+		})
+		q := min(quota[o], len(list))
+		for _, pi := range list[:q] {
+			target[pi] = int32(o)
+		}
+		kept[o] = q
+		pool = append(pool, list[q:]...)
+	}
+	if len(pool) == 0 {
+		return target
+	}
+	ideal := refIdeal(p, quota)
+	if len(pool) == len(p.parts) {
+		return ideal
+	}
+	slices.SortFunc(pool, func(a, b int32) int {
+		if c := cmp.Compare(p.parts[a].h, p.parts[b].h); c != 0 {
+			return c
+		}
+		return strings.Compare(p.parts[a].id, p.parts[b].id)
+	})
+	var rest []int32
+	for _, pi := range pool {
+		if m := ideal[pi]; m >= 0 && kept[m] < quota[m] {
+			target[pi] = m
+			kept[m]++
+			continue
+		}
+		rest = append(rest, pi)
+	}
+	if len(rest) > 0 {
+		var w work
+		w.fill(p, rest, quota, kept, target)
+	}
+	return target
 }

@@ -174,3 +174,79 @@ func TestIdealMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+// TestAssignMatchesReference: one Assigner (its ideals and slot rings
+// carried from call to call) through the states a fleet passes, on random
+// groups: a first placement, part of it claimed, members joining or
+// crashing with the rest owned, owners at random, weights; every target is
+// the reference's (refAssign), bit for bit.
+func TestAssignMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	var pool []Member
+	for range 120 {
+		pool = append(pool, Member{ID: fmt.Sprintf("s%016x", rng.Uint64()), Weight: 1})
+	}
+	slices.SortFunc(pool, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	var a Assigner
+	var parts []Partition
+	var last []int32 // the last target, on the last members
+	var lastMs []Member
+	for iter := range 300 {
+		if iter%30 == 0 {
+			parts = parts[:0]
+			n := 1 + rng.IntN(3000)
+			if iter%60 == 0 {
+				n = 20_000 // large enough for the radix sorts and the bitmap
+			}
+			for i := range n {
+				parts = append(parts, Partition{ID: fmt.Sprintf("p-%d-%d", iter, i)})
+			}
+			slices.SortFunc(parts, func(a, b Partition) int { return strings.Compare(a.ID, b.ID) })
+			last = nil
+		}
+		var ms []Member
+		for _, m := range pool[:2+rng.IntN(len(pool)-2)] {
+			if rng.IntN(10) > 0 {
+				if iter%4 == 3 {
+					m.Weight = 1 + rng.IntN(3)
+				}
+				ms = append(ms, m)
+			}
+		}
+		owner := make([]int32, len(parts))
+		state := rng.IntN(4)
+		for i := range owner {
+			owner[i] = -1
+			switch {
+			case state == 1 && last != nil: // the last target, partly carried out, on these members
+				if rng.IntN(3) > 0 {
+					owner[i] = indexOf(ms, lastMs[last[i]].ID)
+				}
+			case state == 2 && last != nil: // the last target carried out, on these members
+				owner[i] = indexOf(ms, lastMs[last[i]].ID)
+			case state == 3: // at random, some unowned
+				if rng.IntN(4) > 0 {
+					owner[i] = int32(rng.IntN(len(ms)))
+				}
+			}
+		}
+		got, err := a.AssignSorted(ms, parts, owner, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := refAssign(&a.p); !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (state %d, %d members, %d partitions): the target differs from the reference", iter, state, len(ms), len(parts))
+		}
+		last, lastMs = slices.Clone(got), ms
+	}
+}
+
+// indexOf returns the index of id in ms, or -1.
+func indexOf(ms []Member, id string) int32 {
+	for i, m := range ms {
+		if m.ID == id {
+			return int32(i)
+		}
+	}
+	return -1
+}
