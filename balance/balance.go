@@ -145,7 +145,7 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 // work is the scratch memory of one assignment.
 type work struct {
 	kept  []int
-	over  [][]int32
+	over  [][]slot // per member over quota: its partitions (m) and their ranks (pos)
 	pool  []int32
 	ring  []slot
 	buf   []slot
@@ -229,7 +229,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 	clear(w.kept)
 	kept := w.kept
 	if cap(w.over) < n {
-		w.over = make([][]int32, n)
+		w.over = make([][]slot, n)
 	}
 	over := w.over[:n]
 	for i := range over {
@@ -244,7 +244,8 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 			target[pi] = o
 			kept[o]++
 		default:
-			over[o] = append(over[o], int32(pi))
+			// Ranked here, where p.parts is read in order.
+			over[o] = append(over[o], slot{pos: ^score(p.parts[pi].h, p.members[o].key), m: int32(pi)})
 		}
 	}
 
@@ -261,24 +262,17 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		// the time of a plan of 110 members on 100,000 partitions).
 		q := quota[o]
 		if q > 0 {
-			key := p.members[o].key
-			ranked := resize(w.ring, len(list))[:0]
-			for _, pi := range list {
-				ranked = append(ranked, slot{pos: ^score(p.parts[pi].h, key), m: pi})
-			}
-			w.ring = ranked
-			selectSlots(ranked, q, func(a, b slot) int {
+			selectHashes(list, q, func(a, b slot) int {
 				return strings.Compare(p.parts[a.m].id, p.parts[b.m].id)
 			})
-			for i := range ranked {
-				list[i] = ranked[i].m
-			}
-			for _, pi := range list[:q] {
-				target[pi] = int32(o)
+			for _, r := range list[:q] {
+				target[r.m] = int32(o)
 			}
 		}
 		kept[o] = q
-		pool = append(pool, list[q:]...)
+		for _, r := range list[q:] {
+			pool = append(pool, r.m)
+		}
 	}
 	w.pool = pool
 
