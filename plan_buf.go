@@ -105,36 +105,39 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		if i < len(prev) {
 			guess = prev[i] // read before b.owner[i] (the same array) is written
 		}
-		b.owner[i], b.rec[i] = -1, -1
-		if j < len(owners) && owners[j].Partition != pt.ID { // no order test where the record matches
+		owner, rec := int32(-1), int32(-1)
+		// One comparison where the record matches (no order test there);
+		// the records before it are strays.
+		found := j < len(owners) && owners[j].Partition == pt.ID
+		if !found && j < len(owners) {
 			for j < len(owners) && owners[j].Partition < pt.ID {
 				if !stray(j) {
 					return false
 				}
 				j++
 			}
+			found = j < len(owners) && owners[j].Partition == pt.ID
 		}
-		if j == len(owners) || owners[j].Partition != pt.ID {
-			continue // no record
-		}
-		b.recPart[j] = int32(i)
-		if owners[j].Epoch == 0 {
-			j++ // a placeholder of the member's copy (withPlaceholders): no record
-			continue
-		}
-		b.records++
-		b.rec[i] = int32(j)
-		if owners[j].GivenBack != "" {
-			b.marked++
-		}
-		if s := owners[j].Session; s != "" {
-			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
-				b.owner[i] = guess
-			} else if k, ok := b.sessIdx[s]; ok {
-				b.owner[i] = k
+		if found {
+			r := &owners[j]
+			b.recPart[j] = int32(i)
+			if r.Epoch != 0 { // else a placeholder of the member's copy (withPlaceholders): no record
+				b.records++
+				rec = int32(j)
+				if r.GivenBack != "" {
+					b.marked++
+				}
+				if s := r.Session; s != "" {
+					if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
+						owner = guess
+					} else if k, ok := b.sessIdx[s]; ok {
+						owner = k
+					}
+				}
 			}
+			j++
 		}
-		j++
+		b.owner[i], b.rec[i] = owner, rec
 	}
 	for ; j < len(owners); j++ {
 		if !stray(j) {
