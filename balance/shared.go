@@ -68,8 +68,9 @@ func (s *sharedSet) sameIDs(fp uint64, parts []part) bool {
 // fingerprint is fp), making one (and forgetting the least recent) if there
 // is none. known, if not nil, is an entry found for these same partitions
 // before (the Assigner's, kept while its partitions stay the same): taken
-// without comparing every id again (a tenth of the cost of an ideal of
-// 100,000 partitions). shared.mu is held.
+// without comparing every id again (5% of a plan on a new membership of
+// 100 members on 100,000 partitions: BenchmarkFullPlan/first, in a CPU
+// profile). shared.mu is held.
 func sharedSetFor(p *problem, fp uint64, known *sharedSet) *sharedSet {
 	for i, s := range shared.sets {
 		if s == known || s.sameIDs(fp, p.parts) {

@@ -125,10 +125,11 @@ func selectSlots(s []slot, k int, tie func(a, b slot) int) {
 // standard deviations of the k-th least's rank either side; only those in
 // between are selected among, by selectSlots. If the bounds miss (inputs
 // chosen to collide), it selects among them all. The slots taken are
-// selectSlots' (TestSelectSlotsPicksTheLeast). Ranking the partitions of
+// selectSlots' (TestSelectHashesPicksTheLeast). Ranking the partitions of
 // members over quota (10 members joining 100 on 100,000 partitions: 100
-// selections of 909 of 1,000) took a quarter of that plan by selectSlots
-// alone (BenchmarkFullPlan/joined10).
+// selections of 909 of 1,000) by selectSlots alone was a sixth of that
+// plan, and is a fifteenth this way (BenchmarkFullPlan/joined10, in a CPU
+// profile).
 func selectHashes(s []slot, k int, tie func(a, b slot) int) {
 	n := len(s)
 	if n < 64 || k <= 0 || k >= n {
