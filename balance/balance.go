@@ -3,6 +3,7 @@ package balance
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // Member is a member of the fleet. Weight is its capacity; a Weight <= 0
@@ -118,7 +119,7 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 			p.owned++
 		}
 		p.owner[i] = o
-		if i < len(prev) && prev[i].id == pt.ID {
+		if i < len(prev) && sameString(prev[i].id, pt.ID) {
 			if i > 0 && !same && partitions[i-1].ID >= pt.ID {
 				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
 			}
@@ -299,4 +300,14 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 	// Nothing is kept: the target is the ideal.
 	copy(target, w.idealOf(p, quota))
 	return target
+}
+
+// sameString is a == b, without a call where both are one string (the
+// same bytes: strings never change), as a caller's partition ids mostly
+// are from one call to the next (herd's plan; see its sameString).
+func sameString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return unsafe.StringData(a) == unsafe.StringData(b) || a == b
 }

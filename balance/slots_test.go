@@ -109,3 +109,18 @@ func TestSelectHashesPicksTheLeast(t *testing.T) {
 		}
 	}
 }
+
+// TestSameString: one string, equal strings of their own bytes, strings
+// that differ in length or bytes.
+func TestSameString(t *testing.T) {
+	a := "partition-000042"
+	b := string([]byte(a)) // equal, other bytes
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{{a, a, true}, {a, b, true}, {a, a[:5], false}, {a, "partition-000043", false}, {"", "", true}} {
+		if got := sameString(c.x, c.y); got != c.want {
+			t.Errorf("sameString(%q, %q) = %v, want %v", c.x, c.y, got, c.want)
+		}
+	}
+}
