@@ -85,8 +85,8 @@ func (w *work) ringOrderAll(p *problem) ([]int32, []uint64) {
 	}
 	w.ringOrder(p, all)
 	h := make([]uint64, len(all))
-	for i, pi := range all {
-		h[i] = p.parts[pi].h
+	for i, r := range w.ring { // ringOrder's, sorted: the hashes in order
+		h[i] = r.pos
 	}
 	return all, h
 }

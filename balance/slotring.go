@@ -49,15 +49,15 @@ func (r *slotRing) ringFor(members []member, quota []int) []slot {
 			fresh = append(fresh, slot{pos: r.slotPos(members[m].h, k), m: int32(m), k: int32(k)})
 		}
 	}
-	r.fresh = fresh
 	r.buf = sortSlots(fresh, r.buf, compareUnits)
-	out := resize(r.spare, total)[:0]
+	out := fresh // nobody in common: every slot is new
 	if common {
-		out = r.mergeKept(out, fresh, quota)
+		out = r.mergeKept(resize(r.spare, total)[:0], fresh, quota)
+		r.spare, r.fresh = r.slots, fresh
 	} else {
-		out = append(out, fresh...)
+		r.fresh = r.slots // memory for the next fresh slots
 	}
-	r.spare, r.slots = r.slots, out
+	r.slots = out
 	r.members = append(r.members[:0], members...)
 	r.quota = append(r.quota[:0], quota...)
 	return out
