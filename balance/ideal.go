@@ -59,7 +59,7 @@ func (w *work) idealOf(p *problem, quota []int) []int32 {
 		}
 		// New memory: the shared ideal, and the ring order, are read-only.
 		c.target = make([]int32, len(p.parts))
-		w.match(w.slotRing.ringFor(p.members, quota), w.ringAll, w.ringH, c.target)
+		w.match(w.slotRing.ringFor(p.members, quota, &w.buf), w.ringAll, w.ringH, c.target)
 		publishIdeal(set, c, ringOrder{all: w.ringAll, h: w.ringH})
 	}
 	if len(w.ideals) == maxIdeals {

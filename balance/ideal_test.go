@@ -56,6 +56,7 @@ func TestMatchMatchesReference(t *testing.T) {
 func TestSlotRingMatchesSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 11))
 	var r slotRing
+	var buf []slot
 	pool := make([]member, 40)
 	for i := range pool {
 		pool[i] = newMember(Member{ID: fmt.Sprintf("m%02d", i)})
@@ -82,18 +83,19 @@ func TestSlotRingMatchesSort(t *testing.T) {
 			}
 		}
 		slices.SortFunc(want, compareSlot)
-		if got := r.ringFor(ms, quota); !slices.Equal(got, want) {
+		if got := r.ringFor(ms, quota, &buf); !slices.Equal(got, want) {
 			t.Fatalf("iteration %d: %d members: the ring differs from every slot sorted", iter, len(ms))
 		}
 	}
 }
 
-// TestSlotRingMergesTies: slots of equal positions, old and new, merge in
-// member then unit order (positions from hashes rarely tie, so the ring's
-// merge is given some that do).
+// TestSlotRingMergesTies: slots of equal positions, kept and new, merge in
+// member then unit order, with the slots of members gone or of units past
+// a lowered quota left out (positions from hashes rarely tie, so the
+// ring's merge is given some that do).
 func TestSlotRingMergesTies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 13))
-	for trial := range 500 {
+	for trial := range 1000 {
 		var r slotRing
 		n := 1 + rng.IntN(6)
 		r.members = make([]member, n)
@@ -101,7 +103,7 @@ func TestSlotRingMergesTies(t *testing.T) {
 		r.remap = make([]int32, n)
 		for m := range n {
 			r.quota[m] = rng.IntN(20)
-			r.remap[m] = int32(m) // nobody left, nobody renumbered
+			r.remap[m] = int32(m) // nobody renumbered
 			for k := range r.quota[m] {
 				r.slots = append(r.slots, slot{pos: rng.Uint64N(10), m: int32(m), k: int32(k)})
 			}
@@ -110,14 +112,27 @@ func TestSlotRingMergesTies(t *testing.T) {
 		quota := slices.Clone(r.quota)
 		var fresh []slot
 		for m := range n {
-			more := rng.IntN(10)
-			for k := quota[m]; k < quota[m]+more; k++ {
-				fresh = append(fresh, slot{pos: rng.Uint64N(10), m: int32(m), k: int32(k)})
+			switch rng.IntN(4) {
+			case 0: // gone
+				r.remap[m], quota[m] = -1, 0
+			case 1: // a lower quota
+				quota[m] = rng.IntN(quota[m] + 1)
+			default: // a higher one
+				more := rng.IntN(10)
+				for k := quota[m]; k < quota[m]+more; k++ {
+					fresh = append(fresh, slot{pos: rng.Uint64N(10), m: int32(m), k: int32(k)})
+				}
+				quota[m] += more
 			}
-			quota[m] += more
 		}
 		slices.SortFunc(fresh, compareSlot)
-		want := slices.SortedFunc(slices.Values(append(slices.Clone(r.slots), fresh...)), compareSlot)
+		want := slices.Clone(fresh)
+		for _, s := range r.slots {
+			if r.remap[s.m] >= 0 && int(s.k) < quota[s.m] {
+				want = append(want, s)
+			}
+		}
+		slices.SortFunc(want, compareSlot)
 		if got := r.mergeKept(nil, fresh, quota); !slices.Equal(got, want) {
 			t.Fatalf("trial %d: merged %v, want %v", trial, got, want)
 		}
