@@ -258,7 +258,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		}
 		// Higher score first (ranked by its complement), then by ID. Only
 		// which partitions are among the first q matters, not their order
-		// (the pool is put in ring order below): a selection, not a sort
+		// (the pool's order does not matter below): a selection, not a sort
 		// (sorting every over-quota member's partitions was a third of
 		// the time of a plan of 110 members on 100,000 partitions).
 		q := quota[o]
@@ -304,7 +304,8 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 
 // sameString is a == b, without a call where both are one string (the
 // same bytes: strings never change), as a caller's partition ids mostly
-// are from one call to the next (herd's plan; see its sameString).
+// are from one call to the next (herd passes the same strings to every
+// plan's call).
 func sameString(a, b string) bool {
 	if len(a) != len(b) {
 		return false
