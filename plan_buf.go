@@ -6,6 +6,7 @@ package herd
 import (
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/store"
@@ -105,36 +106,39 @@ func (b *reconcileBuf) join(sessions []store.SessionInfo, parts []store.Partitio
 		if i < len(prev) {
 			guess = prev[i] // read before b.owner[i] (the same array) is written
 		}
-		b.owner[i], b.rec[i] = -1, -1
-		if j < len(owners) && owners[j].Partition != pt.ID { // no order test where the record matches
+		owner, rec := int32(-1), int32(-1)
+		// One comparison where the record matches (no order test there);
+		// the records before it are strays.
+		found := j < len(owners) && sameString(owners[j].Partition, pt.ID)
+		if !found && j < len(owners) {
 			for j < len(owners) && owners[j].Partition < pt.ID {
 				if !stray(j) {
 					return false
 				}
 				j++
 			}
+			found = j < len(owners) && owners[j].Partition == pt.ID
 		}
-		if j == len(owners) || owners[j].Partition != pt.ID {
-			continue // no record
-		}
-		b.recPart[j] = int32(i)
-		if owners[j].Epoch == 0 {
-			j++ // a placeholder of the member's copy (withPlaceholders): no record
-			continue
-		}
-		b.records++
-		b.rec[i] = int32(j)
-		if owners[j].GivenBack != "" {
-			b.marked++
-		}
-		if s := owners[j].Session; s != "" {
-			if guess >= 0 && int(guess) < len(sessions) && sessions[guess].ID == s {
-				b.owner[i] = guess
-			} else if k, ok := b.sessIdx[s]; ok {
-				b.owner[i] = k
+		if found {
+			r := &owners[j]
+			b.recPart[j] = int32(i)
+			if r.Epoch != 0 { // else a placeholder of the member's copy (withPlaceholders): no record
+				b.records++
+				rec = int32(j)
+				if r.GivenBack != "" {
+					b.marked++
+				}
+				if s := r.Session; s != "" {
+					if guess >= 0 && int(guess) < len(sessions) && sameString(sessions[guess].ID, s) {
+						owner = guess
+					} else if k, ok := b.sessIdx[s]; ok {
+						owner = k
+					}
+				}
 			}
+			j++
 		}
-		j++
+		b.owner[i], b.rec[i] = owner, rec
 	}
 	for ; j < len(owners); j++ {
 		if !stray(j) {
@@ -177,4 +181,18 @@ func searchPartition(parts []store.Partition, p string) (int, bool) {
 // partition) and whether it is there.
 func searchRecord(rs []store.Ownership, p string) (int, bool) {
 	return slices.BinarySearchFunc(rs, p, func(o store.Ownership, id string) int { return strings.Compare(o.Partition, id) })
+}
+
+// sameString is a == b, without a call where both are one string (the
+// same bytes: strings never change), as plan's mostly are: a record's
+// partition is the set's string and its session the live session's
+// (withPlaceholders). The call of the runtime's comparison, with the loop's
+// registers saved around it, was a sixth of a full plan of a balanced
+// group of 100 members on 100,000 partitions (BenchmarkFullPlan/balanced,
+// with AssignSorted's).
+func sameString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return unsafe.StringData(a) == unsafe.StringData(b) || a == b
 }

@@ -3,6 +3,7 @@ package balance
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // Member is a member of the fleet. Weight is its capacity; a Weight <= 0
@@ -102,6 +103,11 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 		a.w.idealOK = false
 	}
 	p.parts = resize(p.parts, len(partitions))
+	p.owner = resize(p.owner, len(partitions))
+	// An ID found at the same index of the same array is left in place:
+	// nothing is written (a pointer written is a write barrier while the
+	// collector runs).
+	inPlace := len(prev) > 0 && len(p.parts) > 0 && &prev[0] == &p.parts[0]
 	n := int32(len(members))
 	same := false // partitions[i-1] is the ID found at i-1 last time
 	for i, pt := range partitions {
@@ -112,22 +118,23 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 			p.held[o]++
 			p.owned++
 		}
-		var h uint64
-		if i < len(prev) && prev[i].id == pt.ID {
-			h = prev[i].h
+		p.owner[i] = o
+		if i < len(prev) && sameString(prev[i].id, pt.ID) {
 			if i > 0 && !same && partitions[i-1].ID >= pt.ID {
 				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
 			}
 			same = true
-		} else {
-			a.w.idealOK = false // the partition set changed
-			h = hashString(pt.ID)
-			if i > 0 && partitions[i-1].ID >= pt.ID {
-				return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
+			if !inPlace {
+				p.parts[i] = prev[i]
 			}
-			same = false
+			continue
 		}
-		p.parts[i] = part{id: pt.ID, h: h, owner: o}
+		a.w.idealOK = false // the partition set changed
+		if i > 0 && partitions[i-1].ID >= pt.ID {
+			return nil, fmt.Errorf("balance: partitions not sorted by ID without duplicates at %q, %q", partitions[i-1].ID, pt.ID)
+		}
+		same = false
+		p.parts[i] = part{id: pt.ID, h: hashString(pt.ID)}
 	}
 	a.valid = true
 	if len(members) == 0 {
@@ -139,26 +146,31 @@ func (a *Assigner) AssignSorted(members []Member, partitions []Partition, owner 
 // work is the scratch memory of one assignment.
 type work struct {
 	kept  []int
-	over  [][]int32
+	over  [][]slot // per member over quota: its partitions (m) and their ranks (pos)
 	pool  []int32
-	slots []slot
 	ring  []slot
 	buf   []slot
 	next  []int32
-	all   []int32
-	// ringAll: every partition in ring order (see ringOrder), cached with
-	// the ideals while the partitions stay the same: each new membership's
-	// ideal matches every partition, and sorting them by hash was a third
-	// of the cost. Read-only (it may be the process's: shared.go), as are
-	// the ideals' targets. fp is the partitions' fingerprint, if fpOK.
+	taken []uint64 // match's bitmap of slots taken
+	// ringAll: every partition in ring order (see ringOrder), and ringH
+	// their hashes in that order, cached with the ideals while the
+	// partitions stay the same: each new membership's ideal matches every
+	// partition, and sorting them by hash was a third of the cost.
+	// Read-only (they may be the process's: shared.go), as are the ideals'
+	// targets. fp is the partitions' fingerprint, if fpOK, and set the
+	// process's entry for them, once found (nil: not yet).
 	ringAll []int32
+	ringH   []uint64
 	fp      uint64
 	fpOK    bool
+	set     *sharedSet
 	// ideals: the targets of every partition without owners (the ideal)
 	// for the last few memberships and quotas, most recent first; idealOK
 	// is cleared by the Assigner when the partitions change (see idealOf).
 	ideals  []ideal
 	idealOK bool
+	// The last ideal's slots, from which the next one's are made.
+	slotRing slotRing
 	// The fill ring (fill.go), cached while the members (ringFor) stay
 	// the same, and the members' room.
 	vring   []vnode
@@ -166,6 +178,17 @@ type work struct {
 	vseen   []int32
 	ringFor []member
 	room    []int
+	short   []bool // placeOnIdeal's
+}
+
+// overQuota reports whether a member holds more than its quota.
+func overQuota(held, quota []int) bool {
+	for m, h := range held {
+		if h > quota[m] {
+			return true
+		}
+	}
+	return false
 }
 
 // slot is one missing unit k of member m, at ring position pos.
@@ -181,10 +204,25 @@ type slot struct {
 func (w *work) assign(p *problem, target []int32) []int32 {
 	n := len(p.members)
 	target = resize(target, len(p.parts))
+	if len(p.parts) == 0 {
+		return target
+	}
+	quota := computeQuotas(p.members, p.held, len(p.parts))
+	switch {
+	case p.owned == 0:
+		// Nothing is kept: the target is the ideal (the passes below
+		// would pool every partition and come to the same).
+		copy(target, w.idealOf(p, quota))
+		return target
+	case p.owned == len(p.parts) && !overQuota(p.held, quota):
+		// Everything is kept where it is (a balanced group: the sticky
+		// pass below would keep each partition and pool none).
+		copy(target, p.owner)
+		return target
+	}
 	for i := range target {
 		target[i] = -1
 	}
-	quota := computeQuotas(p.members, p.held, len(p.parts))
 
 	// Sticky pass: members at or under quota keep everything they hold;
 	// partitions of over-quota members are collected for ranking.
@@ -192,16 +230,14 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 	clear(w.kept)
 	kept := w.kept
 	if cap(w.over) < n {
-		w.over = make([][]int32, n)
+		w.over = make([][]slot, n)
 	}
 	over := w.over[:n]
 	for i := range over {
 		over[i] = over[i][:0]
 	}
 	pool := w.pool[:0]
-	for pi := range p.parts {
-		pt := &p.parts[pi]
-		o := pt.owner
+	for pi, o := range p.owner {
 		switch {
 		case o < 0:
 			pool = append(pool, int32(pi))
@@ -209,7 +245,8 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 			target[pi] = o
 			kept[o]++
 		default:
-			over[o] = append(over[o], int32(pi))
+			// Ranked here, where p.parts is read in order.
+			over[o] = append(over[o], slot{pos: ^score(p.parts[pi].h, p.members[o].key), m: int32(pi)})
 		}
 	}
 
@@ -221,29 +258,22 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		}
 		// Higher score first (ranked by its complement), then by ID. Only
 		// which partitions are among the first q matters, not their order
-		// (the pool is put in ring order below): a selection, not a sort
+		// (the pool's order does not matter below): a selection, not a sort
 		// (sorting every over-quota member's partitions was a third of
 		// the time of a plan of 110 members on 100,000 partitions).
 		q := quota[o]
 		if q > 0 {
-			key := p.members[o].key
-			ranked := resize(w.ring, len(list))[:0]
-			for _, pi := range list {
-				ranked = append(ranked, slot{pos: ^score(p.parts[pi].h, key), m: pi})
-			}
-			w.ring = ranked
-			selectSlots(ranked, q, func(a, b slot) int {
+			selectHashes(list, q, func(a, b slot) int {
 				return strings.Compare(p.parts[a.m].id, p.parts[b.m].id)
 			})
-			for i := range ranked {
-				list[i] = ranked[i].m
-			}
-			for _, pi := range list[:q] {
-				target[pi] = int32(o)
+			for _, r := range list[:q] {
+				target[r.m] = int32(o)
 			}
 		}
 		kept[o] = q
-		pool = append(pool, list[q:]...)
+		for _, r := range list[q:] {
+			pool = append(pool, r.m)
+		}
 	}
 	w.pool = pool
 
@@ -260,18 +290,7 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 		// that read the group at different moments would disagree. Any
 		// matching of the pool moves the same partitions (the pool is what
 		// moves), so this keeps the moves minimal.
-		ideal := w.idealOf(p, quota)
-		w.poolOrder(p, pool) // which partitions get a member's room must not depend on input order
-		rest := pool[:0]
-		for _, pi := range pool {
-			if m := ideal[pi]; m >= 0 && kept[m] < quota[m] {
-				target[pi] = m
-				kept[m]++
-				continue
-			}
-			rest = append(rest, pi)
-		}
-		pool = rest
+		pool = w.placeOnIdeal(p, pool, w.idealOf(p, quota), quota, kept, target)
 		if len(pool) == 0 {
 			return target
 		}
@@ -281,4 +300,15 @@ func (w *work) assign(p *problem, target []int32) []int32 {
 	// Nothing is kept: the target is the ideal.
 	copy(target, w.idealOf(p, quota))
 	return target
+}
+
+// sameString is a == b, without a call where both are one string (the
+// same bytes: strings never change), as a caller's partition ids mostly
+// are from one call to the next (herd passes the same strings to every
+// plan's call).
+func sameString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return unsafe.StringData(a) == unsafe.StringData(b) || a == b
 }

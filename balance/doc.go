@@ -44,7 +44,9 @@
 //     hash(m, k); each pool partition p sits at hash(p). Pool partitions are
 //     taken in ring order and each takes the first free slot clockwise from
 //     its position (consistent hashing with bounded loads, capacity one per
-//     slot, using a union-find "next free slot" array). The pool has exactly
+//     slot; taken in ring order, the first free slot is the later of the
+//     partition's first candidate and the slot after the last one taken,
+//     until the pool wraps around). The pool has exactly
 //     as many partitions as there are slots, so every partition is placed and
 //     every member ends at exactly its quota. The spread is pseudo-random,
 //     and a small change to the pool only perturbs the placement locally.
@@ -64,7 +66,9 @@
 //     the plan they read a moment earlier gave to another. The pool moves
 //     either way, so the moves stay minimal. The ideal and the second ring
 //     are cached by an [Assigner] while the partitions, members and quotas
-//     stay the same.
+//     stay the same, and an ideal's ring of slots is made from the last
+//     one's (the slots of members that stay are kept, the others' merged
+//     in).
 //
 // # Guarantees
 //
@@ -91,9 +95,12 @@
 // # Complexity
 //
 // For N members and P partitions: O(N log N) for the quotas, O(P) for
-// de-duplication and the sticky pass, O(K log K) to rank the partitions of
-// over-quota members (K of them in total), O(F log F) to sort the pool of F
-// freed/unowned partitions and the F slots, and O(F α(F)) for the matching.
+// de-duplication and the sticky pass, O(K) to pick the partitions
+// over-quota members keep (K of them in total, a selection), O(F log F)
+// to sort the part of the pool of F freed/unowned partitions whose ideal
+// members are short of room, O(P log P) for an ideal's ring order and its
+// slots (once per partition set; a new membership's slots are merged in
+// O(P + D log D) for D slots new to it), and O(P) for the matching.
 // Overall O(N log N + P log P) time and O(N + P) memory, with no O(N*P) term.
 // (Rankings and ring orders of 256 or more entries are sorted by a radix
 // sort on their 64-bit hashes, ties by ID: the same order as a comparison

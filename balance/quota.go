@@ -30,9 +30,8 @@ func Quotas(in Input) map[string]int {
 func Moves(in Input, target map[string]string) int {
 	p := prepare(in)
 	moves := 0
-	for i := range p.parts {
-		pt := &p.parts[i]
-		if pt.owner >= 0 && target[pt.id] != p.members[pt.owner].id {
+	for i, o := range p.owner {
+		if o >= 0 && target[p.parts[i].id] != p.members[o].id {
 			moves++
 		}
 	}
@@ -65,9 +64,8 @@ type member struct {
 }
 
 type part struct {
-	id    string
-	h     uint64 // hash of id (ring position)
-	owner int32  // index into problem.members, or -1 if no valid owner
+	id string
+	h  uint64 // hash of id (ring position)
 }
 
 func newMember(m Member) member {
@@ -83,6 +81,7 @@ func newMember(m Member) member {
 type problem struct {
 	members []member // de-duplicated, sorted by id
 	parts   []part   // de-duplicated, in first-occurrence order
+	owner   []int32  // per part: index into members of its valid owner, or -1
 	held    []int    // per member: number of partitions validly owned
 	owned   int      // number of partitions with a valid owner
 }
@@ -118,6 +117,7 @@ func prepare(in Input) *problem {
 		seenP = make(map[string]struct{}, len(in.Partitions))
 	}
 	p.parts = make([]part, 0, len(in.Partitions))
+	p.owner = make([]int32, 0, len(in.Partitions))
 	for _, pt := range in.Partitions {
 		if !sorted {
 			if _, dup := seenP[pt.ID]; dup {
@@ -133,7 +133,8 @@ func prepare(in Input) *problem {
 				p.owned++
 			}
 		}
-		p.parts = append(p.parts, part{id: pt.ID, h: hashString(pt.ID), owner: owner})
+		p.parts = append(p.parts, part{id: pt.ID, h: hashString(pt.ID)})
+		p.owner = append(p.owner, owner)
 	}
 	return p
 }

@@ -67,3 +67,60 @@ func BenchmarkSortSlots(b *testing.B) {
 		buf = sortSlots(s, buf, tie)
 	}
 }
+
+// TestSelectHashesPicksTheLeast checks selectHashes against a sort: the
+// same slots first, on hashes spread evenly (its bounds hold), alike in
+// their top bits or few (they miss), with ties, at every k.
+func TestSelectHashesPicksTheLeast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tie := func(a, b slot) int { return cmp.Compare(a.m, b.m) }
+	less := func(a, b slot) int {
+		if c := cmp.Compare(a.pos, b.pos); c != 0 {
+			return c
+		}
+		return tie(a, b)
+	}
+	for trial := range 3000 {
+		n := 1 + rng.IntN(2000)
+		s := make([]slot, n)
+		for i := range s {
+			pos := rng.Uint64()
+			switch trial % 4 {
+			case 1:
+				pos = 0xabcd<<48 | pos>>20 // alike in their top bits
+			case 2:
+				pos %= 16 // few, many ties
+			}
+			s[i] = slot{pos: pos, m: int32(i)}
+		}
+		k := rng.IntN(n + 1)
+		if trial%3 == 0 {
+			k = n - rng.IntN(min(n, 100)) // most kept, as for members over quota
+		}
+		got := slices.Clone(s)
+		selectHashes(got, k, tie)
+		want := slices.SortedFunc(slices.Values(s), less)
+		gotK := slices.SortedFunc(slices.Values(got[:k]), less)
+		if !slices.Equal(gotK, want[:k]) {
+			t.Fatalf("trial %d: n %d k %d: selected other slots than the %d least", trial, n, k, k)
+		}
+		if all := slices.SortedFunc(slices.Values(got), less); !slices.Equal(all, want) {
+			t.Fatalf("trial %d: selectHashes lost or duplicated slots", trial)
+		}
+	}
+}
+
+// TestSameString: one string, equal strings of their own bytes, strings
+// that differ in length or bytes.
+func TestSameString(t *testing.T) {
+	a := "partition-000042"
+	b := string([]byte(a)) // equal, other bytes
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{{a, a, true}, {a, b, true}, {a, a[:5], false}, {a, "partition-000043", false}, {"", "", true}} {
+		if got := sameString(c.x, c.y); got != c.want {
+			t.Errorf("sameString(%q, %q) = %v, want %v", c.x, c.y, got, c.want)
+		}
+	}
+}
