@@ -223,15 +223,7 @@ func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
 // at max): that entry's changes up to after are left out. On error it
 // returns nil.
 func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
-	total := 0 // the changes in msgs, to size out once
-	for _, m := range msgs {
-		val, _ := m.Values["e"].(string)
-		total++
-		if strings.HasPrefix(val, groupPrefix) {
-			total += strings.Count(val, groupSep) - 1
-		}
-	}
-	out := slices.Grow(dst, min(max, total))
+	out := slices.Grow(dst, min(max, changesAfter(msgs, after.Seq)))
 	end := len(dst) + max // out is full at this length
 	v := after
 	var buf []byte // chain's
@@ -275,7 +267,13 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 				continue
 			}
 			cv := store.Version{Seq: first + i, Tag: id.Tag}
-			out = append(out, store.Change{})
+			// decodeChangeTo writes all of the change: out grows
+			// without zeroing it first where it has room.
+			if len(out) < cap(out) {
+				out = out[:len(out)+1]
+			} else {
+				out = append(out, store.Change{})
+			}
 			if err := decodeChangeTo(&out[len(out)-1], cv, one); err != nil {
 				return nil, after, gone(after, "%v", err)
 			}
