@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdhq/herd/balance"
 	"github.com/herdhq/herd/internal/redistest"
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/redisstore"
@@ -15,8 +16,9 @@ import (
 
 // BenchmarkFollowPlacementRedis measures the whole path of a member
 // following a placement on Redis, without its plans: 100 sessions on
-// 100,000 partitions, the member's (the first) holding its 1,000 in the
-// copy it read, the 99 others' 99,000 claims (1,000 per ClaimBatch) read
+// 100,000 partitions, each given its share by balance.Assign (spread over
+// the set, as a fleet's is), the member's (the first) holding its 1,000 in
+// the copy it read, the 99 others' 99,000 claims (1,000 per ClaimBatch) read
 // from the log with Changes (the XREADs and their decoding), 10,000 per
 // call, and queued by the feed, which applies them to the copy and checks
 // them against the target of a plan (each partition's session, the
@@ -48,26 +50,36 @@ func BenchmarkFollowPlacementRedis(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	share := parts / members
-	claim := func(i int) {
-		for batch := range slices.Chunk(ps[i*share:(i+1)*share], store.MaxBatch) {
-			batchIDs := make([]string, len(batch))
-			for j := range batch {
-				batchIDs[j] = batch[j].ID
-			}
-			if _, err := st.ClaimBatch(ctx, g, ids[i], batchIDs); err != nil {
+	// The placement a plan of the group without records makes: each
+	// session's share spread over the set, as a fleet's is.
+	in := balance.Input{}
+	for _, id := range ids {
+		in.Members = append(in.Members, balance.Member{ID: id, Weight: 1})
+	}
+	for _, p := range ps {
+		in.Partitions = append(in.Partitions, balance.Partition{ID: p.ID})
+	}
+	owner := balance.Assign(in)
+	shares := map[string][]string{}
+	for _, p := range ps {
+		shares[owner[p.ID]] = append(shares[owner[p.ID]], p.ID)
+	}
+	claim := func(id string) {
+		for batch := range slices.Chunk(shares[id], store.MaxBatch) {
+			if _, err := st.ClaimBatch(ctx, g, id, batch); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	claim(0)
+	claim(ids[0])
 	before, err := st.Snapshot(ctx, g)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 1; i < members; i++ {
-		claim(i)
+	for _, id := range ids[1:] {
+		claim(id)
 	}
+	others := parts - len(shares[ids[0]])
 	var m benchMeter
 	for b.Loop() {
 		b.StopTimer()
@@ -78,13 +90,13 @@ func BenchmarkFollowPlacementRedis(b *testing.B) {
 		for i, s := range sessions {
 			at[s.ID] = int32(i)
 		}
-		for i := range target {
-			target[i], recPart[i] = at[ids[i/share]], int32(i)
+		for i, p := range r.work.Partitions {
+			target[i], recPart[i] = at[owner[p.ID]], int32(i)
 		}
 		r.target = newPlanTarget(nil, ids[0], sessions, r.work.Partitions, target, recPart, time.Minute)
 		m.resume(b)
 		b.StartTimer()
-		for n := 0; n < parts-share; {
+		for n := 0; n < others; {
 			cs, _, err := st.Changes(ctx, g, r.version(), changesPerRead)
 			if err != nil || len(cs) == 0 {
 				b.Fatalf("%d changes after %d: %v", len(cs), n, err)
@@ -101,7 +113,7 @@ func BenchmarkFollowPlacementRedis(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	m.report(b, float64(parts-share), "change")
+	m.report(b, float64(others), "change")
 }
 
 // benchMeter adds up this process's CPU time and allocations over the
