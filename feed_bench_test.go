@@ -22,7 +22,9 @@ import (
 // from the log with Changes (the XREADs and their decoding), 10,000 per
 // call, and queued by the feed, which applies them to the copy and checks
 // them against the target of a plan (each partition's session, the
-// placement itself). cpu-ns/change is this process's CPU (the garbage
+// placement itself). With reuse, each call decodes into the entries of
+// the last once nothing holds them (changesInto), as the feed does; without,
+// into a new list. cpu-ns/change is this process's CPU (the garbage
 // collector's included), B/change and allocs/change what it allocated.
 //
 //	go test -run '^$' -bench FollowPlacementRedis -benchtime 10x -count 5 .
@@ -80,40 +82,54 @@ func BenchmarkFollowPlacementRedis(b *testing.B) {
 		claim(id)
 	}
 	others := parts - len(shares[ids[0]])
-	var m benchMeter
-	for b.Loop() {
-		b.StopTimer()
-		r := &replica{work: sortedCopy(before)}
-		f := &feed{r: r}
-		sessions, target, recPart := r.work.Sessions, make([]int32, parts), make([]int32, parts)
-		at := map[string]int32{} // session -> index in sessions
-		for i, s := range sessions {
-			at[s.ID] = int32(i)
-		}
-		for i, p := range r.work.Partitions {
-			target[i], recPart[i] = at[owner[p.ID]], int32(i)
-		}
-		r.target = newPlanTarget(nil, ids[0], sessions, r.work.Partitions, target, recPart, time.Minute)
-		m.resume(b)
-		b.StartTimer()
-		for n := 0; n < others; {
-			cs, _, err := st.Changes(ctx, g, r.version(), changesPerRead)
-			if err != nil || len(cs) == 0 {
-				b.Fatalf("%d changes after %d: %v", len(cs), n, err)
+	for _, reuse := range []bool{false, true} {
+		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+			var m benchMeter
+			for b.Loop() {
+				b.StopTimer()
+				r := &replica{work: sortedCopy(before)}
+				f := &feed{r: r}
+				sessions, target, recPart := r.work.Sessions, make([]int32, parts), make([]int32, parts)
+				at := map[string]int32{} // session -> index in sessions
+				for i, s := range sessions {
+					at[s.ID] = int32(i)
+				}
+				for i, p := range r.work.Partitions {
+					target[i], recPart[i] = at[owner[p.ID]], int32(i)
+				}
+				r.target = newPlanTarget(nil, ids[0], sessions, r.work.Partitions, target, recPart, time.Minute)
+				m.resume(b)
+				b.StartTimer()
+				for n := 0; n < others; {
+					// As feed.call and feed.follow do.
+					var cs []store.Change
+					var err error
+					if reuse {
+						cs, _, err = st.ChangesInto(ctx, g, r.version(), changesPerRead, f.spare)
+					} else {
+						cs, _, err = st.Changes(ctx, g, r.version(), changesPerRead)
+					}
+					if err != nil || len(cs) == 0 {
+						b.Fatalf("%d changes after %d: %v", len(cs), n, err)
+					}
+					n += len(cs)
+					r.mu.Lock()
+					f.queue(cs, kindsOf(cs))
+					r.mu.Unlock()
+					if reuse {
+						f.spare = f.spareOf(cs)
+					}
+				}
+				b.StopTimer()
+				m.pause(b)
+				if r.npending != 0 || r.offTarget || len(r.toClaim) != 0 {
+					b.Fatalf("%d entries pending, off target %v, %d to claim", r.npending, r.offTarget, len(r.toClaim))
+				}
+				b.StartTimer()
 			}
-			n += len(cs)
-			r.mu.Lock()
-			f.queue(cs, kindsOf(cs))
-			r.mu.Unlock()
-		}
-		b.StopTimer()
-		m.pause(b)
-		if r.npending != 0 || r.offTarget || len(r.toClaim) != 0 {
-			b.Fatalf("%d entries pending, off target %v, %d to claim", r.npending, r.offTarget, len(r.toClaim))
-		}
-		b.StartTimer()
+			m.report(b, float64(others), "change")
+		})
 	}
-	m.report(b, float64(others), "change")
 }
 
 // benchMeter adds up this process's CPU time and allocations over the

@@ -194,6 +194,20 @@ func gone(after store.Version, format string, args ...any) error {
 // where it cannot, the call returns at once and the command keeps its
 // connection until the block ends.
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	return s.ChangesInto(ctx, group, after, max, nil)
+}
+
+// ChangesInto is Changes, decoding the entries into dst's array (from its
+// start) where it has room for them: a caller that has done with the
+// entries of its last call passes them back, and the next call writes
+// over them instead of allocating a list. A member's feed reads 10,000
+// entries per call, 1.9 MB of store.Change, fresh memory each time
+// otherwise: the first writes into it (page faults) were 4.6 of the 52 s
+// of CPU of 100 member processes placing 100,000 partitions.
+// BenchmarkFollowPlacementRedis follows such a placement with it and
+// without. The entries dst held beyond those returned are left as they
+// were. dst nil is Changes.
+func (s *Store) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
 	if err := s.begin(ctx, "Changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
 	}
@@ -216,7 +230,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 	default:
 		return nil, after, unexpected("Changes", str(res, 0))
 	}
-	return s.waitChanges(ctx, k, after, max, idle)
+	return s.waitChanges(ctx, k, after, max, idle, dst[:0])
 }
 
 // waitChanges blocks in XREAD for the entries after after. It returns
@@ -226,7 +240,7 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // limit changes or the end of the log. Only an idle log (the check found
 // it ending at after) is waited on: otherwise its entries are there, and a
 // read that finds none finds a log removed meanwhile (ErrVersionGone).
-func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int, idle bool) ([]store.Change, store.Version, error) {
+func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, limit int, idle bool, dst []store.Change) ([]store.Change, store.Version, error) {
 	var node *redis.Client // where a wait can be unblocked
 	if idle {
 		node = s.waitNode(ctx, k.log)
@@ -286,7 +300,7 @@ func (s *Store) waitChanges(ctx context.Context, k keys, after store.Version, li
 	if len(msgs) == 0 {
 		return nil, after, nil
 	}
-	out, v, err := decodeEntries(nil, after, msgs, limit)
+	out, v, err := decodeEntries(dst, after, msgs, limit)
 	if err != nil {
 		return nil, after, err
 	}
