@@ -381,32 +381,3 @@ func (s *countingStore) Snapshot(ctx context.Context, group string) (*store.Snap
 	}
 	return snap, err
 }
-
-func (s *countingStore) Changes(ctx context.Context, group string, after store.Version, n int) ([]store.Change, store.Version, error) {
-	return s.ChangesInto(ctx, group, after, n, nil)
-}
-
-// ChangesInto is Changes, decoding into dst as the wrapped store does
-// (faultstore.Store.ChangesInto): a member's feed reuses its list through
-// it.
-func (s *countingStore) ChangesInto(ctx context.Context, group string, after store.Version, n int, dst []store.Change) ([]store.Change, store.Version, error) {
-	var cs []store.Change
-	var v store.Version
-	var err error
-	if s.fault != nil {
-		cs, v, err = s.fault.ChangesInto(ctx, group, after, n, dst)
-	} else {
-		cs, v, err = s.Store.Changes(ctx, group, after, n)
-	}
-	if err == nil && len(cs) > 0 {
-		s.lastReadAt.Store(time.Now().UnixNano())
-		only, n, b, v := loadReadCost(cs)
-		if only {
-			s.loadOnly.Add(1)
-		}
-		s.loadsRead.Add(n)
-		s.loadBytes.Add(b)
-		s.loadValues.Add(v)
-	}
-	return cs, v, err
-}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,6 +286,44 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 		}
 	}
 	return out, v, nil
+}
+
+// changesAfter counts the changes after sequence seq in entries msgs, whose
+// ids increase (an entry's changes end at its id's sequence), for a read
+// that continues seq: the sequence of the last entry's id less seq. Where
+// they follow seq without a gap, as decodeEntries checks, that is every
+// change after seq, counted without a pass over the entries' values: the
+// two passes (here and in decodeEntries) were an eighth of the client's
+// CPU in BenchmarkFleetDecodeLog. Where they do not, the count may be
+// wrong, and decodeEntries fails the read: ids that do not decode, or do
+// not increase, are counted the old way, value by value (an entry whose
+// id or value does not decode counts as none).
+func changesAfter(msgs []redis.XMessage, seq uint64) int {
+	if len(msgs) == 0 {
+		return 0
+	}
+	if last, ok := parseEntryID(msgs[len(msgs)-1].ID); ok && last.Seq > seq && last.Seq-seq <= math.MaxInt32 {
+		return int(last.Seq - seq)
+	}
+	return countChangesAfter(msgs, seq)
+}
+
+// countChangesAfter is changesAfter, value by value.
+func countChangesAfter(msgs []redis.XMessage, seq uint64) int {
+	n := 0
+	for _, m := range msgs {
+		id, ok := parseEntryID(m.ID)
+		if !ok || id.Seq <= seq {
+			continue
+		}
+		val, _ := m.Values["e"].(string)
+		in := uint64(1)
+		if strings.HasPrefix(val, groupPrefix) {
+			in += uint64(strings.Count(val, groupSep) - 1)
+		}
+		n += int(min(in, id.Seq-seq))
+	}
+	return n
 }
 
 // entryTime decodes an entry's "t" field (µs since the Unix epoch); an
