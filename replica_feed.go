@@ -216,8 +216,11 @@ func (f *feed) follow(read bool) bool {
 // call to decode into if nothing holds them any more: applied already
 // (none of them queued), and not kept for setTarget to check (unchecked).
 // Else nil. The copy keeps only the entries' strings, never the entries.
+// A list of fewer than MaxBatch entries is let go too: the log is at rest
+// or nearly, and a member at rest keeps no list (and no strings of the
+// reads it decoded) between its calls.
 func (f *feed) spareOf(cs []store.Change) []store.Change {
-	if len(cs) == 0 {
+	if len(cs) < store.MaxBatch {
 		return nil
 	}
 	r := f.r

@@ -12,11 +12,12 @@ import (
 // spareOf hands the entries of the last call back for the next one to
 // decode into only when nothing holds them: not while entries are queued
 // (they may be among them), nor while setTarget is to check them
-// (unchecked); an empty answer has nothing to give.
+// (unchecked); and not after a call of fewer than MaxBatch entries (a
+// member at rest keeps no list).
 func TestFeedSpareOnlyUnheld(t *testing.T) {
 	r := &replica{work: &store.Snapshot{}}
 	f := &feed{r: r}
-	cs := make([]store.Change, 3, 8)
+	cs := make([]store.Change, store.MaxBatch, 2*store.MaxBatch)
 	if s := f.spareOf(cs); s == nil || len(s) != 0 || &s[:1][0] != &cs[0] {
 		t.Fatal("entries applied and held by nothing: not handed back")
 	}
@@ -30,8 +31,8 @@ func TestFeedSpareOnlyUnheld(t *testing.T) {
 		t.Fatal("entries kept for setTarget: handed back")
 	}
 	r.unchecked, r.nunchecked = nil, 0
-	if f.spareOf(cs[:0]) != nil {
-		t.Fatal("no entries: a list handed back")
+	if f.spareOf(cs[:store.MaxBatch-1]) != nil {
+		t.Fatal("a call of fewer than MaxBatch entries: its list handed back")
 	}
 }
 
