@@ -17,7 +17,7 @@ func (a *planTarget) progressHint(c store.Change, rec int, exact bool) (ok, clai
 
 // progressOf is progressHint of the entry *c. The feed checks each entry
 // through a pointer: a Change is 192 bytes, and the copies of each entry
-// passed by value (to progress, then here) were a third of the check's
+// passed by value (to progress, then here) were a quarter of the check's
 // samples in CPU profiles of 100 member processes placing 100,000
 // partitions on Redis (BenchmarkFollowPlacementRedis follows the same
 // placement in one process).

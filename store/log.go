@@ -225,8 +225,8 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 	preFrom, preN := 0, 0
 	var sc sessionCache
 	// Each entry is read in place: a Change is 192 bytes, and copying
-	// each one out of cs took 10 of the 144 ns of CPU an entry cost
-	// (BenchmarkApplyFleet/placeholders=true).
+	// each one out of cs was 6% of ApplyAllFunc's samples in a CPU
+	// profile of BenchmarkApplyFleet.
 	for k := range cs {
 		c := &cs[k]
 		switch c.Kind {

@@ -292,12 +292,11 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 // ids increase (an entry's changes end at its id's sequence), for a read
 // that continues seq: the sequence of the last entry's id less seq. Where
 // they follow seq without a gap, as decodeEntries checks, that is every
-// change after seq, counted without a pass over the entries' values: the
-// two passes (here and in decodeEntries) were an eighth of the client's
-// CPU in BenchmarkFleetDecodeLog. Where they do not, the count may be
-// wrong, and decodeEntries fails the read: ids that do not decode, or do
-// not increase, are counted the old way, value by value (an entry whose
-// id or value does not decode counts as none).
+// change after seq, counted without a pass over the entries' values (a
+// read of the log made two, besides decodeEntries' own). Where they do
+// not, the count may be wrong, and decodeEntries fails the read: ids that
+// do not decode, or do not increase, are counted value by value (an entry
+// whose id or value does not decode counts as none).
 func changesAfter(msgs []redis.XMessage, seq uint64) int {
 	if len(msgs) == 0 {
 		return 0
