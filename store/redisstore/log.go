@@ -201,11 +201,11 @@ func (s *Store) Changes(ctx context.Context, group string, after store.Version, 
 // entries of its last call passes them back, and the next call writes
 // over them instead of allocating a list. A member's feed reads 10,000
 // entries per call, 1.9 MB of store.Change, fresh memory each time
-// otherwise: the first writes into it (page faults) were 4.6 of the 52 s
-// of CPU of 100 member processes placing 100,000 partitions.
-// BenchmarkFollowPlacementRedis follows such a placement with it and
-// without. The entries dst held beyond those returned are left as they
-// were. dst nil is Changes.
+// otherwise, which the first writes into fault in page by page:
+// BenchmarkFollowPlacementRedis follows a placement of 99,000 claims in
+// 118 bytes and 479 ns of CPU a change with it, 291 and 628 without. The
+// entries dst held beyond those returned are left as they were. dst nil
+// is Changes.
 func (s *Store) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
 	if err := s.begin(ctx, "Changes", store.ValidateChanges(group, max)); err != nil {
 		return nil, after, err
