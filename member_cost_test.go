@@ -235,10 +235,23 @@ func (h *heldLog) wait(ctx context.Context) error {
 }
 
 func (h *heldLog) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	return h.ChangesInto(ctx, group, after, max, nil)
+}
+
+// ChangesInto is Changes, passing dst on to the store's ChangesInto if it
+// has one (see changesInto), as the stores a member is given in a fleet do.
+func (h *heldLog) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
 	if err := h.wait(ctx); err != nil {
 		return nil, after, err
 	}
-	cs, v, err := h.Store.Changes(ctx, group, after, max)
+	var cs []store.Change
+	var v store.Version
+	var err error
+	if in, ok := h.Store.(changesInto); ok && dst != nil {
+		cs, v, err = in.ChangesInto(ctx, group, after, max, dst)
+	} else {
+		cs, v, err = h.Store.Changes(ctx, group, after, max)
+	}
 	if err := h.wait(ctx); err != nil {
 		return nil, after, err
 	}
