@@ -48,22 +48,21 @@ func BenchmarkMemberPlacement(b *testing.B) {
 	fulls := 0
 	b.ReportAllocs()
 	for range b.N {
-		c, f := placeOneMember(b, ps, members)
-		cpu += c
+		join, follow, f := placeOneMember(b, &heldLog{Store: memstore.New()}, "bench", ps, members)
+		cpu += join + follow
 		fulls += f
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(fulls)/float64(b.N), "fullplans/op")
 }
 
-// placeOneMember is one op of BenchmarkMemberPlacement (the timer stopped
-// on entry and on return). It returns the CPU time of the member's phases
-// and the full plans it made.
-func placeOneMember(b *testing.B, ps []store.Partition, members int) (time.Duration, int) {
+// placeOneMember is one op of BenchmarkMemberPlacement on group g of st,
+// which has no such group yet (the timer stopped on entry and on return).
+// It returns the CPU time of the member's two phases (joining, following
+// the others' claims) and the full plans it made.
+func placeOneMember(b *testing.B, st *heldLog, g string, ps []store.Partition, members int) (join, follow time.Duration, fulls int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := &heldLog{Store: memstore.New()}
-	const g = "bench"
 	if _, err := st.SetPartitions(ctx, g, store.PartitionSet{Partitions: ps}); err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +93,7 @@ func placeOneMember(b *testing.B, ps []store.Partition, members int) (time.Durat
 	}
 	waitFor(b, func() bool { return m.ownedCount() == share && m.caughtUp(st, g) })
 	b.StopTimer()
-	cpu := processCPU(b) - cpu0
+	join = processCPU(b) - cpu0
 
 	// The others' claims, while the member's log reads are held back.
 	st.hold()
@@ -107,11 +106,11 @@ func placeOneMember(b *testing.B, ps []store.Partition, members int) (time.Durat
 	st.release()
 	waitFor(b, func() bool { return m.targetSeenMet() && m.caughtUp(st, g) })
 	b.StopTimer()
-	cpu += processCPU(b) - cpu0
+	follow = processCPU(b) - cpu0
 
 	cancel()
 	<-m.Done()
-	return cpu, int(m.planner.full.Load())
+	return join, follow, int(m.planner.full.Load())
 }
 
 // othersClaim claims for every session of g but mine its share of ps as
@@ -158,10 +157,11 @@ func othersClaim(b *testing.B, ctx context.Context, st store.Store, g string, ps
 
 // caughtUp reports whether the member's copy of g has reached the end of
 // the log: the log has nothing after it (memstore's Changes answers a call
-// at rest by its deadline with no entries and no error).
-func (m *Member) caughtUp(st store.Store, g string) bool {
+// at rest by its deadline with no entries and no error; redisstore's
+// needs the time of a round trip before it: st.atRest).
+func (m *Member) caughtUp(st *heldLog, g string) bool {
 	at, _ := m.rep.mark()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Microsecond)
+	ctx, cancel := context.WithTimeout(context.Background(), max(st.atRest, 100*time.Microsecond))
 	defer cancel()
 	cs, _, err := st.Changes(ctx, g, at, 1)
 	return err == nil && len(cs) == 0
@@ -201,8 +201,9 @@ func processCPU(b *testing.B) time.Duration {
 // to Changes waits (before and after asking the store) until released.
 type heldLog struct {
 	store.Store
-	mu   sync.Mutex
-	gate chan struct{} // closed when released; nil: not held
+	atRest time.Duration // how long caughtUp's call waits at most (0: 100 µs)
+	mu     sync.Mutex
+	gate   chan struct{} // closed when released; nil: not held
 }
 
 func (h *heldLog) hold() {
@@ -234,10 +235,23 @@ func (h *heldLog) wait(ctx context.Context) error {
 }
 
 func (h *heldLog) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	return h.ChangesInto(ctx, group, after, max, nil)
+}
+
+// ChangesInto is Changes, passing dst on to the store's ChangesInto if it
+// has one (see changesInto), as the stores a member is given in a fleet do.
+func (h *heldLog) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
 	if err := h.wait(ctx); err != nil {
 		return nil, after, err
 	}
-	cs, v, err := h.Store.Changes(ctx, group, after, max)
+	var cs []store.Change
+	var v store.Version
+	var err error
+	if in, ok := h.Store.(changesInto); ok && dst != nil {
+		cs, v, err = in.ChangesInto(ctx, group, after, max, dst)
+	} else {
+		cs, v, err = h.Store.Changes(ctx, group, after, max)
+	}
 	if err := h.wait(ctx); err != nil {
 		return nil, after, err
 	}

@@ -128,7 +128,7 @@ func (r *replica) applyPending(checkLast bool) bool {
 			exact := r.hintExact(a)
 			seen = func(c store.Change, rec int) {
 				if !r.offTarget {
-					ok, claim := r.progress(a, c, rec, exact)
+					ok, claim := r.progressOf(a, &c, rec, exact)
 					r.noteProgress(c.Partition, ok, claim)
 				}
 			}

@@ -43,9 +43,22 @@ func firstWait(took, settle, ttl4 time.Duration) time.Duration {
 type feed struct {
 	m          *Member
 	r          *replica
-	backoff    time.Duration // the pause after a failure
-	first      time.Duration // bounds the first call after a read (firstWait); doubles when the store is late
-	settleCall bool          // the copy is not fresh because a session opened (not because of a read)
+	backoff    time.Duration  // the pause after a failure
+	first      time.Duration  // bounds the first call after a read (firstWait); doubles when the store is late
+	settleCall bool           // the copy is not fresh because a session opened (not because of a read)
+	spare      []store.Change // the entries of the last call, which nothing holds any more (see changesInto)
+}
+
+// changesInto is a store whose Changes can decode the entries into the
+// caller's list (redisstore's ChangesInto; faultstore's passes it on).
+// The feed passes back the entries of its last call once it has applied
+// them and nothing holds them (spareOf), and the next call writes over
+// them: a call returns up to changesPerRead entries, 1.9 MB of
+// store.Change, which were fresh memory each time otherwise. Following a
+// placement of 99,000 claims took 118 bytes and 479 ns of CPU a change
+// where it took 291 and 628 (BenchmarkFollowPlacementRedis, medians of 5).
+type changesInto interface {
+	ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error)
 }
 
 // logCall is one call to the log: what it asked, and how it was answered.
@@ -195,7 +208,33 @@ func (f *feed) follow(read bool) bool {
 		m.wakeLoop() // plan waits for it
 	}
 	f.takeRequests(&c)
+	f.spare = f.spareOf(c.cs)
 	return f.pace(&c)
+}
+
+// spareOf returns cs, the entries of the call just taken, for the next
+// call to decode into if nothing holds them any more: applied already
+// (none of them queued), and not kept for setTarget to check (unchecked).
+// Else nil. The copy keeps only the entries' strings, never the entries.
+// A list of fewer than MaxBatch entries is let go too: the log is at rest
+// or nearly, and a member at rest keeps no list (and no strings of the
+// reads it decoded) between its calls.
+func (f *feed) spareOf(cs []store.Change) []store.Change {
+	if len(cs) < store.MaxBatch {
+		return nil
+	}
+	r := f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.npending > 0 {
+		return nil // cs may be among them
+	}
+	for _, u := range r.unchecked {
+		if len(u) > 0 && &u[0] == &cs[0] {
+			return nil
+		}
+	}
+	return cs[:0]
 }
 
 // call calls the log (Changes) from c.after, and notes how it answered.
@@ -214,7 +253,12 @@ func (f *feed) call(ctx context.Context, c *logCall) {
 	defer ccancel()
 	f.settleCall = false
 	c.began = time.Now()
-	c.cs, _, c.err = m.st.Changes(cctx, m.cfg.Group, c.after, changesPerRead)
+	if st, ok := m.st.(changesInto); ok && f.spare != nil {
+		c.cs, _, c.err = st.ChangesInto(cctx, m.cfg.Group, c.after, changesPerRead, f.spare)
+	} else {
+		c.cs, _, c.err = m.st.Changes(cctx, m.cfg.Group, c.after, changesPerRead)
+	}
+	f.spare = nil // the store's now, and c.cs's
 	c.kinds = kindsOf(c.cs)
 	c.cancelled = ctx.Err() != nil // by resync, or the member stopping
 	// Fewer entries than asked for: the call read the log to its end.

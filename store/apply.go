@@ -33,8 +33,9 @@ func (sc *sessionCache) find(s *Snapshot, id string) int {
 
 // applyRecord applies the claim, release or restore c to the record cur
 // (nil: s has none; a new one goes to *added, merged into Owners by
-// mergeAdded).
-func (s *Snapshot) applyRecord(c Change, cur *Ownership, added *map[string]*Ownership, sc *sessionCache) error {
+// mergeAdded). c is read through a pointer, as ApplyAllFunc walks cs
+// (see there).
+func (s *Snapshot) applyRecord(c *Change, cur *Ownership, added *map[string]*Ownership, sc *sessionCache) error {
 	switch c.Kind {
 	case Claimed:
 		if cur != nil && c.Epoch <= cur.Epoch {

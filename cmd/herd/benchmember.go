@@ -381,18 +381,3 @@ func (s *countingStore) Snapshot(ctx context.Context, group string) (*store.Snap
 	}
 	return snap, err
 }
-
-func (s *countingStore) Changes(ctx context.Context, group string, after store.Version, n int) ([]store.Change, store.Version, error) {
-	cs, v, err := s.Store.Changes(ctx, group, after, n)
-	if err == nil && len(cs) > 0 {
-		s.lastReadAt.Store(time.Now().UnixNano())
-		only, n, b, v := loadReadCost(cs)
-		if only {
-			s.loadOnly.Add(1)
-		}
-		s.loadsRead.Add(n)
-		s.loadBytes.Add(b)
-		s.loadValues.Add(v)
-	}
-	return cs, v, err
-}

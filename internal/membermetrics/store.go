@@ -75,3 +75,17 @@ func (s metricStore) ReleaseBatch(ctx context.Context, group, session string, he
 func (s metricStore) ReportLoads(ctx context.Context, group, session string, loads []store.Load) error {
 	return s.mm.storeErr(ctx, opReportLoads, s.Store.ReportLoads(ctx, group, session, loads))
 }
+
+// ChangesInto is Changes, passing dst on to the store's ChangesInto if it
+// has one (redisstore's decodes the entries into dst's array), so that a
+// member's feed reuses its list of entries through the metrics as without.
+func (s metricStore) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
+	in, ok := s.Store.(interface {
+		ChangesInto(context.Context, string, store.Version, int, []store.Change) ([]store.Change, store.Version, error)
+	})
+	if !ok || dst == nil {
+		return s.Changes(ctx, group, after, max)
+	}
+	cs, v, err := in.ChangesInto(ctx, group, after, max, dst)
+	return cs, v, s.mm.storeErr(ctx, opChanges, err)
+}

@@ -103,9 +103,25 @@ type changes struct {
 // A call that was blocked when the cut began returns what the inner store
 // returns (the cut takes effect on the next call).
 func (s *Store) Changes(ctx context.Context, group string, after store.Version, max int) ([]store.Change, store.Version, error) {
+	return s.ChangesInto(ctx, group, after, max, nil)
+}
+
+// ChangesInto is Changes, passing dst on to the inner store's ChangesInto
+// if it has one (redisstore's: it decodes the entries into dst's array),
+// so that a member's feed reuses its list through the wrapper as without.
+func (s *Store) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
 	r, err := call(ctx, s, "changes", &s.feeds,
 		func() (changes, error) {
-			cs, v, err := s.inner.Changes(ctx, group, after, max)
+			var cs []store.Change
+			var v store.Version
+			var err error
+			if in, ok := s.inner.(interface {
+				ChangesInto(context.Context, string, store.Version, int, []store.Change) ([]store.Change, store.Version, error)
+			}); ok && dst != nil {
+				cs, v, err = in.ChangesInto(ctx, group, after, max, dst)
+			} else {
+				cs, v, err = s.inner.Changes(ctx, group, after, max)
+			}
 			s.rows.Add(int64(len(cs)))
 			return changes{cs, v}, err
 		},

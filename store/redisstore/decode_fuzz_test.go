@@ -234,6 +234,14 @@ func FuzzLogEntries(f *testing.F) {
 		}
 		after := store.Version{Seq: seq, Tag: tag}
 		out, v, err := decodeEntries(nil, after, msgs, max)
+		// Into a list of used changes (ChangesInto): the same answer.
+		used := make([]store.Change, max)
+		for i := range used {
+			used[i] = store.Change{Kind: store.Released, Partition: "old", GivenBack: "G", Loads: []store.Load{{Partition: "x"}}}
+		}
+		if got, gv, gerr := decodeEntries(used[:0], after, msgs, max); (gerr == nil) != (err == nil) || gv != v || len(got) != len(out) || len(out) > 0 && !reflect.DeepEqual(got, out) {
+			t.Fatalf("decodeEntries into used changes: %v up to %v (%v); into none %v up to %v (%v)", got, gv, gerr, out, v, err)
+		}
 		if err != nil {
 			if !errors.Is(err, store.ErrVersionGone) {
 				t.Fatalf("decodeEntries: %v; want ErrVersionGone", err)

@@ -32,7 +32,7 @@ func TestChangesBlockedReadSeesNewGeneration(t *testing.T) {
 	_ = sess
 	// The read the XREAD path makes after the check script found nothing:
 	// the new log's entries 2 and 3 follow id "1-<old generation>".
-	_, _, err = s.waitChanges(ctx, s.keys(g), old, 10, true)
+	_, _, err = s.waitChanges(ctx, s.keys(g), old, 10, true, nil)
 	wantIs(t, err, store.ErrVersionGone, "XREAD after a version of the deleted history")
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,15 +224,7 @@ func chain(buf []byte, prev uint64, e string) (uint64, []byte) {
 // at max): that entry's changes up to after are left out. On error it
 // returns nil.
 func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessage, max int) ([]store.Change, store.Version, error) {
-	total := 0 // the changes in msgs, to size out once
-	for _, m := range msgs {
-		val, _ := m.Values["e"].(string)
-		total++
-		if strings.HasPrefix(val, groupPrefix) {
-			total += strings.Count(val, groupSep) - 1
-		}
-	}
-	out := slices.Grow(dst, min(max, total))
+	out := slices.Grow(dst, min(max, changesAfter(msgs, after.Seq)))
 	end := len(dst) + max // out is full at this length
 	v := after
 	var buf []byte // chain's
@@ -275,7 +268,13 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 				continue
 			}
 			cv := store.Version{Seq: first + i, Tag: id.Tag}
-			out = append(out, store.Change{})
+			// decodeChangeTo writes all of the change: out grows
+			// without zeroing it first where it has room.
+			if len(out) < cap(out) {
+				out = out[:len(out)+1]
+			} else {
+				out = append(out, store.Change{})
+			}
 			if err := decodeChangeTo(&out[len(out)-1], cv, one); err != nil {
 				return nil, after, gone(after, "%v", err)
 			}
@@ -287,6 +286,43 @@ func decodeEntries(dst []store.Change, after store.Version, msgs []redis.XMessag
 		}
 	}
 	return out, v, nil
+}
+
+// changesAfter counts the changes after sequence seq in entries msgs, whose
+// ids increase (an entry's changes end at its id's sequence), for a read
+// that continues seq: the sequence of the last entry's id less seq. Where
+// they follow seq without a gap, as decodeEntries checks, that is every
+// change after seq, counted without a pass over the entries' values (a
+// read of the log made two, besides decodeEntries' own). Where they do
+// not, the count may be wrong, and decodeEntries fails the read: ids that
+// do not decode, or do not increase, are counted value by value (an entry
+// whose id or value does not decode counts as none).
+func changesAfter(msgs []redis.XMessage, seq uint64) int {
+	if len(msgs) == 0 {
+		return 0
+	}
+	if last, ok := parseEntryID(msgs[len(msgs)-1].ID); ok && last.Seq > seq && last.Seq-seq <= math.MaxInt32 {
+		return int(last.Seq - seq)
+	}
+	return countChangesAfter(msgs, seq)
+}
+
+// countChangesAfter is changesAfter, value by value.
+func countChangesAfter(msgs []redis.XMessage, seq uint64) int {
+	n := 0
+	for _, m := range msgs {
+		id, ok := parseEntryID(m.ID)
+		if !ok || id.Seq <= seq {
+			continue
+		}
+		val, _ := m.Values["e"].(string)
+		in := uint64(1)
+		if strings.HasPrefix(val, groupPrefix) {
+			in += uint64(strings.Count(val, groupSep) - 1)
+		}
+		n += int(min(in, id.Seq-seq))
+	}
+	return n
 }
 
 // entryTime decodes an entry's "t" field (µs since the Unix epoch); an
