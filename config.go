@@ -140,9 +140,12 @@ type Config struct {
 	// balanced in one step; leaves and crashes are acted on at once. Before
 	// a first placement the wait grows with the spread of the fleet's start
 	// to 3 x JoinSettle, or 3 x the longest pause between two sessions
-	// opening (at most SessionTTL/10; alone, 3 x JoinSettle). After reading
-	// the group, a member waits for the log up to as long as the read took
-	// (at most 5 x JoinSettle). Default 100ms; negative means no wait.
+	// opening (at most SessionTTL/10; alone, 3 x JoinSettle). Joins into a
+	// placed group that come one after the other (each within SessionTTL/10
+	// of the one before) wait 3 x the longest pause between two of them,
+	// within [JoinSettle, SessionTTL/10]. After reading the group, a member
+	// waits for the log up to as long as the read took (at most 5 x
+	// JoinSettle). Default 100ms; negative means no wait.
 	JoinSettle time.Duration
 	// RestartDelay is the pause before a handler that returned while still
 	// owning its partition is started again. Default 1s.

@@ -102,7 +102,7 @@ func Join(ctx context.Context, st store.Store, cfg Config) (*Member, error) {
 	} else if cfg.LoadReportInterval > 0 {
 		m.meter = loadmeter.New(cfg.LoadReportInterval)
 	}
-	m.rep.log, m.rep.wakeFeed = m.log.Warn, make(chan struct{}, 1)
+	m.rep.log, m.rep.wakeFeed, m.rep.burstWait = m.log.Warn, make(chan struct{}, 1), cfg.SessionTTL/10
 	if err := m.registerMetrics(); err != nil {
 		stop()
 		return nil, err

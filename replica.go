@@ -44,6 +44,9 @@ type replica struct {
 	targetLast  time.Time     // when the last one did
 	openedAt    time.Time     // when the feed last brought news of a session opened (JoinSettle counts from it)
 	newsGap     time.Duration // the longest wait between two such news, for a first placement (startGap)
+	loggedAt    time.Time     // when the log last brought news of a session opened (reads left out)
+	joinGap     time.Duration // the longest wait between two such news of the current burst (0: none), for joinQuiet
+	burstWait   time.Duration // the longest wait between two news of one burst (joinQuiet's limit)
 	fresh       bool          // the log answered since the last read (or session opened): plan waits for it, as joiners open sessions during reads
 }
 
@@ -103,8 +106,22 @@ func (r *replica) sessionNewsAt(now time.Time, read bool) {
 	if !read && !r.openedAt.IsZero() {
 		r.newsGap = max(r.newsGap, now.Sub(r.openedAt))
 	}
+	if !read {
+		// A burst is news each within burstWait of the one before.
+		switch gap := now.Sub(r.loggedAt); {
+		case r.loggedAt.IsZero() || gap > r.burstWait:
+			r.joinGap = 0
+		default:
+			r.joinGap = max(r.joinGap, gap)
+		}
+		r.loggedAt = now
+	}
 	r.openedAt = now
 }
+
+// lastJoinGap returns the longest wait between two news of sessions
+// opened that the log brought in the current burst (joinGap).
+func (r *replica) lastJoinGap() time.Duration { r.mu.Lock(); defer r.mu.Unlock(); return r.joinGap }
 
 // release hands the copy current returned back to the feed.
 func (r *replica) release() { r.mu.Lock(); r.inPlan = false; r.mu.Unlock() }

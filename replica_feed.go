@@ -165,6 +165,10 @@ func (f *feed) readGroup() bool {
 	snap, err := m.st.Snapshot(ctx, m.cfg.Group)
 	cancel()
 	took := time.Since(began)
+	if err == nil {
+		// The read a member makes as it joins costs seconds on a busy host.
+		m.log.Debug("read the group", "took", took.Round(time.Millisecond), "records", len(snap.Owners), "sessions", len(snap.Sessions))
+	}
 	r.mu.Lock()
 	if err == nil {
 		// contested is kept: a broken record may look free in this read too.
