@@ -24,7 +24,7 @@ import (
 //   - balanced: every partition on its target owner.
 //
 // first, joined10 and crashed10 turn through more memberships than the
-// process keeps ideals of (balance's caches), so that each plan computes
+// member keeps ideals of (its Assigner's cache), so that each plan computes
 // one, as each member does once per membership. The member plans as one
 // of the 100 that runs its 1,000 partitions (as a joiner in joined10, with
 // none, so that no handoff changes its slots between plans).

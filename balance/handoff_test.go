@@ -3,7 +3,6 @@ package balance
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -91,7 +90,7 @@ func known(ms []Member, id string) bool {
 
 // TestIdealsCached: an Assigner that sees several memberships in turn (more
 // than it keeps ideals for), with partial owners, answers as a new one does
-// that computes every ideal itself (not from the process's: shared.go).
+// that computes every ideal itself.
 func TestIdealsCached(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var parts []Partition
@@ -106,7 +105,7 @@ func TestIdealsCached(t *testing.T) {
 		}
 		shapes = append(shapes, ms)
 	}
-	var shared Assigner
+	var cached Assigner
 	for iter := range 200 {
 		ms := shapes[rng.IntN(len(shapes))]
 		owner := make([]int32, len(parts))
@@ -117,15 +116,12 @@ func TestIdealsCached(t *testing.T) {
 				owner[i] = int32(rng.IntN(len(ms)))
 			}
 		}
-		got, err := shared.AssignSorted(ms, parts, owner, nil)
+		got, err := cached.AssignSorted(ms, parts, owner, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []int32
-		computeAlone(func() {
-			var fresh Assigner
-			want, err = fresh.AssignSorted(ms, parts, owner, nil)
-		})
+		var fresh Assigner
+		want, err := fresh.AssignSorted(ms, parts, owner, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,63 +131,4 @@ func TestIdealsCached(t *testing.T) {
 			}
 		}
 	}
-}
-
-// computeAlone runs f with the process's shared ideals off: every ideal is
-// computed. Not for parallel tests.
-func computeAlone(f func()) {
-	shared.mu.Lock()
-	shared.off = true
-	shared.mu.Unlock()
-	defer func() {
-		shared.mu.Lock()
-		shared.off = false
-		shared.mu.Unlock()
-	}()
-	f()
-}
-
-// TestSharedIdeals: Assigners of one process share the ideals they compute
-// (a second Assigner finds the first's), and a partition set that differs
-// from a cached one, even with an equal fingerprint, is never given its
-// ideals.
-func TestSharedIdeals(t *testing.T) {
-	var parts []Partition
-	for i := range 2000 {
-		parts = append(parts, Partition{ID: fmt.Sprintf("shared-%05d", i)})
-	}
-	ms := []Member{{ID: "a"}, {ID: "b"}, {ID: "c"}}
-	none := make([]int32, len(parts))
-	for i := range none {
-		none[i] = -1
-	}
-	var first, second Assigner
-	want, err := first.AssignSorted(ms, parts, none, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := second.AssignSorted(ms, parts, none, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, want) {
-		t.Fatal("a second Assigner's ideal differs from the first's")
-	}
-	if &first.w.ideals[0].target[0] != &second.w.ideals[0].target[0] {
-		t.Error("the second Assigner computed the ideal again instead of sharing the first's")
-	}
-
-	// Another set with the same fingerprint (forged): not the same set.
-	other := slices.Clone(parts)
-	other[7].ID = "shared-x"
-	p := prepare(Input{Members: ms, Partitions: other})
-	shared.mu.Lock()
-	s := shared.sets[0]
-	if !s.sameIDs(s.fp, first.p.parts) {
-		t.Error("the cached set does not match its own partitions")
-	}
-	if s.sameIDs(s.fp, p.parts) {
-		t.Error("a set with one id changed matched on its fingerprint alone")
-	}
-	shared.mu.Unlock()
 }

@@ -34,25 +34,39 @@ type slotRing struct {
 func (r *slotRing) ringFor(members []member, quota []int, buf *[]slot) []slot {
 	r.mixUpTo(quota)
 	common := r.renumber(members)
-	fresh := r.fresh[:0]
+	// fresh and the merged ring sized at once (counted first): grown by
+	// appends from empty, they were copied log2(n) times on a member's
+	// first plans (1 s of 33 s of CPU of 100 member processes on 100,000
+	// partitions, in a CPU profile).
+	nFresh, nAll := 0, 0
 	for m := range members {
-		from := 0
-		if o := r.oldOf[m]; o >= 0 {
-			from = r.quota[o]
-		}
-		for k := from; k < quota[m]; k++ {
+		nFresh += max(quota[m]-r.from(m), 0)
+		nAll += quota[m]
+	}
+	fresh := resize(r.fresh, nFresh)[:0]
+	for m := range members {
+		for k := r.from(m); k < quota[m]; k++ {
 			fresh = append(fresh, slot{pos: r.slotPos(members[m].h, k), m: int32(m), k: int32(k)})
 		}
 	}
 	*buf = sortSlots(fresh, *buf, compareUnits)
 	if common {
-		r.slots, r.spare, r.fresh = r.mergeKept(r.spare[:0], fresh, quota), r.slots, fresh
+		r.slots, r.spare, r.fresh = r.mergeKept(resize(r.spare, nAll)[:0], fresh, quota), r.slots, fresh
 	} else { // every slot is new
 		r.slots, r.fresh = fresh, r.slots
 	}
 	r.members = append(r.members[:0], members...)
 	r.quota = append(r.quota[:0], quota...)
 	return r.slots
+}
+
+// from returns the first unit of members[m] that r.slots lacks: the
+// quota it had there, if it was a member (renumber has set oldOf).
+func (r *slotRing) from(m int) int {
+	if o := r.oldOf[m]; o >= 0 {
+		return r.quota[o]
+	}
+	return 0
 }
 
 // renumber sets oldOf and remap between r.members and members (both sorted

@@ -123,50 +123,34 @@ func BenchmarkAssignSorted(b *testing.B) {
 			}
 		})
 		if c.name == "fresh" {
-			// A new Assigner every time. uncached: the ideal is computed,
-			// not found among the Assigner's nor the process's (what the
-			// first plan of a member costs); shared: it is found among the
-			// process's (a plan after its buffers were dropped by a GC).
-			for _, v := range []struct {
-				name  string
-				alone bool
-			}{{"fresh-uncached", true}, {"fresh-shared", false}} {
-				b.Run(v.name, func(b *testing.B) {
-					var target []int32
-					loop := func() {
-						for b.Loop() {
-							var a Assigner
-							var err error
-							if target, err = a.AssignSorted(in.Members, in.Partitions, owner, target); err != nil {
-								b.Fatal(err)
-							}
-						}
+			// A new Assigner every time: the ideal is computed, not
+			// found among the Assigner's (what the first plan of a
+			// member costs).
+			b.Run("fresh-uncached", func(b *testing.B) {
+				var target []int32
+				for b.Loop() {
+					var a Assigner
+					var err error
+					if target, err = a.AssignSorted(in.Members, in.Partitions, owner, target); err != nil {
+						b.Fatal(err)
 					}
-					if v.alone {
-						computeAlone(loop)
-					} else {
-						loop()
-					}
-				})
-			}
+				}
+			})
 			// One Assigner, a new membership every time (more than it
-			// keeps ideals of, none from the process's): what a member
-			// pays for each membership change of a group whose
-			// partitions stay the same.
+			// keeps ideals of): what a member pays for each membership
+			// change of a group whose partitions stay the same.
 			b.Run("new-membership", func(b *testing.B) {
 				var a Assigner
 				var target []int32
 				i := 0
-				computeAlone(func() {
-					for b.Loop() {
-						ms := slices.Delete(slices.Clone(in.Members), i%(maxIdeals+1), i%(maxIdeals+1)+1)
-						i++
-						var err error
-						if target, err = a.AssignSorted(ms, in.Partitions, owner, target); err != nil {
-							b.Fatal(err)
-						}
+				for b.Loop() {
+					ms := slices.Delete(slices.Clone(in.Members), i%(maxIdeals+1), i%(maxIdeals+1)+1)
+					i++
+					var err error
+					if target, err = a.AssignSorted(ms, in.Partitions, owner, target); err != nil {
+						b.Fatal(err)
 					}
-				})
+				}
 			})
 		}
 	}
