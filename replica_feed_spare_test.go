@@ -7,6 +7,7 @@ import (
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
 
 // spareOf hands the entries of the last call back for the next one to
@@ -36,23 +37,11 @@ func TestFeedSpareOnlyUnheld(t *testing.T) {
 	}
 }
 
-// intoStore is a memstore whose ChangesInto notes the list it is given.
-type intoStore struct {
-	*memstore.Store
-	got []store.Change
-}
-
-func (s *intoStore) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
-	s.got = dst
-	cs, v, err := s.Changes(ctx, group, after, max)
-	return append(dst[:0], cs...), v, err
-}
-
 // The feed's call to the log passes its spare list to a store that
 // decodes into one, and gives it up (the store's, then the answer's).
 func TestFeedCallPassesSpare(t *testing.T) {
 	ctx := context.Background()
-	st := &intoStore{Store: memstore.New()}
+	st := &storetest.IntoRecorder{Store: memstore.New()}
 	if _, err := st.OpenSession(ctx, "g", "first", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +61,7 @@ func TestFeedCallPassesSpare(t *testing.T) {
 	if c.err != nil || len(c.cs) != 1 || c.cs[0].Kind != store.SessionOpened {
 		t.Fatalf("call: %v, %v; want the session's entry", c.cs, c.err)
 	}
-	if cap(st.got) != 5 || &c.cs[0] != &spare[:1][0] || f.spare != nil {
-		t.Fatalf("the store was given a list of capacity %d, not the spare; spare kept: %v", cap(st.got), f.spare != nil)
+	if cap(st.Got) != 5 || &c.cs[0] != &spare[:1][0] || f.spare != nil {
+		t.Fatalf("the store was given a list of capacity %d, not the spare; spare kept: %v", cap(st.Got), f.spare != nil)
 	}
 }

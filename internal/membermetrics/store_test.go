@@ -8,24 +8,13 @@ import (
 
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
-
-// intoStore is a memstore whose ChangesInto notes the list it is given.
-type intoStore struct {
-	*memstore.Store
-	got []store.Change
-}
-
-func (s *intoStore) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
-	s.got = dst
-	cs, v, err := s.Changes(ctx, group, after, max)
-	return append(dst[:0], cs...), v, err
-}
 
 // The metrics' store passes a caller's list on to the store's ChangesInto.
 func TestChangesIntoPassesTheList(t *testing.T) {
 	ctx := context.Background()
-	inner := &intoStore{Store: memstore.New()}
+	inner := &storetest.IntoRecorder{Store: memstore.New()}
 	st := New("g", "m", errors.New("fenced"), Gauges{}).Store(inner)
 	if _, err := st.OpenSession(ctx, "g", "first", 1, time.Minute); err != nil {
 		t.Fatal(err)
@@ -42,7 +31,7 @@ func TestChangesIntoPassesTheList(t *testing.T) {
 		ChangesInto(context.Context, string, store.Version, int, []store.Change) ([]store.Change, store.Version, error)
 	})
 	cs, _, err := in.ChangesInto(ctx, "g", snap.Version, 4, dst)
-	if err != nil || len(cs) != 1 || cap(inner.got) != 4 || &cs[0] != &dst[:1][0] {
-		t.Fatalf("ChangesInto: %v, %v; the store given a list of capacity %d, want the caller's", cs, err, cap(inner.got))
+	if err != nil || len(cs) != 1 || cap(inner.Got) != 4 || &cs[0] != &dst[:1][0] {
+		t.Fatalf("ChangesInto: %v, %v; the store given a list of capacity %d, want the caller's", cs, err, cap(inner.Got))
 	}
 }

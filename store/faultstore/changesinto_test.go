@@ -8,26 +8,14 @@ import (
 	"github.com/herdhq/herd/store"
 	"github.com/herdhq/herd/store/faultstore"
 	"github.com/herdhq/herd/store/memstore"
+	"github.com/herdhq/herd/store/storetest"
 )
-
-// intoStore is a memstore with a ChangesInto that notes the list it is
-// given and appends into it.
-type intoStore struct {
-	*memstore.Store
-	got []store.Change
-}
-
-func (s *intoStore) ChangesInto(ctx context.Context, group string, after store.Version, max int, dst []store.Change) ([]store.Change, store.Version, error) {
-	s.got = dst
-	cs, v, err := s.Changes(ctx, group, after, max)
-	return append(dst[:0], cs...), v, err
-}
 
 // ChangesInto passes the caller's list on to the inner store's
 // ChangesInto, and is Changes over a store without one.
 func TestChangesIntoPassesTheList(t *testing.T) {
 	ctx := context.Background()
-	inner := &intoStore{Store: memstore.New()}
+	inner := &storetest.IntoRecorder{Store: memstore.New()}
 	fs := faultstore.Wrap(inner)
 	from := opened(t, fs)
 	dst := make([]store.Change, 0, 4)
@@ -35,7 +23,7 @@ func TestChangesIntoPassesTheList(t *testing.T) {
 	if err != nil || len(cs) != 1 || cs[0].Kind != store.SessionOpened {
 		t.Fatalf("ChangesInto: %v, %v; want the session's entry", cs, err)
 	}
-	if cap(inner.got) != 4 || &cs[0] != &dst[:1][0] {
+	if cap(inner.Got) != 4 || &cs[0] != &dst[:1][0] {
 		t.Fatal("the inner store's ChangesInto was not given the list")
 	}
 
